@@ -1,0 +1,215 @@
+"""The only place that opens SQLite connections to an index.
+
+``connect`` applies kbase's connection settings (WAL, busy timeout, foreign keys, no
+double-quoted string literals), loads and checks sqlite-vec, creates a new index from
+``schema.sql``, refuses files that are not kbase indexes, and runs pending migrations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import apsw
+import apsw.ext
+
+from kbase.errors import DatabaseError, IndexBusyError
+from kbase.migrations import MIGRATIONS, SCHEMA_VERSION
+
+APPLICATION_ID = 0x6B626173  # "kbas": marks a SQLite file as a kbase index
+BUSY_TIMEOUT_MS = 10_000  # a reader or writer waits this long for a lock before giving up
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def default_db_path() -> Path:
+    """``$KBASE_DB``, else ``$XDG_DATA_HOME/kbase/index.db`` (``~/.local/share/kbase/index.db``)."""
+    env = os.environ.get("KBASE_DB")
+    if env:
+        return Path(env).expanduser()
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(data_home) / "kbase" / "index.db"
+
+
+def schema_sql() -> str:
+    """The v1 DDL: ``schema.sql`` from the installed package, else from the source checkout."""
+    packaged = resources.files("kbase").joinpath("schema.sql")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    # Editable installs and source checkouts: the file lives at the repository root.
+    return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+
+
+def _check_file(path: Path) -> None:
+    if path.is_dir():
+        raise DatabaseError(f"{path} is a directory, not an index file", "pass a file path with --db")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as e:
+        raise DatabaseError(f"cannot read index {path}: {e.strerror}", "check its permissions") from e
+    if head and head != SQLITE_HEADER:
+        raise DatabaseError(
+            f"{path} is not a SQLite database, so not a kbase index",
+            "choose another file with --db or KBASE_DB; kbase never overwrites it",
+        )
+
+
+def _load_sqlite_vec(con: apsw.Connection) -> None:
+    import sqlite_vec
+
+    try:
+        con.enable_load_extension(True)
+        con.load_extension(sqlite_vec.loadable_path())
+        con.enable_load_extension(False)
+        con.execute("SELECT vec_version()").fetchall()
+    except apsw.Error as e:
+        raise DatabaseError(
+            f"cannot load the sqlite-vec extension: {e}", "reinstall kbase: pip install --force-reinstall sqlite-vec"
+        ) from e
+
+
+def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = False) -> apsw.Connection:
+    """Open the index at ``path``.
+
+    ``create`` makes a new index when the file does not exist; otherwise a missing file is a
+    ``DatabaseError`` telling how to build one. ``readonly`` connections cannot write
+    (queries and ``kbase sql`` use them).
+    """
+    path = Path(path).expanduser()
+    if path.exists():
+        _check_file(path)
+    elif not create:
+        raise DatabaseError(f"no index at {path}", "build one with: kbase index PATH (or pass --db)")
+    else:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DatabaseError(f"cannot create folder {path.parent}: {e.strerror}", "pass another --db") from e
+
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        con = apsw.Connection(str(path), flags=flags)
+        con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        con.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+        con.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+        _load_sqlite_vec(con)
+        _prepare(con, path, readonly)
+    except apsw.Error as e:
+        raise translate_error(e, path) from e
+    return con
+
+
+def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
+    app_id = con.execute("PRAGMA application_id").get
+    version = con.execute("PRAGMA user_version").get
+    if app_id == 0 and version == 0:
+        has_tables = con.execute("SELECT count(*) FROM sqlite_schema").get
+        if has_tables:
+            raise DatabaseError(
+                f"{path} is a SQLite database but not a kbase index",
+                "choose another file with --db or KBASE_DB; kbase never overwrites it",
+            )
+        if readonly:
+            raise DatabaseError(f"no index at {path}", "build one with: kbase index PATH (or pass --db)")
+        _create(con)
+        version = SCHEMA_VERSION
+    elif app_id != APPLICATION_ID:
+        raise DatabaseError(
+            f"{path} is not a kbase index (application_id {app_id:#x})",
+            "choose another file with --db or KBASE_DB; kbase never overwrites it",
+        )
+    if version > SCHEMA_VERSION:
+        raise DatabaseError(
+            f"{path} was written by a newer kbase (schema {version}, this one knows {SCHEMA_VERSION})",
+            "upgrade kbase: pip install -U kbase",
+        )
+    if version < SCHEMA_VERSION:
+        if readonly:
+            # Migrate through a short-lived writable connection, then carry on read-only.
+            connect(path).close()
+        else:
+            _migrate(con, version)
+    con.execute("PRAGMA foreign_keys = ON")
+    if readonly:
+        con.execute("PRAGMA query_only = ON")
+    else:
+        con.execute("PRAGMA synchronous = NORMAL")  # safe in WAL mode: a crash loses no committed data integrity
+
+
+def _create(con: apsw.Connection) -> None:
+    con.execute("PRAGMA journal_mode = WAL")
+    with con:
+        con.execute(schema_sql())
+        for version in sorted(MIGRATIONS):
+            con.execute(MIGRATIONS[version])
+        con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate(con: apsw.Connection, version: int) -> None:
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        with con:
+            con.execute(MIGRATIONS[step])
+            con.execute(f"PRAGMA user_version = {step}")
+
+
+def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
+    """Turn an apsw error into a one-line ``DatabaseError`` that names the file and the fix."""
+    if isinstance(e, DatabaseError):
+        return e
+    if isinstance(e, apsw.BusyError):
+        return DatabaseError(f"index {path} is locked by another process", "try again when it finishes")
+    if isinstance(e, (apsw.NotADBError, apsw.CorruptError)):
+        return DatabaseError(
+            f"index {path} is damaged: {e}", "run kbase check, or delete the file and index again"
+        )
+    if isinstance(e, apsw.ReadOnlyError):
+        return DatabaseError(f"index {path} is read-only", "check the file's and folder's permissions")
+    if isinstance(e, apsw.FullError):
+        return DatabaseError(f"disk full while writing {path}", "free some space and run again; the index is intact")
+    if isinstance(e, apsw.CantOpenError):
+        return DatabaseError(f"cannot open index {path}", "check the path and its permissions")
+    return DatabaseError(f"index {path}: {e}")
+
+
+@contextlib.contextmanager
+def writer_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive advisory lock for one writing run (index, watch).
+
+    ``flock`` on the database file itself: it is independent of SQLite's own POSIX locks, so
+    readers are never blocked, and no lock file is left behind.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: SQLite's own locking still keeps data safe
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexBusyError(
+                f"another kbase process is already writing to {path}",
+                "wait for that index or watch run to finish, then run again",
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def meta_get(con: apsw.Connection, key: str, default: str | None = None) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else default
+
+
+def meta_set(con: apsw.Connection, key: str, value: str) -> None:
+    con.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )

@@ -1,0 +1,160 @@
+"""Walk roots and yield the files to index, with one stat each.
+
+Hidden entries (``.git``, ``.obsidian``, ``.trash``, dotfiles) are skipped, ``.kbaseignore``
+files (gitignore syntax, one per folder, applying below it) are honoured, symlinked folders are
+followed once (a loop is reported, never followed), and files over the size cap are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt")
+DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # bytes; larger files are skipped: notes are rarely this big
+IGNORE_FILE = ".kbaseignore"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file to index: ``relpath`` is '/'-separated and relative to the walked root."""
+
+    relpath: str
+    abspath: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file or folder left out, with the reason (a warning for the user)."""
+
+    abspath: str
+    reason: str
+
+
+def walk(
+    root: Path,
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
+    max_size: int = DEFAULT_MAX_SIZE,
+    start: Path | None = None,
+) -> Iterator[Candidate | Skipped]:
+    """Yield the candidate files under ``root`` (or under ``start``, a file or folder inside it).
+
+    ``relpath`` is always relative to ``root``; a file root has the relpath ''.
+    """
+    exts = tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
+    root = Path(root)
+    target = Path(start) if start is not None else root
+    rel_start = target.relative_to(root).as_posix() if start is not None else ""
+    rel_start = "" if rel_start == "." else rel_start
+    try:
+        st = target.stat()
+    except OSError as e:
+        yield Skipped(str(target), f"cannot read: {e.strerror}")
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        # A file named explicitly is indexed whatever its extension (decoding decides).
+        yield from _file(rel_start, str(target), st, max_size)
+        return
+    specs: list[tuple[str, pathspec.PathSpec]] = []
+    # The .kbaseignore files from the root down to the start folder apply too.
+    prefix = ""
+    for part in [""] + (rel_start.split("/") if rel_start else []):
+        prefix = f"{prefix}{part}/" if part else ""
+        problem = _load_ignore(root / prefix, prefix, specs)
+        if problem:
+            yield problem
+    yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), top=True)
+
+
+def _load_ignore(folder: Path, prefix: str, specs: list[tuple[str, pathspec.PathSpec]]) -> Skipped | None:
+    ignore = folder / IGNORE_FILE
+    try:
+        lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return Skipped(str(ignore), f"cannot read ignore file: {e.strerror}")
+    specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
+    return None
+
+
+def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]) -> bool:
+    for prefix, spec in specs:
+        if rel.startswith(prefix):
+            sub = rel[len(prefix):]
+            if spec.match_file(sub + "/" if is_dir else sub):
+                return True
+    return False
+
+
+def _walk_dir(
+    folder: Path,
+    rel: str,
+    exts: tuple[str, ...],
+    max_size: int,
+    specs: list[tuple[str, pathspec.PathSpec]],
+    seen: set[tuple[int, int]],
+    top: bool = False,
+) -> Iterator[Candidate | Skipped]:
+    try:
+        st = folder.stat()
+    except OSError as e:
+        yield Skipped(str(folder), f"cannot read folder: {e.strerror}")
+        return
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        yield Skipped(str(folder), "folder already visited through a symlink (loop or second link)")
+        return
+    seen.add(key)
+    n = len(specs)
+    if not top:
+        problem = _load_ignore(folder, rel + "/", specs)
+        if problem:
+            yield problem
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        yield Skipped(str(folder), f"cannot list folder: {e.strerror}")
+        return
+    try:
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            child_rel = f"{rel}/{name}" if rel else name
+            try:
+                is_dir = entry.is_dir()  # follows symlinks
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not _ignored(child_rel, True, specs):
+                    yield from _walk_dir(Path(entry.path), child_rel, exts, max_size, specs, seen)
+                continue
+            if not name.lower().endswith(exts) or _ignored(child_rel, False, specs):
+                continue
+            try:
+                est = entry.stat()
+            except OSError as e:
+                reason = "broken symlink" if entry.is_symlink() else f"cannot stat: {e.strerror}"
+                yield Skipped(entry.path, reason)
+                continue
+            yield from _file(child_rel, entry.path, est, max_size)
+    finally:
+        del specs[n:]
+
+
+def _file(rel: str, abspath: str, st: os.stat_result, max_size: int) -> Iterator[Candidate | Skipped]:
+    if not stat.S_ISREG(st.st_mode):
+        yield Skipped(abspath, "not a regular file")
+    elif st.st_size > max_size:
+        yield Skipped(abspath, f"larger than the size cap ({st.st_size:,} > {max_size:,} bytes; raise it with --max-size)")
+    else:
+        yield Candidate(rel, abspath, st.st_size, st.st_mtime_ns)

@@ -1,0 +1,201 @@
+"""Orchestration: discover -> read -> decode -> parse -> chunk -> store.
+
+Incremental: a file whose size and mtime match the index costs one stat; a changed stat with the
+same content hash only updates the stat; a new path whose content matches a vanished document is
+a rename (the row moves, chunks and what hangs off them stay); everything else is parsed and
+replaced in one transaction. Documents whose files are gone are removed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from kbase import store
+from kbase.chunk import TokenCounter, chunk
+from kbase.db import meta_set
+from kbase.decode import UndecodableError, decode
+from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Candidate, Skipped, walk
+from kbase.errors import InputError
+from kbase.models import IndexReport
+from kbase.parse import parse
+
+# progress(done, total, current path); total is known once discovery has finished.
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class _Scope:
+    root_id: int
+    root: Path
+    start: Path | None  # a folder inside the root, or None for the whole root
+    prefix: str  # start relative to the root, '' for the whole root
+
+
+def resolve_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Absolute paths of the roots to index; a missing one is an ``InputError`` before any work."""
+    out = []
+    for p in paths:
+        path = Path(p).expanduser()
+        if not path.exists():
+            raise InputError(f"no such file or folder: {p}", "check the path you passed to kbase index")
+        out.append(path.resolve())
+    return out
+
+
+def _scope(con: apsw.Connection, path: Path) -> _Scope:
+    roots = con.execute("SELECT id, path FROM roots").fetchall()
+    for root_id, root in roots:
+        if path == Path(root):
+            return _Scope(root_id, path, None, "")
+        if path.is_relative_to(root):
+            prefix = path.relative_to(root).as_posix()
+            return _Scope(root_id, Path(root), path, prefix)
+    root_id = store.ensure_root(con, str(path))
+    inner = [(rid, r) for rid, r in roots if Path(r).is_relative_to(path)]
+    if inner:
+        store.absorb_roots(con, root_id, str(path), inner)
+    return _Scope(root_id, path, None, "")
+
+
+def index(
+    con: apsw.Connection,
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    extensions: Sequence[str] = DEFAULT_EXTENSIONS,
+    max_size: int = DEFAULT_MAX_SIZE,
+    counter: TokenCounter | None = None,
+    progress: Progress | None = None,
+) -> IndexReport:
+    """Bring the index up to date with ``paths`` (folders or files). With no paths, every known root.
+
+    A KeyboardInterrupt leaves a consistent index (each document is its own transaction); the
+    report says so and the next run completes the work.
+    """
+    t0 = time.perf_counter()
+    report = IndexReport()
+    if not paths:
+        paths = [r for (r,) in con.execute("SELECT path FROM roots ORDER BY path")]
+        if not paths:
+            raise InputError("nothing to index yet", "pass the folders of your notes: kbase index PATH...")
+        gone = [p for p in paths if not Path(p).exists()]
+        report.skipped.extend((p, "root is gone; its documents are kept (re-point or remove it)") for p in gone)
+        paths = [p for p in paths if p not in gone]
+    try:
+        for path in resolve_paths(paths):
+            _index_scope(con, _scope(con, path), tuple(extensions), max_size, counter, progress, report)
+        meta_set_tx(con, "last_index_at", store.now_iso())
+    except KeyboardInterrupt:
+        report.interrupted = True
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def meta_set_tx(con: apsw.Connection, key: str, value: str) -> None:
+    with con:
+        meta_set(con, key, value)
+
+
+def _index_scope(
+    con: apsw.Connection,
+    scope: _Scope,
+    extensions: tuple[str, ...],
+    max_size: int,
+    counter: TokenCounter | None,
+    progress: Progress | None,
+    report: IndexReport,
+) -> None:
+    found: list[Candidate] = []
+    for item in walk(scope.root, extensions, max_size, start=scope.start):
+        if isinstance(item, Skipped):
+            report.skipped.append((item.abspath, item.reason))
+        else:
+            found.append(item)
+    if scope.prefix:
+        rows = con.execute(
+            "SELECT path, id, size, mtime_ns, hash FROM documents WHERE root_id = ?1"
+            " AND (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')",
+            (scope.root_id, scope.prefix),
+        )
+    else:
+        rows = con.execute("SELECT path, id, size, mtime_ns, hash FROM documents WHERE root_id = ?", (scope.root_id,))
+    known = {path: (doc_id, size, mtime, h) for path, doc_id, size, mtime, h in rows}
+
+    todo = []
+    for c in found:
+        old = known.get(c.relpath)
+        if old is not None and old[1] == c.size and old[2] == c.mtime_ns:
+            report.unchanged += 1
+        else:
+            todo.append(c)
+    seen = {c.relpath for c in found}
+    vanished = {path: known[path] for path in known.keys() - seen}
+    by_hash = {}
+    for path, (doc_id, _, _, h) in vanished.items():
+        by_hash.setdefault(h, []).append(path)
+
+    total = len(todo)
+    for done, c in enumerate(todo, 1):
+        if progress:
+            progress(done - 1, total, c.relpath)
+        old = known.get(c.relpath)
+        try:
+            with open(c.abspath, "rb") as f:
+                data = f.read(max_size + 1)
+            st = os.stat(c.abspath)
+        except FileNotFoundError:
+            report.skipped.append((c.abspath, "vanished while indexing"))
+            if old is not None:
+                vanished[c.relpath] = old
+            continue
+        except OSError as e:
+            report.skipped.append((c.abspath, f"cannot read: {e.strerror}"))
+            continue  # an unreadable file keeps what was indexed of it before
+        if len(data) > max_size:
+            report.skipped.append((c.abspath, f"grew past the size cap ({max_size:,} bytes) while indexing"))
+            continue
+        digest = store.sha256(data)
+        if old is not None and old[3] == digest:
+            store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
+            report.unchanged += 1
+            continue
+        if old is None and by_hash.get(digest):
+            src = by_hash[digest].pop()
+            store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
+            report.renamed += 1
+            continue
+        try:
+            decoded = decode(data)
+        except UndecodableError as e:
+            report.skipped.append((c.abspath, str(e)))
+            if old is not None:
+                vanished[c.relpath] = old  # it was text once; now it is not: drop the stale copy
+            continue
+        name = c.relpath or Path(c.abspath).name
+        try:
+            doc = parse(decoded.text, name)
+            chunks = chunk(doc, counter)
+        except (RecursionError, MemoryError) as e:
+            report.skipped.append((c.abspath, f"too deeply nested or too large to parse ({type(e).__name__})"))
+            continue
+        for w in doc.warnings:
+            report.warnings.append((c.abspath, w))
+        store.write_document(
+            con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath, size=st.st_size,
+            mtime_ns=st.st_mtime_ns, hash=digest, encoding=decoded.encoding, doc=doc, chunks=chunks,
+        )
+        if old is None:
+            report.new += 1
+        else:
+            report.updated += 1
+    if progress:
+        progress(total, total, "")
+    for path, (doc_id, *_rest) in vanished.items():
+        store.delete_document(con, doc_id)
+        report.removed += 1
+    store.finish_root(con, scope.root_id)

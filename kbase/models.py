@@ -1,0 +1,92 @@
+"""Records that cross layers (ingest, store, search, CLI, TUI). Frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A Markdown heading: ``body[start:end]`` is the heading's source line(s)."""
+
+    level: int
+    text: str
+    start: int
+    end: int
+    line: int
+
+
+@dataclass(frozen=True)
+class Block:
+    """A top-level block of a document, as the chunker sees it: ``body[start:end]``."""
+
+    kind: str  # heading, paragraph, list, quote, code, table, html, hr, math, frontmatter
+    start: int
+    end: int
+    level: int = 0  # heading level for kind == 'heading'
+
+
+@dataclass(frozen=True)
+class ParsedDoc:
+    """A decoded document with its metadata and block structure. Offsets index ``text``."""
+
+    text: str
+    kind: str  # 'markdown' or 'text'
+    title: str
+    frontmatter: dict | None
+    body_start: int
+    date: str | None
+    tags: tuple[tuple[str, str], ...]  # (tag, source)
+    aliases: tuple[str, ...]
+    headings: tuple[Heading, ...]
+    blocks: tuple[Block, ...]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A passage of a document: ``text[start:end]`` exactly."""
+
+    seq: int
+    start: int
+    end: int
+    line: int
+    heading_path: str
+    kind: str
+    tokens: int
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a document with its best-matching chunk."""
+
+    doc_id: int
+    path: str  # relative to its root
+    abspath: str
+    title: str
+    score: float  # higher is better
+    chunk_id: int
+    line: int  # 1-based line of the first match (or of the chunk)
+    heading_path: str
+    snippet: str  # one line of text around the match
+    highlights: tuple[tuple[int, int], ...] = ()  # [start, end) of matched terms in ``snippet``
+    matched_chunks: int = 1  # how many chunks of the document matched
+    tags: tuple[str, ...] = ()
+    stale: bool = False  # the file changed on disk since it was indexed
+    explain: dict = field(default_factory=dict)
+
+
+@dataclass
+class IndexReport:
+    """What one index run did."""
+
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    renamed: int = 0
+    removed: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
+    seconds: float = 0.0
+    interrupted: bool = False

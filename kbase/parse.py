@@ -1,0 +1,242 @@
+"""text -> ParsedDoc: front matter, title, tags, aliases, date, headings and block structure.
+
+Markdown block structure comes from markdown-it-py (CommonMark + tables, block level only);
+its line map is turned into character offsets into the original text, whose line breaks
+(LF, CRLF or a lone CR) are kept as they are.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from bisect import bisect_right
+from pathlib import PurePosixPath
+
+import yaml
+from markdown_it import MarkdownIt
+
+from kbase.models import Block, Heading, ParsedDoc
+
+MARKDOWN_EXTENSIONS = (".md", ".markdown")
+MAX_FRONTMATTER_CHARS = 256 * 1024  # larger "front matter" is not metadata; it is skipped with a warning
+MAX_FRONTMATTER_NODES = 10_000  # guards against YAML alias bombs expanding when turned into JSON
+DATE_KEYS = ("date", "created", "updated", "modified")
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FM_OPEN = re.compile(r"---[ \t]*(?:\r\n|\r|\n)")
+_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
+_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+# Obsidian tags: '#' after whitespace or at line start, then letters, digits, '_', '-', '/'.
+_TAG = re.compile(r"(?:(?<=\s)|^)#([\w/-]+)", re.M)
+
+try:
+    _YamlLoader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _YamlLoader = yaml.SafeLoader
+
+_md = MarkdownIt("commonmark", {"html": True}).enable("table")
+_md.disable(["inline", "text_join"])  # block structure is all we need; inline parsing is 3x the cost
+
+_BLOCK_KINDS = {
+    "paragraph_open": "paragraph",
+    "bullet_list_open": "list",
+    "ordered_list_open": "list",
+    "blockquote_open": "quote",
+    "fence": "code",
+    "code_block": "code",
+    "table_open": "table",
+    "html_block": "html",
+    "hr": "hr",
+    "heading_open": "heading",
+}
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets where each line starts (line breaks: LF, CRLF, lone CR)."""
+    return [0] + [m.end() for m in LINE_BREAK.finditer(text)]
+
+
+def line_of(starts: list[int], offset: int) -> int:
+    """1-based line number of ``offset``."""
+    return bisect_right(starts, offset)
+
+
+def is_markdown(path: str) -> bool:
+    return path.lower().endswith(MARKDOWN_EXTENSIONS)
+
+
+def parse(text: str, path: str) -> ParsedDoc:
+    """Parse a document; ``path`` gives the kind (by extension) and the fallback title."""
+    stem = PurePosixPath(path).stem or PurePosixPath(path).name or path
+    if not is_markdown(path):
+        blocks = (Block("paragraph", 0, len(text.rstrip())),) if text.strip() else ()
+        return ParsedDoc(text, "text", stem, None, 0, None, (), (), (), blocks)
+
+    warnings: list[str] = []
+    fm, body_start = _front_matter(text, warnings)
+    starts = line_starts(text)
+    first_line = line_of(starts, body_start) - 1
+    tokens = _md.parse(text[body_start:])
+
+    blocks: list[Block] = []
+    headings: list[Heading] = []
+    for i, tok in enumerate(tokens):
+        if tok.level != 0 or tok.map is None or tok.type not in _BLOCK_KINDS:
+            continue
+        kind = _BLOCK_KINDS[tok.type]
+        start = starts[first_line + tok.map[0]]
+        end = _line_end(text, starts, first_line + tok.map[1] - 1)
+        if kind == "heading":
+            level = int(tok.tag[1])
+            blocks.append(Block(kind, start, end, level))
+            headings.append(Heading(level, tokens[i + 1].content.strip(), start, end, first_line + tok.map[0] + 1))
+        else:
+            blocks.append(Block(kind, start, end))
+
+    meta = fm or {}
+    title = _first_str(meta.get("title")) or (headings[0].text if headings else "") or stem
+    tags = [(t, "frontmatter") for t in _str_list(meta.get("tags", meta.get("tag")), split_space=True)]
+    seen = {t.lower() for t, _ in tags}
+    for tag in _inline_tags(text, blocks):
+        if tag.lower() not in seen:
+            seen.add(tag.lower())
+            tags.append((tag, "inline"))
+    aliases = tuple(dict.fromkeys(_str_list(meta.get("aliases", meta.get("alias")))))
+    return ParsedDoc(
+        text=text,
+        kind="markdown",
+        title=title.strip(),
+        frontmatter=fm,
+        body_start=body_start,
+        date=_date(meta),
+        tags=tuple(tags),
+        aliases=aliases,
+        headings=tuple(headings),
+        blocks=tuple(blocks),
+        warnings=tuple(warnings),
+    )
+
+
+def _line_end(text: str, starts: list[int], line_index: int) -> int:
+    """Offset of the end of line ``line_index`` (0-based), before its line break."""
+    if line_index + 1 < len(starts):
+        end = starts[line_index + 1]
+        if text.startswith("\r\n", end - 2):
+            return end - 2
+        return end - 1
+    return len(text)
+
+
+def _front_matter(text: str, warnings: list[str]) -> tuple[dict | None, int]:
+    """Parse a leading YAML block. Returns (mapping or None, offset where the body starts)."""
+    m = _FM_OPEN.match(text)
+    if not m:
+        return None, 0
+    close = _FM_CLOSE.search(text, m.end(), m.end() + MAX_FRONTMATTER_CHARS + 8)
+    if not close:
+        if len(text) - m.end() > MAX_FRONTMATTER_CHARS and _FM_CLOSE.search(text, m.end()):
+            warnings.append(f"front matter larger than {MAX_FRONTMATTER_CHARS // 1024} KB ignored")
+        return None, 0  # no closing line: an opening thematic break, not front matter
+    body_start = close.end()
+    lb = LINE_BREAK.match(text, body_start)
+    if lb:
+        body_start = lb.end()
+    raw = text[m.end():close.start()]
+    try:
+        data = yaml.load(raw, Loader=_YamlLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        warnings.append(f"malformed front matter{where}: {problem}; body indexed without it")
+        return None, body_start
+    except RecursionError:
+        warnings.append("front matter nested too deeply; body indexed without it")
+        return None, body_start
+    if data is None:
+        return {}, body_start
+    if not isinstance(data, dict):
+        warnings.append(f"front matter is a {type(data).__name__}, not a mapping; ignored")
+        return None, body_start
+    try:
+        budget = [MAX_FRONTMATTER_NODES]
+        return _jsonable(data, budget), body_start
+    except (OverflowError, RecursionError):
+        warnings.append("front matter too large once expanded (YAML aliases?); ignored")
+        return None, body_start
+
+
+def _jsonable(value, budget: list[int]):
+    """A JSON-compatible copy of YAML data, spending one unit of ``budget`` per node."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise OverflowError
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, budget) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v, budget) for v in value]
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def frontmatter_json(fm: dict | None) -> str | None:
+    return None if fm is None else json.dumps(fm, ensure_ascii=False, allow_nan=False)
+
+
+def _first_str(value) -> str:
+    if isinstance(value, list) and value:
+        value = value[0]
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def _str_list(value, split_space: bool = False) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = re.split(r"[,\s]+" if split_space else r",", value)
+    elif isinstance(value, list):
+        parts = [str(v) for v in value if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    else:
+        return []
+    out = []
+    for p in parts:
+        p = p.strip().lstrip("#").strip() if split_space else p.strip()
+        if p:
+            out.append(p)
+    return out
+
+
+def _date(meta: dict) -> str | None:
+    for key in DATE_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str):
+            value = value.strip()
+            for kind in (dt.date, dt.datetime):
+                try:
+                    return kind.fromisoformat(value.replace("Z", "+00:00")).isoformat()
+                except ValueError:
+                    pass
+    return None
+
+
+def _inline_tags(text: str, blocks: list[Block]) -> list[str]:
+    tags = []
+    for b in blocks:
+        if b.kind in ("code", "html", "hr"):
+            continue
+        chunk = _INLINE_CODE.sub(" ", text[b.start:b.end])
+        for m in _TAG.finditer(chunk):
+            tag = m.group(1).rstrip("/")
+            if tag and not tag.replace("/", "").isdigit() and not tag.startswith("/"):
+                tags.append(tag)
+    return tags

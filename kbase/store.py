@@ -1,0 +1,125 @@
+"""All writes to the index. One document = one transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+import apsw
+
+from kbase.models import Chunk, ParsedDoc
+from kbase.parse import frontmatter_json
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_document(
+    con: apsw.Connection,
+    *,
+    doc_id: int | None,
+    root_id: int,
+    path: str,
+    size: int,
+    mtime_ns: int,
+    hash: str,
+    encoding: str,
+    doc: ParsedDoc,
+    chunks: list[Chunk],
+) -> int:
+    """Insert or replace one document with everything derived from it, in one transaction."""
+    text = doc.text
+    values = (
+        doc.kind, doc.title, size, mtime_ns, hash, encoding, frontmatter_json(doc.frontmatter),
+        doc.body_start, doc.date, now_iso(), text,
+    )
+    with con:
+        if doc_id is None:
+            con.execute(
+                "INSERT INTO documents (kind, title, size, mtime_ns, hash, encoding, frontmatter,"
+                " body_start, date, indexed_at, body, root_id, path) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values + (root_id, path),
+            )
+            doc_id = con.last_insert_rowid()
+        else:
+            # The update trigger removes the old chunks (and their FTS rows) first.
+            con.execute(
+                "UPDATE documents SET kind=?, title=?, size=?, mtime_ns=?, hash=?, encoding=?,"
+                " frontmatter=?, body_start=?, date=?, indexed_at=?, body=? WHERE id=?",
+                values + (doc_id,),
+            )
+            for table in ("tags", "aliases", "headings"):
+                con.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
+        con.executemany(
+            "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, heading_path, kind, tokens, flags, hash)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [
+                (doc_id, c.seq, c.start, c.end, c.line, c.heading_path, c.kind, c.tokens, c.flags,
+                 sha256(text[c.start:c.end].encode("utf-8", "surrogatepass")))
+                for c in chunks
+            ],
+        )
+        con.executemany(
+            "INSERT OR IGNORE INTO tags (doc_id, tag, source) VALUES (?,?,?)",
+            [(doc_id, tag, source) for tag, source in doc.tags],
+        )
+        con.executemany(
+            "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
+        )
+        con.executemany(
+            "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line) VALUES (?,?,?,?,?,?,?)",
+            [(doc_id, i, h.level, h.text, h.start, h.end, h.line) for i, h in enumerate(doc.headings)],
+        )
+    return doc_id
+
+
+def touch_document(con: apsw.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
+    """The file's content is unchanged (same hash): remember its new stat so it costs a stat next time."""
+    with con:
+        con.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, doc_id))
+
+
+def move_document(con: apsw.Connection, doc_id: int, root_id: int, path: str, size: int, mtime_ns: int) -> None:
+    """A renamed file: same content, new path; chunks and everything derived from them stay."""
+    with con:
+        con.execute(
+            "UPDATE documents SET root_id=?, path=?, size=?, mtime_ns=? WHERE id=?",
+            (root_id, path, size, mtime_ns, doc_id),
+        )
+
+
+def delete_document(con: apsw.Connection, doc_id: int) -> None:
+    with con:
+        con.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+
+
+def ensure_root(con: apsw.Connection, path: str) -> int:
+    with con:
+        row = con.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()
+        if row:
+            return row[0]
+        con.execute("INSERT INTO roots (path, added_at) VALUES (?, ?)", (path, now_iso()))
+        return con.last_insert_rowid()
+
+
+def absorb_roots(con: apsw.Connection, outer_id: int, outer: str, inner: list[tuple[int, str]]) -> None:
+    """Roots inside a new outer root become part of it: their documents move, nothing is re-read."""
+    with con:
+        for root_id, path in inner:
+            prefix = path[len(outer) + 1:]
+            con.execute(
+                "UPDATE documents SET root_id = ?, path = ? || CASE WHEN path = '' THEN '' ELSE '/' || path END"
+                " WHERE root_id = ?",
+                (outer_id, prefix, root_id),
+            )
+            con.execute("DELETE FROM roots WHERE id = ?", (root_id,))
+
+
+def finish_root(con: apsw.Connection, root_id: int) -> None:
+    with con:
+        con.execute("UPDATE roots SET last_indexed_at = ? WHERE id = ?", (now_iso(), root_id))

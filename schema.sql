@@ -1,0 +1,155 @@
+-- kbase index schema, version 1.
+--
+-- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
+-- packaged into the wheel. Later changes are numbered steps in kbase/migrations.py, gated by
+-- PRAGMA user_version. The file is also the reference for people who query the index with SQL;
+-- prefer the views at the end to the tables, they are the stable surface.
+--
+-- Conventions: character offsets (start_char, end_char) index the decoded text in
+-- documents.body, 0-based and end-exclusive, counted in Unicode code points, so that
+-- substr(body, start_char + 1, end_char - start_char) in SQL and body[start_char:end_char] in
+-- Python give exactly the chunk's or heading's text.
+
+-- Key/value settings: schema details, embedder fingerprint, chunker settings, last index time.
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,      -- setting name
+    value TEXT NOT NULL          -- setting value (JSON where structured)
+) STRICT;
+
+-- The folders (or single files) that were indexed; a document's path is relative to its root.
+CREATE TABLE roots (
+    id              INTEGER PRIMARY KEY,
+    path            TEXT NOT NULL UNIQUE,   -- absolute path of the folder or file as indexed
+    added_at        TEXT NOT NULL,          -- UTC ISO-8601 time the root was first indexed
+    last_indexed_at TEXT                    -- UTC ISO-8601 time of the last completed index run
+) STRICT;
+
+-- One row per indexed file, with its decoded text.
+CREATE TABLE documents (
+    id          INTEGER PRIMARY KEY,
+    root_id     INTEGER NOT NULL REFERENCES roots(id),
+    path        TEXT NOT NULL,          -- path relative to the root, '/'-separated ('' for a file root)
+    kind        TEXT NOT NULL,          -- 'markdown' or 'text'
+    title       TEXT NOT NULL,          -- front matter title, else first heading, else file name
+    size        INTEGER NOT NULL,       -- file size in bytes when indexed
+    mtime_ns    INTEGER NOT NULL,       -- file modification time (ns since the epoch) when indexed
+    hash        TEXT NOT NULL,          -- sha256 of the file's bytes (hex)
+    encoding    TEXT NOT NULL,          -- encoding the bytes were decoded with, e.g. 'utf_8', 'cp1252'
+    frontmatter TEXT,                   -- front matter as a JSON object, NULL if none or malformed
+    body_start  INTEGER NOT NULL DEFAULT 0, -- offset where the text after the front matter starts
+    date        TEXT,                   -- date from front matter (date/created/updated), ISO-8601
+    indexed_at  TEXT NOT NULL,          -- UTC ISO-8601 time this version was indexed
+    body        TEXT NOT NULL,          -- the whole decoded text, line endings as in the file
+    UNIQUE (root_id, path)
+) STRICT;
+CREATE INDEX documents_hash ON documents(hash);
+
+-- Passages of a document; the text is not stored twice: it is body[start_char:end_char].
+CREATE TABLE chunks (
+    id           INTEGER PRIMARY KEY,
+    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    seq          INTEGER NOT NULL,      -- 0-based position of the chunk in its document
+    start_char   INTEGER NOT NULL,      -- offset of the first character in documents.body
+    end_char     INTEGER NOT NULL,      -- offset after the last character (exclusive)
+    line         INTEGER NOT NULL,      -- 1-based line number of start_char
+    heading_path TEXT NOT NULL DEFAULT '', -- enclosing headings joined by ' > ', e.g. 'Guide > Install'
+    kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
+    tokens       INTEGER NOT NULL,      -- size in the chunker's token counter
+    flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
+    hash         TEXT NOT NULL,         -- sha256 of the chunk text (hex), to reuse derived data
+    UNIQUE (doc_id, seq)
+) STRICT;
+
+-- Tags from front matter ('tags') and inline '#tags' outside code.
+CREATE TABLE tags (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    tag    TEXT NOT NULL COLLATE NOCASE,   -- without the leading '#', nested tags keep their '/'
+    source TEXT NOT NULL,                  -- 'frontmatter' or 'inline'
+    PRIMARY KEY (doc_id, tag)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX tags_tag ON tags(tag);
+
+-- Front matter aliases: other names a note answers to.
+CREATE TABLE aliases (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    alias  TEXT NOT NULL COLLATE NOCASE,
+    PRIMARY KEY (doc_id, alias)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX aliases_alias ON aliases(alias);
+
+-- Headings of Markdown documents, in order.
+CREATE TABLE headings (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,   -- 0-based position among the document's headings
+    level      INTEGER NOT NULL,   -- 1 to 6
+    text       TEXT NOT NULL,      -- heading text without the '#' markers
+    start_char INTEGER NOT NULL,   -- offset of the heading line in documents.body
+    end_char   INTEGER NOT NULL,   -- offset after the heading line's text (exclusive)
+    line       INTEGER NOT NULL,   -- 1-based line number
+    PRIMARY KEY (doc_id, seq)
+) STRICT, WITHOUT ROWID;
+
+-- What the keyword index reads: one row per chunk with its document title, heading path and
+-- text. FTS5 uses it as external content, so chunk text is stored once (in documents.body).
+CREATE VIEW chunks_fts_content AS
+SELECT c.id                                                    AS id,
+       d.title                                                 AS title,
+       c.heading_path                                          AS headings,
+       substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
+
+-- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts, 10.0, 4.0, 1.0)
+-- (title, headings, body weights), and use highlight()/snippet() on the body column (2).
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    title, headings, body,
+    content = 'chunks_fts_content',
+    content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+
+-- The triggers keep chunks_fts equal to chunks. Whatever removes or rewrites a document removes
+-- its chunks first, while the old body is still there for FTS5's 'delete' command.
+CREATE TRIGGER chunks_after_insert AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, title, headings, body)
+    SELECT id, title, headings, body FROM chunks_fts_content WHERE id = new.id;
+END;
+
+CREATE TRIGGER chunks_before_delete BEFORE DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
+    SELECT 'delete', id, title, headings, body FROM chunks_fts_content WHERE id = old.id;
+END;
+
+CREATE TRIGGER chunks_before_update BEFORE UPDATE ON chunks BEGIN
+    SELECT RAISE(ABORT, 'chunks are replaced, not updated: delete and insert instead');
+END;
+
+CREATE TRIGGER documents_before_delete BEFORE DELETE ON documents BEGIN
+    DELETE FROM chunks WHERE doc_id = old.id;
+END;
+
+CREATE TRIGGER documents_before_rewrite BEFORE UPDATE OF title, body ON documents BEGIN
+    DELETE FROM chunks WHERE doc_id = old.id;
+END;
+
+-- Stable views for scripts -------------------------------------------------------------------
+
+-- Every note with its root-relative path, absolute path and main metadata.
+CREATE VIEW notes AS
+SELECT d.id, d.path,
+       CASE WHEN d.path = '' THEN r.path ELSE r.path || '/' || d.path END AS abspath,
+       d.title, d.kind, d.size, d.encoding, d.date,
+       datetime(d.mtime_ns / 1000000000, 'unixepoch') AS modified,
+       d.indexed_at, d.frontmatter
+FROM documents AS d JOIN roots AS r ON r.id = d.root_id;
+
+-- One row per (note, tag).
+CREATE VIEW note_tags AS
+SELECT t.doc_id, d.path, d.title, t.tag, t.source
+FROM tags AS t JOIN documents AS d ON d.id = t.doc_id;
+
+-- Every chunk with its text, line and location.
+CREATE VIEW chunk_texts AS
+SELECT c.id, c.doc_id, d.path, c.seq, c.start_char, c.end_char, c.line, c.heading_path, c.kind,
+       c.tokens, c.flags,
+       substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS text
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
