@@ -1,0 +1,89 @@
+"""Pure: user search text -> a safe FTS5 MATCH expression.
+
+Supported syntax: words, "phrases" (an unclosed quote runs to the end), prefix*, -exclusion
+(a word or a phrase), and OR between two terms. Everything else is punctuation: words joined by
+punctuation (``e.g.``, ``foo-bar``, ``user@example.com``) become a phrase of their parts, which is
+exactly how the FTS5 tokenizer splits the indexed text; ``c++`` finds ``c``; FTS5 keywords
+(``AND``, ``NOT``, ``NEAR``) are ordinary words. The output never raises a syntax error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_WORD = re.compile(r"\w+")
+_TOKEN = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)("|$)|(?P<bare>[^\s"]+)')
+
+
+@dataclass(frozen=True)
+class Term:
+    words: tuple[str, ...]
+    prefix: bool = False
+
+    def fts(self) -> str:
+        quoted = '"' + " ".join(self.words).replace('"', '""') + '"'
+        return quoted + ("*" if self.prefix else "")
+
+
+@dataclass(frozen=True)
+class Query:
+    """Parsed search text: ``clauses`` must all match (each is an OR of terms), ``excluded`` none."""
+
+    clauses: tuple[tuple[Term, ...], ...] = ()
+    excluded: tuple[Term, ...] = ()
+    explicit_or: bool = False
+    words: tuple[str, ...] = field(default=())  # every positive word, for display and fallbacks
+
+    @property
+    def empty(self) -> bool:
+        return not self.clauses
+
+    def to_fts(self, match_any: bool = False) -> str:
+        """The MATCH expression: all clauses (AND), or with ``match_any`` any of them (OR)."""
+        if self.empty:
+            return ""
+        parts = []
+        for clause in self.clauses:
+            inner = " OR ".join(t.fts() for t in clause)
+            parts.append(f"({inner})" if len(clause) > 1 else inner)
+        expr = (" OR " if match_any else " AND ").join(parts)
+        if self.excluded:
+            expr = f"({expr})" + "".join(f" NOT {t.fts()}" for t in self.excluded)
+        return expr
+
+
+def parse_query(text: str) -> Query:
+    clauses: list[list[Term]] = []
+    excluded: list[Term] = []
+    words: list[str] = []
+    pending_or = explicit_or = False
+    for m in _TOKEN.finditer(text):
+        neg = bool(m.group("neg"))
+        prefix = False
+        if m.group("bare") is not None:
+            raw = m.group("bare")
+            if raw == "OR":
+                pending_or = bool(clauses)
+                continue
+            if raw.startswith("-") and len(raw) > 1:
+                neg, raw = True, raw[1:]
+            prefix = raw.endswith("*") and bool(_WORD.search(raw[-2:-1] or ""))
+            found = _WORD.findall(raw)
+        else:
+            found = _WORD.findall(m.group("phrase"))
+        if not found:
+            continue
+        term = Term(tuple(found), prefix)
+        if neg:
+            excluded.append(term)
+            pending_or = False
+            continue
+        words.extend(found)
+        if pending_or and clauses:
+            clauses[-1].append(term)
+            explicit_or = True
+        else:
+            clauses.append([term])
+        pending_or = False
+    return Query(tuple(tuple(c) for c in clauses), tuple(excluded), explicit_or, tuple(words))
