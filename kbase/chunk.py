@@ -11,7 +11,7 @@ import re
 from typing import Protocol
 
 from kbase.models import Block, Chunk, ParsedDoc
-from kbase.parse import line_of, line_starts
+from kbase.text import line_of, line_starts
 
 MAX_CHARS = 1500  # about 300-400 tokens of English prose: a passage a person reads at a glance
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)\s*")

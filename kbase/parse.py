@@ -10,20 +10,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from bisect import bisect_right
 from pathlib import PurePosixPath
 
 import yaml
 from markdown_it import MarkdownIt
 
 from kbase.models import Block, Heading, ParsedDoc
+from kbase.text import LINE_BREAK, line_of, line_starts
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
 MAX_FRONTMATTER_CHARS = 256 * 1024  # larger "front matter" is not metadata; it is skipped with a warning
 MAX_FRONTMATTER_NODES = 10_000  # guards against YAML alias bombs expanding when turned into JSON
 DATE_KEYS = ("date", "created", "updated", "modified")
 
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _FM_OPEN = re.compile(r"---[ \t]*(?:\r\n|\r|\n)")
 _FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
@@ -50,16 +49,6 @@ _BLOCK_KINDS = {
     "hr": "hr",
     "heading_open": "heading",
 }
-
-
-def line_starts(text: str) -> list[int]:
-    """Offsets where each line starts (line breaks: LF, CRLF, lone CR)."""
-    return [0] + [m.end() for m in LINE_BREAK.finditer(text)]
-
-
-def line_of(starts: list[int], offset: int) -> int:
-    """1-based line number of ``offset``."""
-    return bisect_right(starts, offset)
 
 
 def is_markdown(path: str) -> bool:

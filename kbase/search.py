@@ -12,7 +12,7 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.models import Hit
-from kbase.parse import LINE_BREAK
+from kbase.text import LINE_BREAK
 from kbase.query import Query, parse_query
 
 # bm25 column weights (title, headings, body): a word in the title or a heading says more about

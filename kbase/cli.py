@@ -1,0 +1,220 @@
+"""The ``kbase`` command: thin wrappers that resolve the index, call the library, render."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from kbase.errors import KbaseError
+from kbase.output import FORMATS
+
+
+class _Group(click.Group):
+    """Turns library errors into one line on stderr and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KbaseError as e:
+            click.echo(f"Error: {e.message}", err=True)
+            if e.hint:
+                click.echo(f"  hint: {e.hint}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+        except BrokenPipeError:  # `kbase search ... | head`
+            sys.stderr.close()
+            ctx.exit(0)
+
+
+def _kb(ctx: click.Context):
+    from kbase.api import KB
+
+    return KB(ctx.obj["db"])
+
+
+def format_options(f):
+    """--format plus the --json/--jsonl/--csv shortcuts."""
+    f = click.option("--csv", "fmt", flag_value="csv", help="Shortcut for --format csv.")(f)
+    f = click.option("--jsonl", "fmt", flag_value="jsonl", help="Shortcut for --format jsonl.")(f)
+    f = click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")(f)
+    f = click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+        help="Output for people (table) or scripts.",
+    )(f)
+    return f
+
+
+def _color() -> bool:
+    return sys.stdout.isatty()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db", type=click.Path(dir_okay=False, path_type=Path), envvar="KBASE_DB", show_envvar=True,
+    help="Index file. Default: $XDG_DATA_HOME/kbase/index.db (~/.local/share/kbase/index.db).",
+)
+@click.version_option(package_name="kbase", prog_name="kbase")
+@click.pass_context
+def cli(ctx: click.Context, db: Path | None) -> None:
+    """kbase: your notes in one SQLite file, searchable from the terminal."""
+    from kbase.db import default_db_path
+
+    ctx.obj = {"db": db or default_db_path()}
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$", re.I)
+
+
+def _parse_size(ctx, param, value):
+    if value is None:
+        return None
+    m = _SIZE.match(value)
+    if not m:
+        raise click.BadParameter(f"{value!r} is not a size; use e.g. 500K, 10M, 1G")
+    return int(float(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower()))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--ext", "extensions", multiple=True, metavar="EXT",
+              help="File extension to index (repeatable). Default: .md .markdown .txt")
+@click.option("--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run's report as JSON.")
+@click.pass_context
+def index(ctx, paths, extensions, max_size, quiet, as_json):
+    """Index folders or files of notes (incrementally). With no PATHS, update every known root."""
+    options = {}
+    if extensions:
+        options["extensions"] = tuple(extensions)
+    if max_size is not None:
+        options["max_size"] = max_size
+    kb = _kb(ctx)
+    show_progress = not quiet and not as_json and sys.stderr.isatty()
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(
+            TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TextColumn("{task.fields[current]}", style="dim"), transient=True,
+        ) as bar:
+            task = bar.add_task("index", total=None, current="")
+
+            def progress(done: int, total: int, current: str) -> None:
+                bar.update(task, completed=done, total=total, current=current[-50:])
+
+            report = kb.index(paths, progress=progress, **options)
+    else:
+        report = kb.index(paths, **options)
+    if as_json:
+        from dataclasses import asdict
+
+        click.echo(json.dumps(asdict(report), ensure_ascii=False, indent=2))
+    else:
+        if not quiet:
+            for path, reason in report.skipped:
+                click.echo(f"skipped {path}: {reason}", err=True)
+            for path, msg in report.warnings:
+                click.echo(f"warning {path}: {msg}", err=True)
+        click.echo(
+            f"{'interrupted after' if report.interrupted else 'indexed in'} {report.seconds:.2f} s: "
+            f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
+            f"{report.renamed} renamed, {report.removed} removed, {len(report.skipped)} skipped"
+            + (f", {len(report.warnings)} warnings" if report.warnings else "")
+        )
+    if report.interrupted:
+        click.echo("Interrupted: the index is consistent; run kbase index again to finish.", err=True)
+        ctx.exit(130)
+
+
+def _search_options(f):
+    f = click.option("--until", metavar="DATE", help="Only notes dated on or before DATE (YYYY-MM-DD, or 7d/2w/3m/1y ago).")(f)
+    f = click.option("--since", metavar="DATE", help="Only notes dated on or after DATE (front matter date, else file time).")(f)
+    f = click.option("--tag", "tags", multiple=True, metavar="TAG", help="Only notes with this tag (repeatable; nested tags match).")(f)
+    f = click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")(f)
+    f = click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Number of notes to return.")(f)
+    return f
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@_search_options
+@format_options
+@click.pass_context
+def search(ctx, query, limit, path_glob, tags, since, until, fmt):
+    """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b."""
+    from kbase.output import render_hits
+
+    with _kb(ctx) as kb:
+        hits = kb.search(" ".join(query), limit=limit, path=path_glob, tags=tags, since=since, until=until)
+    if hits or fmt != "table":
+        click.echo(render_hits(hits, fmt, _color()))
+    else:
+        click.echo("No matches.", err=True)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def status(ctx, as_json):
+    """Roots, counts, sizes and the last index time."""
+    from kbase.output import render_status
+
+    with _kb(ctx) as kb:
+        st = kb.status()
+    click.echo(json.dumps(st, indent=2, ensure_ascii=False) if as_json else render_status(st))
+
+
+_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+@cli.command()
+@click.argument("target")
+@click.option("-C", "--context", default=10, show_default=True, help="Lines shown around PATH:LINE.")
+@click.option("--json", "as_json", is_flag=True, help="Print the document (or region) as JSON.")
+@click.pass_context
+def show(ctx, target, context, as_json):
+    """Print a document from the index: PATH, PATH:LINE (with context) or PATH:START-END."""
+    from kbase.errors import InputError
+    from kbase.text import LINE_BREAK
+
+    m = _LOCATION.match(target)
+    with _kb(ctx) as kb:
+        try:
+            doc, first, last = kb.document(target), None, None
+        except InputError:
+            if not m:
+                raise
+            doc = kb.document(m.group("path"))
+            start = int(m.group("start"))
+            first, last = (start, int(m.group("end"))) if m.group("end") else (max(1, start - context), start + context)
+    lines = LINE_BREAK.split(doc.body)
+    if first is None:
+        first, last = 1, len(lines)
+    last = min(last, len(lines))
+    if first > len(lines):
+        raise InputError(f"{doc.path} has {len(lines)} lines, not {first}", "give a line number within the document")
+    region = lines[first - 1:last]
+    if as_json:
+        click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title,
+                               "first_line": first, "last_line": last, "text": "\n".join(region)}, ensure_ascii=False))
+        return
+    if first == 1 and last == len(lines):
+        click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
+        return
+    width = len(str(last))
+    target_line = int(m.group("start")) if m and not m.group("end") else None
+    for n, line in enumerate(region, first):
+        mark = ">" if n == target_line else " "
+        click.echo(f"{mark}{n:>{width}} | {line}")
+
+
+def main() -> None:  # pragma: no cover
+    cli(prog_name="kbase")
