@@ -92,12 +92,27 @@ def _guess_utf16_32(data: bytes) -> str | None:
     return None
 
 
+# When charset-normalizer finds several encodings equally plausible (short Western text often
+# decodes cleanly as cp1250, cp1252, cp1257...), prefer the one most files are really written in.
+# "Equally plausible": the same language coherence (within COHERENCE_TIE) and a "chaos" score
+# within CHAOS_TIE, which on short texts is noise (French 'Ça ...' scores 0.12 as cp1252).
+PREFERRED_ENCODINGS = ("cp1252", "latin_1", "iso8859_15", "mac_roman", "cp1251", "shift_jis", "gb2312", "big5", "euc_kr")
+COHERENCE_TIE = 0.01
+CHAOS_TIE = 0.15
+
+
 def _charset_normalizer(data: bytes) -> Decoded:
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    results = from_bytes(data)
+    best = results.best()
     if best is None:
         raise UndecodableError("undecodable: no text encoding fits these bytes")
+    tied = {
+        m.encoding: m for m in results
+        if m.chaos - best.chaos <= CHAOS_TIE and m.coherence >= best.coherence - COHERENCE_TIE
+    }
+    best = next((tied[e] for e in PREFERRED_ENCODINGS if e in tied), best)
     try:
         text = data.decode(best.encoding)
     except (UnicodeDecodeError, LookupError):

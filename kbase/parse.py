@@ -24,7 +24,7 @@ MAX_FRONTMATTER_NODES = 10_000  # guards against YAML alias bombs expanding when
 DATE_KEYS = ("date", "created", "updated", "modified")
 
 _FM_OPEN = re.compile(r"---[ \t]*(?:\r\n|\r|\n)")
-_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
+_FM_CLOSE = re.compile(r"(?<=[\r\n])(?:---|\.\.\.)[ \t]*(?=[\r\n]|\Z)")
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 # Obsidian tags: '#' after whitespace or at line start, then letters, digits, '_', '-', '/'.
 _TAG = re.compile(r"(?:(?<=\s)|^)#([\w/-]+)", re.M)

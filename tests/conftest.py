@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared(*parts: str) -> Path:
+    """A folder of ../shared/data, or skip the test with the reason."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the shared test material lives beside the repository)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Keep every test away from the user's real index and data folder."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.delenv("KBASE_DB", raising=False)
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "index.db"
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content, encoding="utf-8", newline="")
+    return root
+
+
+@pytest.fixture
+def vault(tmp_path) -> Path:
+    return write(
+        tmp_path / "vault",
+        {
+            "Welcome.md": "---\ntitle: Welcome home\ntags: [start, meta]\ndate: 2024-05-01\n---\n# Welcome\n\n"
+            "Start with the [[Garden]] note. #inbox\n",
+            "Garden.md": "# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nRaised beds drain well.\n",
+            "tech/SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at once.\n\n"
+            "```sql\nPRAGMA journal_mode = WAL;\n```\n\n#db/sqlite\n",
+            "tech/notes.txt": "Plain text note about checkpoints.\n\nSecond paragraph mentions tomatoes.\n",
+        },
+    )
+
+
+def bump_mtime(path: Path, seconds: int = 10) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + seconds * 1_000_000_000))

@@ -1,0 +1,76 @@
+import codecs
+import csv
+import random
+
+import pytest
+
+from kbase.decode import UndecodableError, decode
+from tests.conftest import shared
+
+FRENCH = "Où est la bibliothèque ? L'été dernier, nous avons mangé des crêpes à Noël. " * 4
+CASES = [
+    ("utf_8", "Grüße aus Köln, naïve café ☕ " * 3),
+    ("cp1252", FRENCH + " Prix : 20 € — « très » cher."),
+    ("latin_1", "Ça coûte très cher, señor. Déjà vu à Zürich. " * 4),
+    ("shift_jis", "日本語のテキストです。これはテストの文章で、文字コードを判定します。東京は日本の首都です。" * 3),
+    ("gb2312", "这是一个中文文本的例子。我们用它来测试字符编码的检测功能。北京是中国的首都。" * 3),
+    ("big5", "這是一個中文文本的例子。我們用它來測試字符編碼的檢測功能。台北是一個城市。" * 3),
+    ("cp1251", "Привет, мир! Это пример русского текста для проверки кодировки. Москва — столица России. " * 3),
+    ("euc_kr", "한국어 텍스트의 예입니다. 문자 인코딩 감지를 테스트합니다. 서울은 한국의 수도입니다. " * 3),
+]
+
+
+@pytest.mark.parametrize("encoding,text", CASES, ids=[c[0] for c in CASES])
+def test_legacy_and_cjk_encodings_decode_to_the_right_text(encoding, text):
+    assert decode(text.encode(encoding)).text == text
+
+
+@pytest.mark.parametrize(
+    "bom,codec,name",
+    [
+        (codecs.BOM_UTF8, "utf_8", "utf_8"),
+        (codecs.BOM_UTF16_LE, "utf_16_le", "utf_16_le"),
+        (codecs.BOM_UTF16_BE, "utf_16_be", "utf_16_be"),
+        (codecs.BOM_UTF32_LE, "utf_32_le", "utf_32_le"),
+        (codecs.BOM_UTF32_BE, "utf_32_be", "utf_32_be"),
+    ],
+)
+def test_bom_decides_and_is_stripped(bom, codec, name):
+    text = "# Notes\r\nZürich ☃ 東京\n"
+    d = decode(bom + text.encode(codec))
+    assert (d.text, d.encoding, d.bom) == (text, name, True)
+
+
+@pytest.mark.parametrize("codec", ["utf_16_le", "utf_16_be", "utf_32_le", "utf_32_be"])
+def test_utf16_and_32_without_bom(codec):
+    text = "# Title\n\nPlain notes with some accents: café, naïve, Zürich.\n"
+    d = decode(text.encode(codec))
+    assert (d.text, d.encoding) == (text, codec)
+
+
+def test_line_endings_are_kept():
+    assert decode(b"a\r\nb\rc\n").text == "a\r\nb\rc\n"
+
+
+def test_empty_file_is_empty_text():
+    assert decode(b"").text == ""
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x00\x01\x02binary\x00stuff", bytes(range(1, 32)) * 50, random.Random(1).randbytes(4096), b"\x89PNG\r\n\x1a\n" + b"\x00" * 64],
+    ids=["nul-bytes", "control-chars", "random-bytes", "png"],
+)
+def test_binary_is_refused_with_a_reason(data):
+    with pytest.raises(UndecodableError, match="binary|undecodable"):
+        decode(data)
+
+
+def test_charset_normalizer_samples_match_expected():
+    folder = shared("encodings", "charset-normalizer-samples")
+    rows = list(csv.DictReader((folder / "EXPECTED.tsv").open(encoding="utf-8"), delimiter="\t"))
+    assert len(rows) >= 17
+    for row in rows:
+        data = (folder / row["file"]).read_bytes()
+        expected = data.decode("utf_8_sig" if row["encoding"] == "utf_8" else row["encoding"])
+        assert decode(data).text == expected, row["file"]

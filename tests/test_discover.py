@@ -1,0 +1,60 @@
+import os
+
+from kbase.discover import Candidate, Skipped, walk
+from tests.conftest import write
+
+
+def rels(items):
+    return sorted(i.relpath for i in items if isinstance(i, Candidate))
+
+
+def test_walk_skips_hidden_folders_and_other_extensions(tmp_path):
+    write(tmp_path, {
+        "a.md": "x", "b.markdown": "x", "c.txt": "x", "d.pdf": "x", ".hidden.md": "x",
+        ".git/x.md": "x", ".obsidian/y.md": "x", ".trash/z.md": "x", "sub/e.MD": "x",
+    })
+    assert rels(walk(tmp_path)) == ["a.md", "b.markdown", "c.txt", "sub/e.MD"]
+    assert rels(walk(tmp_path, extensions=("txt",))) == ["c.txt"]
+
+
+def test_kbaseignore_uses_gitignore_syntax_at_every_level(tmp_path):
+    write(tmp_path, {
+        ".kbaseignore": "drafts/\n*.tmp.md\n!keep.tmp.md\n",
+        "a.md": "x", "x.tmp.md": "x", "keep.tmp.md": "x", "drafts/d.md": "x",
+        "sub/.kbaseignore": "private.md\n", "sub/private.md": "x", "sub/public.md": "x",
+        "other/private.md": "x",
+    })
+    assert rels(walk(tmp_path)) == ["a.md", "keep.tmp.md", "other/private.md", "sub/public.md"]
+    # a walk that starts in a subfolder still honours the ignore files above it
+    assert rels(walk(tmp_path, start=tmp_path / "sub")) == ["sub/public.md"]
+
+
+def test_symlink_loop_is_reported_not_followed(tmp_path):
+    write(tmp_path, {"a/note.md": "x"})
+    os.symlink(tmp_path / "a", tmp_path / "a" / "loop")
+    items = list(walk(tmp_path))
+    assert rels(items) == ["a/note.md"]
+    assert any(isinstance(i, Skipped) and "symlink" in i.reason for i in items)
+
+
+def test_symlinked_folder_is_followed_once(tmp_path):
+    write(tmp_path / "elsewhere", {"n.md": "x"})
+    write(tmp_path / "vault", {"m.md": "x"})
+    os.symlink(tmp_path / "elsewhere", tmp_path / "vault" / "linked")
+    assert rels(walk(tmp_path / "vault")) == ["linked/n.md", "m.md"]
+
+
+def test_size_cap_and_broken_symlink(tmp_path):
+    write(tmp_path, {"big.md": "x" * 2000, "small.md": "x"})
+    os.symlink(tmp_path / "missing.md", tmp_path / "dangling.md")
+    items = list(walk(tmp_path, max_size=1000))
+    assert rels(items) == ["small.md"]
+    reasons = {os.path.basename(i.abspath): i.reason for i in items if isinstance(i, Skipped)}
+    assert "size cap" in reasons["big.md"] and "--max-size" in reasons["big.md"]
+    assert reasons["dangling.md"] == "broken symlink"
+
+
+def test_single_file_root(tmp_path):
+    write(tmp_path, {"one.txt": "hello"})
+    (c,) = walk(tmp_path / "one.txt")
+    assert c.relpath == "" and c.size == 5

@@ -1,0 +1,67 @@
+import pytest
+
+from kbase.parse import parse
+
+
+def test_front_matter_fields():
+    text = (
+        "---\ntitle: My Title\ntags: [a, '#b', nested/c]\naliases: [Alt, Other]\ncreated: 2024-02-03\n"
+        "rating: 5\nwhen: 2024-02-03T10:00:00\n---\n# Heading\n\nBody #inline text.\n"
+    )
+    doc = parse(text, "x.md")
+    assert doc.title == "My Title"
+    assert doc.tags == (("a", "frontmatter"), ("b", "frontmatter"), ("nested/c", "frontmatter"), ("inline", "inline"))
+    assert doc.aliases == ("Alt", "Other")
+    assert doc.date == "2024-02-03"
+    assert doc.frontmatter["rating"] == 5 and doc.frontmatter["when"] == "2024-02-03T10:00:00"
+    assert text[doc.body_start:].startswith("# Heading")
+
+
+def test_title_falls_back_to_heading_then_file_name():
+    assert parse("intro\n\n## Second\n\n# First\n", "n.md").title == "Second"
+    assert parse("no headings here\n", "folder/My Note.md").title == "My Note"
+    assert parse("# Not a heading in text\n", "plain.txt").title == "plain"
+
+
+@pytest.mark.parametrize(
+    "fm,warning",
+    [
+        ("title: [unclosed\n", "malformed front matter"),
+        ("- just\n- a list\n", "not a mapping"),
+        ("a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+         "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n", "too large"),
+    ],
+    ids=["malformed", "list", "yaml-bomb"],
+)
+def test_bad_front_matter_is_a_warning_and_the_body_is_kept(fm, warning):
+    text = f"---\n{fm}---\n# Still here\n\nBody text.\n"
+    doc = parse(text, "bad.md")
+    assert doc.frontmatter is None
+    assert any(warning in w for w in doc.warnings)
+    assert doc.title == "Still here"
+    assert text[doc.body_start:].startswith("# Still here")
+
+
+def test_unclosed_front_matter_is_just_text():
+    doc = parse("---\ntitle: x\n\n# Heading\n", "x.md")
+    assert doc.frontmatter is None and doc.body_start == 0
+
+
+def test_inline_tags_skip_code_headings_and_urls():
+    text = (
+        "# Heading #tagged\n\nText #one and #two/sub, not#this, not `#code` nor #123.\n"
+        "See http://example.com/#anchor\n\n```\n#not-in-fence\n```\n\n    #indented-code\n"
+    )
+    assert [t for t, _ in parse(text, "t.md").tags] == ["tagged", "one", "two/sub"]
+
+
+def test_heading_offsets_hold_with_crlf_and_lone_cr():
+    for nl in ("\n", "\r\n", "\r"):
+        text = nl.join(["---", "a: 1", "---", "# One", "", "text", "", "Two", "---", "", "## Three", ""])
+        doc = parse(text, "h.md")
+        assert [h.text for h in doc.headings] == ["One", "Two", "Three"]
+        assert [h.line for h in doc.headings] == [4, 8, 11]
+        for h in doc.headings:
+            assert text[h.start:h.end].replace("\r", "\n").split("\n")[0] in ("# One", "Two", "## Three")
+        for b in doc.blocks:
+            assert text[b.start:b.end] == text[b.start:b.end].strip("\r\n")
