@@ -1,0 +1,234 @@
+import os
+import shutil
+
+import pytest
+
+import kbase
+from kbase import db, ingest
+from tests.conftest import bump_mtime, shared, write
+
+
+def snapshot(con):
+    """Everything an index run derives from the files, independent of row ids."""
+    docs = con.execute(
+        "SELECT r.path, d.path, d.title, d.hash, d.encoding, d.frontmatter, d.body FROM documents d"
+        " JOIN roots r ON r.id = d.root_id ORDER BY 1, 2"
+    ).fetchall()
+    chunks = con.execute(
+        "SELECT d.path, c.seq, c.start_char, c.end_char, c.heading_path, c.kind, c.hash FROM chunks c"
+        " JOIN documents d ON d.id = c.doc_id ORDER BY 1, 2"
+    ).fetchall()
+    tags = con.execute("SELECT d.path, t.tag FROM tags t JOIN documents d ON d.id = t.doc_id ORDER BY 1, 2").fetchall()
+    return docs, chunks, tags
+
+
+def assert_consistent(con):
+    assert con.execute("PRAGMA integrity_check").get == "ok"
+    con.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+    n_chunks = con.execute("SELECT count(*) FROM chunks").get
+    assert con.execute("SELECT count(*) FROM chunks_fts").get == n_chunks
+    for body, start, end, text in con.execute(
+        "SELECT d.body, c.start_char, c.end_char, t.text FROM chunks c JOIN documents d ON d.id = c.doc_id"
+        " JOIN chunk_texts t ON t.id = c.id"
+    ):
+        assert body[start:end] == text
+
+
+@pytest.fixture
+def con(db_path):
+    return db.connect(db_path, create=True)
+
+
+def counting(monkeypatch):
+    calls = {"parse": 0, "decode": 0}
+    for name in calls:
+        real = getattr(ingest, name)
+
+        def wrapper(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+
+        monkeypatch.setattr(ingest, name, wrapper)
+    return calls
+
+
+def test_fresh_index_then_no_change_run_reads_nothing(con, vault, monkeypatch):
+    r = ingest.index(con, [vault])
+    assert (r.new, r.updated, r.unchanged, r.removed, r.skipped) == (4, 0, 0, 0, [])
+    assert_consistent(con)
+    before = snapshot(con)
+    calls = counting(monkeypatch)
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1])
+    r = ingest.index(con, [vault])
+    monkeypatch.undo()
+    assert (r.new, r.updated, r.unchanged, r.removed) == (0, 0, 4, 0)
+    assert calls == {"parse": 0, "decode": 0}
+    assert not [f for f in opened if str(vault) in str(f)]
+    assert snapshot(con) == before
+
+
+def test_touched_file_with_same_content_is_not_reparsed(con, vault, monkeypatch):
+    ingest.index(con, [vault])
+    bump_mtime(vault / "Garden.md")
+    calls = counting(monkeypatch)
+    r = ingest.index(con, [vault])
+    assert (r.unchanged, r.updated, calls["parse"]) == (4, 0, 0)
+    calls = counting(monkeypatch)
+    ingest.index(con, [vault])
+    assert calls["parse"] == 0  # the new stat was remembered
+
+
+def test_modify_delete_add(con, vault):
+    ingest.index(con, [vault])
+    (vault / "Garden.md").write_text("# Garden\n\nNow with cucumbers.\n")
+    bump_mtime(vault / "Garden.md")
+    (vault / "tech" / "notes.txt").unlink()
+    write(vault, {"New.md": "# New\n\nfresh idea\n"})
+    r = ingest.index(con, [vault])
+    assert (r.new, r.updated, r.removed, r.unchanged) == (1, 1, 1, 2)
+    assert_consistent(con)
+    kb_hits = lambda q: [h.path for h in kbase.open(con.filename).search(q)]  # noqa: E731
+    assert kb_hits("cucumbers") == ["Garden.md"]
+    assert kb_hits("tomatoes") == []  # the old Garden text and the deleted txt are gone everywhere
+    assert kb_hits("fresh") == ["New.md"]
+    assert con.execute("SELECT count(*) FROM tags WHERE doc_id NOT IN (SELECT id FROM documents)").get == 0
+
+
+def test_rename_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
+    ingest.index(con, [vault])
+    ids = con.execute("SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
+                      " WHERE d.path = 'Garden.md'").fetchone()
+    (vault / "archive").mkdir()
+    shutil.move(vault / "Garden.md", vault / "archive" / "Old garden.md")
+    calls = counting(monkeypatch)
+    r = ingest.index(con, [vault])
+    assert (r.renamed, r.new, r.removed, calls["parse"]) == (1, 0, 0, 0)
+    after = con.execute("SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
+                        " WHERE d.path = 'archive/Old garden.md'").fetchone()
+    assert after == ids
+    assert_consistent(con)
+
+
+def test_incremental_equals_fresh(tmp_path, vault):
+    con = db.connect(tmp_path / "inc.db", create=True)
+    ingest.index(con, [vault])
+    (vault / "Welcome.md").write_text("---\ntags: [changed]\n---\n# Welcome again\n\nDifferent words.\n")
+    bump_mtime(vault / "Welcome.md")
+    os.rename(vault / "tech", vault / "technology")
+    (vault / "Garden.md").unlink()
+    write(vault, {"Added.md": "# Added\n\n#new-tag body\n"})
+    ingest.index(con, [vault])
+    fresh = db.connect(tmp_path / "fresh.db", create=True)
+    ingest.index(fresh, [vault])
+    assert snapshot(con) == snapshot(fresh)
+
+
+def test_bad_files_are_skipped_with_a_reason_and_the_run_goes_on(con, tmp_path):
+    v = write(tmp_path / "v", {
+        "good.md": "# Good\n\ntext\n",
+        "binary.md": b"\x00\x01\x02\x03" * 100,
+        "empty.md": "",
+        "bad-yaml.md": "---\ntitle: [oops\n---\n# Body survives\n\nsearchable words\n",
+        "-leading dash.md": "# Dash\n",
+        "new\nline.md": "# Newline\n",
+        "ünïcödé name.md": "# Unicode\n",
+    })
+    unreadable = v / "locked.md"
+    unreadable.write_text("# Locked\n")
+    unreadable.chmod(0)
+    try:
+        r = ingest.index(con, [v])
+    finally:
+        unreadable.chmod(0o644)
+    skipped = {os.path.basename(p): reason for p, reason in r.skipped}
+    assert "binary" in skipped["binary.md"]
+    if os.geteuid() != 0:  # root reads anything
+        assert "cannot read" in skipped["locked.md"]
+    assert r.new == len(list(v.iterdir())) - len(skipped)
+    assert any("malformed front matter" in w for _, w in r.warnings)
+    assert [h.path for h in kbase.open(con.filename).search("searchable")] == ["bad-yaml.md"]
+    assert_consistent(con)
+
+
+def test_unreadable_file_keeps_what_was_indexed(con, vault):
+    if os.geteuid() == 0:
+        pytest.skip("root can read files without permission")
+    ingest.index(con, [vault])
+    p = vault / "Garden.md"
+    p.write_text("# Garden\n\nchanged\n")
+    bump_mtime(p)
+    p.chmod(0)
+    try:
+        r = ingest.index(con, [vault])
+    finally:
+        p.chmod(0o644)
+    assert r.removed == 0 and any("cannot read" in reason for _, reason in r.skipped)
+    assert con.execute("SELECT count(*) FROM documents WHERE path = 'Garden.md'").get == 1
+
+
+def test_interrupt_leaves_a_consistent_index_that_the_next_run_completes(tmp_path):
+    files = {f"n{i:03}.md": f"# Note {i}\n\nword{i} common text\n" for i in range(50)}
+    v = write(tmp_path / "v", files)
+    con = db.connect(tmp_path / "i.db", create=True)
+
+    def stop_midway(done, total, path):
+        if done == 20:
+            raise KeyboardInterrupt
+
+    r = ingest.index(con, [v], progress=stop_midway)
+    assert r.interrupted and r.new == 20
+    assert_consistent(con)
+    r = ingest.index(con, [v])
+    assert (r.new, r.unchanged) == (30, 20)
+    fresh = db.connect(tmp_path / "f.db", create=True)
+    ingest.index(fresh, [v])
+    assert snapshot(con) == snapshot(fresh)
+
+
+def test_subfolder_and_file_roots_join_the_enclosing_root(con, vault):
+    ingest.index(con, [vault / "tech"])
+    ingest.index(con, [vault / "Garden.md"])
+    assert con.execute("SELECT count(*) FROM roots").get == 2
+    ingest.index(con, [vault])  # the outer root absorbs both, nothing is re-read
+    assert con.execute("SELECT path FROM roots").fetchall() == [(str(vault),)]
+    paths = [p for (p,) in con.execute("SELECT path FROM documents ORDER BY path")]
+    assert paths == ["Garden.md", "Welcome.md", "tech/SQLite.md", "tech/notes.txt"]
+    (vault / "tech" / "notes.txt").unlink()
+    (vault / "Welcome.md").unlink()
+    r = ingest.index(con, [vault / "tech"])  # a subfolder run only removes what is under it
+    assert r.removed == 1
+    assert con.execute("SELECT count(*) FROM documents WHERE path = 'Welcome.md'").get == 1
+
+
+def test_no_paths_updates_every_known_root(con, vault):
+    ingest.index(con, [vault])
+    write(vault, {"Later.md": "# Later\n"})
+    assert ingest.index(con, []).new == 1
+
+
+def test_missing_path_is_an_error_before_any_work(con, vault, tmp_path):
+    with pytest.raises(kbase.InputError, match="no such file or folder"):
+        ingest.index(con, [vault, tmp_path / "nope"])
+    assert con.execute("SELECT count(*) FROM documents").get == 0
+
+
+@pytest.mark.parametrize("name", ["obsidian-tasks-docs", "foam-docs", "rust-book"])
+def test_shared_vaults_index_every_file_or_say_why(con, name):
+    folder = shared("vaults", name)
+    r = ingest.index(con, [folder])
+    on_disk = [p for p in folder.rglob("*") if p.suffix in (".md", ".txt", ".markdown")
+               and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+    assert r.new + len(r.skipped) == len(on_disk)
+    assert all(reason for _, reason in r.skipped)
+    assert_consistent(con)
+
+
+def test_shared_encodings_are_indexed_with_their_encoding(con):
+    folder = shared("encodings", "charset-normalizer-samples")
+    ingest.index(con, [folder])
+    got = dict(con.execute("SELECT path, encoding FROM documents"))
+    import csv
+    for row in csv.DictReader((folder / "EXPECTED.tsv").open(encoding="utf-8"), delimiter="\t"):
+        assert got[row["file"]] == row["encoding"], row["file"]

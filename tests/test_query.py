@@ -1,0 +1,55 @@
+import apsw
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbase.query import parse_query
+
+
+@pytest.fixture(scope="module")
+def fts():
+    con = apsw.Connection(":memory:")
+    con.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
+    con.executemany("INSERT INTO t(body) VALUES (?)", [("c++ and e.g. rust",), ("alpha beta gamma",), ("near and not",)])
+    return con
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("hello world", '"hello" AND "world"'),
+        ('"exact phrase" -bad', '("exact phrase") NOT "bad"'),
+        ("pre* OR post", '("pre"* OR "post")'),
+        ("a OR b c", '("a" OR "b") AND "c"'),
+        ("c++ e.g.", '"c" AND "e g"'),
+        ("AND NOT NEAR( OR", '"AND" AND "NOT" AND "NEAR"'),
+        ('"unbalanced phrase', '"unbalanced phrase"'),
+        ("foo-bar -\"x y\"", '("foo bar") NOT "x y"'),
+        ('say "hi"" there', '"say" AND "hi" AND "there"'),
+        ("🎉 party", '"party"'),
+        ("-only", ""),
+        ("* ( ) : ^", ""),
+    ],
+)
+def test_query_translation(text, expected):
+    assert parse_query(text).to_fts() == expected
+
+
+def test_any_mode_ors_the_clauses():
+    assert parse_query("a b -c").to_fts(match_any=True) == '("a" OR "b") NOT "c"'
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(max_size=60))
+def test_any_text_makes_a_valid_fts5_query(fts, text):
+    q = parse_query(text)
+    for expr in {q.to_fts(), q.to_fts(match_any=True)} - {""}:
+        fts.execute("SELECT count(*) FROM t WHERE t MATCH ?", (expr,)).fetchall()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(['"', "-", "*", "OR", "AND", "NOT", "NEAR(", ")", "(", "c++", "x", ":", "^", " ", "'"]), max_size=12))
+def test_operator_soup_never_breaks(fts, parts):
+    q = parse_query(" ".join(parts))
+    if not q.empty:
+        fts.execute("SELECT count(*) FROM t WHERE t MATCH ?", (q.to_fts(),)).fetchall()

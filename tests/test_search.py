@@ -1,0 +1,98 @@
+import os
+
+import pytest
+
+import kbase
+from kbase.errors import InputError
+from kbase.search import make_snippet
+from tests.conftest import write
+
+
+@pytest.fixture
+def kb(db_path, vault):
+    k = kbase.open(db_path)
+    k.index([vault])
+    yield k
+    k.close()
+
+
+def paths(hits):
+    return [h.path for h in hits]
+
+
+def test_hits_are_grouped_per_document_with_line_and_snippet(kb, vault):
+    write(vault, {"Long.md": "# Long\n\n" + "\n\n".join(f"## Part {i}\n\nwater " * 1 + "x " * 400 for i in range(5))})
+    kb.index([vault])
+    hits = kb.search("water")
+    assert len(paths(hits)) == len(set(paths(hits)))
+    long = next(h for h in hits if h.path == "Long.md")
+    assert long.matched_chunks > 1
+    garden = next(h for h in hits if h.path == "Garden.md")
+    assert garden.line == 3 and garden.title == "Garden"
+    a, b = garden.highlights[0]
+    assert garden.snippet[a:b] == "water"
+    assert garden.abspath == str(vault / "Garden.md") and not garden.stale
+
+
+def test_line_number_points_at_the_match_inside_the_chunk(kb, vault):
+    (vault / "Lines.md").write_text("# Lines\n\none\ntwo\nthree\nneedle here\n")
+    kb.index([vault])
+    (hit,) = kb.search("needle")
+    assert hit.line == 6
+
+
+def test_all_words_first_then_any(kb):
+    hits = kb.search("tomatoes water")
+    assert paths(hits)[0] == "Garden.md"  # has both words
+    assert "tech/notes.txt" in paths(hits)  # has one of them: still listed, after
+
+
+def test_phrase_prefix_exclusion_or(kb):
+    assert paths(kb.search('"raised beds"')) == ["Garden.md"]
+    assert paths(kb.search('"drain raised"')) == []
+    assert paths(kb.search("checkpo*")) == ["tech/notes.txt"]
+    assert "Garden.md" not in paths(kb.search("tomatoes -sun"))
+    assert set(paths(kb.search("cucumber OR checkpoints"))) == {"tech/notes.txt"}
+
+
+def test_title_weighs_more_than_body(kb, vault):
+    write(vault, {"Mention.md": "# Other\n\nA garden garden is mentioned here in passing among many other words.\n"})
+    kb.index([vault])
+    assert paths(kb.search("garden"))[0] == "Garden.md"
+
+
+def test_filters(kb, vault):
+    assert paths(kb.search("tomatoes", path="tech")) == ["tech/notes.txt"]
+    assert paths(kb.search("tomatoes", path="*.md")) == ["Garden.md"]
+    assert paths(kb.search("readers", tags=["db"])) == ["tech/SQLite.md"]  # nested tag db/sqlite
+    assert paths(kb.search("readers", tags=["#db/sqlite"])) == ["tech/SQLite.md"]
+    assert paths(kb.search("readers", tags=["d"])) == []
+    assert paths(kb.search("garden", since="2024-04-01", until="2024-05-31")) == ["Welcome.md"]
+    old = (vault / "Garden.md")
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    kb.index([vault])
+    assert "Garden.md" not in paths(kb.search("garden", since="2020-01-01"))
+    assert "Garden.md" in paths(kb.search("garden", until="2001-09-09"))
+    with pytest.raises(InputError, match="--since"):
+        kb.search("garden", since="last tuesday")
+
+
+def test_limit_and_empty_queries(kb):
+    assert len(kb.search("the OR a OR tomatoes OR readers OR start", limit=2)) == 2
+    assert kb.search("-tomatoes") == []
+    assert kb.search("!!! ???") == []
+
+
+def test_stale_hit_is_flagged(kb, vault):
+    (vault / "Garden.md").write_text("# Garden\n\nTomatoes, rewritten.\n")
+    os.utime(vault / "Garden.md", (2_000_000_000, 2_000_000_000))
+    (hit,) = kb.search("raised")
+    assert hit.stale
+
+
+def test_make_snippet_highlights_and_counts_lines():
+    marked = "first line\nsecond \x02match\x03 and \x02more\x03\nthird"
+    snippet, hl, lines = make_snippet(marked)
+    assert snippet == "first line second match and more third"
+    assert [snippet[a:b] for a, b in hl] == ["match", "more"]
+    assert lines == 1
