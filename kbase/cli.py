@@ -212,7 +212,7 @@ def show(ctx, target, context, as_json):
     width = len(str(last))
     target_line = int(m.group("start")) if m and not m.group("end") else None
     for n, line in enumerate(region, first):
-        mark = ">" if n == target_line else " "
+        mark = "" if target_line is None else "> " if n == target_line else "  "
         click.echo(f"{mark}{n:>{width}} | {line}")
 
 

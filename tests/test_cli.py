@@ -1,0 +1,144 @@
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from kbase.cli import cli
+from kbase.output import HIT_FIELDS
+
+
+@pytest.fixture
+def run(db_path):
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(cli, ["--db", str(db_path), *map(str, args)], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def indexed(run, vault):
+    r = run("index", vault)
+    assert r.exit_code == 0, r.output
+    return vault
+
+
+def test_index_prints_a_one_line_summary(run, vault):
+    r = run("index", vault)
+    assert r.exit_code == 0
+    assert r.stdout.startswith("indexed in ")
+    assert r.stdout.rstrip().endswith("4 new, 0 updated, 0 unchanged, 0 renamed, 0 removed, 0 skipped")
+    r = run("index")
+    assert "0 new, 0 updated, 4 unchanged" in r.stdout
+
+
+def test_index_reports_skipped_files_on_stderr(run, tmp_path):
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "bin.md").write_bytes(b"\x00\x01\x02\x03" * 100)
+    (tmp_path / "v" / "ok.md").write_text("# ok\n")
+    r = run("index", tmp_path / "v")
+    assert r.exit_code == 0
+    assert f"skipped {tmp_path / 'v' / 'bin.md'}: binary file" in r.stderr
+    assert "1 new" in r.stdout and "1 skipped" in r.stdout
+
+
+def test_index_json_report(run, vault):
+    report = json.loads(run("index", "--json", vault).stdout)
+    assert report["new"] == 4 and report["skipped"] == [] and not report["interrupted"]
+
+
+def test_search_table(run, indexed):
+    r = run("search", "raised", "beds")
+    assert r.exit_code == 0
+    assert r.stdout == "1. Garden  Garden.md:5  " + r.stdout.split("Garden.md:5  ")[1].split("\n")[0] + "\n" \
+        "   Garden > Beds\n   ## Beds Raised beds drain well.\n"
+
+
+def test_search_json_jsonl_csv_have_stable_fields(run, indexed):
+    hits = json.loads(run("search", "tomatoes", "--json").stdout)
+    assert [list(h) for h in hits] == [list(HIT_FIELDS)] * len(hits)
+    assert hits[0]["rank"] == 1 and hits[0]["path"] == "Garden.md" and hits[0]["stale"] is False
+    lines = run("search", "tomatoes", "--jsonl").stdout.splitlines()
+    assert [json.loads(x)["path"] for x in lines] == [h["path"] for h in hits]
+    rows = list(csv.DictReader(io.StringIO(run("search", "tomatoes", "--format", "csv").stdout)))
+    assert list(rows[0]) == list(HIT_FIELDS) and rows[0]["path"] == "Garden.md"
+    assert json.loads(run("search", "zzzz", "--json").stdout) == []
+
+
+def test_search_no_match_and_bad_date(run, indexed):
+    r = run("search", "zzzz")
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
+    r = run("search", "x", "--since", "yesterday-ish")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[0] == "Error: --since 'yesterday-ish' is not a date"
+
+
+def test_status(run, indexed, db_path):
+    out = run("status").stdout
+    assert f"index      {db_path}" in out and "documents  4" in out
+    st = json.loads(run("status", "--json").stdout)
+    assert st["documents"] == 4 and st["roots"][0]["path"] == str(indexed)
+
+
+def test_show_document_and_region(run, indexed):
+    assert run("show", "Garden.md").stdout == (indexed / "Garden.md").read_text()
+    assert run("show", "garden").stdout == (indexed / "Garden.md").read_text()  # like a link: no extension, any case
+    assert run("show", indexed / "tech" / "SQLite.md").exit_code == 0
+    out = run("show", "Garden.md:3", "-C", "1").stdout
+    assert out == "  2 | \n> 3 | Tomatoes need sun and water.\n  4 | \n"
+    assert run("show", "Garden.md:5-7").stdout == "5 | ## Beds\n6 | \n7 | Raised beds drain well.\n"
+    assert json.loads(run("show", "Garden.md:1-1", "--json").stdout)["text"] == "# Garden"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("show", "nothing-like-it"), "Error: no indexed document matches 'nothing-like-it'"),
+        (("index", "/definitely/not/here"), "Error: no such file or folder: /definitely/not/here"),
+    ],
+)
+def test_errors_are_one_line_with_a_hint(run, indexed, args, message):
+    r = run(*args)
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[0] == message
+    assert r.stderr.splitlines()[1].startswith("  hint: ")
+
+
+def test_not_a_kbase_file(tmp_path):
+    f = tmp_path / "precious.txt"
+    f.write_text("do not overwrite me")
+    r = CliRunner().invoke(cli, ["--db", str(f), "index", str(tmp_path)])
+    assert r.exit_code == 1 and "is not a SQLite database" in r.stderr
+    assert f.read_text() == "do not overwrite me"
+
+
+def test_no_index_yet(tmp_path):
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "none.db"), "search", "x"])
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: no index at {tmp_path / 'none.db'}")
+
+
+def test_env_var_selects_the_index(tmp_path, vault, monkeypatch):
+    monkeypatch.setenv("KBASE_DB", str(tmp_path / "env.db"))
+    assert CliRunner().invoke(cli, ["index", str(vault)]).exit_code == 0
+    assert (tmp_path / "env.db").exists()
+
+
+def test_python_dash_m_and_light_imports(tmp_path, vault):
+    """`python -m kbase` works, and keyword search does not import the heavy parts."""
+    db = tmp_path / "m.db"
+    subprocess.run([sys.executable, "-m", "kbase", "--db", db, "index", "-q", vault], check=True)
+    code = (
+        "import sys; from kbase.cli import cli\n"
+        f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
+        "except SystemExit: pass\n"
+        "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', 'fastembed', 'onnxruntime', 'textual') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "Garden.md" in out
+    assert out.strip().endswith("HEAVY []")
