@@ -89,11 +89,13 @@ CREATE TABLE headings (
     PRIMARY KEY (doc_id, seq)
 ) STRICT, WITHOUT ROWID;
 
--- What the keyword index reads: one row per chunk with its document title, heading path and
--- text. FTS5 uses it as external content, so chunk text is stored once (in documents.body).
+-- What the keyword index reads: one row per chunk with its document's title and aliases, its
+-- heading path and its text. FTS5 uses it as external content, so chunk text is stored once (in
+-- documents.body). Aliases are other titles of a note, so they are searched with the title.
 CREATE VIEW chunks_fts_content AS
 SELECT c.id                                                    AS id,
-       d.title                                                 AS title,
+       d.title || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
+                            WHERE a.doc_id = d.id), '')       AS title,
        c.heading_path                                          AS headings,
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
@@ -108,7 +110,8 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 );
 
 -- The triggers keep chunks_fts equal to chunks. Whatever removes or rewrites a document removes
--- its chunks first, while the old body is still there for FTS5's 'delete' command.
+-- its chunks first, while the old body and aliases are still there for FTS5's 'delete' command;
+-- a writer inserts a document's aliases before its chunks.
 CREATE TRIGGER chunks_after_insert AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts (rowid, title, headings, body)
     SELECT id, title, headings, body FROM chunks_fts_content WHERE id = new.id;

@@ -56,6 +56,14 @@ def write_document(
             for table in ("tags", "aliases", "headings"):
                 con.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
         con.executemany(
+            "INSERT OR IGNORE INTO tags (doc_id, tag, source) VALUES (?,?,?)",
+            [(doc_id, tag, source) for tag, source in doc.tags],
+        )
+        con.executemany(
+            "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
+        )
+        # After the aliases: the FTS row of a chunk indexes them with the title.
+        con.executemany(
             "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, heading_path, kind, tokens, flags, hash)"
             " VALUES (?,?,?,?,?,?,?,?,?,?)",
             [
@@ -63,13 +71,6 @@ def write_document(
                  sha256(text[c.start:c.end].encode("utf-8", "surrogatepass")))
                 for c in chunks
             ],
-        )
-        con.executemany(
-            "INSERT OR IGNORE INTO tags (doc_id, tag, source) VALUES (?,?,?)",
-            [(doc_id, tag, source) for tag, source in doc.tags],
-        )
-        con.executemany(
-            "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
         )
         con.executemany(
             "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line) VALUES (?,?,?,?,?,?,?)",
