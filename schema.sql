@@ -52,13 +52,27 @@ CREATE TABLE chunks (
     start_char   INTEGER NOT NULL,      -- offset of the first character in documents.body
     end_char     INTEGER NOT NULL,      -- offset after the last character (exclusive)
     line         INTEGER NOT NULL,      -- 1-based line number of start_char
+    end_line     INTEGER NOT NULL,      -- 1-based line number of the chunk's last character
     heading_path TEXT NOT NULL DEFAULT '', -- enclosing headings joined by ' > ', e.g. 'Guide > Install'
     kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
-    tokens       INTEGER NOT NULL,      -- size in the chunker's token counter
+    tokens       INTEGER NOT NULL,      -- size in the embedding model's tokens (see meta 'chunker')
     flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
     hash         TEXT NOT NULL,         -- sha256 of the chunk text (hex), to reuse derived data
     UNIQUE (doc_id, seq)
 ) STRICT;
+
+-- How documents were chunked, as rows rather than log lines: a protected block over the budget
+-- ('oversized'), a code fence that never closes ('unclosed_fence'), and any split that had to
+-- cut inside a sentence ('cut_sentence') or a word ('cut_word').
+CREATE TABLE diagnostics (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    kind       TEXT NOT NULL,      -- oversized, unclosed_fence, cut_sentence, cut_word
+    start_char INTEGER NOT NULL,   -- the block or chunk concerned: body[start_char:end_char]
+    end_char   INTEGER NOT NULL,
+    line       INTEGER NOT NULL,   -- 1-based line of start_char
+    detail     TEXT NOT NULL DEFAULT ''
+) STRICT;
+CREATE INDEX diagnostics_doc ON diagnostics(doc_id);
 
 -- Tags from front matter ('tags') and inline '#tags' outside code.
 CREATE TABLE tags (
@@ -152,7 +166,7 @@ FROM tags AS t JOIN documents AS d ON d.id = t.doc_id;
 
 -- Every chunk with its text, line and location.
 CREATE VIEW chunk_texts AS
-SELECT c.id, c.doc_id, d.path, c.seq, c.start_char, c.end_char, c.line, c.heading_path, c.kind,
+SELECT c.id, c.doc_id, d.path, c.seq, c.start_char, c.end_char, c.line, c.end_line, c.heading_path, c.kind,
        c.tokens, c.flags,
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS text
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;

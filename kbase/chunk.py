@@ -1,116 +1,470 @@
-"""Pure: ParsedDoc -> list[Chunk], with exact character offsets into the document text.
+"""Pure: ParsedDoc -> chunks with exact character offsets, sized in the embedding model's tokens.
 
-A first, simple chunker: sections start at headings and thematic breaks; whole blocks are
-packed into chunks of up to ``MAX_CHARS``; a heading always travels with the content after it;
-code blocks and tables are never split; an over-long prose block is cut at whitespace.
+How a document is cut, in order of preference:
+1. Sections: a heading starts one (and travels with the content after it; a heading is never a
+   chunk's only content, nor left dangling at a chunk's end); a thematic break ``---`` ends one.
+2. Blocks inside a section, packed greedily up to the budget. Protected blocks are never split:
+   code (fenced, any fence length, or indented), tables (pipe or ASCII/box-drawing grid), HTML,
+   math, CLI sessions and config stanzas in plain text, and Obsidian callouts that fit the budget.
+   A protected block larger than the budget becomes a chunk of its own, flagged oversized.
+3. A block that is too big is split at its list items or inner blocks, then sentences, then
+   lines, then words, then (for a giant "word") characters; every cut inside a sentence or word
+   is recorded as a diagnostic.
+4. Consecutive prose chunks of one section overlap by about ``overlap_ratio`` of the budget
+   (whole sentences where possible); nothing overlaps across sections or into protected blocks.
+5. A chunk smaller than ``min_tokens`` merges with a neighbour when the two fit the budget.
+
+Offsets index ``doc.text``: ``text[chunk.start:chunk.end]`` is the chunk, whatever the line
+endings (LF, CRLF, lone CR). Front matter and thematic break lines belong to no chunk.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Protocol
 
-from kbase.models import Block, Chunk, ParsedDoc
+from kbase.models import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
 
-MAX_CHARS = 1500  # about 300-400 tokens of English prose: a passage a person reads at a glance
-_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)\s*")
+# Budget: the model (all-MiniLM-L6-v2) reads 256 tokens; 2 go to [CLS]/[SEP] and up to about 32
+# to the "title > headings" context prepended for embedding, which leaves 222: keep 200 of them.
+MAX_TOKENS = 200
+# 12% overlap between consecutive prose chunks of one section: a sentence that straddles a cut is
+# still found whole in one of the two chunks.
+OVERLAP_RATIO = 0.12
+# Chunks below this many tokens (a one-line section) merge with a neighbour when both fit.
+MIN_TOKENS = 48
+OVERSIZED = 1  # chunk flag
+CHUNKER_VERSION = 2  # bump when the algorithm changes the output for the same settings
+
+TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
+PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
+PROSE_LIKE = frozenset({"prose", "list", "quote"})
+_BLOCK_KIND = {"paragraph": "prose", "callout": "quote", "quote": "quote", "list": "list"}
+
 _WORD = re.compile(r"\w+|[^\w\s]")
-PROTECTED = frozenset({"code", "table", "html", "math"})
-OVERSIZED = 1  # chunk flag: a protected block larger than the budget, kept whole
+_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)\s*")
+# A sentence ends at . ! ? … (and CJK 。！？), maybe followed by closing quotes or brackets, then
+# whitespace; or right after CJK full stops. Common abbreviations do not end sentences.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])\s*)(?=\S)")
+_ABBREVIATIONS = frozenset("e.g i.e etc vs mr mrs ms dr prof fig no st cf al approx".split())
+_LINE_END = re.compile(r"(?:\r\n|\r|\n)\s*(?=\S)")
+_SPACE_RUN = re.compile(r"\s+(?=\S)")
+_PROMPT = re.compile(r"[ \t]*(?:\$|#|>|>>>|\.\.\.|PS [^>\n]*>|[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:[^\n$#]*[$#])[ \t]")
+_CONFIG_LINE = re.compile(r"[ \t]*(?:[\w.\-\"']+[ \t]*[=:][ \t]*\S.*|\[[^\]\n]+\]|[#;].*|[\w.\-]+[ \t]+\S.*;)$")
+_GRID_LINE = re.compile(r"[ \t]*[+|┌┬┐├┼┤└┴┘│─═║╔╦╗╠╬╣╚╩╝]")
 
 
 class TokenCounter(Protocol):
+    """Counts tokens of a piece of text. ``name`` identifies it in the index's fingerprint."""
+
+    name: str
+
     def count(self, text: str) -> int: ...
 
 
 class WordCounter:
-    """Counts words and punctuation marks: a cheap stand-in for a model tokenizer."""
+    """Words and punctuation marks: a cheap stand-in for a model tokenizer (tests, tools)."""
+
+    name = "words"
 
     def count(self, text: str) -> int:
         return len(_WORD.findall(text))
 
 
-def text_blocks(text: str) -> list[Block]:
+class ModelTokenCounter:
+    """Counts in the embedding model's own WordPiece tokens.
+
+    The text is split into words and punctuation marks the way BERT's pre-tokenizer does, and
+    each distinct word is tokenized once by the real tokenizer and remembered: three times
+    faster than tokenizing whole passages, and the same count (the tokenizer never joins
+    across those splits).
+    """
+
+    CACHE_LIMIT = 500_000  # distinct words remembered before the cache starts over
+
+    def __init__(self, tokenizer_dir: Path = TOKENIZER_DIR) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+        self._tok.no_truncation()
+        self._tok.no_padding()
+        self.name = f"{tokenizer_dir.name}/wordpiece"
+        self._cache: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        words = _WORD.findall(text)
+        try:
+            return sum(map(self._cache.__getitem__, words))  # the common case, all in C
+        except KeyError:
+            pass
+        cache = self._cache
+        if len(cache) > self.CACHE_LIMIT:
+            cache.clear()
+        unique = [w for w in dict.fromkeys(words) if w not in cache]
+        for w, enc in zip(unique, self._tok.encode_batch(unique, add_special_tokens=False)):
+            cache[w] = len(enc.ids)
+        return sum(map(cache.__getitem__, words))
+
+
+@functools.lru_cache(maxsize=1)
+def default_counter() -> ModelTokenCounter:
+    return ModelTokenCounter()
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """The chunker's tunables; stored in the index so a change is detected."""
+
+    max_tokens: int = MAX_TOKENS
+    overlap_ratio: float = OVERLAP_RATIO
+    min_tokens: int = MIN_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 16:
+            raise ValueError(f"max_tokens must be at least 16, not {self.max_tokens}")
+        if not 0 <= self.overlap_ratio <= 0.5:
+            raise ValueError(f"overlap_ratio must be between 0 and 0.5, not {self.overlap_ratio}")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise ValueError(f"min_tokens must be between 0 and max_tokens, not {self.min_tokens}")
+
+    @property
+    def overlap_tokens(self) -> int:
+        return round(self.max_tokens * self.overlap_ratio)
+
+    def fingerprint(self, counter: TokenCounter) -> str:
+        return json.dumps({"version": CHUNKER_VERSION, "counter": counter.name, **asdict(self)}, sort_keys=True)
+
+
+@dataclass
+class Chunking:
+    chunks: list[Chunk]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+@dataclass
+class _Unit:
+    start: int
+    end: int
+    kind: str  # heading, prose, list, quote, code, table, html, math, cli, config
+    tokens: int
+    parts: tuple[tuple[int, int], ...] = ()
+    level: int = 0  # split granularity reached: 0 block, 1 parts, 2 sentences, 3 lines, 4 words, 5 chars
+    overlap: bool = False  # repeated from the previous chunk
+
+    @property
+    def protected(self) -> bool:
+        return self.kind in PROTECTED
+
+
+@dataclass
+class _Span:
+    start: int
+    end: int
+    path: str
+    kinds: set[str]
+    tokens: int
+    flags: int = 0
+    section: int = 0
+    hard_break_after: bool = False
+    only_headings: bool = False
+
+
+def chunk(doc: ParsedDoc, counter: TokenCounter | None = None, settings: ChunkSettings | None = None) -> Chunking:
+    """Cut ``doc`` into chunks (see the module docstring for the rules)."""
+    return _Chunker(doc, counter or default_counter(), settings or ChunkSettings()).run()
+
+
+class _Chunker:
+    def __init__(self, doc: ParsedDoc, counter: TokenCounter, settings: ChunkSettings) -> None:
+        self.doc, self.text, self.counter, self.s = doc, doc.text, counter, settings
+        self.spans: list[_Span] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.cur: list[_Unit] = []
+        self.cur_tokens = 0
+        self.path = ""
+        self.section = 0
+
+    # --- units ---------------------------------------------------------------------------------
+    def unit(self, start: int, end: int, kind: str, parts=(), level: int = 0) -> _Unit | None:
+        text = self.text
+        if kind not in ("code", "math"):  # leading indentation of code is content
+            while start < end and text[start].isspace():
+                start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start >= end:
+            return None
+        return _Unit(start, end, kind, self.counter.count(text[start:end]), parts, level)
+
+    def blocks(self) -> Iterator[tuple[str, Block | None, int, int]]:
+        """(kind, block, start, end) in order, with gaps between blocks (markdown-it drops link
+        reference definitions, for one) returned as prose so that no text is lost."""
+        doc = self.doc
+        if doc.kind != "markdown":
+            for b in _text_blocks(self.text):
+                yield _classify_text(self.text[b.start:b.end]), b, b.start, b.end
+            return
+        pos = doc.body_start
+        for b in doc.blocks:
+            if b.start > pos and self.text[pos:b.start].strip():
+                yield "prose", None, pos, b.start
+            if b.kind == "paragraph":
+                kind = _classify_text(self.text[b.start:b.end])
+            else:
+                kind = b.kind if b.kind in ("heading", "hr") else _BLOCK_KIND.get(b.kind, b.kind)
+            yield kind, b, b.start, b.end
+            pos = max(pos, b.end)
+        if self.text[pos:].strip():
+            yield "prose", None, pos, len(self.text)
+
+    # --- driver --------------------------------------------------------------------------------
+    def run(self) -> Chunking:
+        headings: list[tuple[int, str]] = []
+        for kind, block, start, end in self.blocks():
+            if kind == "hr":
+                self.flush(hard_break=True)
+                continue
+            if kind == "heading":
+                assert block is not None
+                if any(u.kind != "heading" for u in self.cur):
+                    self.flush()
+                while headings and headings[-1][0] >= block.level:
+                    headings.pop()
+                headings.append((block.level, _heading_text(self.text[start:end])))
+                self.path = " > ".join(t for _, t in headings)
+                self.section += 1
+                u = self.unit(start, end, "heading")
+                if u:
+                    self.cur.append(u)
+                    self.cur_tokens += u.tokens
+                continue
+            if block is not None and block.unclosed:
+                self.diagnostics.append(Diagnostic("unclosed_fence", start, end, "code fence never closes"))
+            unit = self.unit(start, end, kind, block.parts if block else ())
+            if unit is None:
+                continue
+            if kind == "quote" and block is not None and block.kind == "callout" and unit.tokens <= self.s.max_tokens:
+                unit.kind = "callout"  # kept whole: it fits
+            self.place(unit)
+        self.flush(final=True)
+        return self.finish()
+
+    def place(self, u: _Unit) -> None:
+        budget = self.s.max_tokens
+        content = any(not (x.kind == "heading" or x.overlap) for x in self.cur)
+        if self.cur_tokens + u.tokens <= budget or (not content and (u.protected or u.kind == "callout")):
+            self.append(u)
+            return
+        if u.protected or u.kind == "callout":
+            self.flush()
+            self.append(u)
+            return
+        # Splittable and too big for what is left: start a new chunk if it fits a fresh one ...
+        fresh_room = budget - self.overlap_tokens_for(u) - self.heading_tokens()
+        if content and u.tokens <= fresh_room:
+            self.flush(continued=u)
+            self.append(u)
+            return
+        # ... else cut it at the next finer boundary and place the pieces one by one.
+        pieces = self.split(u)
+        if len(pieces) <= 1:  # cannot be cut further (a single character)
+            if content:
+                self.flush(continued=u)
+            self.append(u)
+            return
+        for p in pieces:
+            self.place(p)
+
+    def heading_tokens(self) -> int:
+        return sum(x.tokens for x in self.cur) if all(x.kind == "heading" for x in self.cur) else 0
+
+    def overlap_tokens_for(self, u: _Unit) -> int:
+        return self.s.overlap_tokens if u.kind in PROSE_LIKE else 0
+
+    def append(self, u: _Unit) -> None:
+        self.cur.append(u)
+        self.cur_tokens += u.tokens
+
+    def flush(self, hard_break: bool = False, continued: _Unit | None = None, final: bool = False) -> None:
+        cur = self.cur
+        if not cur:
+            if hard_break and self.spans:
+                self.spans[-1].hard_break_after = True
+            return
+        only_headings = all(u.kind == "heading" for u in cur)
+        if only_headings and not final:
+            return  # headings wait for their content, even across a thematic break
+        start, end = cur[0].start, cur[-1].end
+        kinds = {u.kind for u in cur if u.kind != "heading" and not u.overlap}
+        tokens = self.cur_tokens
+        span = _Span(start, end, self.path, kinds, tokens, section=self.section, only_headings=only_headings)
+        if tokens > self.s.max_tokens:
+            span.flags |= OVERSIZED
+            self.diagnostics.append(Diagnostic(
+                "oversized", start, end, f"{'+'.join(sorted(kinds)) or 'block'} of {tokens} tokens kept whole "
+                f"(budget {self.s.max_tokens})"))
+        span.hard_break_after = hard_break
+        self.spans.append(span)
+        self.cur, self.cur_tokens = [], 0
+        last = cur[-1]
+        if continued is not None and last.kind in PROSE_LIKE and continued.kind in PROSE_LIKE and not last.overlap:
+            ov = self.overlap(last)
+            if ov is not None:
+                self.append(ov)
+
+    def overlap(self, last: _Unit) -> _Unit | None:
+        """The tail of ``last`` (whole sentences, else words) within the overlap budget."""
+        room = self.s.overlap_tokens
+        if room <= 0:
+            return None
+        text, count = self.text, self.counter.count
+        for pattern in (_SENTENCE_END, _SPACE_RUN):
+            # Walk the boundaries back from the end, adding up segment sizes, while they fit.
+            best, total, end = None, 0, last.end
+            for pos in reversed(list(_iter_boundaries(pattern, text, last.start, last.end))):
+                total += count(text[pos:end])
+                if total > room:
+                    break
+                best, end = (pos, total), pos
+            if best is not None and best[1] > 0:
+                return _Unit(best[0], last.end, last.kind, best[1], overlap=True)
+        return None
+
+    # --- splitting -----------------------------------------------------------------------------
+    def split(self, u: _Unit) -> list[_Unit]:
+        """``u`` cut at the finest boundary level it has not reached yet."""
+        text = self.text
+        for level in range(u.level + 1, 6):
+            if level == 1:
+                cuts = [a for a, _ in u.parts[1:]]
+            elif level == 5:
+                # A "word" longer than the budget (a URL, base64, a 50 MB line): cut characters.
+                # A token covers at least one character, so half the budget in characters leaves
+                # room for the overlap and a heading.
+                step = max(1, self.s.max_tokens // 2)
+                cuts = list(range(u.start + step, u.end, step))
+            else:
+                pattern = {2: _SENTENCE_END, 3: _LINE_END, 4: _SPACE_RUN}[level]
+                cuts = [m for m in _iter_boundaries(pattern, text, u.start, u.end) if m > u.start]
+            cuts = [c for c in cuts if u.start < c < u.end]
+            if not cuts:
+                continue
+            if level >= 3:
+                kind = "cut_word" if level == 5 else "cut_sentence"
+                self.diagnostics.append(Diagnostic(kind, u.start, u.end, f"no {'word' if level == 5 else 'sentence'} "
+                                                   f"boundary within the budget of {self.s.max_tokens} tokens"))
+            pieces = []
+            bounds = [u.start, *cuts, u.end]
+            kind = u.kind if u.kind != "callout" else "quote"
+            for a, b in zip(bounds, bounds[1:]):
+                p = self.unit(a, b, kind, level=level)
+                if p is not None:
+                    pieces.append(p)
+            return pieces
+        return [u]
+
+    # --- finishing -----------------------------------------------------------------------------
+    def finish(self) -> Chunking:
+        spans = self.merge_small(self.spans)
+        starts = line_starts(self.text)
+        chunks = []
+        for seq, sp in enumerate(spans):
+            chunks.append(Chunk(
+                seq=seq, start=sp.start, end=sp.end, line=line_of(starts, sp.start), heading_path=sp.path,
+                kind=_chunk_kind(sp.kinds), tokens=sp.tokens, flags=sp.flags,
+                end_line=line_of(starts, max(sp.start, sp.end - 1)),
+            ))
+        return Chunking(chunks, self.diagnostics)
+
+    def merge_small(self, spans: list[_Span]) -> list[_Span]:
+        """Tiny chunks join a neighbour (not across a thematic break) when the two fit; trailing
+        heading-only chunks join the chunk before them."""
+        budget, small = self.s.max_tokens, self.s.min_tokens
+        out: list[_Span] = []
+        for sp in spans:
+            prev = out[-1] if out else None
+            if prev is not None and sp.only_headings:
+                out[-1] = self.joined(prev, sp)
+                continue
+            if prev is not None and not prev.hard_break_after and not (prev.flags or sp.flags):
+                if (prev.tokens < small or sp.tokens < small) and self.fits(prev, sp, budget):
+                    out[-1] = self.joined(prev, sp)
+                    continue
+            out.append(sp)
+        return out
+
+    def fits(self, a: _Span, b: _Span, budget: int) -> bool:
+        return a.tokens + b.tokens <= budget
+
+    def joined(self, a: _Span, b: _Span) -> _Span:
+        tokens = self.counter.count(self.text[a.start:b.end]) if b.start < a.end else a.tokens + b.tokens
+        return _Span(a.start, max(a.end, b.end), _common_path(a.path, b.path), a.kinds | b.kinds, tokens,
+                     a.flags | b.flags, a.section, b.hard_break_after, a.only_headings and b.only_headings)
+
+
+def _iter_boundaries(pattern: re.Pattern, text: str, start: int, end: int) -> Iterator[int]:
+    """Offsets in (start, end) where a new sentence/line/word begins."""
+    for m in pattern.finditer(text, start, end):
+        pos = m.end()
+        if pos >= end:
+            continue
+        if pattern is _SENTENCE_END and _is_abbreviation(text, start, m.start()):
+            continue
+        yield pos
+
+
+def _is_abbreviation(text: str, start: int, dot: int) -> bool:
+    word_start = dot
+    while word_start > start and not text[word_start - 1].isspace():
+        word_start -= 1
+    word = text[word_start:dot].rstrip(".\"')]”’").lower()
+    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _text_blocks(text: str) -> list[Block]:
     """Paragraphs of plain text, separated by blank lines."""
     blocks, pos = [], 0
     for m in _PARAGRAPH_BREAK.finditer(text):
         if text[pos:m.start()].strip():
             blocks.append(Block("paragraph", pos, m.start()))
         pos = m.end()
-    end = len(text.rstrip())
-    if pos < end and text[pos:end].strip():
-        blocks.append(Block("paragraph", pos, end))
+    if text[pos:].strip():
+        blocks.append(Block("paragraph", pos, len(text)))
     return blocks
 
 
-def chunk(doc: ParsedDoc, counter: TokenCounter | None = None, max_chars: int = MAX_CHARS) -> list[Chunk]:
-    counter = counter or WordCounter()
-    text = doc.text
-    blocks = list(doc.blocks) if doc.kind == "markdown" else text_blocks(text)
-    starts = line_starts(text)
-    spans: list[tuple[int, int, str, str, int]] = []  # start, end, heading path, kind, flags
-    path: list[tuple[int, str]] = []
-    cur: list[Block] = []
-    cur_path = ""
+def _classify_text(para: str) -> str:
+    """prose, or a protected kind for a CLI session, a config stanza or a grid table."""
+    lines = [ln for ln in para.splitlines() if ln.strip()]
+    if not lines:
+        return "prose"
+    if len(lines) >= 2 and all(_GRID_LINE.match(ln) for ln in lines) and any(c in para for c in "+┼─═-"):
+        return "table"
+    if _PROMPT.match(lines[0]) and (len(lines) == 1 or _looks_like_command(lines[0])):
+        return "cli"
+    if len(lines) >= 2 and all(_CONFIG_LINE.match(ln) for ln in lines) and not para.rstrip().endswith("."):
+        return "config"
+    if len(lines) >= 2 and all(ln[:1] in " \t" for ln in lines):
+        return "config"  # an indented stanza in plain text
+    return "prose"
 
-    def flush() -> None:
-        nonlocal cur
-        if cur:
-            kinds = {b.kind for b in cur if b.kind != "heading"}
-            kind = _chunk_kind(kinds)
-            flags = OVERSIZED if cur[-1].end - cur[0].start > max_chars and kinds & PROTECTED else 0
-            spans.append((cur[0].start, cur[-1].end, cur_path, kind, flags))
-        cur = []
 
-    for b in blocks:
-        if b.kind == "hr":
-            flush()
-            continue
-        if b.kind == "heading":
-            if any(x.kind != "heading" for x in cur):
-                flush()
-            while path and path[-1][0] >= b.level:
-                path.pop()
-            path.append((b.level, _heading_text(text[b.start:b.end])))
-            if not cur:
-                cur_path = " > ".join(t for _, t in path)
-            cur.append(b)
-            continue
-        if cur and b.end - cur[0].start > max_chars and any(x.kind != "heading" for x in cur):
-            flush()
-            cur_path = " > ".join(t for _, t in path)
-        if not cur:
-            cur_path = " > ".join(t for _, t in path)
-        if b.kind not in PROTECTED and b.end - (cur[0].start if cur else b.start) > max_chars:
-            # An over-long prose block: cut it at whitespace into pieces of at most max_chars.
-            pos = cur[0].start if cur else b.start
-            cur = []
-            while b.end - pos > max_chars:
-                cut = text.rfind(" ", pos + max_chars // 2, pos + max_chars)
-                cut = cut if cut > pos else pos + max_chars
-                spans.append((pos, cut, cur_path, _chunk_kind({b.kind}), 0))
-                pos = cut
-                while pos < b.end and text[pos].isspace():
-                    pos += 1
-            if pos < b.end:
-                cur = [Block(b.kind, pos, b.end)]
-            continue
-        cur.append(b)
-    flush()
-    spans = [span for span in spans if text[span[0]:span[1]].strip()]
-    return [
-        Chunk(seq, s, e, line_of(starts, s), hp, kind, counter.count(text[s:e]), flags)
-        for seq, (s, e, hp, kind, flags) in enumerate(spans)
-    ]
+def _looks_like_command(line: str) -> bool:
+    rest = _PROMPT.sub("", line, count=1).strip()
+    return bool(rest) and not rest.endswith(".") and len(rest.split()) <= 20
 
 
 def _chunk_kind(kinds: set[str]) -> str:
-    names = {"paragraph": "prose", "list": "list", "quote": "quote", "code": "code", "table": "table", "html": "prose"}
-    mapped = {names.get(k, "prose") for k in kinds}
-    if not mapped:
+    kinds = {"quote" if k == "callout" else "code" if k == "math" else "prose" if k == "html" else k for k in kinds}
+    if not kinds:
         return "prose"
-    return mapped.pop() if len(mapped) == 1 else "mixed"
+    return next(iter(kinds)) if len(kinds) == 1 else "mixed"
 
 
 def _heading_text(source: str) -> str:
@@ -118,3 +472,13 @@ def _heading_text(source: str) -> str:
     if first.lstrip().startswith("#"):
         return first.strip().strip("#").strip()
     return first.strip()
+
+
+def _common_path(a: str, b: str) -> str:
+    pa, pb = a.split(" > "), b.split(" > ")
+    common = []
+    for x, y in zip(pa, pb):
+        if x != y:
+            break
+        common.append(x)
+    return " > ".join(common)

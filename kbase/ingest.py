@@ -17,8 +17,8 @@ from pathlib import Path
 import apsw
 
 from kbase import store
-from kbase.chunk import TokenCounter, chunk
-from kbase.db import meta_set
+from kbase.chunk import ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.db import meta_get, meta_set
 from kbase.decode import UndecodableError, decode
 from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Candidate, Skipped, walk
 from kbase.errors import InputError
@@ -70,6 +70,7 @@ def index(
     extensions: Sequence[str] = DEFAULT_EXTENSIONS,
     max_size: int = DEFAULT_MAX_SIZE,
     counter: TokenCounter | None = None,
+    settings: ChunkSettings | None = None,
     progress: Progress | None = None,
 ) -> IndexReport:
     """Bring the index up to date with ``paths`` (folders or files). With no paths, every known root.
@@ -79,6 +80,8 @@ def index(
     """
     t0 = time.perf_counter()
     report = IndexReport()
+    counter = counter or default_counter()
+    settings = settings or ChunkSettings()
     if not paths:
         paths = [r for (r,) in con.execute("SELECT path FROM roots ORDER BY path")]
         if not paths:
@@ -86,14 +89,41 @@ def index(
         gone = [p for p in paths if not Path(p).exists()]
         report.skipped.extend((p, "root is gone; its documents are kept (re-point or remove it)") for p in gone)
         paths = [p for p in paths if p not in gone]
+    roots = resolve_paths(paths)
     try:
-        for path in resolve_paths(paths):
-            _index_scope(con, _scope(con, path), tuple(extensions), max_size, counter, progress, report)
+        fingerprint = settings.fingerprint(counter)
+        if meta_get(con, "chunker") != fingerprint:
+            report.rechunked = rechunk_all(con, counter, settings, progress)
+            meta_set_tx(con, "chunker", fingerprint)
+        for path in roots:
+            _index_scope(con, _scope(con, path), tuple(extensions), max_size, counter, settings, progress, report)
         meta_set_tx(con, "last_index_at", store.now_iso())
     except KeyboardInterrupt:
         report.interrupted = True
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def rechunk_all(
+    con: apsw.Connection, counter: TokenCounter, settings: ChunkSettings, progress: Progress | None = None
+) -> int:
+    """Chunk every document again from its stored text (the chunker's settings changed)."""
+    rows = con.execute(
+        "SELECT id, root_id, path, size, mtime_ns, hash, encoding FROM documents ORDER BY id"
+    ).fetchall()
+    for done, (doc_id, root_id, path, size, mtime_ns, digest, encoding) in enumerate(rows):
+        if progress:
+            progress(done, len(rows), f"re-chunking {path}")
+        body, root = con.execute(
+            "SELECT d.body, r.path FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?", (doc_id,)
+        ).fetchone()
+        doc = parse(body, path or Path(root).name)
+        chunking = chunk(doc, counter, settings)
+        store.write_document(
+            con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
+            encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
+        )
+    return len(rows)
 
 
 def meta_set_tx(con: apsw.Connection, key: str, value: str) -> None:
@@ -106,7 +136,8 @@ def _index_scope(
     scope: _Scope,
     extensions: tuple[str, ...],
     max_size: int,
-    counter: TokenCounter | None,
+    counter: TokenCounter,
+    settings: ChunkSettings,
     progress: Progress | None,
     report: IndexReport,
 ) -> None:
@@ -179,7 +210,7 @@ def _index_scope(
         name = c.relpath or Path(c.abspath).name
         try:
             doc = parse(decoded.text, name)
-            chunks = chunk(doc, counter)
+            chunking = chunk(doc, counter, settings)
         except (RecursionError, MemoryError) as e:
             report.skipped.append((c.abspath, f"too deeply nested or too large to parse ({type(e).__name__})"))
             continue
@@ -187,7 +218,8 @@ def _index_scope(
             report.warnings.append((c.abspath, w))
         store.write_document(
             con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath, size=st.st_size,
-            mtime_ns=st.st_mtime_ns, hash=digest, encoding=decoded.encoding, doc=doc, chunks=chunks,
+            mtime_ns=st.st_mtime_ns, hash=digest, encoding=decoded.encoding, doc=doc,
+            chunks=chunking.chunks, diagnostics=chunking.diagnostics,
         )
         if old is None:
             report.new += 1

@@ -20,10 +20,12 @@ class Heading:
 class Block:
     """A top-level block of a document, as the chunker sees it: ``body[start:end]``."""
 
-    kind: str  # heading, paragraph, list, quote, code, table, html, hr, math, frontmatter
+    kind: str  # heading, paragraph, list, quote, callout, code, table, html, math, hr
     start: int
     end: int
     level: int = 0  # heading level for kind == 'heading'
+    parts: tuple[tuple[int, int], ...] = ()  # list items or the blocks inside a quote, as (start, end)
+    unclosed: bool = False  # a code fence that never closes (it runs to the end of the document)
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,22 @@ class Chunk:
     seq: int
     start: int
     end: int
-    line: int
-    heading_path: str
-    kind: str
-    tokens: int
-    flags: int = 0
+    line: int  # 1-based line of ``start``
+    heading_path: str  # enclosing headings joined by ' > '
+    kind: str  # prose, code, table, list, quote, config, cli, mixed
+    tokens: int  # size in the token counter's tokens
+    flags: int = 0  # OVERSIZED (1): a protected block above the budget, kept whole
+    end_line: int = 0  # 1-based line of the last character
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """Something a person may want to know about how a document was chunked."""
+
+    kind: str  # oversized, unclosed_fence, cut_sentence, cut_word
+    start: int
+    end: int
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,7 @@ class IndexReport:
     unchanged: int = 0
     renamed: int = 0
     removed: int = 0
+    rechunked: int = 0  # documents chunked again from their stored text (chunker settings changed)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
     seconds: float = 0.0

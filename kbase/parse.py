@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 
 import yaml
 from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from kbase.models import Block, Heading, ParsedDoc
 from kbase.text import LINE_BREAK, line_of, line_starts
@@ -35,7 +36,9 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _YamlLoader = yaml.SafeLoader
 
 _md = MarkdownIt("commonmark", {"html": True}).enable("table")
+_md.use(dollarmath_plugin, allow_space=True, allow_digits=True)  # $$ math blocks stay whole
 _md.disable(["inline", "text_join"])  # block structure is all we need; inline parsing is 3x the cost
+_CALLOUT = re.compile(r"[ \t]*>[ \t]*\[![^\]]+\]")
 
 _BLOCK_KINDS = {
     "paragraph_open": "paragraph",
@@ -46,6 +49,8 @@ _BLOCK_KINDS = {
     "code_block": "code",
     "table_open": "table",
     "html_block": "html",
+    "math_block": "math",
+    "math_block_label": "math",
     "hr": "hr",
     "heading_open": "heading",
 }
@@ -74,12 +79,21 @@ def parse(text: str, path: str) -> ParsedDoc:
         if tok.level != 0 or tok.map is None or tok.type not in _BLOCK_KINDS:
             continue
         kind = _BLOCK_KINDS[tok.type]
-        start = starts[first_line + tok.map[0]]
-        end = _line_end(text, starts, first_line + tok.map[1] - 1)
+        first, last = first_line + tok.map[0], first_line + tok.map[1] - 1
+        start, end = starts[first], _line_end(text, starts, last)
+        while end > start and text[end - 1] in " \t\r\n":  # maps may include trailing blank lines
+            end -= 1
         if kind == "heading":
             level = int(tok.tag[1])
             blocks.append(Block(kind, start, end, level))
-            headings.append(Heading(level, tokens[i + 1].content.strip(), start, end, first_line + tok.map[0] + 1))
+            headings.append(Heading(level, tokens[i + 1].content.strip(), start, end, first + 1))
+        elif kind in ("list", "quote"):
+            if kind == "quote" and _CALLOUT.match(text, start):
+                kind = "callout"
+            parts = _children(tokens, i, text, starts, first_line)
+            blocks.append(Block(kind, start, end, parts=parts))
+        elif tok.type == "fence":
+            blocks.append(Block(kind, start, end, unclosed=not _fence_closed(text[start:end], tok.markup)))
         else:
             blocks.append(Block(kind, start, end))
 
@@ -105,6 +119,31 @@ def parse(text: str, path: str) -> ParsedDoc:
         blocks=tuple(blocks),
         warnings=tuple(warnings),
     )
+
+
+def _children(tokens, i: int, text: str, starts: list[int], first_line: int) -> tuple[tuple[int, int], ...]:
+    """(start, end) of the list items or inner blocks of the container opened at ``tokens[i]``."""
+    level = tokens[i].level + 1
+    parts = []
+    for tok in tokens[i + 1:]:
+        if tok.level < level:
+            break
+        if tok.level == level and tok.map is not None and tok.nesting >= 0:
+            a = starts[first_line + tok.map[0]]
+            b = _line_end(text, starts, first_line + tok.map[1] - 1)
+            while b > a and text[b - 1] in " \t\r\n":
+                b -= 1
+            if b > a:
+                parts.append((a, b))
+    return tuple(parts)
+
+
+def _fence_closed(source: str, markup: str) -> bool:
+    lines = LINE_BREAK.split(source)
+    if len(lines) < 2 or not markup:
+        return False
+    last = lines[-1].strip()
+    return last.startswith(markup) and set(last) == {markup[0]}
 
 
 def _line_end(text: str, starts: list[int], line_index: int) -> int:

@@ -7,8 +7,9 @@ import hashlib
 
 import apsw
 
-from kbase.models import Chunk, ParsedDoc
+from kbase.models import Chunk, Diagnostic, ParsedDoc
 from kbase.parse import frontmatter_json
+from kbase.text import line_of, line_starts
 
 
 def now_iso() -> str:
@@ -31,6 +32,7 @@ def write_document(
     encoding: str,
     doc: ParsedDoc,
     chunks: list[Chunk],
+    diagnostics: list[Diagnostic] = (),
 ) -> int:
     """Insert or replace one document with everything derived from it, in one transaction."""
     text = doc.text
@@ -53,7 +55,7 @@ def write_document(
                 " frontmatter=?, body_start=?, date=?, indexed_at=?, body=? WHERE id=?",
                 values + (doc_id,),
             )
-            for table in ("tags", "aliases", "headings"):
+            for table in ("tags", "aliases", "headings", "diagnostics"):
                 con.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
         con.executemany(
             "INSERT OR IGNORE INTO tags (doc_id, tag, source) VALUES (?,?,?)",
@@ -64,13 +66,18 @@ def write_document(
         )
         # After the aliases: the FTS row of a chunk indexes them with the title.
         con.executemany(
-            "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, heading_path, kind, tokens, flags, hash)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
+            " flags, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [
-                (doc_id, c.seq, c.start, c.end, c.line, c.heading_path, c.kind, c.tokens, c.flags,
+                (doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags,
                  sha256(text[c.start:c.end].encode("utf-8", "surrogatepass")))
                 for c in chunks
             ],
+        )
+        starts = line_starts(text) if diagnostics else []
+        con.executemany(
+            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
+            [(doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail) for d in diagnostics],
         )
         con.executemany(
             "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line) VALUES (?,?,?,?,?,?,?)",
