@@ -3,6 +3,8 @@
 How a document is cut, in order of preference:
 1. Sections: a heading starts one (and travels with the content after it; a heading is never a
    chunk's only content, nor left dangling at a chunk's end); a thematic break ``---`` ends one.
+   The one exception: headings at the very end of a document, with no content after them, join
+   the last chunk if it has room, else form the last chunk.
 2. Blocks inside a section, packed greedily up to the budget. Protected blocks are never split:
    code (fenced, any fence length, or indented), tables (pipe or ASCII/box-drawing grid), HTML,
    math, CLI sessions and config stanzas in plain text, and Obsidian callouts that fit the budget.
@@ -39,16 +41,23 @@ MAX_TOKENS = 200
 OVERLAP_RATIO = 0.12
 # Chunks below this many tokens (a one-line section) merge with a neighbour when both fit.
 MIN_TOKENS = 48
+# A WordPiece tokenizer turns any "word" over 100 characters into one [UNK] token, so a blob
+# without spaces (base64, a minified file) would count as a few tokens however long it is. A
+# chunk's size is therefore at least its length / 16 characters: no real token is longer.
+MAX_CHARS_PER_TOKEN = 16
 OVERSIZED = 1  # chunk flag
 CHUNKER_VERSION = 2  # bump when the algorithm changes the output for the same settings
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
+HEADISH = frozenset({"heading", "hr"})  # units that never make a chunk on their own
 _BLOCK_KIND = {"paragraph": "prose", "callout": "quote", "quote": "quote", "list": "list"}
 
 _WORD = re.compile(r"\w+|[^\w\s]")
-_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)\s*")
+_TOKEN_RUN = re.compile(r"\w+|[^\w\s]+")
+# A blank line. (A CR must not pair with the LF of the same CRLF into a "blank line".)
+_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)\s*")
 # A sentence ends at . ! ? … (and CJK 。！？), maybe followed by closing quotes or brackets, then
 # whitespace; or right after CJK full stops. Common abbreviations do not end sentences.
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])\s*)(?=\S)")
@@ -80,10 +89,10 @@ class WordCounter:
 class ModelTokenCounter:
     """Counts in the embedding model's own WordPiece tokens.
 
-    The text is split into words and punctuation marks the way BERT's pre-tokenizer does, and
-    each distinct word is tokenized once by the real tokenizer and remembered: three times
-    faster than tokenizing whole passages, and the same count (the tokenizer never joins
-    across those splits).
+    The text is split into runs of word characters and runs of other symbols, about the way
+    BERT's pre-tokenizer splits it, and each distinct run is tokenized once by the real tokenizer
+    and remembered: three times faster than tokenizing whole passages, with the same count
+    (tests compare the two).
     """
 
     CACHE_LIMIT = 500_000  # distinct words remembered before the cache starts over
@@ -98,7 +107,7 @@ class ModelTokenCounter:
         self._cache: dict[str, int] = {}
 
     def count(self, text: str) -> int:
-        words = _WORD.findall(text)
+        words = _TOKEN_RUN.findall(text)
         try:
             return sum(map(self._cache.__getitem__, words))  # the common case, all in C
         except KeyError:
@@ -126,8 +135,8 @@ class ChunkSettings:
     min_tokens: int = MIN_TOKENS
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 16:
-            raise ValueError(f"max_tokens must be at least 16, not {self.max_tokens}")
+        if self.max_tokens < 4:
+            raise ValueError(f"max_tokens must be at least 4, not {self.max_tokens}")
         if not 0 <= self.overlap_ratio <= 0.5:
             raise ValueError(f"overlap_ratio must be between 0 and 0.5, not {self.overlap_ratio}")
         if not 0 <= self.min_tokens <= self.max_tokens:
@@ -200,7 +209,11 @@ class _Chunker:
             end -= 1
         if start >= end:
             return None
-        return _Unit(start, end, kind, self.counter.count(text[start:end]), parts, level)
+        return _Unit(start, end, kind, self.size(start, end), parts, level)
+
+    def size(self, start: int, end: int) -> int:
+        """Tokens of ``text[start:end]``, at least one per MAX_CHARS_PER_TOKEN characters."""
+        return max(self.counter.count(self.text[start:end]), -(-(end - start) // MAX_CHARS_PER_TOKEN))
 
     def blocks(self) -> Iterator[tuple[str, Block | None, int, int]]:
         """(kind, block, start, end) in order, with gaps between blocks (markdown-it drops link
@@ -228,11 +241,19 @@ class _Chunker:
         headings: list[tuple[int, str]] = []
         for kind, block, start, end in self.blocks():
             if kind == "hr":
-                self.flush(hard_break=True)
+                if self.cur and self.only_headings():
+                    # Headings before a break wait for their content after it; the break counts.
+                    if self.spans:
+                        self.spans[-1].hard_break_after = True
+                    u = self.unit(start, end, "hr")
+                    if u:
+                        self.append(u)
+                else:
+                    self.flush(hard_break=True)
                 continue
             if kind == "heading":
                 assert block is not None
-                if any(u.kind != "heading" for u in self.cur):
+                if not self.only_headings():
                     self.flush()
                 while headings and headings[-1][0] >= block.level:
                     headings.pop()
@@ -241,8 +262,7 @@ class _Chunker:
                 self.section += 1
                 u = self.unit(start, end, "heading")
                 if u:
-                    self.cur.append(u)
-                    self.cur_tokens += u.tokens
+                    self.append(u)
                 continue
             if block is not None and block.unclosed:
                 self.diagnostics.append(Diagnostic("unclosed_fence", start, end, "code fence never closes"))
@@ -255,9 +275,12 @@ class _Chunker:
         self.flush(final=True)
         return self.finish()
 
+    def only_headings(self) -> bool:
+        return all(u.kind in HEADISH for u in self.cur)
+
     def place(self, u: _Unit) -> None:
         budget = self.s.max_tokens
-        content = any(not (x.kind == "heading" or x.overlap) for x in self.cur)
+        content = any(not (x.kind in HEADISH or x.overlap) for x in self.cur)
         if self.cur_tokens + u.tokens <= budget or (not content and (u.protected or u.kind == "callout")):
             self.append(u)
             return
@@ -282,7 +305,7 @@ class _Chunker:
             self.place(p)
 
     def heading_tokens(self) -> int:
-        return sum(x.tokens for x in self.cur) if all(x.kind == "heading" for x in self.cur) else 0
+        return self.cur_tokens if self.only_headings() else 0
 
     def overlap_tokens_for(self, u: _Unit) -> int:
         return self.s.overlap_tokens if u.kind in PROSE_LIKE else 0
@@ -293,15 +316,13 @@ class _Chunker:
 
     def flush(self, hard_break: bool = False, continued: _Unit | None = None, final: bool = False) -> None:
         cur = self.cur
-        if not cur:
+        only_headings = self.only_headings()
+        if not cur or (only_headings and not final):
             if hard_break and self.spans:
                 self.spans[-1].hard_break_after = True
-            return
-        only_headings = all(u.kind == "heading" for u in cur)
-        if only_headings and not final:
-            return  # headings wait for their content, even across a thematic break
+            return  # headings wait for their content
         start, end = cur[0].start, cur[-1].end
-        kinds = {u.kind for u in cur if u.kind != "heading" and not u.overlap}
+        kinds = {u.kind for u in cur if u.kind not in HEADISH and not u.overlap}
         tokens = self.cur_tokens
         span = _Span(start, end, self.path, kinds, tokens, section=self.section, only_headings=only_headings)
         if tokens > self.s.max_tokens:
@@ -312,28 +333,34 @@ class _Chunker:
         span.hard_break_after = hard_break
         self.spans.append(span)
         self.cur, self.cur_tokens = [], 0
-        last = cur[-1]
-        if continued is not None and last.kind in PROSE_LIKE and continued.kind in PROSE_LIKE and not last.overlap:
-            ov = self.overlap(last)
-            if ov is not None:
-                self.append(ov)
+        if continued is not None and continued.kind in PROSE_LIKE:
+            # The trailing run of prose units (pieces of one paragraph, say) supplies the overlap.
+            tail = []
+            for u in reversed(cur):
+                if u.kind not in PROSE_LIKE or u.overlap:
+                    break
+                tail.append(u)
+            if tail:
+                ov = self.overlap(tail[-1].start, tail[0].end, tail[0].kind)
+                if ov is not None:
+                    self.append(ov)
 
-    def overlap(self, last: _Unit) -> _Unit | None:
-        """The tail of ``last`` (whole sentences, else words) within the overlap budget."""
+    def overlap(self, start: int, end: int, kind: str) -> _Unit | None:
+        """The tail of ``text[start:end]`` (whole sentences, else words) within the overlap budget."""
         room = self.s.overlap_tokens
         if room <= 0:
             return None
-        text, count = self.text, self.counter.count
+        text = self.text
         for pattern in (_SENTENCE_END, _SPACE_RUN):
             # Walk the boundaries back from the end, adding up segment sizes, while they fit.
-            best, total, end = None, 0, last.end
-            for pos in reversed(list(_iter_boundaries(pattern, text, last.start, last.end))):
-                total += count(text[pos:end])
+            best, total, stop = None, 0, end
+            for pos in reversed(list(_iter_boundaries(pattern, text, start, end))):
+                total += self.size(pos, stop)
                 if total > room:
                     break
-                best, end = (pos, total), pos
+                best, stop = (pos, total), pos
             if best is not None and best[1] > 0:
-                return _Unit(best[0], last.end, last.kind, best[1], overlap=True)
+                return _Unit(best[0], end, kind, best[1], overlap=True)
         return None
 
     # --- splitting -----------------------------------------------------------------------------
@@ -389,21 +416,19 @@ class _Chunker:
         out: list[_Span] = []
         for sp in spans:
             prev = out[-1] if out else None
-            if prev is not None and sp.only_headings:
-                out[-1] = self.joined(prev, sp)
-                continue
-            if prev is not None and not prev.hard_break_after and not (prev.flags or sp.flags):
-                if (prev.tokens < small or sp.tokens < small) and self.fits(prev, sp, budget):
-                    out[-1] = self.joined(prev, sp)
+            if prev is not None and (sp.only_headings or (
+                not prev.hard_break_after and not (prev.flags or sp.flags)
+                and (prev.tokens < small or sp.tokens < small) and prev.tokens + sp.tokens <= budget
+            )):
+                joined = self.joined(prev, sp)
+                if joined.tokens <= budget:  # the real count, with what lies between the two
+                    out[-1] = joined
                     continue
             out.append(sp)
         return out
 
-    def fits(self, a: _Span, b: _Span, budget: int) -> bool:
-        return a.tokens + b.tokens <= budget
-
     def joined(self, a: _Span, b: _Span) -> _Span:
-        tokens = self.counter.count(self.text[a.start:b.end]) if b.start < a.end else a.tokens + b.tokens
+        tokens = self.size(a.start, b.end)
         return _Span(a.start, max(a.end, b.end), _common_path(a.path, b.path), a.kinds | b.kinds, tokens,
                      a.flags | b.flags, a.section, b.hard_break_after, a.only_headings and b.only_headings)
 
