@@ -149,6 +149,15 @@ class ChunkSettings:
     def fingerprint(self, counter: TokenCounter) -> str:
         return json.dumps({"version": CHUNKER_VERSION, "counter": counter.name, **asdict(self)}, sort_keys=True)
 
+    @classmethod
+    def from_fingerprint(cls, fingerprint: str | None) -> ChunkSettings:
+        """The settings an index was chunked with (defaults if none or unreadable)."""
+        try:
+            data = json.loads(fingerprint or "{}")
+            return cls(**{k: data[k] for k in ("max_tokens", "overlap_ratio", "min_tokens") if k in data})
+        except (ValueError, TypeError):
+            return cls()
+
 
 @dataclass
 class Chunking:
@@ -301,6 +310,8 @@ class _Chunker:
                 self.flush(continued=u)
             self.append(u)
             return
+        if content and pieces[0].level >= 3:
+            self.flush(continued=u)  # a sentence that must be cut starts a chunk, not ends one
         for p in pieces:
             self.place(p)
 

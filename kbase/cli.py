@@ -81,6 +81,32 @@ def _parse_size(ctx, param, value):
     return int(float(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower()))
 
 
+def chunk_options(f):
+    """The chunker's tunables (defaults: the index's settings, else kbase's)."""
+    f = click.option("--min-tokens", type=click.IntRange(0), help="Merge smaller chunks with a neighbour (default 48).")(f)
+    f = click.option("--overlap", type=click.FloatRange(0, 0.5), help="Overlap between prose chunks (default 0.12).")(f)
+    f = click.option("--max-tokens", type=click.IntRange(4, 10_000), help="Chunk budget in model tokens (default 200).")(f)
+    return f
+
+
+def _chunk_settings(base, max_tokens, overlap, min_tokens):
+    from dataclasses import replace
+
+    from kbase.chunk import ChunkSettings
+
+    changes = {k: v for k, v in (("max_tokens", max_tokens), ("overlap_ratio", overlap), ("min_tokens", min_tokens))
+               if v is not None}
+    if not changes:
+        return base
+    base = base or ChunkSettings()
+    if max_tokens is not None and min_tokens is None:  # keep the minimum a small part of a smaller budget
+        changes["min_tokens"] = min(base.min_tokens, max_tokens // 4)
+    try:
+        return replace(base, **changes)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--ext", "extensions", multiple=True, metavar="EXT",
@@ -88,10 +114,22 @@ def _parse_size(ctx, param, value):
 @click.option("--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run's report as JSON.")
+@chunk_options
 @click.pass_context
-def index(ctx, paths, extensions, max_size, quiet, as_json):
-    """Index folders or files of notes (incrementally). With no PATHS, update every known root."""
+def index(ctx, paths, extensions, max_size, quiet, as_json, max_tokens, overlap, min_tokens):
+    """Index folders or files of notes (incrementally). With no PATHS, update every known root.
+
+    Chunk settings given here are kept by the index; changing them re-chunks every document from
+    its stored text (no file is read again)."""
     options = {}
+    if any(v is not None for v in (max_tokens, overlap, min_tokens)):
+        from kbase.chunk import ChunkSettings
+        from kbase.db import meta_get
+
+        base = None
+        if Path(ctx.obj["db"]).exists():
+            base = ChunkSettings.from_fingerprint(meta_get(_kb(ctx).reader, "chunker"))
+        options["settings"] = _chunk_settings(base, max_tokens, overlap, min_tokens)
     if extensions:
         options["extensions"] = tuple(extensions)
     if max_size is not None:
@@ -128,6 +166,7 @@ def index(ctx, paths, extensions, max_size, quiet, as_json):
             f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
             f"{report.renamed} renamed, {report.removed} removed, {len(report.skipped)} skipped"
             + (f", {len(report.warnings)} warnings" if report.warnings else "")
+            + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
     if report.interrupted:
         click.echo("Interrupted: the index is consistent; run kbase index again to finish.", err=True)
@@ -170,6 +209,21 @@ def status(ctx, as_json):
     with _kb(ctx) as kb:
         st = kb.status()
     click.echo(json.dumps(st, indent=2, ensure_ascii=False) if as_json else render_status(st))
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@chunk_options
+@format_options
+def chunks(file, max_tokens, overlap, min_tokens, fmt):
+    """Show how kbase cuts FILE into chunks (offsets, lines, tokens, kind, heading path, flags).
+
+    Reads the file itself; no index is needed. --json gives every field and each chunk's text."""
+    from kbase.ingest import chunk_file
+    from kbase.output import render_chunks
+
+    doc, result, _ = chunk_file(file, _chunk_settings(None, max_tokens, overlap, min_tokens))
+    click.echo(render_chunks(doc.text, result.chunks, result.diagnostics, fmt, _color()))
 
 
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")

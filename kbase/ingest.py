@@ -17,12 +17,12 @@ from pathlib import Path
 import apsw
 
 from kbase import store
-from kbase.chunk import ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.db import meta_get, meta_set
 from kbase.decode import UndecodableError, decode
 from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Candidate, Skipped, walk
 from kbase.errors import InputError
-from kbase.models import IndexReport
+from kbase.models import IndexReport, ParsedDoc
 from kbase.parse import parse
 
 # progress(done, total, current path); total is known once discovery has finished.
@@ -81,7 +81,8 @@ def index(
     t0 = time.perf_counter()
     report = IndexReport()
     counter = counter or default_counter()
-    settings = settings or ChunkSettings()
+    # The index keeps the settings it was built with until new ones are given.
+    settings = settings or ChunkSettings.from_fingerprint(meta_get(con, "chunker"))
     if not paths:
         paths = [r for (r,) in con.execute("SELECT path FROM roots ORDER BY path")]
         if not paths:
@@ -102,6 +103,25 @@ def index(
         report.interrupted = True
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def chunk_file(path: str | os.PathLike[str], settings: ChunkSettings | None = None,
+               counter: TokenCounter | None = None) -> tuple[ParsedDoc, Chunking, str]:
+    """Read, decode, parse and chunk one file the way ``index`` does, without an index.
+
+    Returns the parsed document, its chunking and the encoding.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}", "check the path and its permissions") from e
+    try:
+        decoded = decode(data)
+    except UndecodableError as e:
+        raise InputError(f"{path} is not text kbase can index: {e}", "pass a Markdown or text file") from e
+    doc = parse(decoded.text, p.name)
+    return doc, chunk(doc, counter, settings), decoded.encoding
 
 
 def rechunk_all(

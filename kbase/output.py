@@ -88,6 +88,30 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
+CHUNK_FIELDS = ("seq", "start", "end", "line", "end_line", "tokens", "kind", "flags", "heading_path", "text")
+
+
+def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
+    """``kbase chunks``: one line a chunk for people, every field and the text for scripts."""
+    if fmt != "table":
+        records = [{**{k: getattr(c, k) for k in CHUNK_FIELDS[:-1]}, "text": text[c.start:c.end]} for c in chunks]
+        if fmt == "json":
+            diags = [dataclasses.asdict(d) for d in diagnostics]
+            return json.dumps({"chunks": records, "diagnostics": diags}, ensure_ascii=False, indent=2)
+        return render_records(records, fmt, CHUNK_FIELDS)
+    out = [f"{'seq':>4} {'lines':>11} {'offsets':>15} {'tokens':>6}  {'kind':<6} heading path"]
+    for c in chunks:
+        flag = " OVERSIZED" if c.flags & 1 else ""
+        row = (f"{c.seq:>4} {f'{c.line}-{c.end_line}':>11} {f'{c.start}-{c.end}':>15} {c.tokens:>6}  "
+               f"{c.kind:<6} {c.heading_path}{flag}")
+        out.append(click.style(row, fg="yellow") if color and flag else row)
+        first = text[c.start:c.end].strip().splitlines()[0] if text[c.start:c.end].strip() else ""
+        out.append(" " * 6 + (click.style(first[:90], dim=True) if color else first[:90]))
+    for d in diagnostics:
+        out.append(f"diagnostic: {d.kind} at offsets {d.start}-{d.end}: {d.detail}")
+    return "\n".join(out)
+
+
 def render_status(st: dict) -> str:
     lines = [f"index      {st['db']}"]
     for r in st["roots"]:
@@ -95,6 +119,13 @@ def render_status(st: dict) -> str:
     lines.append(f"documents  {st['documents']:,}")
     lines.append(f"chunks     {st['chunks']:,}" + (f"  ({st['oversized_chunks']} oversized)" if st["oversized_chunks"] else ""))
     lines.append(f"tags       {st['tags']:,}")
+    if st.get("diagnostics"):
+        lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st["diagnostics"].items())
+                     + "  (SELECT * FROM diagnostics)")
+    if st.get("chunker"):
+        c = st["chunker"]
+        lines.append(f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "
+                     f"{c['min_tokens']} min ({c['counter']})")
     enc = ", ".join(f"{k} {v}" for k, v in st["encodings"].items())
     if enc:
         lines.append(f"encodings  {enc}")

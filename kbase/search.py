@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -251,6 +252,9 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> dict:
         "chunks": one("SELECT count(*) FROM chunks"),
         "tags": one("SELECT count(DISTINCT tag) FROM tags"),
         "oversized_chunks": one("SELECT count(*) FROM chunks WHERE flags & 1"),
+        "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics GROUP BY 1 ORDER BY 1").fetchall()),
+        "chunker": json.loads(con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()[0])
+        if con.execute("SELECT 1 FROM meta WHERE key = 'chunker'").fetchone() else None,
         "encodings": dict(con.execute("SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC").fetchall()),
         "text_bytes": text_bytes,
         "db_bytes": db_bytes,

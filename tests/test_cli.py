@@ -144,3 +144,25 @@ def test_python_dash_m_and_light_imports(tmp_path, vault):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "Garden.md" in out
     assert out.strip().endswith("HEAVY []")
+
+
+def test_chunks_command(run, vault):
+    out = run("chunks", vault / "tech" / "SQLite.md").stdout.splitlines()
+    assert out[0].split() == ["seq", "lines", "offsets", "tokens", "kind", "heading", "path"]
+    assert out[1].split()[:2] == ["0", "1-9"] and out[1].split()[-1] == "SQLite"
+    data = json.loads(run("chunks", vault / "tech" / "SQLite.md", "--json").stdout)
+    text = (vault / "tech" / "SQLite.md").read_text()
+    assert [text[c["start"]:c["end"]] for c in data["chunks"]] == [c["text"] for c in data["chunks"]]
+    assert data["diagnostics"] == []
+    small = json.loads(run("chunks", vault / "tech" / "SQLite.md", "--json", "--max-tokens", "8").stdout)
+    assert len(small["chunks"]) > len(data["chunks"])
+    r = run("chunks", vault / "missing.md")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: cannot read")
+
+
+def test_index_chunk_options_are_kept(run, vault, db_path):
+    run("index", vault)
+    r = run("index", vault, "--max-tokens", "8")
+    assert "4 re-chunked" in r.stdout
+    assert "8 tokens max" in run("status").stdout
+    assert "re-chunked" not in run("index", vault).stdout

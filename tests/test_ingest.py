@@ -232,3 +232,32 @@ def test_shared_encodings_are_indexed_with_their_encoding(con):
     import csv
     for row in csv.DictReader((folder / "EXPECTED.tsv").open(encoding="utf-8"), delimiter="\t"):
         assert got[row["file"]] == row["encoding"], row["file"]
+
+
+def test_new_chunk_settings_rechunk_from_stored_text_and_stick(con, vault, monkeypatch):
+    from kbase.chunk import ChunkSettings
+
+    ingest.index(con, [vault])
+    before = con.execute("SELECT count(*) FROM chunks").get
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1])
+    r = ingest.index(con, [vault], settings=ChunkSettings(max_tokens=8, min_tokens=0))
+    monkeypatch.undo()
+    assert r.rechunked == 4 and r.updated == 0 and r.unchanged == 4
+    assert not [f for f in opened if str(vault) in str(f)]  # from the stored bodies
+    assert con.execute("SELECT count(*) FROM chunks").get > before
+    assert_consistent(con)
+    r = ingest.index(con, [vault])  # no settings given: the index keeps its own
+    assert r.rechunked == 0
+    assert '"max_tokens": 8' in con.execute("SELECT value FROM meta WHERE key = 'chunker'").get
+
+
+def test_diagnostics_are_rows(con, tmp_path):
+    big = "```\n" + "\n".join(f"line {i} of a long listing" for i in range(300)) + "\n```\n"
+    v = write(tmp_path / "v", {"big.md": f"# Big\n\n{big}", "open.md": "# Open\n\n```py\nnever closed\n"})
+    ingest.index(con, [v])
+    rows = con.execute("SELECT d.path, g.kind, g.line FROM diagnostics g JOIN documents d ON d.id = g.doc_id"
+                       " ORDER BY 1").fetchall()
+    assert rows == [("big.md", "oversized", 1), ("open.md", "unclosed_fence", 3)]
+    assert con.execute("SELECT count(*) FROM chunks WHERE flags & 1").get == 1
