@@ -57,9 +57,18 @@ CREATE TABLE chunks (
     kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
     tokens       INTEGER NOT NULL,      -- size in the embedding model's tokens (see meta 'chunker')
     flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
-    hash         TEXT NOT NULL,         -- sha256 of the chunk text (hex), to reuse derived data
+    hash         TEXT NOT NULL,         -- sha256 of the chunk text (hex)
+    embed_hash   TEXT NOT NULL,         -- sha256 of the text the embedder sees (context + chunk text)
+    embedded     INTEGER NOT NULL DEFAULT 0, -- 1 once chunks_vec holds this chunk's vector
     UNIQUE (doc_id, seq)
 ) STRICT;
+CREATE INDEX chunks_embed_hash ON chunks(embed_hash);
+CREATE INDEX chunks_to_embed ON chunks(id) WHERE embedded = 0;
+
+-- chunks_vec (sqlite-vec, created by kbase once the embedding model's dimension is known):
+--   CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[384] distance_metric=cosine)
+-- one row per embedded chunk, rowid = chunks.id. The model that made the vectors is recorded in
+-- meta 'embedder'; vectors of two models never mix.
 
 -- How documents were chunked, as rows rather than log lines: a protected block over the budget
 -- ('oversized'), a code fence that never closes ('unclosed_fence'), and any split that had to
@@ -136,7 +145,8 @@ CREATE TRIGGER chunks_before_delete BEFORE DELETE ON chunks BEGIN
     SELECT 'delete', id, title, headings, body FROM chunks_fts_content WHERE id = old.id;
 END;
 
-CREATE TRIGGER chunks_before_update BEFORE UPDATE ON chunks BEGIN
+CREATE TRIGGER chunks_before_update
+BEFORE UPDATE OF id, doc_id, start_char, end_char, heading_path ON chunks BEGIN
     SELECT RAISE(ABORT, 'chunks are replaced, not updated: delete and insert instead');
 END;
 

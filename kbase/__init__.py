@@ -14,11 +14,11 @@ from kbase.models import Chunk, Hit, IndexReport
 __all__ = ["open", "KB", "KbaseError", "DatabaseError", "InputError", "Hit", "Chunk", "IndexReport"]
 
 
-def open(path=None):  # noqa: A001
+def open(path=None, **options):  # noqa: A001
     """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder)."""
-    from kbase.api import open as _open
+    from kbase.api import KB
 
-    return _open(path)
+    return KB(path, **options)
 
 
 def __getattr__(name: str):

@@ -9,6 +9,7 @@ from pathlib import Path
 import apsw
 
 from kbase import db
+from kbase.errors import InputError
 from kbase.models import Hit, IndexReport
 
 
@@ -20,9 +21,19 @@ class KB:
     >>> for hit in kb.search("sqlite wal", limit=5): print(hit.path, hit.line, hit.snippet)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, embedder=None) -> None:
         self.path = Path(path).expanduser() if path is not None else db.default_db_path()
         self._reader: apsw.Connection | None = None
+        self._embedder = embedder
+
+    @property
+    def embedder(self):
+        """The embedding model, loaded on first use (about half a second)."""
+        if self._embedder is None:
+            from kbase.embed import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
 
     # connections -------------------------------------------------------------------------------
     @property
@@ -44,35 +55,99 @@ class KB:
         self.close()
 
     # writing -----------------------------------------------------------------------------------
-    def index(self, paths: Sequence[str | os.PathLike[str]] = (), **options) -> IndexReport:
-        """Index folders or files (all known roots when ``paths`` is empty); see ``ingest.index``."""
+    def index(
+        self,
+        paths: Sequence[str | os.PathLike[str]] = (),
+        *,
+        embed: bool = True,
+        embed_progress=None,
+        **options,
+    ) -> IndexReport:
+        """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
+        then embed the new and changed chunks unless ``embed`` is false. Keyword search works as
+        soon as the first step is done."""
         from kbase import ingest
 
         con = db.connect(self.path, create=True)
         try:
             with db.writer_lock(self.path):
-                return ingest.index(con, paths, **options)
+                report = ingest.index(con, paths, **options)
+                if embed and not report.interrupted:
+                    report.embedding = self._embed(con, embed_progress)
+                return report
+        except apsw.Error as e:
+            raise db.translate_error(e, self.path) from e
+        except KeyboardInterrupt:
+            report.interrupted = True  # the embedding batch in flight is lost, nothing else
+            return report
+        finally:
+            con.close()
+
+    def embed(self, *, rebuild: bool = False, progress=None) -> dict:
+        """Embed every chunk that has no vector yet (all of them with ``rebuild``)."""
+        from kbase import embed as emb
+
+        con = db.connect(self.path)
+        try:
+            with db.writer_lock(self.path):
+                if rebuild:
+                    emb.drop_vectors(con)
+                return self._embed(con, progress)
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
         finally:
             con.close()
+
+    def _embed(self, con: apsw.Connection, progress) -> dict:
+        from kbase import embed as emb
+
+        if emb.missing_count(con) == 0 and emb.has_vectors(con):
+            return {"embedded": 0, "reused": 0, "seconds": 0.0, "model_seconds": 0.0}
+        return emb.embed_missing(con, self.embedder, progress=progress)
 
     # reading -----------------------------------------------------------------------------------
     def search(
         self,
         query: str,
         *,
+        mode: str | None = None,
         limit: int = 10,
         path: str | None = None,
         tags: Sequence[str] = (),
         since: str | None = None,
         until: str | None = None,
     ) -> list[Hit]:
-        """Keyword search; one hit per document, best first."""
-        from kbase.search import Filters, keyword_search
+        """Search; one hit per document, best first. ``mode``: 'keyword', 'semantic' or 'hybrid';
+        by default hybrid once the index has vectors, keyword before."""
+        from kbase import search as s
 
-        filters = Filters(path=path, tags=tuple(tags), since=since, until=until)
-        return self._read(keyword_search, query, limit=limit, filters=filters)
+        filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until)
+        mode = mode or self.default_mode()
+        if mode == "keyword":
+            return self._read(s.keyword_search, query, limit=limit, filters=filters)
+        if mode not in ("semantic", "hybrid"):
+            raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
+        if not query.strip():
+            return []
+        vector = self.query_vector(query)
+        if mode == "semantic":
+            return self._read(s.semantic_search, vector, limit=limit, filters=filters)
+        return self._read(s.hybrid_search, query, vector, limit=limit, filters=filters)
+
+    def default_mode(self) -> str:
+        """'hybrid' when the index has vectors, else 'keyword'."""
+        return "hybrid" if self._read(_has_embeddings) else "keyword"
+
+    def query_vector(self, query: str) -> bytes:
+        """The query's embedding, after checking the index was embedded with the same model."""
+        from kbase import embed as emb
+
+        stored = self._read(emb.stored_fingerprint)
+        if stored is None:
+            raise InputError("this index has no embeddings yet", "run: kbase embed")
+        embedder = self.embedder
+        self._read(emb.check_fingerprint, embedder)
+        return embedder.embed_query(query)
 
     def document(self, target: str):
         """A document by path (see ``search.find_document``)."""
@@ -90,6 +165,10 @@ class KB:
             return fn(self.reader, *args, **kwargs)
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
+
+
+def _has_embeddings(con: apsw.Connection) -> bool:
+    return con.execute("SELECT 1 FROM chunks WHERE embedded LIMIT 1").fetchone() is not None
 
 
 def open(path: str | os.PathLike[str] | None = None) -> KB:  # noqa: A001 - mirrors sqlite3.connect/open

@@ -104,3 +104,4 @@ class IndexReport:
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
     seconds: float = 0.0
     interrupted: bool = False
+    embedding: dict | None = None  # what the embedding step did (embedded, reused, seconds)

@@ -14,7 +14,8 @@ import apsw
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
-from kbase.query import Query, parse_query
+from kbase.query import parse_query
+from kbase.rank import RRF_K, rrf
 
 # bm25 column weights (title, headings, body): a word in the title or a heading says more about
 # a passage than the same word once in its text. Starting points, to be tuned on the benchmark.
@@ -85,17 +86,22 @@ def keyword_search(con: apsw.Connection, text: str, *, limit: int = 10, filters:
     All words must match; if that finds fewer than ``limit`` documents and the query has several
     words (and no explicit OR), documents matching only some words follow.
     """
+    return [_hit(con, *row) for row in keyword_ranked(con, text, limit, filters)]
+
+
+def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = Filters()) -> list[tuple]:
+    """Up to ``n`` (doc_id, chunk_id, score, matched chunks, match expression), best first."""
     query = parse_query(text)
-    if query.empty or limit <= 0:
+    if query.empty or n <= 0:
         return []
     where, args = filters.sql()
-    ranked = _ranked_docs(con, query.to_fts(), where, args, limit)
-    if len(ranked) < limit and len(query.clauses) > 1 and not query.explicit_or:
+    ranked = _ranked_docs(con, query.to_fts(), where, args, n)
+    if len(ranked) < n and len(query.clauses) > 1 and not query.explicit_or:
         have = {r[0] for r in ranked}
-        ranked += [r for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, limit) if r[0] not in have][
-            : limit - len(ranked)
+        ranked += [r for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, n) if r[0] not in have][
+            : n - len(ranked)
         ]
-    return [_hit(con, query, *row) for row in ranked]
+    return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
 
 
 def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int) -> list[tuple]:
@@ -114,24 +120,141 @@ def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit
     return con.execute(sql, [match, *args, match, limit]).fetchall()
 
 
-def _hit(con: apsw.Connection, query: Query, doc_id: int, chunk_id: int, score: float, n: int, match: str) -> Hit:
+# sqlite-vec answers k-nearest-neighbour queries for k up to this many rows.
+KNN_MAX = 4096
+
+
+def semantic_search(con: apsw.Connection, query_vector: bytes, *, limit: int = 10,
+                    filters: Filters = Filters()) -> list[Hit]:
+    """Documents nearest in meaning to the query vector, one hit (the nearest chunk) each."""
+    return [_hit(con, doc_id, cid, sim, n) for doc_id, cid, sim, n in semantic_ranked(con, query_vector, limit, filters)]
+
+
+def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters()) -> list[tuple]:
+    """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest), best first.
+
+    Unfiltered: a k-nearest-neighbour query on chunks_vec alone, widened until ``n`` documents
+    are found. Filtered: an exact scan over the chunks that pass the filters, so a filter never
+    hides matches that exist.
+    """
+    if n <= 0 or con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is None:
+        return []
+    where, args = filters.sql()
+    if where == "1":
+        k = min(KNN_MAX, max(4 * n, 40))
+        while True:
+            nearest = con.execute(
+                "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (query_vector, k)
+            ).fetchall()
+            docs = _group_nearest(con, nearest)
+            if len(docs) >= n or len(nearest) < k or k >= KNN_MAX:
+                break
+            k = min(KNN_MAX, k * 4)
+        if len(docs) >= n or len(nearest) < k:
+            return docs[:n]
+    # Exact scan: every embedded chunk that passes the filters (or, past KNN_MAX, every chunk).
+    rows = con.execute(
+        f"""WITH s AS (
+                SELECT c.doc_id, c.id AS cid, vec_distance_cosine(v.embedding, ?) AS dist
+                FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN chunks_vec AS v ON v.rowid = c.id
+                WHERE c.embedded AND {where}
+            ), r AS (
+                SELECT doc_id, cid, dist, row_number() OVER (PARTITION BY doc_id ORDER BY dist) AS rn,
+                       count(*) OVER (PARTITION BY doc_id) AS n FROM s
+            )
+            SELECT doc_id, cid, 1 - dist, n FROM r WHERE rn = 1 ORDER BY dist LIMIT ?""",
+        [query_vector, *args, n],
+    ).fetchall()
+    return rows
+
+
+def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> list[tuple]:
+    if not nearest:
+        return []
+    doc_of = dict(con.execute(
+        f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(nearest))})", [r for r, _ in nearest]
+    ).fetchall())
+    best: dict[int, list] = {}
+    for cid, dist in nearest:  # nearest first
+        doc_id = doc_of.get(cid)
+        if doc_id is None:
+            continue
+        if doc_id in best:
+            best[doc_id][3] += 1
+        else:
+            best[doc_id] = [doc_id, cid, 1 - dist, 1]
+    return [tuple(v) for v in best.values()]
+
+
+# How many documents each list contributes to the fusion: deeper than any page of results, so a
+# document ranked modestly by both lists can still rise.
+FUSION_DEPTH = 100
+
+
+def hybrid_search(
+    con: apsw.Connection,
+    text: str,
+    query_vector: bytes,
+    *,
+    limit: int = 10,
+    filters: Filters = Filters(),
+    k: float = RRF_K,
+    weights: dict[str, float] | None = None,
+    depth: int = FUSION_DEPTH,
+) -> list[Hit]:
+    """Reciprocal rank fusion of the keyword and semantic document lists (see kbase.rank).
+
+    Each hit shows the keyword list's best chunk (with highlights) when it has one, else the
+    nearest chunk; ``explain`` gives each list's rank and contribution.
+    """
+    n = max(limit, depth)
+    kw = keyword_ranked(con, text, n, filters)
+    sem = semantic_ranked(con, query_vector, n, filters)
+    fused = rrf({"keyword": [r[0] for r in kw], "semantic": [r[0] for r in sem]}, k=k,
+                weights=weights or DEFAULT_WEIGHTS)
+    kw_by_doc = {r[0]: r for r in kw}
+    sem_by_doc = {r[0]: r for r in sem}
+    hits = []
+    for f in fused[:limit]:
+        explain = dict(f.explain)
+        if f.key in kw_by_doc:
+            explain.setdefault("keyword", {})["score"] = round(kw_by_doc[f.key][2], 4)
+        if f.key in sem_by_doc:
+            explain.setdefault("semantic", {})["similarity"] = round(sem_by_doc[f.key][2], 4)
+        if f.key in kw_by_doc:
+            doc_id, cid, _, count, match = kw_by_doc[f.key]
+            hits.append(_hit(con, doc_id, cid, f.score, count, match, explain))
+        else:
+            doc_id, cid, _, count = sem_by_doc[f.key]
+            hits.append(_hit(con, doc_id, cid, f.score, count, None, explain))
+    return hits
+
+
+# Both lists count the same until the benchmark says otherwise (bench/retrieval.py).
+DEFAULT_WEIGHTS = {"keyword": 1.0, "semantic": 1.0}
+
+
+def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int, match: str | None = None,
+         explain: dict | None = None) -> Hit:
+    """A Hit for a document and its chunk; with ``match``, the snippet highlights the terms."""
     row = con.execute(
         """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, c.line, c.heading_path,
-                  (SELECT highlight(chunks_fts, 2, char(2), char(3)) FROM chunks_fts
-                   WHERE chunks_fts MATCH ? AND rowid = c.id),
+                  CASE WHEN ?1 IS NULL THEN substr(d.body, c.start_char + 1, c.end_char - c.start_char)
+                  ELSE (SELECT highlight(chunks_fts, 2, char(2), char(3)) FROM chunks_fts
+                        WHERE chunks_fts MATCH ?1 AND rowid = c.id) END,
                   (SELECT group_concat(tag, ' ') FROM tags WHERE doc_id = d.id)
            FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN roots AS r ON r.id = d.root_id
-           WHERE c.id = ?""",
+           WHERE c.id = ?2""",
         (match, chunk_id),
     ).fetchone()
     path, root, title, size, mtime_ns, line, heading_path, marked, tags = row
     snippet, highlights, lines_before = make_snippet(marked or "")
     abspath = os.path.join(root, path) if path else root
     return Hit(
-        doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=-score,
+        doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=score,
         chunk_id=chunk_id, line=line + lines_before, heading_path=heading_path, snippet=snippet,
         highlights=highlights, matched_chunks=n, tags=tuple((tags or "").split()),
-        stale=is_stale(abspath, size, mtime_ns),
+        stale=is_stale(abspath, size, mtime_ns), explain=explain or {},
     )
 
 

@@ -7,6 +7,7 @@ import hashlib
 
 import apsw
 
+from kbase import embed
 from kbase.models import Chunk, Diagnostic, ParsedDoc
 from kbase.parse import frontmatter_json
 from kbase.text import line_of, line_starts
@@ -40,6 +41,7 @@ def write_document(
         doc.kind, doc.title, size, mtime_ns, hash, encoding, frontmatter_json(doc.frontmatter),
         doc.body_start, doc.date, now_iso(), text,
     )
+    old_vectors: dict[str, bytes] = {}
     with con:
         if doc_id is None:
             con.execute(
@@ -49,7 +51,9 @@ def write_document(
             )
             doc_id = con.last_insert_rowid()
         else:
-            # The update trigger removes the old chunks (and their FTS rows) first.
+            # Vectors of chunks that come back unchanged are kept (no second embedding).
+            old_vectors = embed.vectors_of(con, doc_id)
+            # The update trigger removes the old chunks (and their FTS rows and vectors) first.
             con.execute(
                 "UPDATE documents SET kind=?, title=?, size=?, mtime_ns=?, hash=?, encoding=?,"
                 " frontmatter=?, body_start=?, date=?, indexed_at=?, body=? WHERE id=?",
@@ -67,13 +71,17 @@ def write_document(
         # After the aliases: the FTS row of a chunk indexes them with the title.
         con.executemany(
             "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
-            " flags, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            " flags, hash, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags,
-                 sha256(text[c.start:c.end].encode("utf-8", "surrogatepass")))
+                 sha256(text[c.start:c.end].encode("utf-8", "surrogatepass")),
+                 embed.input_hash(doc.title, c.heading_path, text[c.start:c.end]))
                 for c in chunks
             ],
         )
+        if old_vectors:
+            embed.copy_vectors(con, old_vectors, con.execute(
+                "SELECT id, embed_hash FROM chunks WHERE doc_id = ?", (doc_id,)).fetchall())
         starts = line_starts(text) if diagnostics else []
         con.executemany(
             "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",

@@ -1,0 +1,41 @@
+"""Pure: rank fusion with an explanation of every score."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+# Reciprocal rank fusion constant: the classic 60 (Cormack et al., 2009); the benchmark in
+# bench/retrieval.py checks it against the alternatives (see BENCHMARKS.md).
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class Fused:
+    key: Hashable
+    score: float
+    explain: dict  # list name -> {"rank": r, "contribution": c}; lists that missed the key are absent
+
+
+def rrf(
+    lists: Mapping[str, Sequence[Hashable]],
+    *,
+    k: float = RRF_K,
+    weights: Mapping[str, float] | None = None,
+) -> list[Fused]:
+    """Reciprocal rank fusion: score(d) = sum over lists of weight / (k + rank of d), rank from 1.
+
+    ``lists`` maps a name ("keyword", "semantic") to keys in rank order. Ties keep the order in
+    which keys were first seen, lists taken in the order given.
+    """
+    weights = weights or {}
+    scores: dict[Hashable, float] = {}
+    explain: dict[Hashable, dict] = {}
+    for name, keys in lists.items():
+        w = weights.get(name, 1.0)
+        for rank, key in enumerate(keys, 1):
+            c = w / (k + rank)
+            scores[key] = scores.get(key, 0.0) + c
+            explain.setdefault(key, {})[name] = {"rank": rank, "contribution": round(c, 6)}
+    order = sorted(scores, key=lambda key: -scores[key])  # sorted() is stable
+    return [Fused(key, scores[key], explain[key]) for key in order]
