@@ -114,9 +114,10 @@ def _chunk_settings(base, max_tokens, overlap, min_tokens):
 @click.option("--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run's report as JSON.")
+@click.option("--no-embed", is_flag=True, help="Only the keyword index; embed later with kbase embed.")
 @chunk_options
 @click.pass_context
-def index(ctx, paths, extensions, max_size, quiet, as_json, max_tokens, overlap, min_tokens):
+def index(ctx, paths, extensions, max_size, quiet, as_json, no_embed, max_tokens, overlap, min_tokens):
     """Index folders or files of notes (incrementally). With no PATHS, update every known root.
 
     Chunk settings given here are kept by the index; changing them re-chunks every document from
@@ -135,22 +136,9 @@ def index(ctx, paths, extensions, max_size, quiet, as_json, max_tokens, overlap,
     if max_size is not None:
         options["max_size"] = max_size
     kb = _kb(ctx)
-    show_progress = not quiet and not as_json and sys.stderr.isatty()
-    if show_progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        with Progress(
-            TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            TextColumn("{task.fields[current]}", style="dim"), transient=True,
-        ) as bar:
-            task = bar.add_task("index", total=None, current="")
-
-            def progress(done: int, total: int, current: str) -> None:
-                bar.update(task, completed=done, total=total, current=current[-50:])
-
-            report = kb.index(paths, progress=progress, **options)
-    else:
-        report = kb.index(paths, **options)
+    options["embed"] = not no_embed
+    with _progress(not quiet and not as_json) as bar:
+        report = kb.index(paths, progress=bar.files, embed_progress=bar.chunks, **options)
     if as_json:
         from dataclasses import asdict
 
@@ -168,9 +156,71 @@ def index(ctx, paths, extensions, max_size, quiet, as_json, max_tokens, overlap,
             + (f", {len(report.warnings)} warnings" if report.warnings else "")
             + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
+        if report.embedding and (report.embedding["embedded"] or report.embedding["reused"]):
+            e = report.embedding
+            click.echo(f"embedded {e['embedded']} chunks in {e['seconds']:.1f} s"
+                       + (f" ({e['reused']} reused)" if e["reused"] else ""))
     if report.interrupted:
         click.echo("Interrupted: the index is consistent; run kbase index again to finish.", err=True)
         ctx.exit(130)
+
+
+class _Bars:
+    """Progress bars on stderr (rich), or nothing when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self._progress = None
+        self._tasks: dict[str, object] = {}
+
+    def __enter__(self) -> "_Bars":
+        if self.enabled:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                                       TimeRemainingColumn)
+
+            self._progress = Progress(
+                TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), TextColumn("{task.fields[current]}", style="dim"),
+                transient=True, console=None,
+            )
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def _update(self, name: str, done: int, total: int, current: str = "", unit: str = "") -> None:
+        if self._progress is None:
+            return
+        if name not in self._tasks:
+            self._tasks[name] = self._progress.add_task(name, total=total, current="", rate="")
+        task = self._tasks[name]
+        elapsed = self._progress.tasks[self._tasks[name]].elapsed or 0
+        rate = f"{done / elapsed:.0f} {unit}/s" if elapsed > 0.5 and unit else ""
+        self._progress.update(task, completed=done, total=total, current=current[-40:], rate=rate)
+
+    def files(self, done: int, total: int, current: str) -> None:
+        self._update("indexing", done, total, current, "files")
+
+    def chunks(self, done: int, total: int) -> None:
+        self._update("embedding", done, total, "", "chunks")
+
+
+def _progress(enabled: bool) -> _Bars:
+    return _Bars(enabled)
+
+
+@cli.command()
+@click.option("--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.pass_context
+def embed(ctx, rebuild, quiet):
+    """Embed the chunks that have no vector yet (resumes where an interrupted run stopped)."""
+    with _progress(not quiet) as bar:
+        result = _kb(ctx).embed(rebuild=rebuild, progress=bar.chunks)
+    click.echo(f"embedded {result['embedded']} chunks in {result['seconds']:.1f} s"
+               + (f" ({result['reused']} reused)" if result["reused"] else ""))
 
 
 def _search_options(f):
@@ -184,17 +234,20 @@ def _search_options(f):
 
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
+@click.option("-m", "--mode", type=click.Choice(["keyword", "semantic", "hybrid"]),
+              help="Default: hybrid once the index has embeddings, keyword before.")
+@click.option("--explain", is_flag=True, help="Show each ranked list's rank and contribution per hit.")
 @_search_options
 @format_options
 @click.pass_context
-def search(ctx, query, limit, path_glob, tags, since, until, fmt):
+def search(ctx, query, mode, explain, limit, path_glob, tags, since, until, fmt):
     """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b."""
     from kbase.output import render_hits
 
     with _kb(ctx) as kb:
-        hits = kb.search(" ".join(query), limit=limit, path=path_glob, tags=tags, since=since, until=until)
+        hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until)
     if hits or fmt != "table":
-        click.echo(render_hits(hits, fmt, _color()))
+        click.echo(render_hits(hits, fmt, _color(), explain=explain))
     else:
         click.echo("No matches.", err=True)
 

@@ -22,14 +22,14 @@ HIT_FIELDS = (
 )
 
 
-def hit_record(rank: int, hit: Hit) -> dict:
+def hit_record(rank: int, hit: Hit, explain: bool = True) -> dict:
     d = dataclasses.asdict(hit)
     d["rank"] = rank
     d["score"] = round(hit.score, 6)
     d["highlights"] = [list(h) for h in hit.highlights]
     d["tags"] = list(hit.tags)
     rec = {k: d[k] for k in HIT_FIELDS}
-    if hit.explain:
+    if explain and hit.explain:
         rec["explain"] = hit.explain
     return rec
 
@@ -51,7 +51,7 @@ def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> 
     raise ValueError(fmt)
 
 
-def render_hits(hits: Sequence[Hit], fmt: str, color: bool) -> str:
+def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = False) -> str:
     if fmt != "table":
         return render_records([hit_record(i, h) for i, h in enumerate(hits, 1)], fmt, HIT_FIELDS)
     out = []
@@ -65,6 +65,17 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool) -> str:
         if h.heading_path:
             out.append(" " * (width + 2) + (click.style(h.heading_path, dim=True) if color else h.heading_path))
         out.append(" " * (width + 2) + highlight(h.snippet, h.highlights, color))
+        if explain and h.explain:
+            parts = []
+            for name in ("keyword", "semantic"):
+                e = h.explain.get(name)
+                if e is None:
+                    parts.append(f"{name}: -")
+                else:
+                    raw = f"bm25 {e['score']:.2f}" if "score" in e else f"cos {e['similarity']:.3f}"
+                    parts.append(f"{name}: #{e['rank']} ({raw}) +{e['contribution']:.4f}")
+            line = " " * (width + 2) + "  ".join(parts)
+            out.append(click.style(line, dim=True) if color else line)
     return "\n".join(out)
 
 

@@ -23,17 +23,17 @@ def run(db_path):
 
 @pytest.fixture
 def indexed(run, vault):
-    r = run("index", vault)
+    r = run("index", "--no-embed", vault)
     assert r.exit_code == 0, r.output
     return vault
 
 
 def test_index_prints_a_one_line_summary(run, vault):
-    r = run("index", vault)
+    r = run("index", "--no-embed", vault)
     assert r.exit_code == 0
     assert r.stdout.startswith("indexed in ")
     assert r.stdout.rstrip().endswith("4 new, 0 updated, 0 unchanged, 0 renamed, 0 removed, 0 skipped")
-    r = run("index")
+    r = run("index", "--no-embed")
     assert "0 new, 0 updated, 4 unchanged" in r.stdout
 
 
@@ -41,14 +41,14 @@ def test_index_reports_skipped_files_on_stderr(run, tmp_path):
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "bin.md").write_bytes(b"\x00\x01\x02\x03" * 100)
     (tmp_path / "v" / "ok.md").write_text("# ok\n")
-    r = run("index", tmp_path / "v")
+    r = run("index", "--no-embed", tmp_path / "v")
     assert r.exit_code == 0
     assert f"skipped {tmp_path / 'v' / 'bin.md'}: binary file" in r.stderr
     assert "1 new" in r.stdout and "1 skipped" in r.stdout
 
 
 def test_index_json_report(run, vault):
-    report = json.loads(run("index", "--json", vault).stdout)
+    report = json.loads(run("index", "--json", "--no-embed", vault).stdout)
     assert report["new"] == 4 and report["skipped"] == [] and not report["interrupted"]
 
 
@@ -126,14 +126,14 @@ def test_no_index_yet(tmp_path):
 
 def test_env_var_selects_the_index(tmp_path, vault, monkeypatch):
     monkeypatch.setenv("KBASE_DB", str(tmp_path / "env.db"))
-    assert CliRunner().invoke(cli, ["index", str(vault)]).exit_code == 0
+    assert CliRunner().invoke(cli, ["index", "--no-embed", str(vault)]).exit_code == 0
     assert (tmp_path / "env.db").exists()
 
 
 def test_python_dash_m_and_light_imports(tmp_path, vault):
     """`python -m kbase` works, and keyword search does not import the heavy parts."""
     db = tmp_path / "m.db"
-    subprocess.run([sys.executable, "-m", "kbase", "--db", db, "index", "-q", vault], check=True)
+    subprocess.run([sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True)
     code = (
         "import sys; from kbase.cli import cli\n"
         f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
@@ -161,8 +161,8 @@ def test_chunks_command(run, vault):
 
 
 def test_index_chunk_options_are_kept(run, vault, db_path):
-    run("index", vault)
-    r = run("index", vault, "--max-tokens", "8")
+    run("index", "--no-embed", vault)
+    r = run("index", "--no-embed", vault, "--max-tokens", "8")
     assert "4 re-chunked" in r.stdout
     assert "8 tokens max" in run("status").stdout
-    assert "re-chunked" not in run("index", vault).stdout
+    assert "re-chunked" not in run("index", "--no-embed", vault).stdout

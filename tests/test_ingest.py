@@ -89,7 +89,7 @@ def test_modify_delete_add(con, vault):
     r = ingest.index(con, [vault])
     assert (r.new, r.updated, r.removed, r.unchanged) == (1, 1, 1, 2)
     assert_consistent(con)
-    kb_hits = lambda q: [h.path for h in kbase.open(con.filename).search(q)]  # noqa: E731
+    kb_hits = lambda q: [h.path for h in kbase.open(con.filename).search(q, mode="keyword")]  # noqa: E731
     assert kb_hits("cucumbers") == ["Garden.md"]
     assert kb_hits("tomatoes") == []  # the old Garden text and the deleted txt are gone everywhere
     assert kb_hits("fresh") == ["New.md"]
@@ -148,7 +148,7 @@ def test_bad_files_are_skipped_with_a_reason_and_the_run_goes_on(con, tmp_path):
         assert "cannot read" in skipped["locked.md"]
     assert r.new == len(list(v.iterdir())) - len(skipped)
     assert any("malformed front matter" in w for _, w in r.warnings)
-    assert [h.path for h in kbase.open(con.filename).search("searchable")] == ["bad-yaml.md"]
+    assert [h.path for h in kbase.open(con.filename).search("searchable", mode="keyword")] == ["bad-yaml.md"]
     assert_consistent(con)
 
 

@@ -30,5 +30,5 @@ def test_sample_vault_answers_the_quick_start_query(tmp_path):
     r = CliRunner().invoke(cli, ["--db", db, "search", query])
     assert r.stdout.startswith("1. SQLite WAL mode  SQLite WAL mode.md:")
     # the .kbaseignore of the sample keeps drafts/ out
-    r = CliRunner().invoke(cli, ["--db", db, "search", "Draft", "--json"])
+    r = CliRunner().invoke(cli, ["--db", db, "search", "--mode", "keyword", "Draft", "--json"])
     assert r.stdout.strip() == "[]"

@@ -11,7 +11,7 @@ from tests.conftest import write
 @pytest.fixture
 def kb(db_path, vault):
     k = kbase.open(db_path)
-    k.index([vault])
+    k.index([vault], embed=False)
     yield k
     k.close()
 
@@ -22,7 +22,7 @@ def paths(hits):
 
 def test_hits_are_grouped_per_document_with_line_and_snippet(kb, vault):
     write(vault, {"Long.md": "# Long\n\n" + "\n\n".join(f"## Part {i}\n\nwater " * 1 + "x " * 400 for i in range(5))})
-    kb.index([vault])
+    kb.index([vault], embed=False)
     hits = kb.search("water")
     assert len(paths(hits)) == len(set(paths(hits)))
     long = next(h for h in hits if h.path == "Long.md")
@@ -36,7 +36,7 @@ def test_hits_are_grouped_per_document_with_line_and_snippet(kb, vault):
 
 def test_line_number_points_at_the_match_inside_the_chunk(kb, vault):
     (vault / "Lines.md").write_text("# Lines\n\none\ntwo\nthree\nneedle here\n")
-    kb.index([vault])
+    kb.index([vault], embed=False)
     (hit,) = kb.search("needle")
     assert hit.line == 6
 
@@ -57,7 +57,7 @@ def test_phrase_prefix_exclusion_or(kb):
 
 def test_title_weighs_more_than_body(kb, vault):
     write(vault, {"Mention.md": "# Other\n\nA garden garden is mentioned here in passing among many other words.\n"})
-    kb.index([vault])
+    kb.index([vault], embed=False)
     assert paths(kb.search("garden"))[0] == "Garden.md"
 
 
@@ -70,7 +70,7 @@ def test_filters(kb, vault):
     assert paths(kb.search("garden", since="2024-04-01", until="2024-05-31")) == ["Welcome.md"]
     old = (vault / "Garden.md")
     os.utime(old, (1_000_000_000, 1_000_000_000))
-    kb.index([vault])
+    kb.index([vault], embed=False)
     assert "Garden.md" not in paths(kb.search("garden", since="2020-01-01"))
     assert "Garden.md" in paths(kb.search("garden", until="2001-09-09"))
     with pytest.raises(InputError, match="--since"):
