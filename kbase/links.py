@@ -1,0 +1,569 @@
+"""Links between notes, parsed and resolved the way Obsidian does it. Pure: no I/O, no database.
+
+Parsing (``parse_links``) finds, in a ParsedDoc:
+
+* wikilinks ``[[target#anchor|alias]]`` and embeds ``![[...]]`` (one line, no brackets inside);
+  the target and anchor are trimmed, ``\\|`` (escaped for a table) separates like ``|``,
+  an embed's trailing ``|100`` or ``|100x200`` is a size, not an alias;
+* Markdown links ``[text](dest)`` and images ``![alt](dest)`` to local files: ``dest`` is
+  percent-decoded, may be ``<in angle brackets>``, may carry a ``"title"``; destinations with
+  a URL scheme (``https:``, ``mailto:``, ``obsidian:``...) are external and skipped, while a
+  pure ``#anchor`` is kept as a link to the note itself, as Obsidian follows it;
+* wikilinks inside front matter string values (``related: "[[X]]"``), as Obsidian's
+  ``frontmatterLinks``; an unquoted ``[[X]]`` is a YAML list, not a link, in Obsidian too.
+
+Skipped, as Obsidian skips them: fenced and indented code blocks (nested in lists and quotes
+too), inline code spans of any backtick count, HTML comments ``<!-- -->``, an unclosed ``[[``,
+and a ``[[`` escaped with a backslash. Links inside ``%% comments %%`` are kept: Obsidian's
+metadata cache records them. Links never overlap: of ``[![img](a.png)](b.md)`` only the
+outer link is kept. Not handled: reference-style links ``[text][ref]``, math.
+
+Resolution (``Resolver``) follows Obsidian's ``MetadataCache.getLinkpathDest``: files are
+looked up by lowercased file name (the target with its extension if it has one, else with
+``.md``). A name found once is that file. Else ``./`` and ``../`` resolve against the source's
+folder; a target equal to a vault path (``/`` in front allowed) is that file, even if the
+source's folder has a same-named one; otherwise every same-named file whose lowercased path
+ends with the target qualifies, those whose path starts with the source's folder (a plain
+string prefix, so subfolders count) first, each group shortest path first. Beyond Obsidian,
+a target that finds no file can resolve through a note's front matter ``aliases`` (Obsidian
+only offers aliases as link suggestions); ``use_aliases=False`` turns that off.
+
+Anchors (``anchor_ok``) compare headings after Obsidian's ``stripHeading`` (punctuation to
+spaces, spaces collapsed), case-insensitively; ``Heading#Sub`` must nest; block ids
+(``^id``, letters, digits and dashes) compare case-insensitively.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import unquote
+
+from markdown_it import MarkdownIt
+
+from kbase.models import Heading, ParsedDoc
+
+__all__ = [
+    "ATTACHMENT_EXTENSIONS",
+    "LinkRef",
+    "Resolver",
+    "anchor_ok",
+    "block_ids",
+    "heading_slug",
+    "is_attachment",
+    "parse_links",
+]
+
+
+@dataclass(frozen=True)
+class LinkRef:
+    """One link in a document: ``text[start:end]`` is exactly its source."""
+
+    start: int
+    end: int
+    target: str  # as written, unescaped and percent-decoded, without the anchor; '' = this note
+    anchor: str | None  # 'Heading#Sub' or '^blockid' without the leading '#'; None if absent
+    alias: str | None  # display text: '|alias' of a wikilink, the text of a Markdown link
+    embed: bool  # ![[...]] or ![](...)
+    kind: str  # 'wiki', 'markdown' or 'frontmatter'
+    size: str | None = None  # an embed's '|100' or '|100x200'
+
+
+# Extensions Obsidian opens as attachments rather than notes (images, audio, video, PDF, canvas).
+ATTACHMENT_EXTENSIONS = frozenset(
+    "png jpg jpeg gif bmp svg webp avif ico tif tiff "
+    "mp3 wav m4a ogg oga 3gp flac webm mp4 ogv mov mkv "
+    "pdf canvas base".split()
+)
+
+# The link regexes begin after a literal '[' (an embed's '!' is looked for before it): with a
+# literal first character the regex engine skips ahead fast, four times faster than '!?\['.
+# [[...]]: one line, no brackets inside (Obsidian forbids '[' and ']' in linkable names).
+_WIKI = r"\[(?P<inner>[^\[\]\r\n]*)\]\]"
+_WIKILINK = re.compile(r"\[" + _WIKI)
+# [text](dest "title") after CommonMark: bracket-balanced text (one nesting level), the
+# destination in <angle brackets> or bare without spaces and with balanced parentheses.
+# Possessive text: a '[' that is not a link must fail fast, not backtrack over its text.
+_MD = r"""
+    (?P<text>(?:[^\[\]\\\r\n]|\\[^\r\n]|(?:\r\n?|\n)(?![ \t]*[\r\n])|\[(?:[^\[\]\\\r\n]|\\.)*+\])*+)
+    \]\(
+    [ \t]*(?:\r\n|\r|\n)?[ \t]*
+    (?:<(?P<angle>(?:[^<>\\\r\n]|\\.)*+)>
+      |(?P<bare>(?:[^\x00-\x20()\\]|\\.|\((?:[^\x00-\x20()\\]|\\.)*+\))++))
+    (?:[ \t\r\n]+(?:"(?:[^"\\]|\\.)*+"|'(?:[^'\\]|\\.)*+'|\((?:[^()\\]|\\.)*+\)))?
+    [ \t]*(?:\r\n|\r|\n)?[ \t]*\)
+"""
+# Both at once, so that the leftmost wins and a wikilink wins at the same offset.
+_LINK = re.compile(r"\[(?:" + _WIKI + "|" + _MD + ")", re.X | re.S)
+_INNER, _TEXT, _ANGLE, _BARE = (_LINK.groupindex[g] for g in ("inner", "text", "angle", "bare"))
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_SIZE = re.compile(r"\d+(?:x\d+)?")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: backslash before ASCII punctuation
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)")
+# A block id: '^id' at the end of a line, alone or after whitespace.
+_BLOCK_ID = re.compile(r"(?:(?<=[ \t])|(?<=^))\^([A-Za-z0-9-]+)[ \t]*(?=\r\n|\r|\n|\Z)", re.M)
+# What may hide an indented or fenced code block inside a list or quote.
+_NESTED_CODE_HINT = re.compile(r"```|~~~|(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)[ \t>]*(?: {4}|\t)")
+# Obsidian's stripHeading: these become spaces, then runs of whitespace collapse.
+_HEADING_PUNCT = re.compile(r"[!\"#$%&()*+,.:;<=>?@^`{|}~/\[\]\\\r\n]")
+
+_md = MarkdownIt("commonmark", {"html": True}).enable("table")
+_md.disable(["inline", "text_join"])
+
+
+# ---------------------------------------------------------------------------------- parsing
+
+
+def parse_links(doc: ParsedDoc) -> list[LinkRef]:
+    """Every link of a Markdown document, in order of ``start``; plain text documents have none."""
+    if doc.kind != "markdown":
+        return []
+    text = doc.text
+    links = _frontmatter_links(doc)
+    if "[[" not in text and "](" not in text:
+        return links
+    body = _Body(doc)
+    for start, end in body.ranges:
+        if "[[" not in text[start:end] and "](" not in text[start:end]:
+            continue
+        skip = body.skipped(start, end)
+        k, n_skip = 0, len(skip)  # skip[k] is the next code span or comment
+        pos = start
+        while pos < end:
+            for m in _LINK.finditer(text, pos, end):
+                begin, stop = m.span()
+                if k < n_skip:
+                    while k < n_skip and skip[k][1] <= begin:
+                        k += 1
+                    if k < n_skip and skip[k][0] <= begin:
+                        pos = skip[k][1]  # in code or a comment: go on after it
+                        break
+                inner = m[_INNER]
+                if inner is not None:
+                    link = _wikilink(text, begin, stop, inner, "wiki")
+                else:
+                    link = _markdown_link(text, begin, stop, m)
+                if link is None:
+                    pos = begin + 1  # not a link here, but one may start inside the match
+                    break
+                links.append(link)
+            else:
+                break
+    return links
+
+
+def block_ids(doc: ParsedDoc) -> list[tuple[str, int, int]]:
+    """``(id, start, end)`` of each ``^block-id`` marker, ``text[start:end] == '^' + id``."""
+    if doc.kind != "markdown" or "^" not in doc.text:
+        return []
+    text = doc.text
+    body = _Body(doc)
+    out = []
+    for start, end in body.ranges:
+        if "^" not in text[start:end]:
+            continue
+        skip = body.skipped(start, end)
+        starts = [s for s, _ in skip]
+        for m in _BLOCK_ID.finditer(text, start, end):
+            if not (skip and _hidden_until(skip, starts, m.start())):
+                out.append((m.group(1), m.start(), m.start() + 1 + len(m.group(1))))
+    return out
+
+
+class _Body:
+    """Where links can be in a document body: outside code blocks, code spans and comments."""
+
+    def __init__(self, doc: ParsedDoc) -> None:
+        self.text = doc.text
+        self.ranges: list[tuple[int, int]] = []  # the body less its code blocks, merged
+        self.block_ends: list[int] = []  # a code span cannot run past the end of its block
+        code_before = False  # is there code between the last range and the next part?
+        for block in doc.blocks:
+            if block.kind == "code":
+                code_before = True
+                continue
+            if block.kind in ("list", "quote") and _NESTED_CODE_HINT.search(
+                self.text, block.start, block.end
+            ):
+                parts = _minus_nested_code(self.text, block.start, block.end)
+            else:
+                parts = [(block.start, block.end)]
+            prev = block.start
+            for start, end in parts:  # the gaps between parts are nested code blocks
+                if start > prev:
+                    code_before = True
+                self.block_ends.append(end)
+                if self.ranges and not code_before:
+                    self.ranges[-1] = (self.ranges[-1][0], end)
+                else:
+                    self.ranges.append((start, end))
+                code_before = False
+                prev = end
+            if prev < block.end:
+                code_before = True
+
+    def skipped(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Inline code spans and HTML comments in ``text[start:end]``, in order.
+
+        A code span closes with a backtick run of the same length within its paragraph and
+        block, else its backticks are literal (CommonMark). An unclosed ``<!--`` is literal
+        text, unless it opens a line, where it starts an HTML block that runs to the end.
+        """
+        text = self.text
+        spans: list[tuple[int, int]] = []
+        if "`" not in text[start:end] and "<!--" not in text[start:end]:
+            return spans
+        tick = text.find("`", start, end)
+        comment = text.find("<!--", start, end)
+        while tick >= 0 or comment >= 0:
+            if comment >= 0 and (tick < 0 or comment < tick):
+                close = text.find("-->", comment + 4, end)
+                if close >= 0:
+                    spans.append((comment, close + 3))
+                    pos = close + 3
+                elif _opens_line(text, comment):
+                    spans.append((comment, end))
+                    return spans
+                else:
+                    pos = comment + 4
+            else:
+                run_end = tick + 1
+                while run_end < end and text[run_end] == "`":
+                    run_end += 1
+                opening = tick + 1 if _escaped(text, tick) else tick  # '\`' is literal
+                pos = run_end
+                if opening < run_end:
+                    k = bisect_left(self.block_ends, run_end)
+                    limit = min(end, self.block_ends[k]) if k < len(self.block_ends) else end
+                    close = _closing_ticks(run_end - opening).search(text, run_end, limit)
+                    if close and not _BLANK_LINE.search(text, run_end, close.start()):
+                        spans.append((opening, close.end()))
+                        pos = close.end()
+            if 0 <= tick < pos:
+                tick = text.find("`", pos, end)
+            if 0 <= comment < pos:
+                comment = text.find("<!--", pos, end)
+        return spans
+
+
+def _opens_line(text: str, i: int) -> bool:
+    """Is ``text[i]`` the first non-blank of its line, indented at most 3 spaces?"""
+    line = max(text.rfind("\n", 0, i), text.rfind("\r", 0, i)) + 1
+    return i - line <= 3 and text[line:i].strip(" ") == ""
+
+
+def _minus_nested_code(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``text[start:end]`` outside the code blocks nested in it (in lists and
+    quotes, which parse.py, keeping top-level blocks only, does not show); rare, so parsing
+    the block again is cheap enough."""
+    chunk = text[start:end]
+    lines = [0] + [m.end() for m in _LINE_BREAK.finditer(chunk)]
+    out, pos = [], 0
+    for tok in _md.parse(chunk):
+        if tok.type in ("fence", "code_block") and tok.map:
+            a = lines[tok.map[0]]
+            b = lines[tok.map[1]] if tok.map[1] < len(lines) else len(chunk)
+            if a > pos:
+                out.append((start + pos, start + a))
+            pos = max(pos, b)
+    if pos < len(chunk):
+        out.append((start + pos, end))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _closing_ticks(n: int) -> re.Pattern[str]:
+    return re.compile(r"(?<!`)`{%d}(?!`)" % n)
+
+
+def _escaped(text: str, i: int) -> bool:
+    """Is ``text[i]`` preceded by an odd number of backslashes?"""
+    j = i
+    while j > 0 and text[j - 1] == "\\":
+        j -= 1
+    return (i - j) % 2 == 1
+
+
+def _hidden_until(spans: list[tuple[int, int]], starts: list[int], offset: int) -> int:
+    """The end of the span that ``offset`` is in, or 0 if it is in none."""
+    k = bisect_right(starts, offset) - 1
+    return spans[k][1] if k >= 0 and offset < spans[k][1] else 0
+
+
+def _wikilink(text: str, begin: int, stop: int, inner: str, kind: str) -> LinkRef | None:
+    """A LinkRef for the wikilink ``text[begin:stop]`` (an embed's '!' is before ``begin``),
+    or None if it is escaped or empty."""
+    if begin and text[begin - 1] == "\\" and _escaped(text, begin):  # '\[[' is literal
+        return None
+    embed = _bang_before(text, begin)
+    target, bar, alias = inner.partition("|")
+    if bar and target.endswith("\\"):  # '[[a\|b]]': the pipe escaped for a table
+        target = target[:-1]
+    target, _, anchor = target.partition("#")
+    target = target.strip()
+    anchor = anchor.strip()
+    if not target and not anchor:
+        return None
+    size = None
+    if not bar:
+        alias = None
+    else:
+        if embed:
+            head, _, last = alias.rpartition("|")
+            if _SIZE.fullmatch(last.strip()):
+                size = last.strip()
+                alias = head if head else None
+        if alias is not None:
+            alias = alias.strip()
+    return LinkRef(begin - embed, stop, target, anchor or None, alias, embed, kind, size)
+
+
+def _markdown_link(text: str, begin: int, stop: int, m: re.Match[str]) -> LinkRef | None:
+    """A LinkRef for the Markdown link ``text[begin:stop]`` matched by ``m`` (an image's '!'
+    is before ``begin``), or None if it is escaped or not to a local file."""
+    if begin and text[begin - 1] == "\\" and _escaped(text, begin):  # '\[' is literal
+        return None
+    embed = _bang_before(text, begin)
+    dest = m[_ANGLE]
+    if dest is None:
+        dest = m[_BARE]
+    if "\\" in dest:
+        dest = _ESCAPE.sub(r"\1", dest)
+    dest = dest.strip()
+    if not dest or dest.startswith("//") or _SCHEME.match(dest):
+        return None
+    path, _, anchor = dest.partition("#")
+    target = _nfc(unquote(path) if "%" in path else path).strip()
+    anchor = (unquote(anchor) if "%" in anchor else anchor).strip()
+    if not target and not anchor:
+        return None
+    return LinkRef(begin - embed, stop, target, anchor or None, m[_TEXT], embed, "markdown")
+
+
+def _bang_before(text: str, i: int) -> bool:
+    """Is there an unescaped '!' just before ``text[i]`` (an embed)? '\\![[x]]' is a literal
+    '!' before a link."""
+    return i > 0 and text[i - 1] == "!" and not _escaped(text, i - 1)
+
+
+def _frontmatter_links(doc: ParsedDoc) -> list[LinkRef]:
+    """Wikilinks in front matter string values, located in the raw YAML."""
+    if not doc.frontmatter or doc.body_start <= 0:
+        return []
+    raw = doc.text[: doc.body_start]
+    if "[[" not in raw:
+        return []
+    wanted: dict[str, int] = {}
+    for value in _strings(doc.frontmatter):
+        for m in _WIKILINK.finditer(value):
+            wanted[m.group()] = wanted.get(m.group(), 0) + 1
+    out = []
+    for m in _WIKILINK.finditer(raw):
+        # Only a link that a parsed value holds: not a key, a comment or an unquoted [[x]].
+        if wanted.get(m.group(), 0) > 0:
+            link = _wikilink(raw, m.start(), m.end(), m.group("inner"), "frontmatter")
+            if link is not None:
+                wanted[m.group()] -= 1
+                out.append(link)
+    return out
+
+
+def _strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+# -------------------------------------------------------------------------------- resolving
+
+
+def is_attachment(target: str) -> bool:
+    """Does a link target name an attachment (image, PDF, ...) rather than a note?"""
+    name = target.rsplit("/", 1)[-1]
+    return "." in name and name.rsplit(".", 1)[1].lower() in ATTACHMENT_EXTENSIONS
+
+
+def _folder(path: str) -> str:
+    """Obsidian's parent-folder of a path: 'a/b/c.md' -> 'a/b', 'c.md' -> ''."""
+    return path[: max(0, path.rfind("/"))]
+
+
+def _nfc(s: str) -> str:
+    return s if s.isascii() else unicodedata.normalize("NFC", s)
+
+
+class Resolver:
+    """Built once per vault from every file path in it (notes AND attachments, root-relative,
+    '/'-separated) and the notes' aliases; resolves link targets to paths."""
+
+    def __init__(
+        self,
+        paths: Iterable[str],
+        aliases: Mapping[str, Iterable[str]] = {},  # noqa: B006 - read only
+        *,
+        use_aliases: bool = True,
+    ) -> None:
+        self._by_name: dict[str, list[tuple[str, str]]] = {}  # lower name -> [(lower path, path)]
+        self._exists: set[str] = set()
+        for path in paths:
+            path = _nfc(path).lstrip("/")
+            if path in self._exists:
+                continue
+            self._exists.add(path)
+            low = path.lower()
+            self._by_name.setdefault(low.rsplit("/", 1)[-1], []).append((low, path))
+        for group in self._by_name.values():
+            group.sort(key=_shortest_first)
+        self._aliases: dict[str, list[tuple[str, str]]] = {}
+        if use_aliases:
+            for path, names in aliases.items():
+                path = _nfc(path).lstrip("/")
+                for name in names:
+                    key = _nfc(str(name)).strip().lower()
+                    if key:
+                        self._aliases.setdefault(key, []).append((path.lower(), path))
+            for group in self._aliases.values():
+                group.sort(key=_shortest_first)
+        self._cache: dict[tuple[str, str], str | None] = {}  # (target, source folder) -> path
+        self._folders: dict[str, str] = {}  # source -> its folder, lowercased
+
+    def __contains__(self, path: str) -> bool:
+        return _nfc(path) in self._exists
+
+    def resolve(self, target: str, source: str) -> str | None:
+        """The path of the file that ``target`` (without anchor) points to from ``source``.
+
+        ``''`` is the source itself. None means unresolved.
+        """
+        if target == "":
+            return source
+        folder = self._folders.get(source)
+        if folder is None:
+            folder = self._folders[source] = _folder(_nfc(source)).lower()
+        key = (target, folder)
+        found = self._cache.get(key, _MISSING)
+        if found is _MISSING:
+            found = self._linkpath_dest(_nfc(target), folder)
+            if found is None and self._aliases:
+                found = self._by_alias(_nfc(target), folder)
+            if len(self._cache) < 1_000_000:  # bounded: a vault has far fewer distinct pairs
+                self._cache[key] = found
+        return found
+
+    def _linkpath_dest(self, e: str, folder: str) -> str | None:
+        """Obsidian's ``getLinkpathDest(e, source)[0]``; ``folder`` is the source's, lowercased."""
+        n = e.lower()
+        name = n.rsplit("/", 1)[-1]
+        group = self._by_name.get(name) if "." in name else None
+        if not group:
+            n = (e + ".md").lower()
+            name = n.rsplit("/", 1)[-1]
+            group = self._by_name.get(name)
+            if not group:
+                return None
+        if name == n and len(group) == 1:
+            return group[0][1]
+        o = folder
+        if n.startswith("./") or n.startswith("../"):
+            if n.startswith("./../"):
+                n = n[2:]
+            if n.startswith("./"):
+                o = o + "/" if o else o
+                n = o + n[2:]
+            else:
+                while n.startswith("../"):
+                    n = n[3:]
+                    o = _folder(o)
+                o = o + "/" if o else o
+                n = o + n
+            for low, path in group:
+                if low == n:
+                    return path
+        if n.startswith("/"):
+            n = n[1:]
+        for low, path in group:
+            if low == n:
+                return path
+        if e.startswith("/"):
+            return None
+        # Same-named files ending with the target: those under the source's folder first (a
+        # plain string prefix, as in Obsidian), each group already sorted shortest first.
+        other = None
+        for low, path in group:
+            if low.endswith(n):
+                if low.startswith(o):
+                    return path
+                if other is None:
+                    other = path
+        return other
+
+    def _by_alias(self, e: str, folder: str) -> str | None:
+        group = self._aliases.get(e.strip().lower())
+        if not group:
+            return None
+        for low, path in group:
+            if low.startswith(folder):
+                return path
+        return group[0][1]
+
+
+_MISSING = object()
+
+
+def _shortest_first(item: tuple[str, str]) -> tuple[int, str]:
+    return (len(item[1]), item[1])
+
+
+# --------------------------------------------------------------------------------- anchors
+
+
+def heading_slug(text: str) -> str:
+    """The key Obsidian compares heading anchors by: ``stripHeading`` (punctuation to spaces,
+    whitespace collapsed, trimmed), lowercased."""
+    return " ".join(_HEADING_PUNCT.sub(" ", text).split()).lower()
+
+
+def anchor_ok(anchor: str, headings: Sequence[Heading], blocks: Sequence[str]) -> bool:
+    """Does ``anchor`` ('Heading', 'Heading#Sub', '^id'; a leading '#' is allowed) exist in the
+    note with these headings and block ids ('id' or '^id')?
+
+    ``Heading#Sub`` needs ``Sub`` inside the section of ``Heading``, at any depth.
+    """
+    anchor = anchor.lstrip("#")
+    if anchor.startswith("^"):
+        wanted = anchor[1:].strip().lower()
+        return any(b.lstrip("^").lower() == wanted for b in blocks)
+    parts = [heading_slug(p) for p in anchor.split("#")]
+    parts = [p for p in parts if p]
+    if not parts:
+        return True
+    keys = [heading_slug(h.text) for h in headings]
+    return _match_heading_path(headings, keys, parts, 0, len(headings))
+
+
+def _match_heading_path(
+    headings: Sequence[Heading], keys: list[str], parts: list[str], lo: int, hi: int
+) -> bool:
+    """Is there a heading in ``headings[lo:hi]`` for ``parts[0]`` whose section holds the rest?"""
+    for i in range(lo, hi):
+        if keys[i] != parts[0]:
+            continue
+        if len(parts) == 1:
+            return True
+        level = headings[i].level
+        j = i + 1
+        while j < hi and headings[j].level > level:
+            j += 1
+        if _match_heading_path(headings, keys, parts[1:], i + 1, j):
+            return True
+    return False
