@@ -112,6 +112,44 @@ CREATE TABLE headings (
     PRIMARY KEY (doc_id, seq)
 ) STRICT, WITHOUT ROWID;
 
+-- Links from a note: [[wikilinks]], ![[embeds]], Markdown links to local files, and wikilinks in
+-- front matter properties. Resolution follows Obsidian's rules within the note's root (vault);
+-- it is redone whenever notes appear, move or vanish, so an unresolved link resolves by itself
+-- once its target exists, and turns unresolved again when the target goes.
+CREATE TABLE links (
+    id          INTEGER PRIMARY KEY,
+    source_id   INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    start_char  INTEGER NOT NULL,   -- body[start_char:end_char] is the link's source, e.g. '[[Note|alias]]'
+    end_char    INTEGER NOT NULL,
+    line        INTEGER NOT NULL,   -- 1-based line of start_char
+    kind        TEXT NOT NULL,      -- 'wiki', 'markdown' or 'frontmatter'
+    embed       INTEGER NOT NULL,   -- 1 for ![[...]] and ![](...)
+    target      TEXT NOT NULL,      -- the target as written, without anchor; '' = the note itself
+    anchor      TEXT,               -- 'Heading#Sub' or '^blockid' (without the leading '#'), or NULL
+    alias       TEXT,               -- display text, or NULL
+    target_id   INTEGER REFERENCES documents(id) ON DELETE SET NULL, -- the note linked to, or NULL
+    target_path TEXT,               -- root-relative path of the resolved file (note or attachment), or NULL
+    anchor_ok   INTEGER             -- 1/0: the heading or block exists in the target; NULL if not checked
+) STRICT;
+CREATE INDEX links_source ON links(source_id);
+CREATE INDEX links_target ON links(target_id);
+
+-- Block ids ('^id' at the end of a block) that links can point at with [[Note#^id]].
+CREATE TABLE block_ids (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    block_id   TEXT NOT NULL COLLATE NOCASE,  -- without the '^'
+    start_char INTEGER NOT NULL,              -- body[start_char:end_char] == '^' || block_id
+    end_char   INTEGER NOT NULL,
+    PRIMARY KEY (doc_id, block_id)
+) STRICT, WITHOUT ROWID;
+
+-- Files in a root that are not notes but can be linked to (images, PDFs, ...).
+CREATE TABLE attachments (
+    root_id INTEGER NOT NULL REFERENCES roots(id) ON DELETE CASCADE,
+    path    TEXT NOT NULL,          -- relative to the root
+    PRIMARY KEY (root_id, path)
+) STRICT, WITHOUT ROWID;
+
 -- What the keyword index reads: one row per chunk with its document's title and aliases, its
 -- heading path and its text. FTS5 uses it as external content, so chunk text is stored once (in
 -- documents.body). Aliases are other titles of a note, so they are searched with the title.
@@ -180,3 +218,36 @@ SELECT c.id, c.doc_id, d.path, c.seq, c.start_char, c.end_char, c.line, c.end_li
        c.tokens, c.flags,
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS text
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
+
+-- Links whose target note exists: source and target with their paths.
+CREATE VIEW resolved_links AS
+SELECT l.id, l.source_id, s.path AS source_path, l.target_id, t.path AS target_path, l.line,
+       l.kind, l.embed, l.target, l.anchor, l.alias, l.anchor_ok
+FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id;
+
+-- For each note, the notes that link to it (one row per link).
+CREATE VIEW backlinks AS
+SELECT l.target_id AS doc_id, t.path, l.source_id, s.path AS source_path, s.title AS source_title,
+       l.line, l.embed, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id
+WHERE l.target_id <> l.source_id;
+
+-- Links that point at nothing (no note or attachment of that name in the root).
+CREATE VIEW unresolved_links AS
+SELECT l.id, l.source_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.source_id
+WHERE l.target_path IS NULL;
+
+-- Links whose note exists but whose #heading or #^block does not.
+CREATE VIEW broken_anchors AS
+SELECT l.id, l.source_id, s.path AS source_path, l.line, l.target, l.target_path, l.anchor
+FROM links AS l JOIN documents AS s ON s.id = l.source_id
+WHERE l.anchor_ok = 0;
+
+-- Per-note counts: chunks, words of text, distinct notes linking in, links out.
+CREATE VIEW document_stats AS
+SELECT d.id AS doc_id, d.path, d.title,
+       (SELECT count(*) FROM chunks WHERE doc_id = d.id) AS chunks,
+       (SELECT count(DISTINCT source_id) FROM links WHERE target_id = d.id AND source_id <> d.id) AS backlinks,
+       (SELECT count(*) FROM links WHERE source_id = d.id) AS outlinks
+FROM documents AS d;

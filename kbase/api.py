@@ -155,6 +155,50 @@ class KB:
 
         return self._read(find_document, target)
 
+    # the link graph ---------------------------------------------------------------------------
+    def note(self, name: str):
+        """A note named the way a link names it ('Note', 'folder/Note', an alias) or by path."""
+        from kbase import graph
+
+        return self._read(graph.find_note, name)
+
+    def links(self, note: str):
+        """Links from ``note`` (resolved or not), in order."""
+        from kbase import graph
+
+        return self._read(graph.links_from, self.note(note))
+
+    def backlinks(self, note: str):
+        """Links from other notes to ``note``."""
+        from kbase import graph
+
+        return self._read(graph.links_to, self.note(note))
+
+    def unresolved(self):
+        from kbase import graph
+
+        return self._read(graph.unresolved)
+
+    def broken_anchors(self):
+        from kbase import graph
+
+        return self._read(graph.broken_anchors)
+
+    def orphans(self):
+        from kbase import graph
+
+        return self._read(graph.orphans)
+
+    def neighbors(self, note: str, depth: int = 1):
+        from kbase import graph
+
+        return self._read(graph.neighbors, self.note(note), depth)
+
+    def graph(self) -> dict:
+        from kbase import graph
+
+        return self._read(graph.graph)
+
     def status(self) -> dict:
         from kbase.search import status
 

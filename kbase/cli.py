@@ -279,6 +279,82 @@ def chunks(file, max_tokens, overlap, min_tokens, fmt):
     click.echo(render_chunks(doc.text, result.chunks, result.diagnostics, fmt, _color()))
 
 
+def _links_command(name: str, doc: str, show: str):
+    @cli.command(name=name, help=doc)
+    @click.argument("note")
+    @format_options
+    @click.pass_context
+    def command(ctx, note, fmt):
+        from kbase.output import render_links
+
+        with _kb(ctx) as kb:
+            found = getattr(kb, name)(note)
+        if found or fmt != "table":
+            click.echo(render_links(found, fmt, _color(), show))
+        else:
+            click.echo(f"No {name}.", err=True)
+
+    return command
+
+
+_links_command("links", "Links from NOTE (as a link names it: 'Note', 'folder/Note', an alias; or a path), "
+               "each with its line.", "target")
+_links_command("backlinks", "Notes that link to NOTE, each with the linking line.", "source")
+
+
+@cli.command()
+@click.option("--anchors", is_flag=True, help="Links to a heading or block that does not exist, instead.")
+@format_options
+@click.pass_context
+def unresolved(ctx, anchors, fmt):
+    """Links that point at no note or file (or, with --anchors, at a missing heading or block)."""
+    from kbase.output import render_links
+
+    with _kb(ctx) as kb:
+        found = kb.broken_anchors() if anchors else kb.unresolved()
+    if found or fmt != "table":
+        click.echo(render_links(found, fmt, _color(), "both"))
+    else:
+        click.echo("No unresolved links." if not anchors else "No broken anchors.", err=True)
+
+
+@cli.command()
+@format_options
+@click.pass_context
+def orphans(ctx, fmt):
+    """Notes that no other note links to."""
+    from kbase.output import render_notes
+
+    with _kb(ctx) as kb:
+        click.echo(render_notes(kb.orphans(), fmt))
+
+
+@cli.command()
+@click.argument("note")
+@click.option("-d", "--depth", type=click.IntRange(1, 100), default=1, show_default=True, help="Hops to follow.")
+@format_options
+@click.pass_context
+def neighbors(ctx, note, depth, fmt):
+    """Notes within --depth links of NOTE, following links both ways (distance first)."""
+    from kbase.output import render_notes
+
+    with _kb(ctx) as kb:
+        click.echo(render_notes(kb.neighbors(note, depth), fmt, with_distance=True))
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["json", "dot"]), default="json", show_default=True)
+@click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")
+@click.pass_context
+def graph(ctx, fmt):
+    """The whole note graph: JSON (nodes and edges) or Graphviz DOT."""
+    from kbase.graph import to_dot
+
+    with _kb(ctx) as kb:
+        g = kb.graph()
+    click.echo(json.dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
+
+
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 

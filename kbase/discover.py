@@ -31,6 +31,13 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file that is not indexed as text but that notes can link to (an image, a PDF)."""
+
+    relpath: str
+
+
+@dataclass(frozen=True)
 class Skipped:
     """A file or folder left out, with the reason (a warning for the user)."""
 
@@ -43,7 +50,8 @@ def walk(
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
     max_size: int = DEFAULT_MAX_SIZE,
     start: Path | None = None,
-) -> Iterator[Candidate | Skipped]:
+    attachments: frozenset[str] = frozenset(),
+) -> Iterator[Candidate | Skipped | Attachment]:
     """Yield the candidate files under ``root`` (or under ``start``, a file or folder inside it).
 
     ``relpath`` is always relative to ``root``; a file root has the relpath ''.
@@ -70,7 +78,8 @@ def walk(
         problem = _load_ignore(root / prefix, prefix, specs)
         if problem:
             yield problem
-    yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), top=True)
+    atts = frozenset("." + a.lower().lstrip(".") for a in attachments)
+    yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), atts, top=True)
 
 
 def _load_ignore(folder: Path, prefix: str, specs: list[tuple[str, pathspec.PathSpec]]) -> Skipped | None:
@@ -101,8 +110,9 @@ def _walk_dir(
     max_size: int,
     specs: list[tuple[str, pathspec.PathSpec]],
     seen: set[tuple[int, int]],
+    atts: frozenset[str] = frozenset(),
     top: bool = False,
-) -> Iterator[Candidate | Skipped]:
+) -> Iterator[Candidate | Skipped | Attachment]:
     try:
         st = folder.stat()
     except OSError as e:
@@ -136,9 +146,13 @@ def _walk_dir(
                 is_dir = False
             if is_dir:
                 if not _ignored(child_rel, True, specs):
-                    yield from _walk_dir(Path(entry.path), child_rel, exts, max_size, specs, seen)
+                    yield from _walk_dir(Path(entry.path), child_rel, exts, max_size, specs, seen, atts)
                 continue
-            if not name.lower().endswith(exts) or _ignored(child_rel, False, specs):
+            if not name.lower().endswith(exts):
+                if atts and os.path.splitext(name)[1].lower() in atts and not _ignored(child_rel, False, specs):
+                    yield Attachment(child_rel)
+                continue
+            if _ignored(child_rel, False, specs):
                 continue
             try:
                 est = entry.stat()

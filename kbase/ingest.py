@@ -20,7 +20,8 @@ from kbase import store
 from kbase.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.db import meta_get, meta_set
 from kbase.decode import UndecodableError, decode
-from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Candidate, Skipped, walk
+from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, walk
+from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
 from kbase.errors import InputError
 from kbase.models import IndexReport, ParsedDoc
 from kbase.parse import parse
@@ -142,7 +143,10 @@ def rechunk_all(
         store.write_document(
             con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
             encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
+            links=parse_links(doc), block_ids=block_ids(doc),
         )
+    for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
+        store.resolve_links(con, root_id)
     return len(rows)
 
 
@@ -162,11 +166,17 @@ def _index_scope(
     report: IndexReport,
 ) -> None:
     found: list[Candidate] = []
-    for item in walk(scope.root, extensions, max_size, start=scope.start):
+    attachments: list[str] = []
+    for item in walk(scope.root, extensions, max_size, start=scope.start, attachments=ATTACHMENT_EXTENSIONS):
         if isinstance(item, Skipped):
             report.skipped.append((item.abspath, item.reason))
+        elif isinstance(item, Attachment):
+            attachments.append(item.relpath)
         else:
             found.append(item)
+    # Links must be re-resolved across the root when its set of files or names changes.
+    full_resolve = store.set_attachments(con, scope.root_id, scope.prefix, attachments)
+    changed_ids: list[int] = []
     if scope.prefix:
         rows = con.execute(
             "SELECT path, id, size, mtime_ns, hash FROM documents WHERE root_id = ?1"
@@ -219,6 +229,7 @@ def _index_scope(
             src = by_hash[digest].pop()
             store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
             report.renamed += 1
+            full_resolve = True
             continue
         try:
             decoded = decode(data)
@@ -236,13 +247,18 @@ def _index_scope(
             continue
         for w in doc.warnings:
             report.warnings.append((c.abspath, w))
-        store.write_document(
+        if old is not None and not full_resolve:
+            before = {a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ?", (old[0],))}
+            full_resolve = before != set(doc.aliases)  # other notes' links may now resolve elsewhere
+        doc_id = store.write_document(
             con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath, size=st.st_size,
             mtime_ns=st.st_mtime_ns, hash=digest, encoding=decoded.encoding, doc=doc,
-            chunks=chunking.chunks, diagnostics=chunking.diagnostics,
+            chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=parse_links(doc), block_ids=block_ids(doc),
         )
+        changed_ids.append(doc_id)
         if old is None:
             report.new += 1
+            full_resolve = True
         else:
             report.updated += 1
     if progress:
@@ -250,4 +266,6 @@ def _index_scope(
     for path, (doc_id, *_rest) in vanished.items():
         store.delete_document(con, doc_id)
         report.removed += 1
+        full_resolve = True
+    store.resolve_links(con, scope.root_id, None if full_resolve else changed_ids)
     store.finish_root(con, scope.root_id)

@@ -144,3 +144,40 @@ def render_status(st: dict) -> str:
     lines.append(f"size       {human_bytes(st['db_bytes'])} on disk, {human_bytes(st['text_bytes'])} of text{ratio}")
     lines.append(f"last index {st['last_index_at'] or 'never'}")
     return "\n".join(lines)
+
+
+LINK_FIELDS = ("source_path", "line", "context", "target", "anchor", "alias", "embed", "kind", "target_path",
+               "target_title", "anchor_ok", "source_id", "target_id", "source_title")
+
+
+def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
+    """Links for ``kbase links`` (show the target), ``backlinks`` (the source) or ``unresolved``."""
+    if fmt != "table":
+        return render_records([{k: getattr(lk, k) for k in LINK_FIELDS} for lk in links], fmt, LINK_FIELDS)
+    out = []
+    for lk in links:
+        anchor = f"#{lk.anchor}" if lk.anchor else ""
+        if show == "source":
+            head = f"{lk.source_path}:{lk.line}"
+        else:
+            dest = lk.target_path or f"{lk.target or '(this note)'} (unresolved)"
+            head = f"{lk.source_path}:{lk.line} -> {dest}{anchor}" if show == "both" else f"{lk.line:>4} -> {dest}{anchor}"
+            if lk.anchor_ok is False:
+                head += " (no such heading or block)"
+        if color:
+            head = click.style(head, fg="cyan" if lk.target_path or show == "source" else "red")
+        out.append(head)
+        out.append("     " + lk.context[:160])
+    return "\n".join(out)
+
+
+NOTE_FIELDS = ("id", "path", "title", "distance")
+
+
+def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
+    if fmt != "table":
+        fields = NOTE_FIELDS if with_distance else NOTE_FIELDS[:3]
+        return render_records([{k: getattr(n, k) for k in fields} for n in notes], fmt, fields)
+    if with_distance:
+        return "\n".join(f"{n.distance}  {n.path}  ({n.title})" for n in notes)
+    return "\n".join(f"{n.path}  ({n.title})" for n in notes)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Iterable, Sequence
 
 import apsw
 
 from kbase import embed
-from kbase.models import Chunk, Diagnostic, ParsedDoc
+from kbase.links import LinkRef, Resolver, anchor_ok
+from kbase.models import Chunk, Diagnostic, Heading, ParsedDoc
 from kbase.parse import frontmatter_json
 from kbase.text import line_of, line_starts
 
@@ -33,7 +35,9 @@ def write_document(
     encoding: str,
     doc: ParsedDoc,
     chunks: list[Chunk],
-    diagnostics: list[Diagnostic] = (),
+    diagnostics: Sequence[Diagnostic] = (),
+    links: Sequence[LinkRef] = (),
+    block_ids: Sequence[tuple[str, int, int]] = (),
 ) -> int:
     """Insert or replace one document with everything derived from it, in one transaction."""
     text = doc.text
@@ -59,8 +63,9 @@ def write_document(
                 " frontmatter=?, body_start=?, date=?, indexed_at=?, body=? WHERE id=?",
                 values + (doc_id,),
             )
-            for table in ("tags", "aliases", "headings", "diagnostics"):
+            for table in ("tags", "aliases", "headings", "diagnostics", "block_ids"):
                 con.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
+            con.execute("DELETE FROM links WHERE source_id = ?", (doc_id,))
         con.executemany(
             "INSERT OR IGNORE INTO tags (doc_id, tag, source) VALUES (?,?,?)",
             [(doc_id, tag, source) for tag, source in doc.tags],
@@ -82,7 +87,18 @@ def write_document(
         if old_vectors:
             embed.copy_vectors(con, old_vectors, con.execute(
                 "SELECT id, embed_hash FROM chunks WHERE doc_id = ?", (doc_id,)).fetchall())
-        starts = line_starts(text) if diagnostics else []
+        starts = line_starts(text) if diagnostics or links else []
+        # Links start unresolved; resolve_links() settles them once the whole root is known.
+        con.executemany(
+            "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor, alias)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            [(doc_id, lk.start, lk.end, line_of(starts, lk.start), lk.kind, int(lk.embed), lk.target, lk.anchor,
+              lk.alias) for lk in links],
+        )
+        con.executemany(
+            "INSERT OR IGNORE INTO block_ids (doc_id, block_id, start_char, end_char) VALUES (?,?,?,?)",
+            [(doc_id, bid, a, b) for bid, a, b in block_ids],
+        )
         con.executemany(
             "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
             [(doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail) for d in diagnostics],
@@ -139,3 +155,63 @@ def absorb_roots(con: apsw.Connection, outer_id: int, outer: str, inner: list[tu
 def finish_root(con: apsw.Connection, root_id: int) -> None:
     with con:
         con.execute("UPDATE roots SET last_indexed_at = ? WHERE id = ?", (now_iso(), root_id))
+
+
+def set_attachments(con: apsw.Connection, root_id: int, prefix: str, paths: Iterable[str]) -> bool:
+    """Record the attachments under ``prefix`` of a root; True if the set changed."""
+    where = "root_id = ?1" + (" AND (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')" if prefix else "")
+    args = (root_id, prefix) if prefix else (root_id,)
+    old = {p for (p,) in con.execute(f"SELECT path FROM attachments WHERE {where}", args)}
+    new = set(paths)
+    if old == new:
+        return False
+    with con:
+        con.executemany("DELETE FROM attachments WHERE root_id = ? AND path = ?", [(root_id, p) for p in old - new])
+        con.executemany("INSERT INTO attachments (root_id, path) VALUES (?, ?)", [(root_id, p) for p in new - old])
+    return True
+
+
+def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | None = None) -> int:
+    """Resolve the links of a root with Obsidian's rules; returns how many rows changed.
+
+    With ``doc_ids``, only links from or to those documents are looked at (enough when no note
+    appeared, vanished or moved and no alias changed); otherwise every link of the root.
+    """
+    paths = dict(con.execute("SELECT path, id FROM documents WHERE root_id = ?", (root_id,)).fetchall())
+    files = list(paths) + [p for (p,) in con.execute("SELECT path FROM attachments WHERE root_id = ?", (root_id,))]
+    aliases: dict[str, list[str]] = {}
+    for path, alias in con.execute(
+        "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id WHERE d.root_id = ?", (root_id,)
+    ):
+        aliases.setdefault(path, []).append(alias)
+    resolver = Resolver(files, aliases)
+    sql = ("SELECT l.id, s.path, l.target, l.anchor, l.target_id, l.target_path, l.anchor_ok"
+           " FROM links l JOIN documents s ON s.id = l.source_id WHERE s.root_id = ?")
+    args: list = [root_id]
+    if doc_ids is not None:
+        ids = list(doc_ids)
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        sql += f" AND (l.source_id IN ({marks}) OR l.target_id IN ({marks}))"
+        args += ids + ids
+    headings: dict[int, list[Heading]] = {}
+    blocks: dict[int, list[str]] = {}
+    changes = []
+    for link_id, source, target, anchor, old_tid, old_tp, old_ok in con.execute(sql, args).fetchall():
+        tp = resolver.resolve(target, source)
+        tid = paths.get(tp) if tp is not None else None
+        ok = None
+        if anchor is not None and tid is not None:
+            if tid not in headings:
+                headings[tid] = [Heading(lv, tx, a, b, ln) for lv, tx, a, b, ln in con.execute(
+                    "SELECT level, text, start_char, end_char, line FROM headings WHERE doc_id = ? ORDER BY seq",
+                    (tid,))]
+                blocks[tid] = [b for (b,) in con.execute("SELECT block_id FROM block_ids WHERE doc_id = ?", (tid,))]
+            ok = int(anchor_ok(anchor, headings[tid], blocks[tid]))
+        if (tid, tp, ok) != (old_tid, old_tp, old_ok):
+            changes.append((tid, tp, ok, link_id))
+    if changes:
+        with con:
+            con.executemany("UPDATE links SET target_id = ?, target_path = ?, anchor_ok = ? WHERE id = ?", changes)
+    return len(changes)

@@ -1,0 +1,155 @@
+"""The link graph through the whole pipeline: storage, resolution as files come and go, queries."""
+
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import kbase
+from kbase import db, ingest
+from kbase.cli import cli
+from tests.conftest import bump_mtime, shared, write
+
+
+def graph_rows(con):
+    return sorted(con.execute(
+        "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor, l.alias,"
+        " l.target_path, t.path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
+        " LEFT JOIN documents t ON t.id = l.target_id"
+    ).fetchall(), key=repr)
+
+
+@pytest.fixture
+def vault(tmp_path):
+    return write(tmp_path / "v", {
+        "Home.md": "---\naliases: [Start]\nrelated: \"[[Projects/Plan]]\"\n---\n# Home\n\n"
+                   "See [[Plan#Goals]], [[plan#Nope]], [[Missing note]] and ![[diagram.png|200]].\n"
+                   "Also [the log](Journal/Log.md) and [[#Home]].\n",
+        "Projects/Plan.md": "# Plan\n\n## Goals\n\nShip it. ^goal1\n\nBack to [[Home]] and [[Start|the start]].\n",
+        "Journal/Log.md": "# Log\n\nNothing links out. See [[Plan#^goal1]] and [[Plan#^nope]].\n",
+        "diagram.png": b"\x89PNG\r\n\x1a\n",
+        "Lonely.md": "# Lonely\n\nNo links to me.\n",
+    })
+
+
+def test_links_resolve_with_anchors_aliases_and_attachments(tmp_path, vault):
+    con = db.connect(tmp_path / "g.db", create=True)
+    ingest.index(con, [vault])
+    rows = {(r[0], r[6], r[7]): (r[9], r[11]) for r in graph_rows(con)}
+    assert rows[("Home.md", "Plan", "Goals")] == ("Projects/Plan.md", 1)
+    assert rows[("Home.md", "plan", "Nope")] == ("Projects/Plan.md", 0)
+    assert rows[("Home.md", "Missing note", None)] == (None, None)
+    assert rows[("Home.md", "diagram.png", None)] == ("diagram.png", None)
+    assert rows[("Home.md", "Journal/Log.md", None)] == ("Journal/Log.md", None)
+    assert rows[("Home.md", "", "Home")] == ("Home.md", 1)
+    assert rows[("Home.md", "Projects/Plan", None)] == ("Projects/Plan.md", None)  # front matter
+    assert rows[("Projects/Plan.md", "Start", None)] == ("Home.md", None)  # an alias
+    assert rows[("Journal/Log.md", "Plan", "^goal1")] == ("Projects/Plan.md", 1)
+    assert rows[("Journal/Log.md", "Plan", "^nope")] == ("Projects/Plan.md", 0)
+    for path, start, end, *_ in graph_rows(con):
+        body = con.execute("SELECT body FROM documents WHERE path = ?", (path,)).get
+        assert body[start:end].lstrip("!").startswith("[")
+
+
+def test_graph_follows_files_coming_and_going(tmp_path, vault):
+    con = db.connect(tmp_path / "g.db", create=True)
+    ingest.index(con, [vault])
+    missing = lambda: [r[6] for r in graph_rows(con) if r[0] == "Home.md" and r[9] is None]  # noqa: E731
+    assert missing() == ["Missing note"]
+    write(vault, {"Notes/Missing note.md": "# Here now\n"})
+    ingest.index(con, [vault])
+    assert missing() == []  # resolved by itself when the target appeared
+    (vault / "Notes" / "Missing note.md").unlink()
+    ingest.index(con, [vault])
+    assert missing() == ["Missing note"]
+    shutil.move(vault / "Projects" / "Plan.md", vault / "Plan renamed.md")
+    ingest.index(con, [vault])
+    assert sorted(missing()) == ["Missing note", "Plan", "Projects/Plan", "plan"]
+    shutil.move(vault / "Plan renamed.md", vault / "Archive" / "Plan.md") if (vault / "Archive").mkdir() is None else None
+    ingest.index(con, [vault])
+    assert sorted(missing()) == ["Missing note", "Projects/Plan"]  # a path link stays bound to its path
+    (vault / "Projects" / "Plan.md").parent.mkdir(exist_ok=True)
+    (vault / "Archive" / "Plan.md").write_text("# Plan\n\nNo goals heading any more.\n")
+    bump_mtime(vault / "Archive" / "Plan.md")
+    ingest.index(con, [vault])
+    oks = {r[7]: r[11] for r in graph_rows(con) if r[0] == "Home.md" and r[6] == "Plan"}
+    assert oks == {"Goals": 0}  # the heading went: the anchor is now broken
+
+
+def test_incremental_graph_equals_fresh_index(tmp_path, vault):
+    con = db.connect(tmp_path / "inc.db", create=True)
+    ingest.index(con, [vault])
+    write(vault, {"Added.md": "# Added\n\n[[Lonely]] [[Home#Home]] [[Missing note]]\n", "Missing note.md": "x\n"})
+    (vault / "Journal" / "Log.md").unlink()
+    shutil.move(vault / "Lonely.md", vault / "Projects" / "Lonely.md")
+    (vault / "Home.md").write_text("# Home\n\n[[Plan]] [[Lonely]] ![[gone.png]]\n")
+    bump_mtime(vault / "Home.md")
+    (vault / "diagram.png").unlink()
+    ingest.index(con, [vault])
+    fresh = db.connect(tmp_path / "fresh.db", create=True)
+    ingest.index(fresh, [vault])
+    assert graph_rows(con) == graph_rows(fresh)
+
+
+def test_views_and_api(tmp_path, vault):
+    kb = kbase.open(tmp_path / "g.db")
+    kb.index([vault], embed=False)
+    con = kb.reader
+    assert con.execute("SELECT count(*) FROM unresolved_links").get == 1
+    assert con.execute("SELECT count(*) FROM broken_anchors").get == 2
+    assert {r[0] for r in con.execute("SELECT source_path FROM backlinks WHERE path = 'Home.md'")} == {"Projects/Plan.md"}
+    stats = dict(con.execute("SELECT path, backlinks FROM document_stats"))
+    assert stats["Projects/Plan.md"] == 2 and stats["Lonely.md"] == 0
+    back = kb.backlinks("plan")
+    assert {(b.source_path, b.line) for b in back} == {("Home.md", 3), ("Home.md", 7), ("Journal/Log.md", 3)}
+    assert back[0].context == 'related: "[[Projects/Plan]]"'  # front matter links count
+    assert back[1].context.startswith("See [[Plan#Goals]]")
+    assert [n.path for n in kb.orphans()] == ["Lonely.md"]
+    assert [(n.path, n.distance) for n in kb.neighbors("Lonely")] == []
+    assert [(n.path, n.distance) for n in kb.neighbors("Log", depth=2)] == [("Home.md", 1), ("Projects/Plan.md", 1)]
+    assert kb.note("Start").path == "Home.md"  # by alias, the way a link would
+    g = kb.graph()
+    assert len(g["nodes"]) == 4 and {(e["source"], e["target"]) for e in g["edges"]}
+
+
+def test_cli_graph_commands(tmp_path, vault):
+    db_path = str(tmp_path / "g.db")
+    run = lambda *a: CliRunner().invoke(cli, ["--db", db_path, *a])  # noqa: E731
+    assert run("index", "--no-embed", str(vault)).exit_code == 0
+    out = run("links", "Home").stdout
+    assert "-> Projects/Plan.md#Goals" in out and "Missing note (unresolved)" in out
+    assert "(no such heading or block)" in out
+    back = json.loads(run("backlinks", "Home", "--json").stdout)
+    assert [b["source_path"] for b in back] == ["Projects/Plan.md", "Projects/Plan.md"]
+    assert run("unresolved").stdout.startswith("Home.md:7 -> Missing note (unresolved)")
+    assert [(o["path"], o["title"]) for o in json.loads(run("orphans", "--json").stdout)] == [("Lonely.md", "Lonely")]
+    assert [n["path"] for n in json.loads(run("neighbors", "Plan", "--depth", "2", "--json").stdout)] == \
+        ["Home.md", "Journal/Log.md"]
+    dot = run("graph", "--format", "dot").stdout
+    assert dot.startswith("digraph kbase {") and "->" in dot
+    r = run("backlinks", "Nobody")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: no indexed document matches 'Nobody'")
+
+
+def test_obsidian_tasks_docs_graph(tmp_path):
+    folder = shared("vaults", "obsidian-tasks-docs")
+    con = db.connect(tmp_path / "t.db", create=True)
+    ingest.index(con, [folder])
+    one = lambda sql: con.execute(sql).get  # noqa: E731
+    assert one("SELECT count(*) FROM links WHERE kind = 'wiki' AND NOT embed") == 1108
+    assert one("SELECT count(*) FROM links WHERE kind = 'wiki' AND embed") == 28
+    assert one("SELECT count(*) FROM unresolved_links WHERE NOT embed AND kind = 'wiki'") == 0
+    assert one("SELECT count(*) FROM broken_anchors") == 0
+    assert one("SELECT count(*) FROM links WHERE anchor IS NOT NULL AND anchor NOT LIKE '^%'") >= 400
+
+
+def test_same_file_name_in_two_folders(tmp_path):
+    folder = shared("wikilinks", "obsidian-export", "input", "same-filename-different-directories")
+    con = db.connect(tmp_path / "s.db", create=True)
+    ingest.index(con, [folder])
+    rows = con.execute("SELECT s.path, l.target, l.target_path FROM links l JOIN documents s ON s.id = l.source_id"
+                       " ORDER BY 1, 2").fetchall()
+    assert rows and all(tp is not None for _, _, tp in rows)
+    assert len({tp for _, _, tp in rows}) > 1 or len(rows) == 1
