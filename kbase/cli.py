@@ -355,6 +355,15 @@ def graph(ctx, fmt):
     click.echo(json.dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
 
 
+@cli.command()
+@click.pass_context
+def browse(ctx):
+    """Full-screen browser: search as you type, read hits in context, follow links."""
+    from kbase.tui.app import run
+
+    run(ctx.obj["db"])
+
+
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 
