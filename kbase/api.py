@@ -47,6 +47,7 @@ class KB:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+            self._sql_ready = False
 
     def __enter__(self) -> KB:
         return self
@@ -198,6 +199,17 @@ class KB:
         from kbase import graph
 
         return self._read(graph.graph)
+
+    # SQL -------------------------------------------------------------------------------------------
+    def sql(self, query: str, *, timeout: float | None = None, max_rows: int | None = None):
+        """Run a read-only query (kbase_embed() and kbase_search() included); see kbase.sqlapi."""
+        from kbase import sqlapi
+
+        con = self.reader
+        if not getattr(self, "_sql_ready", False):
+            sqlapi.register(con, self)
+            self._sql_ready = True
+        return sqlapi.run(con, query, timeout=timeout or sqlapi.SQL_TIMEOUT, max_rows=max_rows)
 
     def status(self) -> dict:
         from kbase.search import status

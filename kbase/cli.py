@@ -364,6 +364,33 @@ def browse(ctx):
     run(ctx.obj["db"])
 
 
+@cli.command()
+@click.argument("query", required=False)
+@click.option("-f", "--file", "sql_file", type=click.File("r", encoding="utf-8"), help="Read the SQL from a file.")
+@click.option("--timeout", type=click.FloatRange(0.01), default=10.0, show_default=True,
+              help="Stop the query after this many seconds.")
+@format_options
+@click.pass_context
+def sql(ctx, query, sql_file, timeout, fmt):
+    """Run a read-only SQL query on the index (from QUERY, --file, or stdin with QUERY '-').
+
+    sqlite-vec is loaded, and kbase adds kbase_embed(text) (a query vector) and the table-valued
+    kbase_search(query, mode, limit). See docs/SCHEMA.md for the tables, views and examples."""
+    from kbase.output import render_sql
+
+    if sql_file is not None:
+        text = sql_file.read()
+    elif query in (None, "-"):
+        text = click.get_text_stream("stdin").read()
+    else:
+        text = query
+    with _kb(ctx) as kb:
+        result = kb.sql(text, timeout=timeout)
+    out = render_sql(result, fmt)
+    if out:
+        click.echo(out)
+
+
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 

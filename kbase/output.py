@@ -181,3 +181,19 @@ def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
     if with_distance:
         return "\n".join(f"{n.distance}  {n.path}  ({n.title})" for n in notes)
     return "\n".join(f"{n.path}  ({n.title})" for n in notes)
+
+
+def render_sql(result, fmt: str) -> str:
+    """Rows of ``kbase sql``: an aligned table, or JSON/JSON Lines/CSV (blobs as base64)."""
+    from kbase.sqlapi import cell, rows_as_dicts
+
+    if fmt != "table":
+        return render_records(list(rows_as_dicts(result)), fmt, result.columns)
+    if not result.columns:
+        return ""
+    cells = [[cell(v) for v in row] for row in result.rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(result.columns, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""The index as a SQL API: read-only queries with a time limit, plus kbase's SQL functions.
+
+Functions available in ``kbase sql`` (and on ``KB.sql_connection()``):
+
+- ``kbase_embed(text)``: the query's embedding (float32 blob) for sqlite-vec, e.g.
+  ``SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH kbase_embed('...') AND k = 10``
+- ``kbase_search(query [, mode [, lim]])``: a table-valued function giving kbase's own ranked
+  results (hybrid by default once the index has embeddings), one row per document:
+  ``SELECT rank, path, line, snippet FROM kbase_search('backup strategy', 'hybrid', 5)``
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import apsw
+import apsw.ext
+
+from kbase.errors import InputError
+
+SQL_TIMEOUT = 10.0  # seconds; a runaway query is interrupted, never left to hang the process
+_PROGRESS_STEPS = 1000  # SQLite VM steps between deadline checks
+
+_WRITES = {
+    apsw.SQLITE_INSERT, apsw.SQLITE_UPDATE, apsw.SQLITE_DELETE, apsw.SQLITE_CREATE_INDEX, apsw.SQLITE_CREATE_TABLE,
+    apsw.SQLITE_CREATE_TEMP_INDEX, apsw.SQLITE_CREATE_TEMP_TABLE, apsw.SQLITE_CREATE_TEMP_TRIGGER,
+    apsw.SQLITE_CREATE_TEMP_VIEW, apsw.SQLITE_CREATE_TRIGGER, apsw.SQLITE_CREATE_VIEW, apsw.SQLITE_CREATE_VTABLE,
+    apsw.SQLITE_DROP_INDEX, apsw.SQLITE_DROP_TABLE, apsw.SQLITE_DROP_TEMP_INDEX, apsw.SQLITE_DROP_TEMP_TABLE,
+    apsw.SQLITE_DROP_TEMP_TRIGGER, apsw.SQLITE_DROP_TEMP_VIEW, apsw.SQLITE_DROP_TRIGGER, apsw.SQLITE_DROP_VIEW,
+    apsw.SQLITE_DROP_VTABLE, apsw.SQLITE_ALTER_TABLE, apsw.SQLITE_ATTACH, apsw.SQLITE_DETACH, apsw.SQLITE_REINDEX,
+    apsw.SQLITE_ANALYZE,
+}
+# PRAGMAs that only read; any other PRAGMA, or one given a value, is refused.
+_READ_PRAGMAS = {
+    "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
+    "user_version", "application_id", "page_count", "page_size", "freelist_count", "journal_mode",
+    "compile_options", "function_list", "module_list", "pragma_list", "database_list", "collation_list",
+    "integrity_check", "quick_check", "foreign_key_check", "data_version", "schema_version", "encoding",
+}
+
+
+class ReadOnlyViolation(InputError):
+    pass
+
+
+def _authorizer(action: int, a: str | None, b: str | None, db: str | None, trigger: str | None) -> int:
+    if action in _WRITES:
+        return apsw.SQLITE_DENY
+    if action == apsw.SQLITE_PRAGMA and ((a or "").lower() not in _READ_PRAGMAS or b is not None):
+        return apsw.SQLITE_DENY
+    return apsw.SQLITE_OK
+
+
+@dataclass
+class Result:
+    columns: list[str]
+    rows: list[tuple]
+
+
+def register(con: apsw.Connection, kb) -> None:
+    """Add kbase_embed() and kbase_search() to ``con`` (``kb`` supplies the model and searches)."""
+
+    def kbase_embed(text):
+        if not isinstance(text, str):
+            raise apsw.SQLError("kbase_embed(text) takes one text argument")
+        return kb.embedder.embed_query(text)
+
+    con.create_scalar_function("kbase_embed", kbase_embed, 1, deterministic=True)
+
+    def kbase_search(query, mode=None, lim=10):
+        if not isinstance(query, str):
+            return
+        for rank, h in enumerate(kb.search(query, mode=mode or None, limit=int(lim or 10)), 1):
+            yield (rank, h.score, h.doc_id, h.chunk_id, h.path, h.title, h.line, h.heading_path, h.snippet)
+
+    kbase_search.columns = ("rank", "score", "doc_id", "chunk_id", "path", "title", "line", "heading_path", "snippet")
+    kbase_search.column_access = apsw.ext.VTColumnAccess.By_Index
+    apsw.ext.make_virtual_module(con, "kbase_search", kbase_search)
+
+
+def run(con: apsw.Connection, sql: str, *, timeout: float = SQL_TIMEOUT, max_rows: int | None = None) -> Result:
+    """Run ``sql`` on a read-only connection; writes are refused, and it stops after ``timeout``."""
+    if not sql.strip():
+        raise InputError("no SQL given", 'pass a query: kbase sql "SELECT ..." (or on stdin, or with --file)')
+    deadline = time.monotonic() + timeout
+    con.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    con.authorizer = _authorizer
+    try:
+        cursor = con.cursor()
+        rows: list[tuple] = []
+        columns: list[str] = []
+        for row in cursor.execute(sql):
+            if not columns:
+                columns = [d[0] for d in cursor.getdescription()]
+            rows.append(row)
+            if max_rows is not None and len(rows) >= max_rows:
+                break
+        if not columns:
+            try:
+                columns = [d[0] for d in cursor.getdescription()]
+            except apsw.ExecutionCompleteError:
+                columns = []
+        return Result(columns, rows)
+    except apsw.AuthError as e:
+        raise ReadOnlyViolation(
+            f"kbase sql is read-only; refused: {_first_line(sql)}",
+            "change the index with kbase commands (index, embed, check --fix); query it with SELECT",
+        ) from e
+    except apsw.ReadOnlyError as e:
+        raise ReadOnlyViolation(f"kbase sql is read-only; refused: {_first_line(sql)}",
+                                "query the index with SELECT") from e
+    except apsw.InterruptError as e:
+        raise InputError(f"query stopped after the {timeout:g} s time limit", "narrow it, or raise --timeout") from e
+    except apsw.SQLError as e:
+        raise InputError(f"SQL error: {e}".replace("SQLError: ", ""), "see docs/SCHEMA.md for tables and examples") from e
+    finally:
+        con.set_progress_handler(None)
+        con.authorizer = None
+
+
+def _first_line(sql: str) -> str:
+    line = sql.strip().splitlines()[0]
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def jsonable(value):
+    """Blobs (vectors) as base64 text for JSON output."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def cell(value, width: int = 60) -> str:
+    """A value as one table cell."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return f"<blob {len(value)} bytes>"
+    text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def rows_as_dicts(result: Result) -> Iterator[dict]:
+    for row in result.rows:
+        yield {c: jsonable(v) for c, v in zip(result.columns, row)}
