@@ -1,4 +1,4 @@
--- kbase index schema, version 1.
+-- kbase index schema, version 1 (later versions: the numbered steps in kbase/migrations.py).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. Later changes are numbered steps in kbase/migrations.py, gated by

@@ -200,6 +200,43 @@ class KB:
 
         return self._read(graph.graph)
 
+    # maintenance ------------------------------------------------------------------------------------
+    def _write(self, fn, *args, lock: bool = True):
+        con = db.connect(self.path)
+        try:
+            if not lock:
+                return fn(con, *args)
+            with db.writer_lock(self.path):
+                return fn(con, *args)
+        except apsw.Error as e:
+            raise db.translate_error(e, self.path) from e
+        finally:
+            con.close()
+
+    def check(self, fix: bool = False) -> dict:
+        """Integrity and invariants; with ``fix``, repair what the stored texts allow."""
+        from kbase import maintenance
+
+        # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
+        fixed = self._write(maintenance.fix) if fix else []
+        return {"problems": self._write(maintenance.check, lock=False), "fixed": fixed}
+
+    def compact(self) -> dict:
+        from kbase import maintenance
+
+        self.close()  # VACUUM needs the readers gone
+        return self._write(maintenance.compact, self.path)
+
+    def roots(self) -> list[dict]:
+        from kbase import maintenance
+
+        return self._read(maintenance.roots, self.path)
+
+    def move_root(self, old: str, new: str) -> dict:
+        from kbase import maintenance
+
+        return self._write(maintenance.move_root, old, new, self.path)
+
     # SQL -------------------------------------------------------------------------------------------
     def sql(self, query: str, *, timeout: float | None = None, max_rows: int | None = None):
         """Run a read-only query (kbase_embed() and kbase_search() included); see kbase.sqlapi."""

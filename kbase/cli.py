@@ -391,6 +391,76 @@ def sql(ctx, query, sql_file, timeout, fmt):
         click.echo(out)
 
 
+@cli.command()
+@click.option("--fix", is_flag=True, help="Repair what can be rebuilt from the stored texts (no file is read).")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.pass_context
+def check(ctx, fix, as_json):
+    """Check the index: SQLite's integrity check and kbase's invariants (offsets, keyword index,
+    vectors, links, chunker and embedder versions). Exit code 1 if a problem remains."""
+    from dataclasses import asdict
+
+    with _kb(ctx) as kb:
+        result = kb.check(fix=fix)
+    problems = result["problems"]
+    if as_json:
+        click.echo(json.dumps({"ok": not problems, "problems": [asdict(p) for p in problems],
+                               "fixed": result["fixed"]}, indent=2))
+    else:
+        for line in result["fixed"]:
+            click.echo(f"fixed: {line}")
+        for p in problems:
+            click.echo(f"problem: {p.kind}: {p.detail} ({p.count})" + ("" if p.fixable else " [not fixable]"))
+        if not problems:
+            click.echo("ok: the index is consistent")
+        elif not fix and any(p.fixable for p in problems):
+            click.echo("run kbase check --fix to repair", err=True)
+    if problems:
+        ctx.exit(1)
+
+
+@cli.command()
+@click.pass_context
+def compact(ctx):
+    """Merge the keyword index, drop dead vector space, VACUUM; print the bytes saved."""
+    from kbase.output import human_bytes
+
+    with _kb(ctx) as kb:
+        r = kb.compact()
+    saved = r["bytes_before"] - r["bytes_after"]
+    click.echo(f"compacted: {human_bytes(r['bytes_before'])} -> {human_bytes(r['bytes_after'])}"
+               f" ({human_bytes(saved)} saved)")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def roots(ctx, as_json):
+    """The indexed roots (folders or files). Subcommand: move."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with _kb(ctx) as kb:
+        rs = kb.roots()
+    if as_json:
+        click.echo(json.dumps(rs, indent=2))
+        return
+    for r in rs:
+        state = "" if r["exists"] else (f"  MOVED? kbase roots move {r['path']!r} {r['moved_with_index']!r}"
+                                        if r["moved_with_index"] else "  MISSING: kbase roots move OLD NEW")
+        click.echo(f"{r['path']}  ({r['documents']} documents){state}")
+
+
+@roots.command("move")
+@click.argument("old")
+@click.argument("new", type=click.Path(exists=True, path_type=Path))
+@click.pass_context
+def roots_move(ctx, old, new):
+    """Re-point root OLD to NEW after moving the notes; nothing is re-indexed."""
+    with _kb(ctx) as kb:
+        r = kb.move_root(old, str(new))
+    click.echo(f"moved root {r['from']} -> {r['to']}")
+
+
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 

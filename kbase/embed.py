@@ -33,6 +33,8 @@ BATCH_SIZE = 8
 # At most this many characters of "title > headings" context go before a chunk's text: about
 # 32 tokens, the room the chunker leaves under the model's 256 (see kbase.chunk.MAX_TOKENS).
 CONTEXT_CHARS = 120
+# What identifies the vectors this model makes (stored in meta 'embedder').
+MINILM_FINGERPRINT = json.dumps({"model": MODEL_ID, "sha256": MODEL_SHA256, "dim": MODEL_DIM}, sort_keys=True)
 
 
 class Embedder(Protocol):
@@ -109,9 +111,7 @@ class MiniLMEmbedder:
             name, specific_model_path=str(TOKENIZER_DIR), cache_dir=str(cache), threads=threads or os.cpu_count(),
         )
 
-    @property
-    def fingerprint(self) -> str:
-        return json.dumps({"model": MODEL_ID, "sha256": MODEL_SHA256, "dim": MODEL_DIM}, sort_keys=True)
+    fingerprint = MINILM_FINGERPRINT
 
     def embed_batch(self, texts: Sequence[str]) -> list[bytes]:
         return [v.astype("<f4").tobytes() for v in self._model.embed(list(texts), batch_size=self.batch_size)]

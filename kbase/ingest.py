@@ -22,6 +22,7 @@ from kbase.db import meta_get, meta_set
 from kbase.decode import UndecodableError, decode
 from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, walk
 from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
+from kbase.maintenance import follow_moved_roots
 from kbase.errors import InputError
 from kbase.models import IndexReport, ParsedDoc
 from kbase.parse import parse
@@ -84,6 +85,7 @@ def index(
     counter = counter or default_counter()
     # The index keeps the settings it was built with until new ones are given.
     settings = settings or ChunkSettings.from_fingerprint(meta_get(con, "chunker"))
+    report.moved_roots = follow_moved_roots(con, con.filename)
     if not paths:
         paths = [r for (r,) in con.execute("SELECT path FROM roots ORDER BY path")]
         if not paths:

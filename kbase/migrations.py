@@ -7,6 +7,10 @@ missing ones in order, each in its own transaction together with the ``user_vers
 from __future__ import annotations
 
 # version -> SQL script. Version 1 is schema.sql itself.
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # roots.relpath: the root relative to the index file's folder, so that when the notes and the
+    # index move together kbase finds the notes again (kbase roots, kbase index).
+    2: "ALTER TABLE roots ADD COLUMN relpath TEXT;",
+}
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -105,3 +105,4 @@ class IndexReport:
     seconds: float = 0.0
     interrupted: bool = False
     embedding: dict | None = None  # what the embedding step did (embedded, reused, seconds)
+    moved_roots: list[dict] = field(default_factory=list)  # roots found moved along with the index

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 from collections.abc import Iterable, Sequence
 
 import apsw
@@ -135,8 +136,17 @@ def ensure_root(con: apsw.Connection, path: str) -> int:
         row = con.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()
         if row:
             return row[0]
-        con.execute("INSERT INTO roots (path, added_at) VALUES (?, ?)", (path, now_iso()))
+        con.execute("INSERT INTO roots (path, relpath, added_at) VALUES (?, ?, ?)",
+                    (path, relpath_from_db(path, con.filename), now_iso()))
         return con.last_insert_rowid()
+
+
+def relpath_from_db(root: str, db_path: str | os.PathLike[str]) -> str | None:
+    """The root relative to the index's folder (None across drives or for in-memory indexes)."""
+    try:
+        return os.path.relpath(root, os.path.dirname(os.path.abspath(db_path))) if db_path else None
+    except ValueError:
+        return None
 
 
 def absorb_roots(con: apsw.Connection, outer_id: int, outer: str, inner: list[tuple[int, str]]) -> None:

@@ -1,0 +1,180 @@
+"""Keeping a long-lived index file healthy: check (and repair) its invariants, compact it, and
+re-point roots after the notes moved."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from kbase import embed, store
+from kbase.chunk import ChunkSettings, default_counter
+from kbase.errors import InputError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A broken invariant: what, how many rows, and whether ``check --fix`` can repair it."""
+
+    kind: str
+    count: int
+    detail: str
+    fixable: bool = True
+
+
+def check(con: apsw.Connection) -> list[Problem]:
+    """SQLite's integrity check plus kbase's own invariants; an empty list means healthy."""
+    problems: list[Problem] = []
+    one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
+    result = [r[0] for r in con.execute("PRAGMA integrity_check")]
+    if result != ["ok"]:
+        problems.append(Problem("sqlite_integrity", len(result), "; ".join(result[:3]), fixable=False))
+    bad = one("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+              " WHERE c.start_char < 0 OR c.end_char <= c.start_char OR c.end_char > length(d.body)")
+    if bad:
+        problems.append(Problem("chunk_offsets", bad, "chunks whose offsets fall outside their document's text"))
+    orphan = one("SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)")
+    if orphan:
+        problems.append(Problem("orphan_chunks", orphan, "chunks of documents that no longer exist"))
+    try:
+        con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+    except apsw.Error as e:
+        problems.append(Problem("fts", one("SELECT count(*) FROM chunks"),
+                                f"the keyword index does not match the chunks ({e.__class__.__name__})"))
+    if embed.has_vectors(con):
+        n_vec = one("SELECT count(*) FROM chunks_vec")
+        stray = one("SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
+        lost = one("SELECT count(*) FROM chunks WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)")
+        unflagged = one("SELECT count(*) FROM chunks WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)")
+        if stray or lost or unflagged:
+            problems.append(Problem("vectors", stray + lost + unflagged,
+                                    f"{n_vec} vectors: {stray} without a chunk, {lost} chunks marked embedded "
+                                    f"without a vector, {unflagged} vectors of chunks not marked embedded"))
+        stored = embed.stored_fingerprint(con)
+        if stored is not None and stored != embed.MINILM_FINGERPRINT:
+            problems.append(Problem("embedder", n_vec, "the vectors come from another embedding model; "
+                                    "run kbase embed --rebuild", fixable=False))
+    elif one("SELECT count(*) FROM chunks WHERE embedded"):
+        problems.append(Problem("vectors", one("SELECT count(*) FROM chunks WHERE embedded"),
+                                "chunks marked embedded but there is no vector table"))
+    dangling = one("SELECT count(*) FROM links WHERE target_id IS NOT NULL AND target_id NOT IN (SELECT id FROM documents)")
+    if dangling:
+        problems.append(Problem("links", dangling, "links pointing at documents that no longer exist"))
+    chunker = con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()
+    if chunker is not None:
+        settings = ChunkSettings.from_fingerprint(chunker[0])
+        if settings.fingerprint(default_counter()) != chunker[0]:
+            problems.append(Problem("chunker", one("SELECT count(*) FROM documents"),
+                                    "the chunks were made by another chunker version; they will be re-made"))
+    return problems
+
+
+def fix(con: apsw.Connection) -> list[str]:
+    """Rebuild, from the stored document texts, whatever ``check`` found broken; no file is read."""
+    from kbase import ingest
+
+    done = []
+    kinds = {p.kind for p in check(con)}
+    if kinds & {"chunk_offsets", "orphan_chunks", "chunker"}:
+        with con:
+            con.execute("DELETE FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)")
+        settings = ChunkSettings.from_fingerprint(
+            (con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone() or [None])[0])
+        n = ingest.rechunk_all(con, default_counter(), settings)
+        with con:
+            con.execute("INSERT INTO meta (key, value) VALUES ('chunker', ?) ON CONFLICT (key) DO UPDATE"
+                        " SET value = excluded.value", (settings.fingerprint(default_counter()),))
+        done.append(f"re-chunked {n} documents from their stored text")
+    if "fts" in kinds or kinds & {"chunk_offsets", "orphan_chunks"}:
+        with con:
+            con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+        done.append("rebuilt the keyword index")
+    if "vectors" in kinds:
+        with con:
+            if embed.has_vectors(con):
+                con.execute("DELETE FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
+                con.execute("UPDATE chunks SET embedded = 0 WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)")
+                con.execute("UPDATE chunks SET embedded = 1 WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)")
+            else:
+                con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
+        done.append("matched vectors to chunks (run kbase embed for any still missing)")
+    if "links" in kinds or done:
+        for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
+            store.resolve_links(con, root_id)
+        done.append("re-resolved the links")
+    return done
+
+
+def file_bytes(path: str | os.PathLike[str]) -> int:
+    return sum(os.path.getsize(f) for f in (str(path), f"{path}-wal") if os.path.exists(f))
+
+
+def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> dict:
+    """Merge the keyword index, rebuild the vector table without its dead space, VACUUM."""
+    before = file_bytes(path)
+    with con:
+        con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+    if embed.has_vectors(con):
+        # vec0 does not give back the space of deleted rows: copy the live vectors into a new table.
+        dim = con.execute("SELECT vec_length(embedding) FROM chunks_vec LIMIT 1").fetchone()
+        with con:
+            con.execute("CREATE TEMP TABLE kbase_vectors AS SELECT rowid AS id, embedding FROM chunks_vec")
+            con.execute("DROP TABLE chunks_vec")
+            if dim:
+                con.execute(f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dim[0])}]"
+                            " distance_metric=cosine)")
+                con.execute("INSERT INTO chunks_vec (rowid, embedding) SELECT id, embedding FROM temp.kbase_vectors")
+            else:
+                con.execute("DROP TRIGGER IF EXISTS chunks_vec_after_delete")
+                con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
+                con.execute("DELETE FROM meta WHERE key = 'embedder'")
+            con.execute("DROP TABLE temp.kbase_vectors")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("VACUUM")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {"bytes_before": before, "bytes_after": file_bytes(path)}
+
+
+def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[dict]:
+    """The indexed roots, whether they exist, and where they would be if moved with the index."""
+    out = []
+    for root_id, path, rel, n in con.execute(
+        "SELECT r.id, r.path, r.relpath, (SELECT count(*) FROM documents WHERE root_id = r.id) FROM roots r ORDER BY path"
+    ):
+        moved_to = None
+        if not os.path.exists(path) and rel is not None:
+            candidate = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(db_path)), rel))
+            moved_to = candidate if os.path.exists(candidate) else None
+        out.append({"id": root_id, "path": path, "exists": os.path.exists(path), "documents": n,
+                    "moved_with_index": moved_to})
+    return out
+
+
+def move_root(con: apsw.Connection, old: str, new: str, db_path: str | os.PathLike[str]) -> dict:
+    """Point a root at its new place (the notes moved); nothing is re-indexed."""
+    new_path = str(Path(new).expanduser().resolve())
+    row = con.execute("SELECT id, path FROM roots WHERE path = ?", (str(Path(old).expanduser().absolute()),)).fetchone()
+    if row is None:
+        row = con.execute("SELECT id, path FROM roots WHERE path = ?", (old,)).fetchone()
+    if row is None:
+        raise InputError(f"{old} is not an indexed root", "see the roots with: kbase roots")
+    if not os.path.exists(new_path):
+        raise InputError(f"no such file or folder: {new}", "move the notes first, then re-point the root")
+    if con.execute("SELECT 1 FROM roots WHERE path = ? AND id <> ?", (new_path, row[0])).fetchone():
+        raise InputError(f"{new_path} is already an indexed root", "remove one of them first")
+    with con:
+        con.execute("UPDATE roots SET path = ?, relpath = ? WHERE id = ?",
+                    (new_path, store.relpath_from_db(new_path, db_path), row[0]))
+    return {"from": row[1], "to": new_path}
+
+
+def follow_moved_roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[dict]:
+    """Roots that are gone from their path but sit at the same place relative to the index
+    (the vault and the index were moved together): re-point them."""
+    moved = []
+    for r in roots(con, db_path):
+        if not r["exists"] and r["moved_with_index"]:
+            moved.append(move_root(con, r["path"], r["moved_with_index"], db_path))
+    return moved

@@ -1,0 +1,227 @@
+"""Library access for the TUI, safe to use from worker threads. No Textual in here.
+
+apsw connections may be shared across threads but not used by two at once, so every worker
+borrows a whole ``KB`` from a ``KBPool`` for the length of its call: the keyword and the hybrid
+search of one keystroke run side by side on two connections, and a superseded worker simply
+finishes on its own ``KB`` and gives it back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+MODES = ("keyword", "semantic", "hybrid")
+SEARCH_LIMIT = 50
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
+WIKI_SCHEME = "kbase-note:"
+
+KBFactory = Callable[[Path], Any]  # db path -> a kbase.api.KB (or anything with its methods)
+
+
+def default_factory(path: Path):
+    import kbase  # imported in the first worker thread, not before the first paint
+
+    return kbase.open(path)
+
+
+class KBPool:
+    """``KB`` objects for worker threads: ``with pool.kb() as kb: ...`` lends one exclusively."""
+
+    def __init__(self, db_path: Path, factory: KBFactory | None = None) -> None:
+        self.db_path = Path(db_path)
+        self._factory = factory or default_factory
+        self._lock = threading.Lock()
+        self._free: list[Any] = []
+        self._all: list[Any] = []
+        # Loading the model twice at once would waste a second and the memory of a copy.
+        self.model_lock = threading.Lock()
+
+    @contextmanager
+    def kb(self) -> Iterator[Any]:
+        with self._lock:
+            kb = self._free.pop() if self._free else None
+        if kb is None:
+            kb = self._factory(self.db_path)
+            with self._lock:
+                self._all.append(kb)
+        try:
+            yield kb
+        finally:
+            with self._lock:
+                self._free.append(kb)
+
+    def size(self) -> int:
+        with self._lock:
+            return len(self._all)
+
+    def close(self) -> None:
+        """Close the connections nobody is using (a worker still running keeps its own)."""
+        with self._lock:
+            free, self._free = self._free, []
+            self._all = [kb for kb in self._all if kb not in free]
+        for kb in free:
+            try:
+                kb.close()
+            except Exception:  # noqa: BLE001 - closing at exit must never raise
+                pass
+
+
+@dataclass(frozen=True)
+class Location:
+    """Something the preview can show: a note, optionally at a line or a heading."""
+
+    path: str  # root-relative, as hits and links give it
+    abspath: str | None = None  # exact file when known (hits); links only know ``path``
+    line: int | None = None  # 1-based line in the stored body
+    anchor: str | None = None  # a heading to scroll to when there is no line
+    title: str = ""
+
+    @property
+    def target(self) -> str:
+        """What ``KB.document`` is asked for."""
+        return self.abspath or self.path
+
+
+@dataclass(frozen=True)
+class Filters:
+    path: str = ""
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, path: str, tags: str) -> Filters:
+        return cls(path.strip(), tuple(t for t in re.split(r"[\s,]+", tags.strip()) if t))
+
+    def __bool__(self) -> bool:
+        return bool(self.path or self.tags)
+
+    def describe(self) -> str:
+        parts = [f"path:{self.path}"] if self.path else []
+        parts += [f"#{t.lstrip('#')}" for t in self.tags]
+        return " ".join(parts)
+
+    def kwargs(self) -> dict:
+        return {"path": self.path or None, "tags": list(self.tags)}
+
+
+def sibling_abspath(note: Location, path: str) -> str | None:
+    """The absolute path of ``path`` in the same root as ``note`` (links resolve within a root)."""
+    if not note.abspath or not note.path:
+        return None
+    rel = note.path.replace("/", os.sep)
+    if not note.abspath.endswith(rel):
+        return None
+    return note.abspath[: len(note.abspath) - len(rel)] + path.replace("/", os.sep)
+
+
+def is_markdown(path: str) -> bool:
+    return path.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def lines_before(text: str, offset: int) -> int:
+    """Line breaks in ``text[:offset]`` (LF, CRLF or CR, as kbase counts them)."""
+    return len(_LINE_BREAK.findall(text, 0, offset))
+
+
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n|]+?)(?:\|([^\[\]\n]*?))?\]\]")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+def wikilinks_to_markdown(text: str) -> str:
+    """``[[Note#Heading|label]]`` -> ``[label](kbase-note:Note%23Heading)`` outside code, so the
+    Markdown widget makes them clickable. Line count and line order are unchanged."""
+    out, fence = [], None
+    for line in text.splitlines(keepends=True):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)[0] * len(m.group(1))
+        elif fence is not None and m and m.group(1).startswith(fence):
+            fence = None
+        elif fence is None and "[[" in line:
+            line = _WIKILINK.sub(_wikilink_sub, _protect_code_spans(line)).replace("\x01\x01", "[[")
+        out.append(line)
+    return "".join(out)
+
+
+def _protect_code_spans(line: str) -> str:
+    """Hide the ``[[`` inside `code spans` (restored after the substitution)."""
+    return re.sub(r"`[^`\n]*`", lambda m: m.group(0).replace("[[", "\x01\x01"), line)
+
+
+def _wikilink_sub(m: re.Match) -> str:
+    target, label = m.group(2).strip(), (m.group(3) or "").strip()
+    shown = label or target.replace("#^", " ^").replace("#", " › ")
+    shown = shown.replace("[", "(").replace("]", ")")
+    return f"[{shown}]({WIKI_SCHEME}{quote(target, safe='')})"
+
+
+def link_from_href(href: str) -> tuple[str, str | None] | None:
+    """(note name, anchor) for a link clicked in the preview, or None for an outside URL."""
+    if href.startswith(WIKI_SCHEME):
+        name = unquote(href[len(WIKI_SCHEME):])
+    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
+        return None  # http:, mailto:, ...
+    else:
+        name = unquote(href)
+    name, _, anchor = name.partition("#")
+    return name, (anchor or None)
+
+
+def editor_command(path: str, line: int | None, environ: os._Environ | dict | None = None) -> list[str]:
+    """``$VISUAL`` / ``$EDITOR`` (else vi) as argv, with ``+LINE`` before the file."""
+    env = os.environ if environ is None else environ
+    editor = env.get("VISUAL") or env.get("EDITOR") or "vi"
+    argv = shlex.split(editor)
+    if line and line > 0:
+        argv.append(f"+{line}")
+    argv.append(path)
+    return argv
+
+
+def highlight_spans(snippet: str, highlights) -> list[tuple[int, int]]:
+    """The highlight ranges that lie inside ``snippet``, sorted and clipped."""
+    out = []
+    for start, end in highlights or ():
+        start, end = max(0, int(start)), min(len(snippet), int(end))
+        if start < end:
+            out.append((start, end))
+    return sorted(out)
+
+
+def clip_snippet(snippet: str, spans: list[tuple[int, int]], width: int = 140) -> tuple[str, list[tuple[int, int]]]:
+    """At most ``width`` characters of ``snippet``, starting a little before the first match."""
+    if len(snippet) <= width:
+        return snippet, spans
+    first = spans[0][0] if spans else 0
+    start = max(0, min(first - 30, len(snippet) - width))
+    if start:
+        space = snippet.find(" ", start, first if first > start else start + 20)
+        start = space + 1 if space >= 0 else start
+    end = start + width
+    text = snippet[start:end]
+    prefix = "…" if start > 0 and not text.startswith("…") else ""
+    suffix = "…" if end < len(snippet) else ""
+    shift = len(prefix) - start
+    kept = [(a + shift, min(b, end) + shift) for a, b in spans if a >= start and a < end]
+    return prefix + text + suffix, kept
+
+
+def embedding_coverage(status: dict, has_embeddings: bool) -> str:
+    """'embedded 40/40 (100%)' when status() reports it, else what can be said without it."""
+    chunks = status.get("chunks") or 0
+    embedded = status.get("embedded_chunks")
+    if embedded is not None:
+        pct = (100 * embedded // chunks) if chunks else 0
+        return f"embedded {embedded:,}/{chunks:,} ({pct}%)"
+    return "embeddings: yes" if has_embeddings else "no embeddings (keyword search only)"

@@ -1,0 +1,627 @@
+"""Screens: the main browser and the help overlay.
+
+The main screen owns the workers. Every index or model call runs in a thread worker
+(``@work(thread=True, exclusive=True, group=...)``) on a ``KB`` borrowed from the app's pool; a
+worker reports back with a message, and a result that a newer request has superseded is
+dropped (each request carries a generation number).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.worker import get_current_worker
+
+from kbase.tui.backend import (
+    MODES,
+    SEARCH_LIMIT,
+    Filters,
+    Location,
+    editor_command,
+    embedding_coverage,
+    sibling_abspath,
+)
+from kbase.tui.widgets import FilterBar, LinksPane, PreviewPane, ResultsList, SearchBar, StatusLine
+
+
+# --- what the workers report ----------------------------------------------------------------------
+class StatusLoaded(Message):
+    def __init__(self, status: dict, has_embeddings: bool) -> None:
+        super().__init__()
+        self.status = status
+        self.has_embeddings = has_embeddings
+
+
+class SearchDone(Message):
+    def __init__(self, gen: int, source: str, query: str, hits: list) -> None:
+        super().__init__()
+        self.gen, self.source, self.query, self.hits = gen, source, query, hits
+
+
+class DocumentLoaded(Message):
+    def __init__(self, request: int, location: Location, doc) -> None:
+        super().__init__()
+        self.request, self.location, self.doc = request, location, doc
+
+
+class LinksLoaded(Message):
+    def __init__(self, request: int, location: Location, outlinks: list, backlinks: list) -> None:
+        super().__init__()
+        self.request, self.location, self.outlinks, self.backlinks = request, location, outlinks, backlinks
+
+
+class NoteResolved(Message):
+    def __init__(self, location: Location) -> None:
+        super().__init__()
+        self.location = location
+
+
+class ModelReady(Message):
+    pass
+
+
+class WorkFailed(Message):
+    """A worker's call raised: ``what`` says which (status, search, vector, document, links, model)."""
+
+    def __init__(self, what: str, error: BaseException, gen: int = 0) -> None:
+        super().__init__()
+        self.what, self.error, self.gen = what, error, gen
+
+
+class MainScreen(Screen):
+    """Search box, results, preview, links, status line."""
+
+    BINDINGS = [
+        Binding("ctrl+t", "cycle_mode", "Mode", priority=True, tooltip="Cycle keyword / semantic / hybrid"),
+        Binding("ctrl+f", "toggle_filters", "Filters", priority=True, tooltip="Path and tag filters"),
+        Binding("ctrl+o", "open_editor", "Edit", priority=True, tooltip="Open the note in $EDITOR at the hit's line"),
+        Binding("ctrl+r", "reload", "Reload", show=False, priority=True),
+        Binding("alt+left", "back", "Back", show=False),
+        Binding("alt+right", "forward", "Forward", show=False),
+        Binding("slash", "focus_search", "Search", show=False),
+        Binding("escape", "escape", "Search box / clear", show=False),
+        Binding("m", "cycle_mode", "Mode", show=False),
+        Binding("e", "open_editor", "Edit", show=False),
+        Binding("left_square_bracket", "back", "Back", show=False),
+        Binding("right_square_bracket", "forward", "Forward", show=False),
+        Binding("1", "focus_pane('results')", "Results pane", show=False),
+        Binding("2", "focus_pane('preview')", "Preview pane", show=False),
+        Binding("3", "focus_pane('links')", "Links pane", show=False),
+        Binding("down", "focus_pane('results')", "Results (from the search box)", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode = "keyword"
+        self.mode_chosen = False  # the user picked a mode; status must not override it
+        self.has_embeddings = False
+        self.model_ready = False
+        self.model_failed = False
+        self.index_ok: bool | None = None  # None until the first status() answers
+        self.filters = Filters()
+        self.history: list[Location] = []
+        self.history_pos = -1
+        self.doc = None  # the DocRef in the preview
+        self._gen = 0  # search generation
+        self._final_gen = 0  # generation whose final (non-keyword-placeholder) results are shown
+        self._request = 0  # preview generation
+        self._debounce: Timer | None = None
+        self._links_note: Location | None = None
+        self._outlinks: list = []
+
+    # --- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield SearchBar(id="search")
+        yield FilterBar(id="filters")
+        with Horizontal(id="body"):
+            yield ResultsList(id="results")
+            with Vertical(id="right"):
+                yield PreviewPane(id="preview")
+                yield LinksPane(id="links")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(ResultsList).set_title()
+        self.query_one(PreviewPane).show_message("Type to search. Press ? for help.")
+        self._show_mode()
+        self.query_one(SearchBar).input.focus()
+        self.load_status()
+
+    # --- widgets ------------------------------------------------------------------------------
+    @property
+    def search_input(self) -> Input:
+        return self.query_one(SearchBar).input
+
+    @property
+    def results(self) -> ResultsList:
+        return self.query_one(ResultsList)
+
+    @property
+    def preview(self) -> PreviewPane:
+        return self.query_one(PreviewPane)
+
+    @property
+    def links(self) -> LinksPane:
+        return self.query_one(LinksPane)
+
+    @property
+    def vectors_available(self) -> bool:
+        return self.has_embeddings and not self.model_failed
+
+    def _show_mode(self) -> None:
+        note = ""
+        if self.mode != "keyword" and self.has_embeddings and not self.model_ready and not self.model_failed:
+            note = "(loading model)"
+        elif self.model_failed:
+            note = "(model unavailable)"
+        self.query_one(SearchBar).show_mode(self.mode, available=self.vectors_available or self.mode == "keyword",
+                                            note=note)
+
+    # --- searching ----------------------------------------------------------------------------
+    @on(Input.Changed, "#query")
+    def _query_changed(self, event: Input.Changed) -> None:
+        self._schedule_search()
+
+    @on(Input.Submitted, "#query")
+    def _query_submitted(self, event: Input.Submitted) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+            self.start_search()
+        if self.results.option_count:
+            self.results.focus()
+
+    @on(FilterBar.Changed)
+    def _filters_changed(self, event: FilterBar.Changed) -> None:
+        self.filters = event.filters
+        self.query_one(StatusLine).show_filters(self.filters)
+        self._schedule_search()
+
+    def _schedule_search(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(self.app.debounce, self.start_search)
+
+    def start_search(self) -> None:
+        """Search for what the box holds now: keyword at once, then (hybrid/semantic) the
+        vector search in a second worker whose results replace the keyword ones."""
+        self._debounce = None
+        self._gen += 1
+        query = self.search_input.value
+        if not query.strip():
+            self.workers.cancel_group(self, "search-keyword")
+            self.workers.cancel_group(self, "search-vector")
+            self.results.clear_hits()
+            self.query_one(StatusLine).show_stale(0)
+            return
+        if self.index_ok is False:
+            self.results.clear_hits("No index yet (see preview)")
+            return
+        vector = self.mode != "keyword" and self.vectors_available
+        self.results.set_title(pending="searching…")
+        self.search_keyword(self._gen, query, self.filters, final=not vector)
+        if vector:
+            self.search_vector(self._gen, query, self.filters, self.mode)
+        else:
+            self.workers.cancel_group(self, "search-vector")
+
+    @work(thread=True, exclusive=True, group="search-keyword", exit_on_error=False)
+    def search_keyword(self, gen: int, query: str, filters: Filters, final: bool = True) -> None:
+        worker = get_current_worker()
+        try:
+            with self.app.pool.kb() as kb:
+                hits = kb.search(query, mode="keyword", limit=SEARCH_LIMIT, **filters.kwargs())
+        except Exception as e:  # noqa: BLE001 - shown as a notification
+            if not worker.is_cancelled:
+                self.post_message(WorkFailed("search", e, gen))
+            return
+        if not worker.is_cancelled:
+            self.post_message(SearchDone(gen, "keyword", query, hits))
+
+    @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
+    def search_vector(self, gen: int, query: str, filters: Filters, mode: str) -> None:
+        worker = get_current_worker()
+        try:
+            with self.app.pool.kb() as kb:
+                with self.app.pool.model_lock:  # wait for the model, never load it twice
+                    if worker.is_cancelled:
+                        return
+                    kb.embedder  # noqa: B018 - loads it on first use
+                if worker.is_cancelled:
+                    return
+                hits = kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs())
+        except Exception as e:  # noqa: BLE001
+            if not worker.is_cancelled:
+                self.post_message(WorkFailed("vector", e, gen))
+            return
+        if not worker.is_cancelled:
+            self.post_message(SearchDone(gen, mode, query, hits))
+
+    @on(SearchDone)
+    def _search_done(self, message: SearchDone) -> None:
+        if message.gen != self._gen:
+            return  # superseded by a newer query
+        vector_pending = message.source == "keyword" and self.mode != "keyword" and self.vectors_available
+        if message.source == "keyword" and self._final_gen == message.gen:
+            return  # the hybrid/semantic results arrived first; keep them
+        if not vector_pending:
+            self._final_gen = message.gen
+        pending = f"{self.mode} results coming…" if vector_pending else ""
+        self.results.show_hits(message.hits, source=message.source, query=message.query, pending=pending)
+        self.query_one(StatusLine).show_stale(sum(1 for h in message.hits if h.stale))
+        hit = self.results.current
+        if hit is None:
+            self.preview.show_message("No results.")
+            self.links.clear_links()
+        else:
+            self._show_hit(hit)
+
+    @on(OptionList.OptionHighlighted, "#results")
+    def _result_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        hit = self.results.current
+        if hit is not None:
+            self._show_hit(hit)
+
+    @on(OptionList.OptionSelected, "#results")
+    def _result_selected(self, event: OptionList.OptionSelected) -> None:
+        self.preview.focus_view()
+
+    def _show_hit(self, hit) -> None:
+        location = Location(hit.path, hit.abspath, hit.line, None, hit.title)
+        if self.history and self.history[self.history_pos] == location and self.history_pos == 0:
+            return  # already showing it
+        self.history, self.history_pos = [location], 0
+        self.show_location(location)
+
+    # --- preview and links --------------------------------------------------------------------
+    def show_location(self, location: Location) -> None:
+        self._request += 1
+        self.load_document(self._request, location)
+        self.load_links(self._request, location)
+
+    @work(thread=True, exclusive=True, group="document", exit_on_error=False)
+    def load_document(self, request: int, location: Location) -> None:
+        worker = get_current_worker()
+        try:
+            with self.app.pool.kb() as kb:
+                doc = kb.document(location.target)
+        except Exception as e:  # noqa: BLE001
+            if not worker.is_cancelled:
+                self.post_message(WorkFailed("document", e, request))
+            return
+        if not worker.is_cancelled:
+            self.post_message(DocumentLoaded(request, location, doc))
+
+    @work(thread=True, exclusive=True, group="links", exit_on_error=False)
+    def load_links(self, request: int, location: Location) -> None:
+        worker = get_current_worker()
+        try:
+            with self.app.pool.kb() as kb:
+                outlinks = kb.links(location.target)
+                if worker.is_cancelled:
+                    return
+                backlinks = kb.backlinks(location.target)
+        except Exception as e:  # noqa: BLE001
+            if not worker.is_cancelled:
+                self.post_message(WorkFailed("links", e, request))
+            return
+        if not worker.is_cancelled:
+            self.post_message(LinksLoaded(request, location, outlinks, backlinks))
+
+    @on(DocumentLoaded)
+    def _document_loaded(self, message: DocumentLoaded) -> None:
+        if message.request != self._request:
+            return
+        self.doc = message.doc
+        location = message.location
+        if location.abspath is None:
+            location = Location(location.path, message.doc.abspath, location.line, location.anchor, location.title)
+        self.preview.show_document(message.doc, location)
+
+    @on(LinksLoaded)
+    def _links_loaded(self, message: LinksLoaded) -> None:
+        if message.request != self._request:
+            return
+        self._links_note, self._outlinks = message.location, message.outlinks
+        self.links.show_links(message.location, message.outlinks, message.backlinks)
+
+    @on(LinksPane.Follow)
+    def _follow(self, message: LinksPane.Follow) -> None:
+        if message.entry.location is None:
+            self.app.notify(f"[[{message.entry.label}]] does not lead to a note in the index",
+                            title="Unresolved link", severity="warning")
+            return
+        self.follow(message.entry.location)
+
+    @on(PreviewPane.FollowLink)
+    def _follow_preview_link(self, message: PreviewPane.FollowLink) -> None:
+        # The links pane already resolved this note's links: use that answer when it has one.
+        for link in self._outlinks:
+            if link.target == message.name and link.target_path and link.target_id is not None:
+                abspath = sibling_abspath(self._links_note, link.target_path) if self._links_note else None
+                self.follow(Location(link.target_path, abspath, None, message.anchor, link.target_title or ""))
+                return
+        self.resolve_note(message.name, message.anchor)
+
+    @work(thread=True, exclusive=True, group="resolve", exit_on_error=False)
+    def resolve_note(self, name: str, anchor: str | None) -> None:
+        try:
+            with self.app.pool.kb() as kb:
+                note = kb.note(name)
+        except Exception as e:  # noqa: BLE001
+            self.post_message(WorkFailed("links", e))
+            return
+        self.post_message(NoteResolved(Location(note.path, None, None, anchor, note.title)))
+
+    @on(NoteResolved)
+    def _note_resolved(self, message: NoteResolved) -> None:
+        self.follow(message.location)
+
+    def follow(self, location: Location) -> None:
+        """Show ``location`` and remember it after the current one (forward history is dropped)."""
+        self.history = self.history[: self.history_pos + 1] + [location]
+        self.history_pos = len(self.history) - 1
+        self.show_location(location)
+
+    def action_back(self) -> None:
+        if self.history_pos > 0:
+            self.history_pos -= 1
+            self.show_location(self.history[self.history_pos])
+        else:
+            self.app.bell()
+
+    def action_forward(self) -> None:
+        if self.history_pos < len(self.history) - 1:
+            self.history_pos += 1
+            self.show_location(self.history[self.history_pos])
+        else:
+            self.app.bell()
+
+    # --- index status and the model -----------------------------------------------------------
+    @work(thread=True, exclusive=True, group="status", exit_on_error=False)
+    def load_status(self) -> None:
+        try:
+            with self.app.pool.kb() as kb:
+                status = kb.status()
+                has_embeddings = kb.default_mode() != "keyword"
+        except Exception as e:  # noqa: BLE001
+            self.post_message(WorkFailed("status", e))
+            return
+        self.post_message(StatusLoaded(status, has_embeddings))
+
+    @on(StatusLoaded)
+    def _status_loaded(self, message: StatusLoaded) -> None:
+        status, first = message.status, self.index_ok is not True
+        self.index_ok = True
+        self.has_embeddings = message.has_embeddings
+        self.query_one(StatusLine).show_index(
+            f"{status.get('documents', 0):,} notes · {status.get('chunks', 0):,} chunks · "
+            f"{embedding_coverage(status, message.has_embeddings)}"
+        )
+        if message.has_embeddings and not self.mode_chosen:
+            self.mode = "hybrid"
+        if not message.has_embeddings:
+            self.mode = "keyword"
+        if message.has_embeddings and not self.model_ready and not self.model_failed:
+            self.load_model()
+        self._show_mode()
+        if first and self.search_input.value.strip():
+            self.start_search()
+
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
+    def load_model(self) -> None:
+        """Load the embedding model (fastembed is imported here, never before the first paint)."""
+        try:
+            with self.app.pool.model_lock, self.app.pool.kb() as kb:
+                kb.query_vector("warm up")  # loads the model, checks it matches the index
+        except Exception as e:  # noqa: BLE001
+            self.post_message(WorkFailed("model", e))
+            return
+        self.post_message(ModelReady())
+
+    @on(ModelReady)
+    def _model_ready(self, message: ModelReady) -> None:
+        self.model_ready = True
+        self._show_mode()
+
+    @on(WorkFailed)
+    def _work_failed(self, message: WorkFailed) -> None:
+        what = message.what
+        if what == "status":
+            self.index_ok = False
+            self.query_one(StatusLine).show_index(_one_line(message.error), error=True)
+            self.results.clear_hits("No index yet (see preview)")
+            self.preview.show_message(
+                f"{_one_line(message.error)}\n\nBuild the index with:  kbase index PATH\nthen press ctrl+r."
+            )
+        elif what in ("model", "vector"):
+            if what == "vector" and message.gen != self._gen:
+                return
+            self.model_failed = True
+            self._show_mode()
+            # Keyword results stay; they are all there is now.
+            self._final_gen = self._gen
+            self.results.set_title(pending="")
+        elif what == "search" and message.gen != self._gen:
+            return
+        elif what == "document" and message.gen != self._request:
+            return
+        self.app.notify_error(message.error, title=f"kbase ({what})")
+
+    # --- actions ------------------------------------------------------------------------------
+    def action_cycle_mode(self) -> None:
+        if self.index_ok and not self.has_embeddings:
+            self.app.notify(
+                "Semantic and hybrid search need embeddings; this index has none.\nhint: run kbase embed",
+                title="Keyword search only", severity="warning",
+            )
+            return
+        if self.model_failed:
+            self.app.notify("The embedding model could not be loaded; only keyword search works.",
+                            title="Keyword search only", severity="warning")
+            return
+        if self.index_ok is None:
+            self.app.notify("Still opening the index…", severity="information")
+            return
+        if not self.index_ok:
+            self.app.notify("No index yet.\nhint: kbase index PATH", severity="warning")
+            return
+        self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        self.mode_chosen = True
+        self._show_mode()
+        self.start_search()
+
+    def action_toggle_filters(self) -> None:
+        bar = self.query_one(FilterBar)
+        if bar.has_class("-visible") and bar.has_focus_within:
+            if not self.filters:
+                bar.remove_class("-visible")
+            self.search_input.focus()
+        else:
+            bar.add_class("-visible")
+            bar.query_one("#filter-path", Input).focus()
+
+    def set_filters(self, path: str = "", tags: str = "") -> None:
+        """Set the filters (the filter bar shows them; the search re-runs)."""
+        bar = self.query_one(FilterBar)
+        bar.set_filters(path, tags)
+        bar.set_class(bool(path or tags), "-visible")
+
+    def action_clear_filters(self) -> None:
+        self.set_filters()
+
+    def action_focus_search(self) -> None:
+        self.search_input.focus()
+
+    def action_focus_pane(self, pane: str) -> None:
+        if pane == "results":
+            self.results.focus()
+        elif pane == "preview":
+            self.preview.focus_view()
+        else:
+            self.links.focus()
+
+    def action_escape(self) -> None:
+        focused = self.focused
+        bar = self.query_one(FilterBar)
+        if focused is self.search_input:
+            self.search_input.value = ""
+        elif bar.has_focus_within:
+            if not self.filters:
+                bar.remove_class("-visible")
+            self.search_input.focus()
+        else:
+            self.search_input.focus()
+
+    def action_reload(self) -> None:
+        self.index_ok = None if self.index_ok is False else self.index_ok
+        self.load_status()
+        self.start_search()
+
+    def action_open_editor(self) -> None:
+        location = self.history[self.history_pos] if self.history else None
+        if location is None:
+            self.app.notify("Nothing to open: pick a result first.", severity="warning")
+            return
+        path = location.abspath or (self.doc.abspath if self.doc is not None else location.path)
+        line = location.line or self.preview.current_line()
+        self.app.open_in_editor(editor_command(path, line))
+        self.start_search()  # the file may have changed: refresh the "changed on disk" marks
+
+
+def _one_line(error: BaseException) -> str:
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return message.splitlines()[0] if message else type(error).__name__
+
+
+class HelpScreen(ModalScreen):
+    """Every key binding, grouped by where it works."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close help"),
+        Binding("q", "dismiss", "Close help", show=False),
+        Binding("question_mark", "dismiss", "Close help", show=False),
+        Binding("f1", "dismiss", "Close help", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static("kbase browse: keys", id="help-title")
+            with VerticalScroll(id="help-scroll"):
+                yield Static(self.help_text(), id="help-text")
+            yield Static("esc closes · the mouse works too: click results, links and panes, scroll with the wheel",
+                         id="help-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll").focus()
+
+    def help_text(self) -> Content:
+        rows = []
+        for section, entries in self.sections():
+            rows.append(Content.styled(section, "bold $text-accent"))
+            for keys, what in entries:
+                rows.append(Content.assemble((f"  {keys:<22}", "bold"), what))
+            rows.append(Content(""))
+        return Content("\n").join(rows[:-1])
+
+    def sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """(section, [(keys, description)]): the bindings of the app, the main screen and the
+        panes (read from their BINDINGS, so none is missing), then the keys of Textual widgets."""
+        from kbase.tui.app import KbaseApp
+
+        def from_bindings(*classes) -> list[tuple[str, str]]:
+            merged: dict[str, list[str]] = {}
+            for cls in classes:
+                for b in cls.BINDINGS:
+                    if not isinstance(b, Binding):
+                        b = Binding(*b)
+                    for key in b.key.split(","):
+                        display = self.app.get_key_display(Binding(key.strip(), b.action, b.description))
+                        keys = merged.setdefault(b.description, [])
+                        if display not in keys:
+                            keys.append(display)
+            return [(" ".join(keys), what) for what, keys in merged.items()]
+
+        screen_keys = from_bindings(MainScreen)
+        anywhere = [(k, w) for k, w in screen_keys if any(x.startswith(("ctrl+", "alt+", "^")) for x in k.split())]
+        return [
+            ("Anywhere", from_bindings(KbaseApp) + anywhere + [
+                ("ctrl+p", "Command palette (modes, filters, help, …)"),
+                ("tab shift+tab", "Next / previous pane"),
+            ]),
+            ("When not typing in a box", [(k, w) for k, w in screen_keys if (k, w) not in anywhere]),
+            ("Search box", [
+                ("enter", "Search now and go to the results"),
+                ("down", "Go to the results"),
+                ("esc", "Clear the query"),
+            ]),
+            ("Results", from_bindings(ResultsList) + [
+                ("up down pgup pgdn", "Move; the preview follows"),
+                ("home end", "First / last result"),
+                ("enter", "Read the note in the preview"),
+            ]),
+            ("Preview", [
+                ("up down j k pgup pgdn", "Scroll"),
+                ("click a [[link]]", "Follow it (alt+left comes back)"),
+            ]),
+            ("Links", from_bindings(LinksPane) + [
+                ("up down", "Move"),
+                ("enter", "Follow the link (outlink or backlink)"),
+            ]),
+            ("Filter bar (ctrl+f)", [
+                ("path", "Folder prefix or glob, e.g. journal/ or tech/*.md"),
+                ("tags", "Tags separated by spaces; nested tags match"),
+                ("esc", "Back to the search box"),
+            ]),
+            ("Help", from_bindings(HelpScreen)),
+        ]

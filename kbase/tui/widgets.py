@@ -1,0 +1,391 @@
+"""The widgets of the main screen. They render what they are given (method calls down) and report
+what the user did with messages (up); none of them touches the index."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Horizontal, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import Input, Label, Markdown, OptionList, Static, TextArea
+from textual.widgets.markdown import MarkdownBlock
+from textual.widgets.option_list import Option
+
+from kbase.tui.backend import (
+    Filters,
+    Location,
+    clip_snippet,
+    highlight_spans,
+    is_markdown,
+    lines_before,
+    link_from_href,
+    sibling_abspath,
+    wikilinks_to_markdown,
+)
+
+# Documents longer than this are shown as plain text (a virtualised view) instead of mounting
+# one widget per Markdown block.
+MARKDOWN_MAX_CHARS = 200_000
+
+
+class SearchBar(Horizontal):
+    """The query box, with the search mode in front of it."""
+
+    def compose(self) -> ComposeResult:
+        yield Label("keyword", id="mode")
+        yield Input(placeholder="Search your notes   (? help, ctrl+t mode, ctrl+f filters)", id="query")
+
+    @property
+    def input(self) -> Input:
+        return self.query_one("#query", Input)
+
+    def show_mode(self, mode: str, *, available: bool, note: str = "") -> None:
+        label = self.query_one("#mode", Label)
+        text = mode if available or mode == "keyword" else f"{mode}?"
+        label.update(f"{text}{(' ' + note) if note else ''}")
+        label.set_class(not available, "-no-embeddings")
+        label.tooltip = "ctrl+t (or m) cycles keyword / semantic / hybrid"
+
+
+class FilterBar(Horizontal):
+    """Path prefix (or glob) and tags, passed to ``KB.search(path=..., tags=...)``."""
+
+    class Changed(Message):
+        def __init__(self, filters: Filters) -> None:
+            super().__init__()
+            self.filters = filters
+
+    def compose(self) -> ComposeResult:
+        yield Label("path", classes="filter-label")
+        yield Input(placeholder="folder/ or glob", id="filter-path", compact=True)
+        yield Label("tags", classes="filter-label")
+        yield Input(placeholder="tag tag/sub", id="filter-tags", compact=True)
+
+    @property
+    def filters(self) -> Filters:
+        return Filters.parse(self.query_one("#filter-path", Input).value, self.query_one("#filter-tags", Input).value)
+
+    def set_filters(self, path: str = "", tags: str = "") -> None:
+        self.query_one("#filter-path", Input).value = path
+        self.query_one("#filter-tags", Input).value = tags
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.post_message(self.Changed(self.filters))
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.post_message(self.Changed(self.filters))
+
+
+class ResultsList(OptionList):
+    """One option per document: title and score, path and line, the snippet with its matches."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "first", "First", show=False),
+        Binding("G", "last", "Last", show=False),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.hits: list = []
+        self.source = ""  # which search produced the list: keyword, semantic or hybrid
+        self.query_text = ""
+        self._rendered_width = 0
+
+    def show_hits(self, hits: list, *, source: str, query: str, pending: str = "") -> None:
+        keep = None
+        if self.highlighted is not None and self.highlighted < len(self.hits) and query == self.query_text:
+            keep = self.hits[self.highlighted].abspath
+        self.hits, self.source, self.query_text = list(hits), source, query
+        self._fill(next((i for i, h in enumerate(self.hits) if h.abspath == keep), 0))
+        self.set_title(pending=pending)
+
+    def _fill(self, index: int) -> None:
+        width = self._snippet_width()
+        self.set_options(Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits))
+        self._rendered_width = width
+        if self.hits:
+            self.highlighted = min(index, len(self.hits) - 1)
+
+    def _snippet_width(self) -> int:
+        """About two lines of the list's width: the snippet is context, not the whole passage."""
+        return max(60, 2 * (self.scrollable_content_region.width - 2))
+
+    def on_resize(self) -> None:
+        if self.hits and self._snippet_width() != self._rendered_width:
+            self._fill(self.highlighted or 0)
+
+    def set_title(self, *, pending: str = "", message: str = "") -> None:
+        if message:
+            self.border_title = message
+        elif not self.query_text:
+            self.border_title = "Results"
+        else:
+            self.border_title = f"{len(self.hits)} result{'s' * (len(self.hits) != 1)} · {self.source}"
+        self.border_subtitle = pending
+
+    def clear_hits(self, message: str = "") -> None:
+        self.hits, self.source, self.query_text = [], "", ""
+        self.clear_options()
+        self.set_title(message=message)
+
+    @property
+    def current(self):
+        if self.highlighted is None or self.highlighted >= len(self.hits):
+            return None
+        return self.hits[self.highlighted]
+
+    @staticmethod
+    def _prompt(hit, width: int = 140) -> Content:
+        spans = highlight_spans(hit.snippet, hit.highlights)
+        snippet, spans = clip_snippet(hit.snippet, spans, width)
+        body = Content(snippet)
+        for start, end in spans:
+            body = body.stylize("$text-warning bold underline", start, end)
+        where = f"{hit.path}:{hit.line}"
+        extra = []
+        if hit.matched_chunks > 1:
+            extra.append(f"{hit.matched_chunks} passages")
+        if hit.heading_path and hit.heading_path != hit.title:
+            extra.append(hit.heading_path)
+        head = Content.assemble((hit.title, "bold"), "  ", (f"{hit.score:.3g}", "$text-muted"))
+        lines = [head, Content.assemble((where, "$text-accent"), ("  " + " · ".join(extra), "$text-muted") if extra else "")]
+        if hit.stale:
+            lines.append(Content.styled("⚠ changed on disk since indexed", "$text-error"))
+        lines.append(body.stylize_before("$text-muted" if not spans else ""))
+        return Content("\n").join(lines)
+
+
+class PreviewScroll(VerticalScroll):
+    """The scrolling body of the Markdown preview."""
+
+    BINDINGS = [
+        Binding("j", "scroll_down", "Scroll down", show=False),
+        Binding("k", "scroll_up", "Scroll up", show=False),
+    ]
+
+
+class PreviewPane(Container):
+    """The document, rendered: Markdown (wikilinks clickable) or plain text with line numbers;
+    scrolled to the hit, whose block (Markdown) or line (text) is highlighted."""
+
+    class FollowLink(Message):
+        """A link in the preview was clicked."""
+
+        def __init__(self, name: str, anchor: str | None) -> None:
+            super().__init__()
+            self.name = name
+            self.anchor = anchor
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.location: Location | None = None
+        self.hit_block: MarkdownBlock | None = None
+        self.hit_line: int | None = None  # 1-based line of the stored body that is highlighted
+        self.line_offset = 0  # lines of front matter above the rendered Markdown
+
+    def compose(self) -> ComposeResult:
+        with PreviewScroll(id="md-scroll"):
+            yield Static("", id="preview-empty")
+            yield Markdown("", id="preview-md", open_links=False)
+        yield TextArea("", id="preview-text", read_only=True, soft_wrap=True, show_line_numbers=True)
+
+    def on_mount(self) -> None:
+        self.border_title = "Preview"
+        self.query_one("#preview-text").display = False
+        self.query_one("#preview-md").display = False
+
+    @property
+    def scroller(self):
+        text = self.query_one("#preview-text", TextArea)
+        return text if text.display else self.query_one("#md-scroll", VerticalScroll)
+
+    def current_line(self) -> int | None:
+        """The 1-based line of the stored body the preview is at (the hit's, else its block's)."""
+        if self.hit_line:
+            return self.hit_line
+        if self.hit_block is not None:
+            return self.hit_block.source_range[0] + 1 + self.line_offset
+        return None
+
+    def focus_view(self) -> None:
+        self.scroller.focus()
+
+    def show_message(self, message: str) -> None:
+        self.location, self.hit_block, self.hit_line = None, None, None
+        self.border_title, self.border_subtitle = "Preview", ""
+        empty = self.query_one("#preview-empty", Static)
+        empty.update(message)
+        empty.display = True
+        self.query_one("#preview-md").display = False
+        self.query_one("#preview-text").display = False
+        self.query_one("#md-scroll").display = True
+
+    def show_document(self, doc, location: Location) -> None:
+        """Render ``doc`` (a ``DocRef``) at ``location`` (rendering runs in an async worker)."""
+        self.location = location
+        self.border_title = doc.title or doc.path
+        self.border_subtitle = f"{doc.path}:{location.line}" if location.line else doc.path
+        self.run_worker(self._render_document(doc, location), exclusive=True, group="preview-render")
+
+    async def _render_document(self, doc, location: Location) -> None:
+        empty = self.query_one("#preview-empty", Static)
+        md = self.query_one("#preview-md", Markdown)
+        text = self.query_one("#preview-text", TextArea)
+        scroll = self.query_one("#md-scroll", VerticalScroll)
+        self.hit_block, self.hit_line = None, location.line
+        if is_markdown(doc.path) and len(doc.body) <= MARKDOWN_MAX_CHARS:
+            offset = self.line_offset = lines_before(doc.body, doc.body_start)
+            await md.update(wikilinks_to_markdown(doc.body[doc.body_start:]))
+            empty.display, text.display, scroll.display, md.display = False, False, True, True
+            block = self._find_block(md, location, offset)
+            self.hit_block = block
+            if block is not None:
+                block.add_class("-hit")
+                self.call_after_refresh(self._scroll_to_block, block)
+            else:
+                self.call_after_refresh(scroll.scroll_home, animate=False)
+        else:
+            self.line_offset = 0
+            text.load_text(doc.body)
+            empty.display, scroll.display, text.display = False, False, True
+            line = max(0, (location.line or 1) - 1)
+            if location.line:
+                text.select_line(line)
+            else:
+                text.move_cursor((0, 0))
+            self.call_after_refresh(text.scroll_cursor_visible, center=True, animate=False)
+
+    def _scroll_to_block(self, block: MarkdownBlock) -> None:
+        scroll = self.query_one("#md-scroll", VerticalScroll)
+        scroll.scroll_to_center(block, animate=False, origin_visible=True, immediate=True)
+
+    @staticmethod
+    def _find_block(md: Markdown, location: Location, offset: int) -> MarkdownBlock | None:
+        blocks = [b for b in md.query(MarkdownBlock) if b.source_range[1] > b.source_range[0]]
+        if location.line:
+            line = location.line - 1 - offset  # 0-based line of the Markdown source
+            inside = [b for b in blocks if b.source_range[0] <= line < b.source_range[1]]
+            if inside:
+                return min(inside, key=lambda b: b.source_range[1] - b.source_range[0])
+            after = [b for b in blocks if b.source_range[0] > line and b.parent is md]
+            return min(after, key=lambda b: b.source_range[0]) if after else None
+        if location.anchor:
+            want = location.anchor.strip().lower()
+            for b in blocks:
+                source = (b.source or "").strip()
+                if source.startswith("#") and source.lstrip("#").strip().lower() == want:
+                    return b
+        return None
+
+    @on(Markdown.LinkClicked)
+    def _link_clicked(self, event: Markdown.LinkClicked) -> None:
+        event.stop()
+        target = link_from_href(event.href)
+        if target is None:
+            self.app.open_url(event.href)
+        else:
+            self.post_message(self.FollowLink(*target))
+
+
+@dataclass(frozen=True)
+class LinkEntry:
+    """What a row of the links pane leads to."""
+
+    location: Location | None  # None: unresolved, or an attachment
+    label: str
+
+
+class LinksPane(OptionList):
+    """Outlinks then backlinks of the previewed note, each with the line it sits on."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    class Follow(Message):
+        def __init__(self, entry: LinkEntry) -> None:
+            super().__init__()
+            self.entry = entry
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.entries: dict[str, LinkEntry] = {}
+
+    def on_mount(self) -> None:
+        self.border_title = "Links"
+
+    def show_links(self, note: Location, outlinks: list, backlinks: list) -> None:
+        self.entries = {}
+        options: list = [Option(Content.styled(f"→ links ({len(outlinks)})", "bold $text-accent"), disabled=True)]
+        for i, link in enumerate(outlinks):
+            if link.target_id is not None and link.target_path:
+                loc = Location(link.target_path, sibling_abspath(note, link.target_path), None, link.anchor,
+                               link.target_title or link.target_path)
+                name = link.target_title or link.target_path
+            else:
+                loc = None
+                name = link.target + (" (attachment)" if link.target_path else " (unresolved)")
+            if link.anchor:
+                name += f" › {link.anchor}"
+            self.entries[f"out-{i}"] = LinkEntry(loc, link.target)
+            options.append(Option(self._prompt(name, link.context, broken=loc is None), id=f"out-{i}"))
+        options.append(Option(Content.styled(f"← backlinks ({len(backlinks)})", "bold $text-accent"), disabled=True))
+        for i, link in enumerate(backlinks):
+            loc = Location(link.source_path, sibling_abspath(note, link.source_path), link.line, None, link.source_title)
+            self.entries[f"in-{i}"] = LinkEntry(loc, link.source_path)
+            options.append(Option(self._prompt(f"{link.source_title}  {link.source_path}:{link.line}", link.context),
+                                  id=f"in-{i}"))
+        self.set_options(options)
+        self.border_title = f"Links {len(outlinks)} out · {len(backlinks)} in"
+        first = next((i for i, o in enumerate(options) if not o.disabled), None)
+        self.highlighted = first
+
+    def clear_links(self) -> None:
+        self.entries = {}
+        self.clear_options()
+        self.border_title = "Links"
+
+    @staticmethod
+    def _prompt(name: str, context: str, broken: bool = False) -> Content:
+        context = context if len(context) <= 160 else context[:159] + "…"
+        return Content.assemble((name, "$text-error" if broken else "bold"), "\n", (context, "$text-muted"))
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        entry = self.entries.get(event.option.id or "")
+        if entry is not None:
+            self.post_message(self.Follow(entry))
+
+
+class StatusLine(Horizontal):
+    """Index statistics on the left, warnings (stale hits, filters) on the right."""
+
+    def compose(self) -> ComposeResult:
+        yield Label("opening index…", id="status-index")
+        yield Label("", id="status-filters")
+        yield Label("", id="status-stale")
+
+    def show_index(self, text: str, *, error: bool = False) -> None:
+        label = self.query_one("#status-index", Label)
+        label.update(text)
+        label.set_class(error, "-error")
+
+    def show_filters(self, filters: Filters) -> None:
+        self.query_one("#status-filters", Label).update(f"filter {filters.describe()}" if filters else "")
+
+    def show_stale(self, count: int) -> None:
+        label = self.query_one("#status-stale", Label)
+        label.update(f"⚠ {count} hit{'s' * (count != 1)} changed on disk: kbase index" if count else "")
