@@ -18,7 +18,7 @@ CREATE TABLE meta (
 
 -- The folders (or single files) that were indexed; a document's path is relative to its root.
 CREATE TABLE roots (
-    id              INTEGER PRIMARY KEY,
+    id              INTEGER PRIMARY KEY,    -- row id
     path            TEXT NOT NULL UNIQUE,   -- absolute path of the folder or file as indexed
     added_at        TEXT NOT NULL,          -- UTC ISO-8601 time the root was first indexed
     last_indexed_at TEXT                    -- UTC ISO-8601 time of the last completed index run
@@ -26,8 +26,8 @@ CREATE TABLE roots (
 
 -- One row per indexed file, with its decoded text.
 CREATE TABLE documents (
-    id          INTEGER PRIMARY KEY,
-    root_id     INTEGER NOT NULL REFERENCES roots(id),
+    id          INTEGER PRIMARY KEY,        -- row id
+    root_id     INTEGER NOT NULL REFERENCES roots(id), -- the root (roots.id) it belongs to
     path        TEXT NOT NULL,          -- path relative to the root, '/'-separated ('' for a file root)
     kind        TEXT NOT NULL,          -- 'markdown' or 'text'
     title       TEXT NOT NULL,          -- front matter title, else first heading, else file name
@@ -46,8 +46,8 @@ CREATE INDEX documents_hash ON documents(hash);
 
 -- Passages of a document; the text is not stored twice: it is body[start_char:end_char].
 CREATE TABLE chunks (
-    id           INTEGER PRIMARY KEY,
-    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    id           INTEGER PRIMARY KEY,       -- row id
+    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     seq          INTEGER NOT NULL,      -- 0-based position of the chunk in its document
     start_char   INTEGER NOT NULL,      -- offset of the first character in documents.body
     end_char     INTEGER NOT NULL,      -- offset after the last character (exclusive)
@@ -74,18 +74,18 @@ CREATE INDEX chunks_to_embed ON chunks(id) WHERE embedded = 0;
 -- ('oversized'), a code fence that never closes ('unclosed_fence'), and any split that had to
 -- cut inside a sentence ('cut_sentence') or a word ('cut_word').
 CREATE TABLE diagnostics (
-    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     kind       TEXT NOT NULL,      -- oversized, unclosed_fence, cut_sentence, cut_word
     start_char INTEGER NOT NULL,   -- the block or chunk concerned: body[start_char:end_char]
-    end_char   INTEGER NOT NULL,
+    end_char   INTEGER NOT NULL,            -- offset after the last character (exclusive)
     line       INTEGER NOT NULL,   -- 1-based line of start_char
-    detail     TEXT NOT NULL DEFAULT ''
+    detail     TEXT NOT NULL DEFAULT ''  -- what happened, for people
 ) STRICT;
 CREATE INDEX diagnostics_doc ON diagnostics(doc_id);
 
 -- Tags from front matter ('tags') and inline '#tags' outside code.
 CREATE TABLE tags (
-    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     tag    TEXT NOT NULL COLLATE NOCASE,   -- without the leading '#', nested tags keep their '/'
     source TEXT NOT NULL,                  -- 'frontmatter' or 'inline'
     PRIMARY KEY (doc_id, tag)
@@ -94,15 +94,15 @@ CREATE INDEX tags_tag ON tags(tag);
 
 -- Front matter aliases: other names a note answers to.
 CREATE TABLE aliases (
-    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-    alias  TEXT NOT NULL COLLATE NOCASE,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
+    alias  TEXT NOT NULL COLLATE NOCASE,    -- another name of the note, as written in front matter
     PRIMARY KEY (doc_id, alias)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX aliases_alias ON aliases(alias);
 
 -- Headings of Markdown documents, in order.
 CREATE TABLE headings (
-    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     seq        INTEGER NOT NULL,   -- 0-based position among the document's headings
     level      INTEGER NOT NULL,   -- 1 to 6
     text       TEXT NOT NULL,      -- heading text without the '#' markers
@@ -117,10 +117,10 @@ CREATE TABLE headings (
 -- it is redone whenever notes appear, move or vanish, so an unresolved link resolves by itself
 -- once its target exists, and turns unresolved again when the target goes.
 CREATE TABLE links (
-    id          INTEGER PRIMARY KEY,
-    source_id   INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    id          INTEGER PRIMARY KEY,        -- row id
+    source_id   INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the note the link is in (documents.id)
     start_char  INTEGER NOT NULL,   -- body[start_char:end_char] is the link's source, e.g. '[[Note|alias]]'
-    end_char    INTEGER NOT NULL,
+    end_char    INTEGER NOT NULL,           -- offset after the last character (exclusive)
     line        INTEGER NOT NULL,   -- 1-based line of start_char
     kind        TEXT NOT NULL,      -- 'wiki', 'markdown' or 'frontmatter'
     embed       INTEGER NOT NULL,   -- 1 for ![[...]] and ![](...)
@@ -136,16 +136,16 @@ CREATE INDEX links_target ON links(target_id);
 
 -- Block ids ('^id' at the end of a block) that links can point at with [[Note#^id]].
 CREATE TABLE block_ids (
-    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     block_id   TEXT NOT NULL COLLATE NOCASE,  -- without the '^'
     start_char INTEGER NOT NULL,              -- body[start_char:end_char] == '^' || block_id
-    end_char   INTEGER NOT NULL,
+    end_char   INTEGER NOT NULL,            -- offset after the last character (exclusive)
     PRIMARY KEY (doc_id, block_id)
 ) STRICT, WITHOUT ROWID;
 
 -- Files in a root that are not notes but can be linked to (images, PDFs, ...).
 CREATE TABLE attachments (
-    root_id INTEGER NOT NULL REFERENCES roots(id) ON DELETE CASCADE,
+    root_id INTEGER NOT NULL REFERENCES roots(id) ON DELETE CASCADE, -- the root (roots.id) it belongs to
     path    TEXT NOT NULL,          -- relative to the root
     PRIMARY KEY (root_id, path)
 ) STRICT, WITHOUT ROWID;

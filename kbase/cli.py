@@ -381,7 +381,7 @@ def sql(ctx, query, sql_file, timeout, fmt):
     if sql_file is not None:
         text = sql_file.read()
     elif query in (None, "-"):
-        text = click.get_text_stream("stdin").read()
+        text = sys.stdin.read()
     else:
         text = query
     with _kb(ctx) as kb:

@@ -22,6 +22,7 @@ from kbase.migrations import MIGRATIONS, SCHEMA_VERSION
 APPLICATION_ID = 0x6B626173  # "kbas": marks a SQLite file as a kbase index
 BUSY_TIMEOUT_MS = 10_000  # a reader or writer waits this long for a lock before giving up
 SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_READONLY_DIRECTORY = 1544  # extended result code: the folder forbids creating -wal/-shm
 
 
 def default_db_path() -> Path:
@@ -66,11 +67,12 @@ def _load_sqlite_vec(con: apsw.Connection) -> None:
         con.enable_load_extension(True)
         con.load_extension(sqlite_vec.loadable_path())
         con.enable_load_extension(False)
-        con.execute("SELECT vec_version()").fetchall()
     except apsw.Error as e:
         raise DatabaseError(
             f"cannot load the sqlite-vec extension: {e}", "reinstall kbase: pip install --force-reinstall sqlite-vec"
         ) from e
+    # The first statement opens the file: an error here is the database's (connect translates it).
+    con.execute("SELECT vec_version()").fetchall()
 
 
 def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = False) -> apsw.Connection:
@@ -117,8 +119,9 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
         if readonly:
             raise DatabaseError(f"no index at {path}", "build one with: kbase index PATH (or pass --db)")
         _create(con)
-        version = SCHEMA_VERSION
-    elif app_id != APPLICATION_ID:
+        app_id = con.execute("PRAGMA application_id").get
+        version = con.execute("PRAGMA user_version").get
+    if app_id != APPLICATION_ID:
         raise DatabaseError(
             f"{path} is not a kbase index (application_id {app_id:#x})",
             "choose another file with --db or KBASE_DB; kbase never overwrites it",
@@ -141,9 +144,24 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
         con.execute("PRAGMA synchronous = NORMAL")  # safe in WAL mode: a crash loses no committed data integrity
 
 
+@contextlib.contextmanager
+def _immediate(con: apsw.Connection) -> Iterator[None]:
+    """A transaction that takes the write lock first: two kbase processes creating or migrating
+    the same index at once run one after the other, and the second sees the first one's work."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 def _create(con: apsw.Connection) -> None:
     con.execute("PRAGMA journal_mode = WAL")
-    with con:
+    with _immediate(con):
+        if con.execute("SELECT count(*) FROM sqlite_schema").get:
+            return  # another process created it meanwhile; _prepare checks what it made
         con.execute(schema_sql())
         for version in sorted(MIGRATIONS):
             con.execute(MIGRATIONS[version])
@@ -153,7 +171,9 @@ def _create(con: apsw.Connection) -> None:
 
 def _migrate(con: apsw.Connection, version: int) -> None:
     for step in range(version + 1, SCHEMA_VERSION + 1):
-        with con:
+        with _immediate(con):
+            if con.execute("PRAGMA user_version").get >= step:
+                continue  # another process took this step meanwhile
             con.execute(MIGRATIONS[step])
             con.execute(f"PRAGMA user_version = {step}")
 
@@ -169,9 +189,19 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
             f"index {path} is damaged: {e}", "run kbase check, or delete the file and index again"
         )
     if isinstance(e, apsw.ReadOnlyError):
+        if getattr(e, "extendedresult", None) == SQLITE_READONLY_DIRECTORY:
+            return DatabaseError(
+                f"the folder of index {path} is read-only",
+                f"SQLite must create {Path(path).name}-wal and -shm files beside it: make the folder writable",
+            )
         return DatabaseError(f"index {path} is read-only", "check the file's and folder's permissions")
     if isinstance(e, apsw.FullError):
         return DatabaseError(f"disk full while writing {path}", "free some space and run again; the index is intact")
+    if isinstance(e, apsw.IOError):
+        return DatabaseError(
+            f"disk I/O error on index {path} ({e})",
+            "the disk may be full, over quota or failing: free some space and run again; the index is intact",
+        )
     if isinstance(e, apsw.CantOpenError):
         return DatabaseError(f"cannot open index {path}", "check the path and its permissions")
     return DatabaseError(f"index {path}: {e}")

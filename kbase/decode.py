@@ -45,9 +45,12 @@ def decode(data: bytes) -> Decoded:
             except UnicodeDecodeError:
                 break  # a BOM followed by garbage: let the other detectors decide
     try:
-        return _checked(data.decode("utf_8"), "utf_8")
+        text = data.decode("utf_8")
     except UnicodeDecodeError:
-        pass
+        text = None
+    # ASCII-range UTF-16/32 without a BOM is valid UTF-8 too (full of NULs): not a verdict yet.
+    if text is not None and "\x00" not in text:
+        return _checked(text, "utf_8")
     if b"\x00" in data:
         encoding = _guess_utf16_32(data)
         if encoding is None:

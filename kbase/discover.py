@@ -144,6 +144,12 @@ def _walk_dir(
                 is_dir = entry.is_dir()  # follows symlinks
             except OSError:
                 is_dir = False
+            if not _utf8(name):
+                # The index stores paths as UTF-8 text; undecodable bytes in a name cannot be stored.
+                if is_dir or name.lower().endswith(exts):
+                    what = "folder" if is_dir else "file"
+                    yield Skipped(printable(entry.path), f"{what} name is not valid UTF-8 (rename it to index it)")
+                continue  # an attachment with such a name: no note can link to it anyway
             if is_dir:
                 if not _ignored(child_rel, True, specs):
                     yield from _walk_dir(Path(entry.path), child_rel, exts, max_size, specs, seen, atts)
@@ -163,6 +169,22 @@ def _walk_dir(
             yield from _file(child_rel, entry.path, est, max_size)
     finally:
         del specs[n:]
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # os.fsdecode turned undecodable bytes into lone surrogates
+        return False
+
+
+def printable(path: str) -> str:
+    """``path`` fit to print: undecodable bytes of a file name shown as ``\\xff``."""
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _file(rel: str, abspath: str, st: os.stat_result, max_size: int) -> Iterator[Candidate | Skipped]:

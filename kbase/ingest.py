@@ -20,7 +20,7 @@ from kbase import store
 from kbase.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.db import meta_get, meta_set
 from kbase.decode import UndecodableError, decode
-from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, walk
+from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, printable, walk
 from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
 from kbase.maintenance import follow_moved_roots
 from kbase.errors import InputError
@@ -46,7 +46,12 @@ def resolve_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
         path = Path(p).expanduser()
         if not path.exists():
             raise InputError(f"no such file or folder: {p}", "check the path you passed to kbase index")
-        out.append(path.resolve())
+        path = path.resolve()
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{printable(str(path))} is not a valid UTF-8 path", "rename it to index it") from None
+        out.append(path)
     return out
 
 
@@ -61,6 +66,7 @@ def _scope(con: apsw.Connection, path: Path) -> _Scope:
     root_id = store.ensure_root(con, str(path))
     inner = [(rid, r) for rid, r in roots if Path(r).is_relative_to(path)]
     if inner:
+        meta_set_tx(con, _links_pending(root_id), store.now_iso())  # the absorbed links resolve anew
         store.absorb_roots(con, root_id, str(path), inner)
     return _Scope(root_id, path, None, "")
 
@@ -84,7 +90,9 @@ def index(
     report = IndexReport()
     counter = counter or default_counter()
     # The index keeps the settings it was built with until new ones are given.
-    settings = settings or ChunkSettings.from_fingerprint(meta_get(con, "chunker"))
+    # A re-chunk that was interrupted ('chunker_pending') is finished with its settings first.
+    pending_chunker = meta_get(con, "chunker_pending")
+    settings = settings or ChunkSettings.from_fingerprint(pending_chunker or meta_get(con, "chunker"))
     report.moved_roots = follow_moved_roots(con, con.filename)
     if not paths:
         paths = [r for (r,) in con.execute("SELECT path FROM roots ORDER BY path")]
@@ -96,9 +104,12 @@ def index(
     roots = resolve_paths(paths)
     try:
         fingerprint = settings.fingerprint(counter)
-        if meta_get(con, "chunker") != fingerprint:
+        if meta_get(con, "chunker") != fingerprint or pending_chunker is not None:
+            meta_set_tx(con, "chunker_pending", fingerprint)
             report.rechunked = rechunk_all(con, counter, settings, progress)
-            meta_set_tx(con, "chunker", fingerprint)
+            with con:
+                meta_set(con, "chunker", fingerprint)
+                con.execute("DELETE FROM meta WHERE key = 'chunker_pending'")
         for path in roots:
             _index_scope(con, _scope(con, path), tuple(extensions), max_size, counter, settings, progress, report)
         meta_set_tx(con, "last_index_at", store.now_iso())
@@ -176,8 +187,14 @@ def _index_scope(
             attachments.append(item.relpath)
         else:
             found.append(item)
+    # Until this run resolves the links, a mark says they may be stale: a run that is killed or
+    # interrupted before then leaves it, and the next run resolves every link of the root.
+    pending = _links_pending(scope.root_id)
+    full_resolve = meta_get(con, pending) is not None
+    if not full_resolve:
+        meta_set_tx(con, pending, store.now_iso())
     # Links must be re-resolved across the root when its set of files or names changes.
-    full_resolve = store.set_attachments(con, scope.root_id, scope.prefix, attachments)
+    full_resolve = store.set_attachments(con, scope.root_id, scope.prefix, attachments) or full_resolve
     changed_ids: list[int] = []
     if scope.prefix:
         rows = con.execute(
@@ -209,8 +226,10 @@ def _index_scope(
         old = known.get(c.relpath)
         try:
             with open(c.abspath, "rb") as f:
+                # The stat of what is about to be read: a change during or after the read then
+                # differs from the stored stat, and the next run reads the file again.
+                st = os.fstat(f.fileno())
                 data = f.read(max_size + 1)
-            st = os.stat(c.abspath)
         except FileNotFoundError:
             report.skipped.append((c.abspath, "vanished while indexing"))
             if old is not None:
@@ -270,4 +289,11 @@ def _index_scope(
         report.removed += 1
         full_resolve = True
     store.resolve_links(con, scope.root_id, None if full_resolve else changed_ids)
-    store.finish_root(con, scope.root_id)
+    with con:
+        con.execute("DELETE FROM meta WHERE key = ?", (pending,))
+        store.finish_root(con, scope.root_id)
+
+
+def _links_pending(root_id: int) -> str:
+    """The meta key marking a root whose links must all be resolved again."""
+    return f"links_pending:{root_id}"

@@ -182,6 +182,10 @@ def _front_matter(text: str, warnings: list[str]) -> tuple[dict | None, int]:
     except RecursionError:
         warnings.append("front matter nested too deeply; body indexed without it")
         return None, body_start
+    except (ValueError, TypeError, OverflowError) as e:  # a constructor's: 2024-02-30, !!float abc, huge ints
+        problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+        warnings.append(f"malformed front matter: {problem}; body indexed without it")
+        return None, body_start
     if data is None:
         return {}, body_start
     if not isinstance(data, dict):

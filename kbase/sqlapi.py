@@ -98,11 +98,9 @@ def run(con: apsw.Connection, sql: str, *, timeout: float = SQL_TIMEOUT, max_row
             rows.append(row)
             if max_rows is not None and len(rows) >= max_rows:
                 break
-        if not columns:
-            try:
-                columns = [d[0] for d in cursor.getdescription()]
-            except apsw.ExecutionCompleteError:
-                columns = []
+        if not columns:  # no rows: the prepared statement still knows its columns
+            info = apsw.ext.query_info(con, sql)
+            columns = [d[0] for d in info.description or ()] if not info.query_remaining else []
         return Result(columns, rows)
     except apsw.AuthError as e:
         raise ReadOnlyViolation(

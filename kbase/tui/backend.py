@@ -209,6 +209,9 @@ def clip_snippet(snippet: str, spans: list[tuple[int, int]], width: int = 140) -
         space = snippet.find(" ", start, first if first > start else start + 20)
         start = space + 1 if space >= 0 else start
     end = start + width
+    for a, b in spans:  # never cut a match in two
+        if a < end < b:
+            end = b
     text = snippet[start:end]
     prefix = "…" if start > 0 and not text.startswith("…") else ""
     suffix = "…" if end < len(snippet) else ""

@@ -31,7 +31,15 @@ from kbase.tui.backend import (
     embedding_coverage,
     sibling_abspath,
 )
-from kbase.tui.widgets import FilterBar, LinksPane, PreviewPane, ResultsList, SearchBar, StatusLine
+from kbase.tui.widgets import (
+    FilterBar,
+    LinksPane,
+    PreviewPane,
+    PreviewScroll,
+    ResultsList,
+    SearchBar,
+    StatusLine,
+)
 
 
 # --- what the workers report ----------------------------------------------------------------------
@@ -89,7 +97,7 @@ class MainScreen(Screen):
         Binding("alt+left", "back", "Back", show=False),
         Binding("alt+right", "forward", "Forward", show=False),
         Binding("slash", "focus_search", "Search", show=False),
-        Binding("escape", "escape", "Search box / clear", show=False),
+        Binding("escape", "escape", "Search box (from it: the results)", show=False),
         Binding("m", "cycle_mode", "Mode", show=False),
         Binding("e", "open_editor", "Edit", show=False),
         Binding("left_square_bracket", "back", "Back", show=False),
@@ -515,7 +523,7 @@ class MainScreen(Screen):
         focused = self.focused
         bar = self.query_one(FilterBar)
         if focused is self.search_input:
-            self.search_input.value = ""
+            self.results.focus()  # leave the box: single keys (q, ?, j/k, [ ]) work again
         elif bar.has_focus_within:
             if not self.filters:
                 bar.remove_class("-visible")
@@ -603,15 +611,16 @@ class HelpScreen(ModalScreen):
             ("Search box", [
                 ("enter", "Search now and go to the results"),
                 ("down", "Go to the results"),
-                ("esc", "Clear the query"),
+                ("esc", "Leave the box (to the results)"),
+                ("ctrl+u", "Clear the query"),
             ]),
             ("Results", from_bindings(ResultsList) + [
                 ("up down pgup pgdn", "Move; the preview follows"),
                 ("home end", "First / last result"),
                 ("enter", "Read the note in the preview"),
             ]),
-            ("Preview", [
-                ("up down j k pgup pgdn", "Scroll"),
+            ("Preview", from_bindings(PreviewScroll) + [
+                ("up down pgup pgdn", "Scroll"),
                 ("click a [[link]]", "Follow it (alt+left comes back)"),
             ]),
             ("Links", from_bindings(LinksPane) + [

@@ -1,0 +1,139 @@
+"""kbase check finds each kind of damage that can be injected, --fix repairs what the stored texts
+allow; compact shrinks a churned index; roots can be re-pointed and follow a moved vault."""
+
+import json
+import os
+import shutil
+
+import apsw
+import pytest
+from click.testing import CliRunner
+
+import kbase
+from kbase import db
+from kbase.cli import cli
+from tests.conftest import bump_mtime, write
+
+
+@pytest.fixture
+def kb(db_path, vault):
+    k = kbase.open(db_path)
+    k.index([vault])
+    yield k
+    k.close()
+
+
+def raw(db_path):
+    """A connection that bypasses kbase's guards, to damage the file on purpose."""
+    return db.connect(db_path)
+
+
+def kinds(kb):
+    return {p.kind for p in kb.check()["problems"]}
+
+
+def test_healthy_index_checks_ok(kb, db_path):
+    assert kb.check()["problems"] == []
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
+    assert r.exit_code == 0 and r.stdout == "ok: the index is consistent\n"
+
+
+def test_fts_damage_is_found_and_rebuilt(kb, db_path):
+    con = raw(db_path)
+    cid, title, head, body = con.execute("SELECT id, title, headings, body FROM chunks_fts_content LIMIT 1").fetchone()
+    con.execute("INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body) VALUES ('delete', ?, ?, ?, ?)",
+                (cid, title, head, body))
+    assert "fts" in kinds(kb)
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
+    assert r.exit_code == 1 and "problem: fts" in r.stdout
+    result = kb.check(fix=True)
+    assert "rebuilt the keyword index" in result["fixed"] and result["problems"] == []
+    assert kb.search("raised", mode="keyword")[0].path == "Garden.md"
+
+
+def test_vector_damage_is_found_and_repaired(kb, db_path):
+    con = raw(db_path)
+    con.execute("DELETE FROM chunks_vec WHERE rowid = (SELECT min(id) FROM chunks)")
+    con.execute("INSERT INTO chunks_vec (rowid, embedding) SELECT 999999, embedding FROM chunks_vec LIMIT 1")
+    assert "vectors" in kinds(kb)
+    kb.check(fix=True)
+    assert kinds(kb) == set()
+    assert kb.embed()["embedded"] == 1  # the lost vector is made again, nothing else
+
+
+def test_dangling_link_and_foreign_model_are_found(kb, db_path):
+    con = raw(db_path)
+    con.execute("PRAGMA foreign_keys = OFF")
+    con.execute("UPDATE links SET target_id = 424242 WHERE rowid = (SELECT min(rowid) FROM links)")
+    con.execute("UPDATE meta SET value = '{\"model\": \"other\"}' WHERE key = 'embedder'")
+    found = {p.kind: p for p in kb.check()["problems"]}
+    assert "links" in found and "embedder" in found and not found["embedder"].fixable
+    kb.check(fix=True)
+    assert kinds(kb) == {"embedder"}
+    with pytest.raises(kbase.KbaseError, match="another embedding model"):
+        kb.search("garden", mode="semantic")
+
+
+def test_bad_offsets_are_found_and_rechunked(kb, db_path):
+    con = raw(db_path)
+    con.execute("DROP TRIGGER chunks_before_update")  # the schema forbids this; damage on purpose
+    con.execute("UPDATE chunks SET end_char = end_char + 100000 WHERE id = (SELECT min(id) FROM chunks)")
+    assert "chunk_offsets" in kinds(kb)
+    result = kb.check(fix=True)
+    assert any("re-chunked" in f for f in result["fixed"])
+    assert {p.kind for p in result["problems"]} == set()
+
+
+def test_page_corruption_is_reported_not_hidden(kb, db_path):
+    kb.close()
+    con = raw(db_path)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = con.execute("PRAGMA page_size").get
+    root = con.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'documents_hash'").get
+    con.close()
+    with open(db_path, "r+b") as f:
+        f.seek((root - 1) * page + 8)
+        f.write(b"\xff" * 64)
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
+    assert r.exit_code == 1
+    assert "sqlite_integrity" in r.stdout or "damaged" in r.stderr
+
+
+def test_compact_shrinks_a_churned_index(db_path, tmp_path):
+    v = write(tmp_path / "churn", {f"n{i}.md": f"# Note {i}\n\n" + "words " * 400 for i in range(40)})
+    k = kbase.open(db_path)
+    k.index([v], embed=False)
+    for round_ in range(3):
+        for p in v.iterdir():
+            p.write_text(f"# Note\n\nround {round_} " + "other words " * 300)
+            bump_mtime(p, 10 + round_)
+        k.index([v], embed=False)
+    for p in list(v.iterdir())[:30]:
+        p.unlink()
+    k.index([v], embed=False)
+    r = k.compact()
+    assert r["bytes_after"] < r["bytes_before"]
+    assert kinds(k) == set()
+    assert k.search("round", mode="keyword")
+
+
+def test_roots_move_and_follow_a_vault_moved_with_its_index(tmp_path):
+    home = tmp_path / "home"
+    vault = write(home / "notes", {"a.md": "# A\n\nalpha\n"})
+    k = kbase.open(home / "index.db")
+    k.index([vault], embed=False)
+    shutil.move(home, tmp_path / "moved")  # the notes and the index move together
+    k2 = kbase.open(tmp_path / "moved" / "index.db")
+    (r,) = k2.roots()
+    assert not r["exists"] and r["moved_with_index"] == str(tmp_path / "moved" / "notes")
+    report = k2.index([], embed=False)
+    assert report.moved_roots and report.unchanged == 1 and report.new == 0
+    assert k2.search("alpha", mode="keyword")[0].abspath == str(tmp_path / "moved" / "notes" / "a.md")
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "moved" / "notes", elsewhere)
+    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "move",
+                                   str(tmp_path / "moved" / "notes"), str(elsewhere)])
+    assert out.exit_code == 0 and out.stdout.startswith("moved root")
+    assert k2.index([], embed=False).unchanged == 1
+    roots = json.loads(CliRunner().invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "--json"]).stdout)
+    assert roots[0]["path"] == str(elsewhere) and roots[0]["exists"]
