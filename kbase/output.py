@@ -129,6 +129,11 @@ def render_status(st: dict) -> str:
         lines.append(f"root       {r['path']}  ({r['documents']} documents, indexed {r['last_indexed_at'] or 'never'})")
     lines.append(f"documents  {st['documents']:,}")
     lines.append(f"chunks     {st['chunks']:,}" + (f"  ({st['oversized_chunks']} oversized)" if st["oversized_chunks"] else ""))
+    if st["chunks"]:
+        pct = st["embedded_chunks"] / st["chunks"]
+        lines.append(f"embedded   {st['embedded_chunks']:,} chunks ({pct:.0%})"
+                     + ("" if pct == 1 else "  (kbase embed fills in the rest)"))
+    lines.append(f"links      {st['links']:,}" + (f"  ({st['unresolved_links']} unresolved)" if st["unresolved_links"] else ""))
     lines.append(f"tags       {st['tags']:,}")
     if st.get("diagnostics"):
         lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st["diagnostics"].items())
