@@ -21,10 +21,16 @@ class KB:
     >>> for hit in kb.search("sqlite wal", limit=5): print(hit.path, hit.line, hit.snippet)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, embedder=None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, embedder=None,
+                 cache_vectors: bool = True) -> None:
+        """``cache_vectors``: keep the vectors in memory for fast repeated semantic queries (a
+        long-lived process); one-shot commands pass False and query sqlite-vec directly."""
+        from kbase.vectors import VectorCache
+
         self.path = Path(path).expanduser() if path is not None else db.default_db_path()
         self._reader: apsw.Connection | None = None
         self._embedder = embedder
+        self.vector_cache = VectorCache() if cache_vectors else None
 
     @property
     def embedder(self):
@@ -132,8 +138,8 @@ class KB:
             return []
         vector = self.query_vector(query)
         if mode == "semantic":
-            return self._read(s.semantic_search, vector, limit=limit, filters=filters)
-        return self._read(s.hybrid_search, query, vector, limit=limit, filters=filters)
+            return self._read(s.semantic_search, vector, limit=limit, filters=filters, cache=self.vector_cache)
+        return self._read(s.hybrid_search, query, vector, limit=limit, filters=filters, cache=self.vector_cache)
 
     def default_mode(self) -> str:
         """'hybrid' when the index has vectors, else 'keyword'."""

@@ -36,7 +36,7 @@ class _Group(click.Group):
 def _kb(ctx: click.Context):
     from kbase.api import KB
 
-    return KB(ctx.obj["db"])
+    return KB(ctx.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
 
 
 def format_options(f):

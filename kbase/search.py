@@ -16,6 +16,7 @@ from kbase.models import Hit
 from kbase.text import LINE_BREAK
 from kbase.query import parse_query
 from kbase.rank import RRF_K, rrf
+from kbase.vectors import VectorCache
 
 # bm25 column weights (title, headings, body): a word in the title or a heading says more about
 # a passage than the same word once in its text. Starting points, to be tuned on the benchmark.
@@ -125,35 +126,46 @@ KNN_MAX = 4096
 
 
 def semantic_search(con: apsw.Connection, query_vector: bytes, *, limit: int = 10,
-                    filters: Filters = Filters()) -> list[Hit]:
+                    filters: Filters = Filters(), cache: VectorCache | None = None) -> list[Hit]:
     """Documents nearest in meaning to the query vector, one hit (the nearest chunk) each."""
-    return [_hit(con, doc_id, cid, sim, n) for doc_id, cid, sim, n in semantic_ranked(con, query_vector, limit, filters)]
+    return [_hit(con, doc_id, cid, sim, n)
+            for doc_id, cid, sim, n in semantic_ranked(con, query_vector, limit, filters, cache)]
 
 
-def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters()) -> list[tuple]:
+def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters(),
+                    cache: VectorCache | None = None) -> list[tuple]:
     """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest), best first.
 
-    Unfiltered: a k-nearest-neighbour query on chunks_vec alone, widened until ``n`` documents
-    are found. Filtered: an exact scan over the chunks that pass the filters, so a filter never
-    hides matches that exist.
+    Unfiltered: a k-nearest-neighbour query (sqlite-vec, or the in-memory ``cache``), widened
+    until ``n`` documents are found. Filtered: an exact scan over the chunks that pass the
+    filters, so a filter never hides matches that exist.
     """
     if n <= 0 or con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is None:
         return []
     where, args = filters.sql()
+    if where != "1" and cache is not None:
+        allowed = [cid for (cid,) in con.execute(
+            f"SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded AND {where}", args)]
+        return _group_nearest(con, cache.nearest(con, query_vector, len(allowed), allowed))[:n]
     if where == "1":
-        k = min(KNN_MAX, max(4 * n, 40))
+        k = max(4 * n, 40)
+        limit = None if cache is not None else KNN_MAX
         while True:
-            nearest = con.execute(
-                "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (query_vector, k)
-            ).fetchall()
+            if cache is not None:
+                nearest = cache.nearest(con, query_vector, k)
+            else:
+                k = min(k, KNN_MAX)
+                nearest = con.execute(
+                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (query_vector, k)
+                ).fetchall()
             docs = _group_nearest(con, nearest)
-            if len(docs) >= n or len(nearest) < k or k >= KNN_MAX:
+            if len(docs) >= n or len(nearest) < k or (limit is not None and k >= limit):
                 break
-            k = min(KNN_MAX, k * 4)
+            k *= 4
         if len(docs) >= n or len(nearest) < k:
             return docs[:n]
     # Exact scan: every embedded chunk that passes the filters (or, past KNN_MAX, every chunk).
-    rows = con.execute(
+    return con.execute(
         f"""WITH s AS (
                 SELECT c.doc_id, c.id AS cid, vec_distance_cosine(v.embedding, ?) AS dist
                 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN chunks_vec AS v ON v.rowid = c.id
@@ -165,7 +177,6 @@ def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: 
             SELECT doc_id, cid, 1 - dist, n FROM r WHERE rn = 1 ORDER BY dist LIMIT ?""",
         [query_vector, *args, n],
     ).fetchall()
-    return rows
 
 
 def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> list[tuple]:
@@ -201,6 +212,7 @@ def hybrid_search(
     k: float = RRF_K,
     weights: dict[str, float] | None = None,
     depth: int = FUSION_DEPTH,
+    cache: VectorCache | None = None,
 ) -> list[Hit]:
     """Reciprocal rank fusion of the keyword and semantic document lists (see kbase.rank).
 
@@ -209,7 +221,7 @@ def hybrid_search(
     """
     n = max(limit, depth)
     kw = keyword_ranked(con, text, n, filters)
-    sem = semantic_ranked(con, query_vector, n, filters)
+    sem = semantic_ranked(con, query_vector, n, filters, cache)
     fused = rrf({"keyword": [r[0] for r in kw], "semantic": [r[0] for r in sem]}, k=k,
                 weights=weights or DEFAULT_WEIGHTS)
     kw_by_doc = {r[0]: r for r in kw}

