@@ -7,7 +7,6 @@ when the index has embeddings.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,9 +25,10 @@ class KbaseApp(App):
     CSS_PATH = "kbase.tcss"
     TITLE = "kbase"
     BINDINGS = [
-        Binding("f1", "help", "Help", priority=True),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", priority=True, tooltip="Every key (this list)"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key (this list)"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, db_path: str | Path, *, kb_factory: KBFactory | None = None, debounce: float = 0.15) -> None:
@@ -66,6 +66,8 @@ class KbaseApp(App):
 
     def open_in_editor(self, argv: list[str]) -> None:
         """Run the editor in the terminal (the app is suspended meanwhile), then come back."""
+        import subprocess
+
         from textual.app import SuspendNotSupported
 
         try:

@@ -42,8 +42,10 @@ class KBPool:
         self._lock = threading.Lock()
         self._free: list[Any] = []
         self._all: list[Any] = []
-        # Loading the model twice at once would waste a second and the memory of a copy.
-        self.model_lock = threading.Lock()
+        # Semantic and hybrid searches share one KB, one at a time: its in-memory copy of the
+        # vectors (KB.vector_cache, ~80 MB for 50,000 chunks) and the model are loaded once.
+        self._vector_lock = threading.Lock()
+        self._vector_kb: Any = None
 
     @contextmanager
     def kb(self) -> Iterator[Any]:
@@ -59,6 +61,17 @@ class KBPool:
             with self._lock:
                 self._free.append(kb)
 
+    @contextmanager
+    def vector_kb(self) -> Iterator[Any]:
+        """The KB for model and vector work; callers queue for it (a superseded search ends
+        before the next one starts, and typing never waits: keyword searches use ``kb()``)."""
+        with self._vector_lock:
+            if self._vector_kb is None:
+                self._vector_kb = self._factory(self.db_path)
+                with self._lock:
+                    self._all.append(self._vector_kb)
+            yield self._vector_kb
+
     def size(self) -> int:
         with self._lock:
             return len(self._all)
@@ -67,6 +80,10 @@ class KBPool:
         """Close the connections nobody is using (a worker still running keeps its own)."""
         with self._lock:
             free, self._free = self._free, []
+            if self._vector_kb is not None and self._vector_lock.acquire(blocking=False):
+                free.append(self._vector_kb)
+                self._vector_kb = None
+                self._vector_lock.release()
             self._all = [kb for kb in self._all if kb not in free]
         for kb in free:
             try:
@@ -221,10 +238,13 @@ def clip_snippet(snippet: str, spans: list[tuple[int, int]], width: int = 140) -
 
 
 def embedding_coverage(status: dict, has_embeddings: bool) -> str:
-    """'embedded 40/40 (100%)' when status() reports it, else what can be said without it."""
+    """'embedded 40/50 (80%)' from ``status()['embedded_chunks']``; without that key (an older
+    library), whether there are embeddings at all."""
     chunks = status.get("chunks") or 0
     embedded = status.get("embedded_chunks")
-    if embedded is not None:
-        pct = (100 * embedded // chunks) if chunks else 0
-        return f"embedded {embedded:,}/{chunks:,} ({pct}%)"
-    return "embeddings: yes" if has_embeddings else "no embeddings (keyword search only)"
+    if embedded is None:
+        return "embeddings: yes" if has_embeddings else "no embeddings (keyword search only)"
+    if not embedded:
+        return "no embeddings (keyword search only)"
+    pct = (100 * embedded // chunks) if chunks else 0
+    return f"embedded {embedded:,}/{chunks:,} ({pct}%)"

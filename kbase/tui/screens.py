@@ -8,9 +8,6 @@ dropped (each request carries a generation number).
 
 from __future__ import annotations
 
-import subprocess
-import time
-
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,6 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
+from kbase.errors import DatabaseError
 from kbase.tui.backend import (
     MODES,
     SEARCH_LIMIT,
@@ -86,26 +84,31 @@ class WorkFailed(Message):
         self.what, self.error, self.gen = what, error, gen
 
 
+MODE_HELP = "Search mode: keyword → semantic → hybrid"
+EDIT_HELP = "Open the note in $EDITOR at the hit's line"
+
+
 class MainScreen(Screen):
     """Search box, results, preview, links, status line."""
 
     BINDINGS = [
-        Binding("ctrl+t", "cycle_mode", "Mode", priority=True, tooltip="Cycle keyword / semantic / hybrid"),
+        Binding("ctrl+t", "cycle_mode", "Mode", priority=True, tooltip=MODE_HELP),
         Binding("ctrl+f", "toggle_filters", "Filters", priority=True, tooltip="Path and tag filters"),
-        Binding("ctrl+o", "open_editor", "Edit", priority=True, tooltip="Open the note in $EDITOR at the hit's line"),
-        Binding("ctrl+r", "reload", "Reload", show=False, priority=True),
-        Binding("alt+left", "back", "Back", show=False),
-        Binding("alt+right", "forward", "Forward", show=False),
-        Binding("slash", "focus_search", "Search", show=False),
-        Binding("escape", "escape", "Search box (from it: the results)", show=False),
-        Binding("m", "cycle_mode", "Mode", show=False),
-        Binding("e", "open_editor", "Edit", show=False),
-        Binding("left_square_bracket", "back", "Back", show=False),
-        Binding("right_square_bracket", "forward", "Forward", show=False),
+        Binding("ctrl+o", "open_editor", "Edit", priority=True, tooltip=EDIT_HELP),
+        Binding("ctrl+r", "reload", "Reload", show=False, priority=True,
+                tooltip="Read the index again (after kbase index)"),
+        Binding("alt+left", "back", "Back", show=False, tooltip="Back to the previous note"),
+        Binding("alt+right", "forward", "Forward", show=False, tooltip="Forward again"),
+        Binding("slash", "focus_search", "Search", show=False, tooltip="Go to the search box"),
+        Binding("escape", "escape", "Search box ⇄ results", show=False),
+        Binding("m", "cycle_mode", "Mode", show=False, tooltip=MODE_HELP),
+        Binding("e", "open_editor", "Edit", show=False, tooltip=EDIT_HELP),
+        Binding("left_square_bracket", "back", "Back", show=False, tooltip="Back to the previous note"),
+        Binding("right_square_bracket", "forward", "Forward", show=False, tooltip="Forward again"),
         Binding("1", "focus_pane('results')", "Results pane", show=False),
         Binding("2", "focus_pane('preview')", "Preview pane", show=False),
         Binding("3", "focus_pane('links')", "Links pane", show=False),
-        Binding("down", "focus_pane('results')", "Results (from the search box)", show=False),
+        Binding("down", "focus_pane('results')", "Go to the results", show=False),
     ]
 
     def __init__(self) -> None:
@@ -126,6 +129,7 @@ class MainScreen(Screen):
         self._debounce: Timer | None = None
         self._links_note: Location | None = None
         self._outlinks: list = []
+        self._index_problem = ""
 
     # --- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -169,10 +173,10 @@ class MainScreen(Screen):
 
     def _show_mode(self) -> None:
         note = ""
-        if self.mode != "keyword" and self.has_embeddings and not self.model_ready and not self.model_failed:
-            note = "(loading model)"
-        elif self.model_failed:
+        if self.model_failed:
             note = "(model unavailable)"
+        elif self.mode != "keyword" and self.has_embeddings and not self.model_ready:
+            note = "(loading model)"
         self.query_one(SearchBar).show_mode(self.mode, available=self.vectors_available or self.mode == "keyword",
                                             note=note)
 
@@ -213,18 +217,18 @@ class MainScreen(Screen):
             self.query_one(StatusLine).show_stale(0)
             return
         if self.index_ok is False:
-            self.results.clear_hits("No index yet (see preview)")
+            self.results.clear_hits(self._index_problem)
             return
         vector = self.mode != "keyword" and self.vectors_available
         self.results.set_title(pending="searching…")
-        self.search_keyword(self._gen, query, self.filters, final=not vector)
+        self.search_keyword(self._gen, query, self.filters)
         if vector:
             self.search_vector(self._gen, query, self.filters, self.mode)
         else:
             self.workers.cancel_group(self, "search-vector")
 
     @work(thread=True, exclusive=True, group="search-keyword", exit_on_error=False)
-    def search_keyword(self, gen: int, query: str, filters: Filters, final: bool = True) -> None:
+    def search_keyword(self, gen: int, query: str, filters: Filters) -> None:
         worker = get_current_worker()
         try:
             with self.app.pool.kb() as kb:
@@ -240,11 +244,7 @@ class MainScreen(Screen):
     def search_vector(self, gen: int, query: str, filters: Filters, mode: str) -> None:
         worker = get_current_worker()
         try:
-            with self.app.pool.kb() as kb:
-                with self.app.pool.model_lock:  # wait for the model, never load it twice
-                    if worker.is_cancelled:
-                        return
-                    kb.embedder  # noqa: B018 - loads it on first use
+            with self.app.pool.vector_kb() as kb:  # queued behind the model load / older search
                 if worker.is_cancelled:
                     return
                 hits = kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs())
@@ -367,7 +367,7 @@ class MainScreen(Screen):
             with self.app.pool.kb() as kb:
                 note = kb.note(name)
         except Exception as e:  # noqa: BLE001
-            self.post_message(WorkFailed("links", e))
+            self.post_message(WorkFailed("resolve", e))
             return
         self.post_message(NoteResolved(Location(note.path, None, None, anchor, note.title)))
 
@@ -430,8 +430,10 @@ class MainScreen(Screen):
     def load_model(self) -> None:
         """Load the embedding model (fastembed is imported here, never before the first paint)."""
         try:
-            with self.app.pool.model_lock, self.app.pool.kb() as kb:
-                kb.query_vector("warm up")  # loads the model, checks it matches the index
+            with self.app.pool.vector_kb() as kb:
+                # Loads the model, checks it made the index's vectors, and reads the vectors
+                # into memory: the first real query is then as fast as the others.
+                kb.search("warm up", mode="semantic", limit=1)
         except Exception as e:  # noqa: BLE001
             self.post_message(WorkFailed("model", e))
             return
@@ -447,22 +449,30 @@ class MainScreen(Screen):
         what = message.what
         if what == "status":
             self.index_ok = False
-            self.query_one(StatusLine).show_index(_one_line(message.error), error=True)
-            self.results.clear_hits("No index yet (see preview)")
+            problem = _one_line(message.error)
+            hint = getattr(message.error, "hint", None)
+            self.query_one(StatusLine).show_index(problem, error=True)
+            missing = problem.startswith("no index")
+            self._index_problem = "No index yet" if missing else "Index unavailable"
+            self.results.clear_hits(self._index_problem)
             self.preview.show_message(
-                f"{_one_line(message.error)}\n\nBuild the index with:  kbase index PATH\nthen press ctrl+r."
+                problem + (f"\n\nhint: {hint}" if hint else "")
+                + ("\n\nBuild it with:  kbase index PATH" if missing else "")
+                + "\n\nThen press ctrl+r."
             )
         elif what in ("model", "vector"):
             if what == "vector" and message.gen != self._gen:
                 return
-            self.model_failed = True
-            self._show_mode()
-            # Keyword results stay; they are all there is now.
+            if not isinstance(message.error, DatabaseError):  # not a passing lock: the model
+                self.model_failed = True
+                self.mode = "keyword"
+                self._show_mode()
+            # The keyword results stay, as the final answer for this query.
             self._final_gen = self._gen
             self.results.set_title(pending="")
         elif what == "search" and message.gen != self._gen:
             return
-        elif what == "document" and message.gen != self._request:
+        elif what in ("document", "links") and message.gen != self._request:
             return
         self.app.notify_error(message.error, title=f"kbase ({what})")
 
@@ -482,7 +492,7 @@ class MainScreen(Screen):
             self.app.notify("Still opening the index…", severity="information")
             return
         if not self.index_ok:
-            self.app.notify("No index yet.\nhint: kbase index PATH", severity="warning")
+            self.app.notify(f"{self._index_problem}.\nhint: kbase index PATH, then ctrl+r", severity="warning")
             return
         self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
         self.mode_chosen = True
@@ -533,6 +543,7 @@ class MainScreen(Screen):
 
     def action_reload(self) -> None:
         self.index_ok = None if self.index_ok is False else self.index_ok
+        self.model_failed = False  # kbase embed may have run meanwhile: try the model again
         self.load_status()
         self.start_search()
 
@@ -584,50 +595,55 @@ class HelpScreen(ModalScreen):
 
     def sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         """(section, [(keys, description)]): the bindings of the app, the main screen and the
-        panes (read from their BINDINGS, so none is missing), then the keys of Textual widgets."""
+        panes (read from their BINDINGS, so none is missing), then the keys Textual's own
+        widgets handle."""
         from kbase.tui.app import KbaseApp
 
-        def from_bindings(*classes) -> list[tuple[str, str]]:
+        def chord(key: str) -> bool:  # works while typing in a box
+            return key.startswith(("ctrl+", "alt+")) or (key[:1] == "f" and key[1:].isdigit())
+
+        def from_bindings(*classes, keep=lambda key: True) -> list[tuple[str, str]]:
             merged: dict[str, list[str]] = {}
             for cls in classes:
                 for b in cls.BINDINGS:
                     if not isinstance(b, Binding):
                         b = Binding(*b)
-                    for key in b.key.split(","):
-                        display = self.app.get_key_display(Binding(key.strip(), b.action, b.description))
-                        keys = merged.setdefault(b.description, [])
+                    for key in (k.strip() for k in b.key.split(",")):
+                        if not keep(key):
+                            continue
+                        display = self.app.get_key_display(Binding(key, b.action, b.description))
+                        keys = merged.setdefault(b.tooltip or b.description, [])
                         if display not in keys:
                             keys.append(display)
             return [(" ".join(keys), what) for what, keys in merged.items()]
 
-        screen_keys = from_bindings(MainScreen)
-        anywhere = [(k, w) for k, w in screen_keys if any(x.startswith(("ctrl+", "alt+", "^")) for x in k.split())]
+        top = (KbaseApp, MainScreen)
         return [
-            ("Anywhere", from_bindings(KbaseApp) + anywhere + [
-                ("ctrl+p", "Command palette (modes, filters, help, …)"),
+            ("Anywhere", from_bindings(*top, keep=chord) + [
+                ("^p", "Command palette (modes, filters, help, …)"),
                 ("tab shift+tab", "Next / previous pane"),
             ]),
-            ("When not typing in a box", [(k, w) for k, w in screen_keys if (k, w) not in anywhere]),
-            ("Search box", [
-                ("enter", "Search now and go to the results"),
-                ("down", "Go to the results"),
+            ("When not typing in a box", from_bindings(*top, keep=lambda k: not chord(k) and k != "down")),
+            ("Search box", [("enter", "Search now and go to the results")]
+             + from_bindings(MainScreen, keep=lambda k: k == "down") + [
                 ("esc", "Leave the box (to the results)"),
-                ("ctrl+u", "Clear the query"),
+                ("^u", "Clear the query"),
             ]),
             ("Results", from_bindings(ResultsList) + [
-                ("up down pgup pgdn", "Move; the preview follows"),
+                ("↑ ↓ pgup pgdn", "Move; the preview follows"),
                 ("home end", "First / last result"),
                 ("enter", "Read the note in the preview"),
+                ("click", "Pick a result"),
             ]),
             ("Preview", from_bindings(PreviewScroll) + [
-                ("up down pgup pgdn", "Scroll"),
-                ("click a [[link]]", "Follow it (alt+left comes back)"),
+                ("↑ ↓ pgup pgdn", "Scroll"),
+                ("click a link", "Follow it (alt+← comes back)"),
             ]),
             ("Links", from_bindings(LinksPane) + [
-                ("up down", "Move"),
-                ("enter", "Follow the link (outlink or backlink)"),
+                ("↑ ↓", "Move"),
+                ("enter or click", "Follow the link (outlink or backlink)"),
             ]),
-            ("Filter bar (ctrl+f)", [
+            ("Filter bar (^f)", [
                 ("path", "Folder prefix or glob, e.g. journal/ or tech/*.md"),
                 ("tags", "Tags separated by spaces; nested tags match"),
                 ("esc", "Back to the search box"),

@@ -3,7 +3,6 @@ what the user did with messages (up); none of them touches the index."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from textual import on
@@ -12,8 +11,7 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import Input, Label, Markdown, OptionList, Static, TextArea
-from textual.widgets.markdown import MarkdownBlock
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from kbase.tui.backend import (
@@ -177,7 +175,10 @@ class PreviewScroll(VerticalScroll):
 
 class PreviewPane(Container):
     """The document, rendered: Markdown (wikilinks clickable) or plain text with line numbers;
-    scrolled to the hit, whose block (Markdown) or line (text) is highlighted."""
+    scrolled to the hit, whose block (Markdown) or line (text) is highlighted.
+
+    The Markdown and text views are created on first use, so the first paint does not wait
+    for markdown-it and the text area."""
 
     class FollowLink(Message):
         """A link in the preview was clicked."""
@@ -190,25 +191,51 @@ class PreviewPane(Container):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.location: Location | None = None
-        self.hit_block: MarkdownBlock | None = None
+        self.hit_block = None  # the MarkdownBlock holding the hit's line
         self.hit_line: int | None = None  # 1-based line of the stored body that is highlighted
         self.line_offset = 0  # lines of front matter above the rendered Markdown
 
     def compose(self) -> ComposeResult:
         with PreviewScroll(id="md-scroll"):
             yield Static("", id="preview-empty")
-            yield Markdown("", id="preview-md", open_links=False)
-        yield TextArea("", id="preview-text", read_only=True, soft_wrap=True, show_line_numbers=True)
 
     def on_mount(self) -> None:
         self.border_title = "Preview"
-        self.query_one("#preview-text").display = False
-        self.query_one("#preview-md").display = False
+
+    def _view(self, selector: str):
+        views = self.query(selector)
+        return views.first() if views else None
+
+    async def _markdown_view(self):
+        md = self._view("#preview-md")
+        if md is None:
+            from textual.widgets import Markdown
+
+            md = Markdown("", id="preview-md", open_links=False)
+            await self.query_one("#md-scroll", VerticalScroll).mount(md)
+        return md
+
+    async def _text_view(self):
+        text = self._view("#preview-text")
+        if text is None:
+            from textual.widgets import TextArea
+
+            text = TextArea("", id="preview-text", read_only=True, soft_wrap=True, show_line_numbers=True)
+            await self.mount(text)
+        return text
+
+    def _show_only(self, *, text: bool, markdown: bool = False, empty: bool = False) -> None:
+        self.query_one("#preview-empty").display = empty
+        self.query_one("#md-scroll").display = not text
+        for selector, shown in (("#preview-md", markdown), ("#preview-text", text)):
+            view = self._view(selector)
+            if view is not None:
+                view.display = shown
 
     @property
     def scroller(self):
-        text = self.query_one("#preview-text", TextArea)
-        return text if text.display else self.query_one("#md-scroll", VerticalScroll)
+        text = self._view("#preview-text")
+        return text if text is not None and text.display else self.query_one("#md-scroll", VerticalScroll)
 
     def current_line(self) -> int | None:
         """The 1-based line of the stored body the preview is at (the hit's, else its block's)."""
@@ -224,12 +251,8 @@ class PreviewPane(Container):
     def show_message(self, message: str) -> None:
         self.location, self.hit_block, self.hit_line = None, None, None
         self.border_title, self.border_subtitle = "Preview", ""
-        empty = self.query_one("#preview-empty", Static)
-        empty.update(message)
-        empty.display = True
-        self.query_one("#preview-md").display = False
-        self.query_one("#preview-text").display = False
-        self.query_one("#md-scroll").display = True
+        self.query_one("#preview-empty", Static).update(message)
+        self._show_only(text=False, empty=True)
 
     def show_document(self, doc, location: Location) -> None:
         """Render ``doc`` (a ``DocRef``) at ``location`` (rendering runs in an async worker)."""
@@ -239,39 +262,36 @@ class PreviewPane(Container):
         self.run_worker(self._render_document(doc, location), exclusive=True, group="preview-render")
 
     async def _render_document(self, doc, location: Location) -> None:
-        empty = self.query_one("#preview-empty", Static)
-        md = self.query_one("#preview-md", Markdown)
-        text = self.query_one("#preview-text", TextArea)
-        scroll = self.query_one("#md-scroll", VerticalScroll)
         self.hit_block, self.hit_line = None, location.line
         if is_markdown(doc.path) and len(doc.body) <= MARKDOWN_MAX_CHARS:
+            md = await self._markdown_view()
             offset = self.line_offset = lines_before(doc.body, doc.body_start)
             await md.update(wikilinks_to_markdown(doc.body[doc.body_start:]))
-            empty.display, text.display, scroll.display, md.display = False, False, True, True
+            self._show_only(text=False, markdown=True)
             block = self._find_block(md, location, offset)
             self.hit_block = block
+            scroll = self.query_one("#md-scroll", VerticalScroll)
             if block is not None:
                 block.add_class("-hit")
-                self.call_after_refresh(self._scroll_to_block, block)
+                self.call_after_refresh(scroll.scroll_to_center, block, animate=False, origin_visible=True,
+                                        immediate=True)
             else:
                 self.call_after_refresh(scroll.scroll_home, animate=False)
         else:
+            text = await self._text_view()
             self.line_offset = 0
             text.load_text(doc.body)
-            empty.display, scroll.display, text.display = False, False, True
-            line = max(0, (location.line or 1) - 1)
+            self._show_only(text=True)
             if location.line:
-                text.select_line(line)
+                text.select_line(max(0, location.line - 1))
             else:
                 text.move_cursor((0, 0))
             self.call_after_refresh(text.scroll_cursor_visible, center=True, animate=False)
 
-    def _scroll_to_block(self, block: MarkdownBlock) -> None:
-        scroll = self.query_one("#md-scroll", VerticalScroll)
-        scroll.scroll_to_center(block, animate=False, origin_visible=True, immediate=True)
-
     @staticmethod
-    def _find_block(md: Markdown, location: Location, offset: int) -> MarkdownBlock | None:
+    def _find_block(md, location: Location, offset: int):
+        from textual.widgets.markdown import MarkdownBlock
+
         blocks = [b for b in md.query(MarkdownBlock) if b.source_range[1] > b.source_range[0]]
         if location.line:
             line = location.line - 1 - offset  # 0-based line of the Markdown source
@@ -288,8 +308,8 @@ class PreviewPane(Container):
                     return b
         return None
 
-    @on(Markdown.LinkClicked)
-    def _link_clicked(self, event: Markdown.LinkClicked) -> None:
+    def on_markdown_link_clicked(self, event) -> None:
+        """Markdown.LinkClicked (handled by name: the Markdown widget is imported lazily)."""
         event.stop()
         target = link_from_href(event.href)
         if target is None:

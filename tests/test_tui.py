@@ -1,0 +1,661 @@
+"""kbase browse (kbase/tui): driven with Textual's pilot on real indexes built from
+tests/data/tui/vault, plus snapshots of the main screen (pytest-textual-snapshot)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+import kbase
+from kbase.api import KB
+from kbase.errors import DatabaseError
+from kbase.tui.app import KbaseApp
+from kbase.tui.backend import (
+    Filters,
+    KBPool,
+    Location,
+    clip_snippet,
+    editor_command,
+    embedding_coverage,
+    link_from_href,
+    sibling_abspath,
+    wikilinks_to_markdown,
+)
+from kbase.tui.screens import HelpScreen, MainScreen
+from kbase.tui.widgets import FilterBar, LinksPane, PreviewScroll, ResultsList
+
+VAULT = Path(__file__).parent / "data" / "tui" / "vault"
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+def build(root: Path, *, embedder=None) -> tuple[Path, Path]:
+    vault = root / "vault"
+    shutil.copytree(VAULT, vault)
+    db = root / "index.db"
+    if embedder is None:
+        kbase.open(db).index([vault], embed=False)
+    else:
+        KB(db, embedder=embedder).index([vault])
+    return db, vault
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    """The test vault indexed without embeddings (shared: tests only read it)."""
+    return build(tmp_path_factory.mktemp("tui"))[0]
+
+
+class FakeEmbedder:
+    """Deterministic bag-of-words vectors (crc32 of each word into 32 buckets), optionally slow."""
+
+    model_id = "fake-bow"
+    dimension = 32
+    max_tokens = 256
+    fingerprint = json.dumps({"model": "fake-bow", "dim": 32})
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.queries: list[str] = []
+
+    def _vector(self, text: str) -> bytes:
+        v = [0.0] * self.dimension
+        for word in re.findall(r"\w+", text.lower()):
+            v[zlib.crc32(word.encode()) % self.dimension] += 1.0
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        return struct.pack(f"<{self.dimension}f", *(x / norm for x in v))
+
+    def embed_batch(self, texts):
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text):
+        self.queries.append(text)
+        time.sleep(self.delay)
+        return self._vector(text)
+
+
+def make_app(db: Path, **kwargs) -> KbaseApp:
+    """The app with a shorter debounce than the interactive 150 ms (the tests type fast anyway)."""
+    return KbaseApp(db, **{"debounce": 0.05, **kwargs})
+
+
+def main(app: KbaseApp) -> MainScreen:
+    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
+
+
+async def settle(pilot, timeout: float = 10.0) -> None:
+    """Wait until the main screen is up, no search is pending and every worker has finished."""
+    app = pilot.app
+    deadline = time.monotonic() + timeout
+    while not any(isinstance(s, MainScreen) and s.is_mounted and s.query(ResultsList) for s in app.screen_stack):
+        if time.monotonic() > deadline:
+            raise AssertionError("the main screen never came up")
+        await pilot.pause(0.01)
+    quiet = 0
+    while time.monotonic() < deadline:
+        await pilot.pause(0.01)
+        screen = main(app)
+        if screen._debounce is None and all(w.is_finished for w in app.workers):
+            quiet += 1
+            if quiet >= 2:
+                await pilot.pause()  # let the last updates reach the screen
+                await pilot.wait_for_scheduled_animations()
+                return
+        else:
+            quiet = 0
+    raise AssertionError("the app did not settle")
+
+
+async def wait_for(pilot, predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await pilot.pause(0.01)
+
+
+async def type_query(pilot, text: str, *, keys: bool = False) -> None:
+    """Put ``text`` in the search box (key by key with ``keys``: slower, ~50 ms a key) and wait
+    for the results. Either way the box's Changed event starts the debounced search."""
+    await settle(pilot)
+    screen = main(pilot.app)
+    screen.search_input.focus()
+    if keys:
+        await pilot.press(*text)
+    else:
+        screen.search_input.value = text
+    await settle(pilot)
+
+
+def screen_text(app) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def notifications(app) -> list:
+    return list(app._notifications)
+
+
+# --- searching --------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_typing_shows_results_with_highlighted_matches(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        assert "7 notes · 7 chunks" in screen_text(app)
+        await type_query(pilot, "tomatoes", keys=True)
+        results = screen.results
+        paths = [h.path for h in results.hits]
+        assert paths[0] == "Garden.md" and set(paths) == {"Garden.md", "tech/notes.txt", "journal/2024-05-02.md",
+                                                           "Compost.md"}
+        assert results.source == "keyword" and results.border_title == "4 results · keyword"
+        # title, path:line and score on each entry; the matched words styled in the snippet
+        first = results.get_option_at_index(0).prompt
+        assert first.plain.startswith("Garden  ") and "Garden.md:3" in first.plain
+        hit = results.hits[0]
+        marked = [first.plain[s.start:s.end] for s in first.spans if "underline" in str(s.style)]
+        assert marked and all(m.lower() == "tomatoes" for m in marked), marked
+        assert hit.highlights
+        text = screen_text(app)
+        assert "Garden.md:3" in text and "Tomatoes need sun" in text
+        # the preview shows the first hit, its line highlighted
+        assert screen.preview.location.path == "Garden.md"
+        assert screen.preview.hit_block is not None and screen.preview.hit_block.has_class("-hit")
+        assert "Tomatoes need sun" in (screen.preview.hit_block.source or "")
+
+
+@pytest.mark.asyncio
+async def test_moving_through_results_moves_the_preview(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "tomatoes")
+        screen = main(app)
+        await pilot.press("enter")  # search box -> results
+        assert app.focused is screen.results
+        seen = [screen.preview.location.path]
+        for key in ("j", "down", "down"):
+            await pilot.press(key)
+            await settle(pilot)
+            hit = screen.results.current
+            assert screen.preview.location.path == hit.path
+            seen.append(hit.path)
+            if hit.path.endswith(".md"):  # the block holding the hit's line is highlighted
+                block = screen.preview.hit_block
+                start, end = block.source_range
+                assert start <= hit.line - 1 - screen.preview.line_offset < end
+                assert block.has_class("-hit")
+            else:  # plain text: the hit's line is selected in a line-numbered view
+                view = app.query_one("#preview-text")
+                assert view.display and view.selection.start[0] == hit.line - 1
+        assert seen == [h.path for h in screen.results.hits]
+        await pilot.press("k")
+        await settle(pilot)
+        assert screen.preview.location.path == screen.results.hits[2].path
+        # the mouse: a click on the list's first row picks the first result
+        await pilot.click(ResultsList, offset=(3, 1))
+        await settle(pilot)
+        assert screen.results.highlighted == 0 and screen.preview.location.path == "Garden.md"
+
+
+@pytest.mark.asyncio
+async def test_filters_restrict_the_search(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "checkpoint")
+        screen = main(app)
+        assert {h.path for h in screen.results.hits} == {"tech/SQLite.md", "tech/Backups.md", "tech/notes.txt",
+                                                          "journal/2024-05-02.md"}
+        await pilot.press("ctrl+f")
+        bar = app.query_one(FilterBar)
+        assert bar.display and app.focused.id == "filter-path"
+        await pilot.press(*"tech/")
+        await settle(pilot)
+        assert {h.path for h in screen.results.hits} == {"tech/SQLite.md", "tech/Backups.md", "tech/notes.txt"}
+        await pilot.press("tab")  # to the tags box
+        await pilot.press(*"ops")
+        await settle(pilot)
+        assert [h.path for h in screen.results.hits] == ["tech/Backups.md"]
+        assert "filter path:tech/ #ops" in screen_text(app)
+        screen.set_filters("", "journal")
+        await settle(pilot)
+        assert [h.path for h in screen.results.hits] == ["journal/2024-05-02.md"]
+        commands = {c.title: c.callback for c in app.get_system_commands(app.screen)}
+        assert {"Search mode: next", "Filters: edit", "Open note in $EDITOR", "Help: key bindings"} <= set(commands)
+        commands["Filters: clear"]()  # the command palette's entry
+        await settle(pilot)
+        assert len(screen.results.hits) == 4 and not bar.display
+
+
+# --- links and history ------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_follow_links_back_and_forward(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "pinch shoots")
+        screen = main(app)
+        assert screen.preview.location.path == "Garden.md"
+        links = screen.links
+        assert links.border_title == "Links 1 out · 3 in"
+        options = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
+        assert options[1].startswith("Compost") and "Feed them with [[Compost]] in spring." in options[1]
+        assert any("Thursday  journal/2024-05-02.md:6" in o for o in options)  # a backlink, with its line
+        await pilot.press("escape", "3")  # leave the search box, go to the links pane
+        assert app.focused is links
+        await pilot.press("enter")  # follow the outlink
+        await settle(pilot)
+        assert screen.preview.location.path == "Compost.md"
+        assert screen.links.border_title == "Links 1 out · 1 in"  # Compost's own links now
+        # the outlink [[Garden#Beds|raised beds]] scrolls to the heading
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.preview.location.path == "Garden.md" and screen.preview.location.anchor == "Beds"
+        assert (screen.preview.hit_block.source or "").startswith("## Beds")
+        await pilot.press("alt+left")
+        await settle(pilot)
+        assert screen.preview.location.path == "Compost.md"
+        await pilot.press("left_square_bracket")
+        await settle(pilot)
+        assert screen.preview.location.path == "Garden.md" and screen.history_pos == 0
+        await pilot.press("alt+right", "right_square_bracket")
+        await settle(pilot)
+        assert screen.preview.location.path == "Garden.md" and screen.history_pos == 2
+        # a backlink opens its source at the line of the link
+        await pilot.press("alt+left", "alt+left")
+        await settle(pilot)
+        links.highlighted = next(i for i in range(links.option_count)
+                                 if "journal/2024-05-02.md:6" in links.get_option_at_index(i).prompt.plain)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.preview.location == Location("journal/2024-05-02.md",
+                                                   screen.preview.location.abspath, 6, None, "Thursday")
+        assert "[Garden](kbase-note:Garden)" in screen.preview.hit_block.source
+
+
+@pytest.mark.asyncio
+async def test_wikilink_clicked_in_the_preview_is_followed(index):
+    from textual.widgets import Markdown
+
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "welcome")
+        screen = main(app)
+        assert screen.preview.location.path == "Welcome.md"
+        md = app.query_one("#preview-md", Markdown)
+        assert "[the SQLite notes](kbase-note:SQLite)" in md.source  # wikilinks became links
+        md.post_message(Markdown.LinkClicked(md, "kbase-note:SQLite"))
+        await settle(pilot)
+        assert screen.preview.location.path == "tech/SQLite.md"
+        md.post_message(Markdown.LinkClicked(md, "kbase-note:Greenhouse"))  # unresolved: not in the index
+        await settle(pilot)
+        assert screen.preview.location.path == "tech/SQLite.md"
+        assert any("Greenhouse" in m for m, _ in app.error_log)
+        await pilot.press("escape", "alt+left")
+        await settle(pilot)
+        assert screen.preview.location.path == "Welcome.md"
+
+
+# --- modes ------------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_mode_switch_without_embeddings_says_so(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        assert screen.mode == "keyword" and "no embeddings" in screen_text(app)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert screen.mode == "keyword"
+        assert any("need embeddings" in n.message and "kbase embed" in n.message for n in notifications(app))
+        await type_query(pilot, "tomatoes")
+        assert screen.results.source == "keyword" and screen.results.hits
+
+
+@pytest.mark.asyncio
+async def test_hybrid_shows_keyword_results_first_then_hybrid_and_modes_cycle(tmp_path):
+    db, _ = build(tmp_path, embedder=FakeEmbedder())
+    embedders: list[FakeEmbedder] = []
+
+    def factory(path):
+        embedders.append(FakeEmbedder(delay=0.25))  # a slow model: the keyword results come first
+        return KB(path, embedder=embedders[-1])
+
+    app = make_app(db, kb_factory=factory)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main(app)
+        await wait_for(pilot, lambda: screen.index_ok)
+        assert screen.mode == "hybrid"
+        assert "hybrid" in str(app.query_one("#mode").render())
+        await settle(pilot)  # the model "loads" in the background (a warm-up query)
+        assert screen.model_ready and any("warm up" in e.queries for e in embedders)
+        screen.search_input.focus()
+        await pilot.press(*"tomatoes")
+        await wait_for(pilot, lambda: screen.results.source == "keyword")
+        assert screen.results.border_subtitle == "hybrid results coming…"
+        assert any(w.group == "search-vector" and not w.is_finished for w in app.workers)
+        keyword_paths = [h.path for h in screen.results.hits]
+        await settle(pilot)
+        assert screen.results.source == "hybrid" and screen.results.border_subtitle == ""
+        hybrid = screen.results.hits
+        assert {h.path for h in hybrid} >= set(keyword_paths)
+        assert all("keyword" in h.explain or "semantic" in h.explain for h in hybrid)
+        # ctrl+t cycles hybrid -> keyword -> semantic -> hybrid; each re-runs the query
+        for expected in ("keyword", "semantic", "hybrid"):
+            await pilot.press("ctrl+t")
+            assert screen.mode == expected
+            assert expected in str(app.query_one("#mode").render())
+            await settle(pilot)
+            assert screen.results.source == expected and screen.results.hits
+        await pilot.press("escape", "m")  # m cycles too, when not typing
+        assert screen.mode == "keyword"
+
+
+@pytest.mark.asyncio
+async def test_model_failure_falls_back_to_keyword(tmp_path):
+    db, _ = build(tmp_path, embedder=FakeEmbedder())
+
+    class Broken(FakeEmbedder):
+        fingerprint = json.dumps({"model": "other", "dim": 32})  # vectors of another model
+
+    app = make_app(db, kb_factory=lambda p: KB(p, embedder=Broken()))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        assert screen.model_failed
+        assert any("another embedding model" in m and h and "kbase embed --rebuild" in h for m, h in app.error_log)
+        await type_query(pilot, "tomatoes")
+        assert screen.results.source == "keyword" and screen.results.hits
+        assert "model unavailable" in str(app.query_one("#mode").render())
+
+
+# --- responsiveness ---------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_a_slow_search_never_blocks_typing(index):
+    """Each search sleeps until the test lets it go (at most 5 s): keys typed meanwhile land in the
+    box, the help screen opens, the event loop keeps ticking, and only the last query's answer
+    is shown."""
+    started: list[str] = []
+    release = threading.Event()
+
+    class SlowKB(KB):
+        def search(self, query, **kwargs):
+            started.append(query)
+            release.wait(5.0)
+            return super().search(query, **kwargs)
+
+    app = KbaseApp(index, kb_factory=SlowKB)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        ticks: list[float] = []
+        timer = app.set_interval(0.02, lambda: ticks.append(time.monotonic()))
+        screen.search_input.focus()
+        for text in ("t", "to", "tom"):  # quicker than the debounce: one search, not three
+            screen.search_input.value = text
+            await pilot.pause(0.01)
+        await wait_for(pilot, lambda: started == ["tom"])  # the first search is now stuck
+        await pilot.press("end", *"atoes")
+        await pilot.press("f1")  # the app answers keys while it runs
+        assert isinstance(app.screen, HelpScreen)
+        assert screen.search_input.value == "tomatoes"
+        await wait_for(pilot, lambda: started[-1] == "tomatoes")  # a newer search beside the first
+        assert not screen.results.hits and screen.results.border_subtitle == "searching…"
+        gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+        assert len(ticks) > 10 and max(gaps) < 0.5, f"the event loop stalled for {max(gaps):.2f} s"
+        timer.stop()
+        await pilot.press("escape")
+        release.set()
+        await settle(pilot)
+        assert started[0] == "tom" and started[-1] == "tomatoes"
+        assert screen.results.query_text == "tomatoes"  # the superseded 'tom' answer was dropped
+        assert [h.path for h in screen.results.hits][0] == "Garden.md"
+        assert app.pool.size() >= 2  # the two searches ran side by side, each on its own connection
+
+
+# --- help, quit, editor, status, errors ------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_help_lists_every_key_binding(index):
+    from kbase.tui.app import KbaseApp as AppClass
+
+    app = make_app(index)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("escape", "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.help_text().plain
+        for cls in (AppClass, MainScreen, ResultsList, LinksPane, PreviewScroll, HelpScreen):
+            for binding in cls.BINDINGS:
+                key = app.get_key_display(binding)
+                assert key in text, f"{cls.__name__}: {binding.key} ({binding.description}) missing from help"
+                assert (binding.tooltip or binding.description) in text
+        for words in ("Command palette", "Follow the link", "Clear the query", "Next / previous pane"):
+            assert words in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("q")  # q closes help rather than quitting
+        assert isinstance(app.screen, MainScreen) and app.is_running
+
+
+@pytest.mark.asyncio
+async def test_quit_with_q_only_when_not_typing(index):
+    app = make_app(index)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")  # typed into the search box
+        assert app.is_running and main(app).search_input.value == "q"
+        await pilot.press("escape", "q")  # leave the box, quit
+        await pilot.pause()
+        assert not app.is_running
+    assert app.return_code == 0
+
+
+@pytest.mark.asyncio
+async def test_open_in_editor_at_the_hit_line(index, tmp_path, monkeypatch):
+    record = tmp_path / "editor-args.json"
+    script = tmp_path / "editor.py"
+    script.write_text(f"import json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "pick red")
+        screen = main(app)
+        hit = screen.results.current
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert json.loads(record.read_text()) == [f"+{hit.line}", hit.abspath]
+        assert app.is_running and isinstance(app.screen, MainScreen)
+        monkeypatch.setenv("EDITOR", "/no/such/editor")
+        await pilot.press("escape", "e")
+        await pilot.pause()
+        assert any("cannot run the editor" in m and "EDITOR" in (h or "") for m, h in app.error_log)
+
+
+@pytest.mark.asyncio
+async def test_status_line_counts_stale_hits_and_embedded_chunks(tmp_path):
+    db, vault = build(tmp_path)
+
+    class WithCoverage(KB):
+        def status(self):
+            return {**super().status(), "embedded_chunks": 5}
+
+    garden = vault / "Garden.md"
+    garden.write_text(garden.read_text() + "\nEdited after indexing.\n")
+    app = make_app(db, kb_factory=WithCoverage)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "tomatoes")
+        text = screen_text(app)
+        assert "embedded 5/7 (71%)" in text
+        assert "⚠ 1 hit changed on disk" in text
+        assert "changed on disk since indexed" in main(app).results.get_option_at_index(0).prompt.plain
+
+
+@pytest.mark.asyncio
+async def test_no_index_opens_and_says_how_to_build_one(tmp_path):
+    app = make_app(tmp_path / "missing.db")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        assert screen.index_ok is False and app.is_running
+        [note] = [n for n in notifications(app) if n.severity == "error"]
+        assert "no index at" in note.message and "kbase index PATH" in note.message
+        assert "kbase index PATH" in screen_text(app)
+        await pilot.press(*"tomatoes")  # typing is harmless: no traceback, no new notification
+        await settle(pilot)
+        assert app.is_running and len(notifications(app)) == 1
+        # build the index meanwhile; ctrl+r picks it up
+        build(tmp_path)
+        shutil.move(tmp_path / "index.db", tmp_path / "missing.db")
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert screen.index_ok and screen.results.hits
+
+
+@pytest.mark.asyncio
+async def test_database_errors_become_notifications(index):
+    class Locked(KB):
+        def search(self, query, **kwargs):
+            raise DatabaseError(f"index {self.path} is locked by another process", "try again when it finishes")
+
+    app = make_app(index, kb_factory=Locked)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await type_query(pilot, "tomatoes")
+        await type_query(pilot, "s")  # the same failure again is not repeated
+        assert app.is_running
+        errors = [n for n in notifications(app) if n.severity == "error"]
+        assert len(errors) == 1
+        assert "is locked by another process" in errors[0].message and "try again" in errors[0].message
+
+
+def test_first_paint_imports_no_model(index):
+    """The app paints without importing fastembed/onnxruntime, and an index without embeddings
+    never loads them."""
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        from kbase.tui.app import KbaseApp
+        heavy = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('fastembed', 'onnxruntime'))
+        assert not heavy(), heavy()
+        async def main():
+            app = KbaseApp({str(index)!r})
+            async with app.run_test() as pilot:
+                await pilot.pause(0.3)
+                await app.workers.wait_for_complete()
+                await pilot.press(*'tomatoes')
+                await pilot.pause(0.4)
+                await app.workers.wait_for_complete()
+                print('hits', len(app.screen.results.hits))
+        asyncio.run(main())
+        print('heavy', heavy())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "hits 4" in out.stdout and "heavy []" in out.stdout
+
+
+# --- snapshots --------------------------------------------------------------------------------
+def _snapshot_app(index: Path) -> KbaseApp:
+    return KbaseApp(index)
+
+
+async def _search(pilot, query: str, *keys: str) -> None:
+    await type_query(pilot, query)
+    if keys:
+        await pilot.press(*keys)
+        await settle(pilot)
+    main(pilot.app).search_input.cursor_blink = False
+
+
+def test_snapshot_results_80x24(index, snap_compare):
+    assert snap_compare(_snapshot_app(index), terminal_size=(80, 24),
+                        run_before=lambda pilot: _search(pilot, "tomatoes"))
+
+
+def test_snapshot_second_hit_with_links_120x36(index, snap_compare):
+    async def run_before(pilot):
+        await _search(pilot, "checkpoint", "enter", "j")  # to the results, second hit
+
+    assert snap_compare(_snapshot_app(index), terminal_size=(120, 36), run_before=run_before)
+
+
+def test_snapshot_help_80x24(index, snap_compare):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("escape", "question_mark")
+
+    assert snap_compare(_snapshot_app(index), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_run_starts_the_app_on_the_index(monkeypatch, tmp_path):
+    from kbase.tui import app as app_module
+
+    started = []
+    monkeypatch.setattr(app_module.KbaseApp, "run", lambda self: started.append(self.db_path))
+    app_module.run(tmp_path / "x.db")
+    assert started == [tmp_path / "x.db"]
+
+
+# --- the pieces without a screen ------------------------------------------------------------------
+def test_wikilinks_become_clickable_links_outside_code():
+    src = "See [[Garden]], [[tech/SQLite#WAL|the wal]] and `[[code]]`.\n```\n[[fenced]]\n```\n![[img.png]]\n"
+    out = wikilinks_to_markdown(src)
+    assert out.splitlines() == [
+        "See [Garden](kbase-note:Garden), [the wal](kbase-note:tech%2FSQLite%23WAL) and `[[code]]`.",
+        "```", "[[fenced]]", "```", "[img.png](kbase-note:img.png)",
+    ]
+    assert link_from_href("kbase-note:tech/SQLite#WAL") == ("tech/SQLite", "WAL")
+    assert link_from_href("Other%20note.md") == ("Other note.md", None)
+    assert link_from_href("https://example.com") is None
+
+
+def test_small_helpers():
+    assert editor_command("/n/a b.md", 12, {"EDITOR": "code --wait"}) == ["code", "--wait", "+12", "/n/a b.md"]
+    assert editor_command("/n/a.md", None, {}) == ["vi", "/n/a.md"]
+    assert editor_command("/n/a.md", 3, {"VISUAL": "nvim", "EDITOR": "nano"})[0] == "nvim"
+    assert Filters.parse(" journal/ ", "a, b/c  #d") == Filters("journal/", ("a", "b/c", "#d"))
+    assert Filters.parse("", "").kwargs() == {"path": None, "tags": []} and not Filters()
+    assert embedding_coverage({"chunks": 8, "embedded_chunks": 2}, True) == "embedded 2/8 (25%)"
+    assert embedding_coverage({"chunks": 8}, True) == "embeddings: yes"
+    assert embedding_coverage({"chunks": 8}, False).startswith("no embeddings")
+    assert embedding_coverage({"chunks": 8, "embedded_chunks": 0}, False).startswith("no embeddings")
+    note = Location("tech/SQLite.md", "/v/tech/SQLite.md")
+    assert sibling_abspath(note, "Garden.md") == "/v/Garden.md"
+    text, spans = clip_snippet("x " * 100 + "MATCH" + " y" * 100, [(200, 205)], 60)
+    assert len(text) <= 62 and [text[a:b] for a, b in spans] == ["MATCH"]
+
+
+def test_pool_lends_each_kb_to_one_thread_at_a_time(index):
+    pool = KBPool(index)
+    barrier = threading.Barrier(3)
+    held: list = []
+
+    def borrow():
+        with pool.kb() as kb:
+            held.append(kb)
+            barrier.wait(timeout=5)  # all three hold one at the same time
+
+    threads = [threading.Thread(target=borrow) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(kb) for kb in held}) == 3 and pool.size() == 3
+    with pool.kb() as kb:  # given back, then reused
+        assert kb in held
+    with pool.vector_kb() as a, pool.kb() as b:
+        assert a is not b  # vector work has a KB of its own (its vectors are cached in memory)
+    with pool.vector_kb() as again:
+        assert again is a
+    pool.close()
