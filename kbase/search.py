@@ -18,9 +18,12 @@ from kbase.query import parse_query
 from kbase.rank import RRF_K, rrf
 from kbase.vectors import VectorCache
 
-# bm25 column weights (title, headings, body): a word in the title or a heading says more about
-# a passage than the same word once in its text. Starting points, to be tuned on the benchmark.
-BM25_WEIGHTS = (10.0, 4.0, 1.0)
+# bm25 column weights (title + aliases, heading path, body). Measured on SciFact (bench/retrieval.py,
+# BENCHMARKS.md): (10, 4, 1) 0.665 nDCG@10, (5, 1, 1) 0.671, (2, 1, 1) 0.675, (1, 1, 1) 0.679.
+# Heavy title weights hurt because a note's title usually repeats its first heading, which is
+# already in the body and the heading path. (2, 1, 1) keeps some extra weight for titles that do
+# not repeat (front matter titles, file names, aliases) at a cost of 0.004 there.
+BM25_WEIGHTS = (2.0, 1.0, 1.0)
 SNIPPET_BEFORE = 60  # characters of context before the first match
 SNIPPET_WIDTH = 200  # total snippet length in characters
 _OPEN, _CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (control chars)
@@ -198,8 +201,12 @@ def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> li
 
 
 # How many documents each list contributes to the fusion: deeper than any page of results, so a
-# document ranked modestly by both lists can still rise.
+# document ranked modestly by both lists can still rise (depth 100 beat 20 and 50 on SciFact).
 FUSION_DEPTH = 100
+# Semantic hits below this cosine similarity stay out of the fusion: the nearest chunks of an
+# unrelated query are still "nearest", and would otherwise fill a page with noise. On SciFact the
+# 100th nearest document still has a median similarity of 0.35, and the floor costs nothing.
+MIN_SIMILARITY = 0.25
 
 
 def hybrid_search(
@@ -212,6 +219,7 @@ def hybrid_search(
     k: float = RRF_K,
     weights: dict[str, float] | None = None,
     depth: int = FUSION_DEPTH,
+    min_similarity: float = MIN_SIMILARITY,
     cache: VectorCache | None = None,
 ) -> list[Hit]:
     """Reciprocal rank fusion of the keyword and semantic document lists (see kbase.rank).
@@ -221,7 +229,7 @@ def hybrid_search(
     """
     n = max(limit, depth)
     kw = keyword_ranked(con, text, n, filters)
-    sem = semantic_ranked(con, query_vector, n, filters, cache)
+    sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache) if r[2] >= min_similarity]
     fused = rrf({"keyword": [r[0] for r in kw], "semantic": [r[0] for r in sem]}, k=k,
                 weights=weights or DEFAULT_WEIGHTS)
     kw_by_doc = {r[0]: r for r in kw}
@@ -242,7 +250,8 @@ def hybrid_search(
     return hits
 
 
-# Both lists count the same until the benchmark says otherwise (bench/retrieval.py).
+# Both lists count the same: on SciFact semantic weights from 0.75 to 1.5 (keyword 1.0) moved
+# nDCG@10 by less than 0.003 at k = 10, so nothing justifies favouring either.
 DEFAULT_WEIGHTS = {"keyword": 1.0, "semantic": 1.0}
 
 

@@ -85,7 +85,9 @@ def test_filtered_semantic_search_still_fills_the_limit(tmp_path, model, cache):
     k.index([v])
     hits = k.search("pets at home", mode="semantic", limit=10, path="b/")
     assert len(hits) == 10 and all(h.path.startswith("b/") for h in hits)
-    assert len(k.search("pets at home", mode="hybrid", limit=10, path="b/")) == 10
+    assert len(k.search("filling in tax paperwork", mode="hybrid", limit=10, path="b/")) == 10
+    # hybrid leaves out what is merely "nearest" but unrelated (similarity under MIN_SIMILARITY)
+    assert k.search("pets at home", mode="hybrid", limit=10, path="b/") == []
 
 
 def test_unchanged_chunks_are_never_embedded_again(tmp_path, vault, model):
