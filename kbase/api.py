@@ -267,7 +267,10 @@ class KB:
 
 
 def _has_embeddings(con: apsw.Connection) -> bool:
-    return con.execute("SELECT 1 FROM chunks WHERE embedded LIMIT 1").fetchone() is not None
+    """O(1): the embedder is recorded with the first vector, and vec0 keeps its rows by rowid."""
+    if con.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
+        return False
+    return con.execute("SELECT 1 FROM chunks_vec LIMIT 1").fetchone() is not None
 
 
 def open(path: str | os.PathLike[str] | None = None) -> KB:  # noqa: A001 - mirrors sqlite3.connect/open

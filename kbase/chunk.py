@@ -98,13 +98,21 @@ class ModelTokenCounter:
     CACHE_LIMIT = 500_000  # distinct words remembered before the cache starts over
 
     def __init__(self, tokenizer_dir: Path = TOKENIZER_DIR) -> None:
-        from tokenizers import Tokenizer
-
-        self._tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-        self._tok.no_truncation()
-        self._tok.no_padding()
+        self._dir = tokenizer_dir
+        self._tokenizer = None  # loaded on first use: a run with nothing to chunk never pays for it
         self.name = f"{tokenizer_dir.name}/wordpiece"
         self._cache: dict[str, int] = {}
+
+    @property
+    def _tok(self):
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
+            tok.no_truncation()
+            tok.no_padding()
+            self._tokenizer = tok
+        return self._tokenizer
 
     def count(self, text: str) -> int:
         words = _TOKEN_RUN.findall(text)

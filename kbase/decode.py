@@ -7,6 +7,7 @@ reason, so the caller can skip them with a warning.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 
 # Longest first: the UTF-32-LE BOM starts with the UTF-16-LE one.
@@ -20,7 +21,7 @@ _BOMS = (
 # Share of control characters (other than tab, newlines, form feed) above which decoded text is
 # really binary: real notes have next to none, random bytes decoded as cp125x have many.
 MAX_CONTROL_RATIO = 0.05
-_ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b")
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f]")  # C0 controls but tab, newlines, \f, \v, ESC
 
 
 class UndecodableError(ValueError):
@@ -67,7 +68,7 @@ def _checked(text: str, encoding: str, bom: bool = False) -> Decoded:
         raise UndecodableError("binary file (contains NUL characters)")
     if text:
         sample = text[:65536]
-        controls = sum(1 for ch in sample if ch < " " and ch not in _ALLOWED_CONTROLS)
+        controls = len(_CONTROL.findall(sample))
         if controls / len(sample) > MAX_CONTROL_RATIO:
             raise UndecodableError(f"binary file ({controls} control characters in the first {len(sample)})")
     return Decoded(text, encoding, bom)

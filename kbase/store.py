@@ -187,6 +187,10 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
     With ``doc_ids``, only links from or to those documents are looked at (enough when no note
     appeared, vanished or moved and no alias changed); otherwise every link of the root.
     """
+    if doc_ids is not None:
+        doc_ids = list(doc_ids)
+        if not doc_ids:
+            return 0  # nothing changed in the root: no link can have changed either
     paths = dict(con.execute("SELECT path, id FROM documents WHERE root_id = ?", (root_id,)).fetchall())
     files = list(paths) + [p for (p,) in con.execute("SELECT path FROM attachments WHERE root_id = ?", (root_id,))]
     aliases: dict[str, list[str]] = {}
@@ -199,9 +203,7 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
            " FROM links l JOIN documents s ON s.id = l.source_id WHERE s.root_id = ?")
     args: list = [root_id]
     if doc_ids is not None:
-        ids = list(doc_ids)
-        if not ids:
-            return 0
+        ids = doc_ids
         marks = ",".join("?" * len(ids))
         sql += f" AND (l.source_id IN ({marks}) OR l.target_id IN ({marks}))"
         args += ids + ids
