@@ -42,7 +42,7 @@ CREATE TABLE documents (
     body        TEXT NOT NULL,          -- the whole decoded text, line endings as in the file
     UNIQUE (root_id, path)
 ) STRICT;
-CREATE INDEX documents_hash ON documents(hash);
+CREATE INDEX documents_hash ON documents(hash); -- (dropped in schema 3)
 
 -- Passages of a document; the text is not stored twice: it is body[start_char:end_char].
 CREATE TABLE chunks (
@@ -57,8 +57,8 @@ CREATE TABLE chunks (
     kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
     tokens       INTEGER NOT NULL,      -- size in the embedding model's tokens (see meta 'chunker')
     flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
-    hash         TEXT NOT NULL,         -- sha256 of the chunk text (hex)
-    embed_hash   TEXT NOT NULL,         -- sha256 of the text the embedder sees (context + chunk text)
+    hash         TEXT NOT NULL,         -- (dropped in schema 3)
+    embed_hash   TEXT NOT NULL,         -- sha256 (first 32 hex digits) of the text the embedder sees
     embedded     INTEGER NOT NULL DEFAULT 0, -- 1 once chunks_vec holds this chunk's vector
     UNIQUE (doc_id, seq)
 ) STRICT;

@@ -65,7 +65,8 @@ def embed_input(title: str, heading_path: str, text: str) -> str:
 
 
 def input_hash(title: str, heading_path: str, text: str) -> str:
-    return hashlib.sha256(embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")).hexdigest()
+    """Identifies what the embedder sees; 128 bits of sha256 are plenty to tell chunks apart."""
+    return hashlib.sha256(embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def data_dir() -> Path:
@@ -114,10 +115,21 @@ class MiniLMEmbedder:
     fingerprint = MINILM_FINGERPRINT
 
     def embed_batch(self, texts: Sequence[str]) -> list[bytes]:
-        return [v.astype("<f4").tobytes() for v in self._model.embed(list(texts), batch_size=self.batch_size)]
+        texts = [_well_formed(t) for t in texts]
+        return [v.astype("<f4").tobytes() for v in self._model.embed(texts, batch_size=self.batch_size)]
 
     def embed_query(self, text: str) -> bytes:
         return self.embed_batch([text])[0]
+
+
+def _well_formed(text: str) -> str:
+    """``text`` without lone surrogates (the tokenizer refuses them; a query typed with bytes that
+    are not UTF-8 has them): each becomes U+FFFD, and a split surrogate pair is joined."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 @functools.lru_cache(maxsize=4)

@@ -11,6 +11,9 @@ MIGRATIONS: dict[int, str] = {
     # roots.relpath: the root relative to the index file's folder, so that when the notes and the
     # index move together kbase finds the notes again (kbase roots, kbase index).
     2: "ALTER TABLE roots ADD COLUMN relpath TEXT;",
+    # Size (BENCHMARKS.md): chunks.hash was never read (vectors are reused by embed_hash), and no
+    # query looks documents up by hash (renames are matched in memory during a run).
+    3: "ALTER TABLE chunks DROP COLUMN hash; DROP INDEX documents_hash;",
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

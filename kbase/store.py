@@ -77,10 +77,9 @@ def write_document(
         # After the aliases: the FTS row of a chunk indexes them with the title.
         con.executemany(
             "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
-            " flags, hash, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags,
-                 sha256(text[c.start:c.end].encode("utf-8", "surrogatepass")),
                  embed.input_hash(doc.title, c.heading_path, text[c.start:c.end]))
                 for c in chunks
             ],

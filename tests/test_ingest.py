@@ -15,7 +15,7 @@ def snapshot(con):
         " JOIN roots r ON r.id = d.root_id ORDER BY 1, 2"
     ).fetchall()
     chunks = con.execute(
-        "SELECT d.path, c.seq, c.start_char, c.end_char, c.heading_path, c.kind, c.hash FROM chunks c"
+        "SELECT d.path, c.seq, c.start_char, c.end_char, c.heading_path, c.kind, c.embed_hash FROM chunks c"
         " JOIN documents d ON d.id = c.doc_id ORDER BY 1, 2"
     ).fetchall()
     tags = con.execute("SELECT d.path, t.tag FROM tags t JOIN documents d ON d.id = t.doc_id ORDER BY 1, 2").fetchall()

@@ -89,7 +89,7 @@ def test_page_corruption_is_reported_not_hidden(kb, db_path):
     con = raw(db_path)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     page = con.execute("PRAGMA page_size").get
-    root = con.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'documents_hash'").get
+    root = con.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'tags_tag'").get
     con.close()
     with open(db_path, "r+b") as f:
         f.seek((root - 1) * page + 8)
