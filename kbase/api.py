@@ -261,7 +261,8 @@ class KB:
 
     def _read(self, fn, *args, **kwargs):
         try:
-            return fn(self.reader, *args, **kwargs)
+            with self.reader:  # one snapshot for the whole read, even while a writer commits
+                return fn(self.reader, *args, **kwargs)
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
 

@@ -9,6 +9,7 @@ replaced in one transaction. Documents whose files are gone are removed at the e
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ from kbase.maintenance import follow_moved_roots
 from kbase.errors import InputError
 from kbase.models import IndexReport, ParsedDoc
 from kbase.parse import parse
+from kbase.text import LINE_BREAK
+
+# Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
+MAX_LINE_CHARS = 1_000_000
 
 # progress(done, total, current path); total is known once discovery has finished.
 Progress = Callable[[int, int, str], None]
@@ -220,68 +225,60 @@ def _index_scope(
         by_hash.setdefault(h, []).append(path)
 
     total = len(todo)
-    for done, c in enumerate(todo, 1):
-        if progress:
-            progress(done - 1, total, c.relpath)
-        old = known.get(c.relpath)
-        try:
-            with open(c.abspath, "rb") as f:
-                # The stat of what is about to be read: a change during or after the read then
-                # differs from the stored stat, and the next run reads the file again.
-                st = os.fstat(f.fileno())
-                data = f.read(max_size + 1)
-        except FileNotFoundError:
-            report.skipped.append((c.abspath, "vanished while indexing"))
-            if old is not None:
-                vanished[c.relpath] = old
-            continue
-        except OSError as e:
-            report.skipped.append((c.abspath, f"cannot read: {e.strerror}"))
-            continue  # an unreadable file keeps what was indexed of it before
-        if len(data) > max_size:
-            report.skipped.append((c.abspath, f"grew past the size cap ({max_size:,} bytes) while indexing"))
-            continue
-        digest = store.sha256(data)
-        if old is not None and old[3] == digest:
-            store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
-            report.unchanged += 1
-            continue
-        if old is None and by_hash.get(digest):
-            src = by_hash[digest].pop()
-            store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
-            report.renamed += 1
-            full_resolve = True
-            continue
-        try:
-            decoded = decode(data)
-        except UndecodableError as e:
-            report.skipped.append((c.abspath, str(e)))
-            if old is not None:
-                vanished[c.relpath] = old  # it was text once; now it is not: drop the stale copy
-            continue
-        name = c.relpath or Path(c.abspath).name
-        try:
-            doc = parse(decoded.text, name)
-            chunking = chunk(doc, counter, settings)
-        except (RecursionError, MemoryError) as e:
-            report.skipped.append((c.abspath, f"too deeply nested or too large to parse ({type(e).__name__})"))
-            continue
-        for w in doc.warnings:
-            report.warnings.append((c.abspath, w))
-        if old is not None and not full_resolve:
-            before = {a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ?", (old[0],))}
-            full_resolve = before != set(doc.aliases)  # other notes' links may now resolve elsewhere
-        doc_id = store.write_document(
-            con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath, size=st.st_size,
-            mtime_ns=st.st_mtime_ns, hash=digest, encoding=decoded.encoding, doc=doc,
-            chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=parse_links(doc), block_ids=block_ids(doc),
-        )
-        changed_ids.append(doc_id)
-        if old is None:
-            report.new += 1
-            full_resolve = True
-        else:
-            report.updated += 1
+    pool = _pool(total, counter)
+    try:
+        with _Batches(con) as batches:
+            renamed_from = {h for h, paths in by_hash.items() if paths}
+            for done, (c, old, item) in enumerate(_prepared(todo, known, renamed_from, max_size, settings, pool), 1):
+                if progress:
+                    progress(done - 1, total, c.relpath)
+                if isinstance(item, str):  # could not be read: skipped, keeping what was indexed
+                    report.skipped.append((c.abspath, item))
+                    continue
+                st, digest, prepared = item[:3]
+                if prepared is None:  # vanished between the listing and the read
+                    report.skipped.append((c.abspath, "vanished while indexing"))
+                    if old is not None:
+                        vanished[c.relpath] = old
+                    continue
+                if old is not None and old[3] == digest:
+                    store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
+                    report.unchanged += 1
+                    continue
+                if old is None and by_hash.get(digest):
+                    src = by_hash[digest].pop()
+                    store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
+                    report.renamed += 1
+                    full_resolve = True
+                    continue
+                if prepared is _UNPARSED:  # looked like a rename, but its twin was taken by another file
+                    prepared = prepare(c.relpath or Path(c.abspath).name, item[2], settings, counter)
+                if isinstance(prepared, str):  # not indexable text (binary, a giant line, ...)
+                    report.skipped.append((c.abspath, prepared))
+                    if old is not None:
+                        vanished[c.relpath] = old  # it was text once; now it is not: drop the stale copy
+                    continue
+                encoding, doc, chunking, links, blocks = prepared
+                for w in doc.warnings:
+                    report.warnings.append((c.abspath, w))
+                if old is not None and not full_resolve:
+                    before = {a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ?", (old[0],))}
+                    full_resolve = before != set(doc.aliases)  # other notes' links may now resolve elsewhere
+                doc_id = store.write_document(
+                    con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath, size=st.st_size,
+                    mtime_ns=st.st_mtime_ns, hash=digest, encoding=encoding, doc=doc,
+                    chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=links, block_ids=blocks,
+                )
+                batches.done_one()
+                changed_ids.append(doc_id)
+                if old is None:
+                    report.new += 1
+                    full_resolve = True
+                else:
+                    report.updated += 1
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     if progress:
         progress(total, total, "")
     for path, (doc_id, *_rest) in vanished.items():
@@ -292,6 +289,148 @@ def _index_scope(
     with con:
         con.execute("DELETE FROM meta WHERE key = ?", (pending,))
         store.finish_root(con, scope.root_id)
+
+
+# Documents are written in their own savepoints inside transactions that commit every
+# COMMIT_EVERY_SECONDS: a commit per file cost a third of a fresh index's time. Each document is
+# still all or nothing, a crash loses at most the last fraction of a second, and Ctrl-C commits
+# the documents already complete.
+COMMIT_EVERY_SECONDS = 0.5
+# Parsing and chunking run in worker processes (one per core) when this many files need them.
+POOL_MIN_FILES = 200
+# Files read ahead and handed to the workers at a time (bounds memory).
+WINDOW = 64
+
+
+class _Batches:
+    def __init__(self, con: apsw.Connection) -> None:
+        self.con = con
+        self.since = time.monotonic()
+
+    def __enter__(self) -> _Batches:
+        self.con.execute("BEGIN")
+        return self
+
+    def done_one(self) -> None:
+        if time.monotonic() - self.since >= COMMIT_EVERY_SECONDS:
+            self.con.execute("COMMIT")
+            self.con.execute("BEGIN")
+            self.since = time.monotonic()
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if not self.con.in_transaction:
+            return  # SQLite rolled back by itself (a full disk)
+        if kind is None or issubclass(kind, KeyboardInterrupt):
+            self.con.execute("COMMIT")  # only whole documents are in it
+        else:
+            self.con.execute("ROLLBACK")
+
+
+def _pool(files: int, counter: TokenCounter):
+    """Worker processes for parsing and chunking, or None to do it here (few files, one core, a
+    custom token counter, or no fork on this platform)."""
+    import multiprocessing
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if files < POOL_MIN_FILES or cores < 2 or counter is not default_counter():
+        return None
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
+
+
+def _worker_init() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+
+def _read(c: Candidate, max_size: int):
+    """(stat, sha256, bytes), or (stat, None, None) if the file vanished, or a reason it cannot be read."""
+    try:
+        # Non-blocking: a file swapped for a FIFO since the listing must not hang the run.
+        with open(c.abspath, "rb", opener=_nonblocking) as f:
+            # The stat of what is about to be read: a change during or after the read then
+            # differs from the stored stat, and the next run reads the file again.
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return "not a regular file"
+            data = f.read(max_size + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    if len(data) > max_size:
+        return f"grew past the size cap ({max_size:,} bytes) while indexing"
+    return st, store.sha256(data), data
+
+
+def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
+    """bytes -> (encoding, ParsedDoc, Chunking, links, block ids), or the reason to skip the file.
+    Pure, so that it can run in a worker process."""
+    try:
+        decoded = decode(data)
+    except UndecodableError as e:
+        return str(e)
+    longest = _longest_line(decoded.text)
+    if longest > MAX_LINE_CHARS:
+        # The chunker cuts such a line word by word, at some 40 bytes of memory per character.
+        return (f"a line of {longest:,} characters: not a note (minified or generated data?); kbase indexes"
+                f" lines up to {MAX_LINE_CHARS:,}")
+    try:
+        doc = parse(decoded.text, name)
+        return decoded.encoding, doc, chunk(doc, counter, settings), parse_links(doc), block_ids(doc)
+    except (RecursionError, MemoryError) as e:
+        return f"too deeply nested or too large to parse ({type(e).__name__})"
+
+
+def _prepare_item(args):
+    name, data, settings = args
+    return prepare(name, data, settings)
+
+
+_UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed
+
+
+def _prepared(todo, known, renamed_from, max_size, settings, pool):
+    """(candidate, old row, item) in order, where item is a reason to skip, or (stat, digest,
+    prepared, data) with prepared None (vanished), a reason, _UNPARSED, or prepare()'s result.
+    Files whose content hash shows no change, or a rename, are not parsed."""
+    for start in range(0, len(todo), WINDOW):
+        window = []
+        for c in todo[start:start + WINDOW]:
+            old = known.get(c.relpath)
+            read = _read(c, max_size)
+            parse_it = isinstance(read, tuple) and (
+                read[1] != old[3] if old is not None else read[1] not in renamed_from)
+            window.append((c, old, read, parse_it))
+        jobs = [(c.relpath or Path(c.abspath).name, r[2], settings) for c, old, r, p in window if p]
+        results = iter(pool.map(_prepare_item, jobs, chunksize=4) if pool is not None and jobs
+                       else (prepare(*job) for job in jobs))
+        for c, old, read, parse_it in window:
+            if read is None:
+                yield c, old, (None, None, None, None)
+            elif isinstance(read, str):
+                yield c, old, read
+            else:
+                yield c, old, (read[0], read[1], next(results) if parse_it else _UNPARSED, read[2])
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def _longest_line(text: str) -> int:
+    """Length of the longest line of ``text`` (cheap for texts shorter than the limit)."""
+    if len(text) <= MAX_LINE_CHARS:
+        return len(text)
+    longest = pos = 0
+    for m in LINE_BREAK.finditer(text):
+        longest = max(longest, m.start() - pos)
+        pos = m.end()
+    return max(longest, len(text) - pos)
 
 
 def _links_pending(root_id: int) -> str:

@@ -1,0 +1,215 @@
+"""kbase.watch: the index follows a folder as files are created, edited, renamed and deleted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import kbase
+from kbase import db
+from kbase.embed import pack
+from kbase.watch import WatchBatch, watch
+from tests.conftest import write
+
+WAIT = 30.0  # seconds a change may take to reach the index on a loaded machine (typically < 1)
+
+
+class CountingEmbedder:
+    """Deterministic vectors; remembers how many texts it embedded."""
+
+    model_id, dimension, max_tokens, batch_size = "fake", 384, 256, 8
+    fingerprint = '{"model": "fake-for-watch-tests"}'
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    def embed_batch(self, texts):
+        self.embedded += len(texts)
+        return [pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts]
+
+    def embed_query(self, text):
+        return self.embed_batch([text])[0]
+
+
+class Watcher:
+    """``watch`` in a thread, with its batches collected."""
+
+    def __init__(self, kb, paths, **options) -> None:
+        self.stop = threading.Event()
+        self.batches: list[WatchBatch] = []
+        self.result: int | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(kb, paths), kwargs=options, daemon=True)
+
+    def _run(self, kb, paths, **options) -> None:
+        try:
+            self.result = watch(kb, paths, stop_event=self.stop, on_batch=self.batches.append, debounce_ms=100,
+                                **options)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def __enter__(self) -> Watcher:
+        self.thread.start()
+        until(lambda: self.batches, "the catch-up run")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        t0 = time.monotonic()
+        self.stop.set()
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive(), "watch did not stop"
+        assert time.monotonic() - t0 < 5, "watch took long to stop"
+        assert self.error is None, self.error
+        assert self.result == len(self.batches)
+
+
+def until(condition, what: str, timeout: float = WAIT):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(0.05)
+
+
+def docs(dbp: Path) -> dict[str, str]:
+    con = db.connect(dbp, readonly=True)
+    try:
+        return dict(con.execute("SELECT path, body FROM documents"))
+    finally:
+        con.close()
+
+
+def search(dbp: Path, words: str) -> list[str]:
+    with kbase.open(dbp) as kb:
+        return sorted(h.path for h in kb.search(words, mode="keyword"))
+
+
+def test_the_index_follows_creates_edits_renames_and_deletes(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    kb = kbase.open(dbp)
+    with Watcher(kb, [vault], embed=False) as w:
+        first = w.batches[0]
+        assert first.catch_up and first.report.new == 4  # what changed while nothing watched
+        garden_id = db.connect(dbp, readonly=True).execute("SELECT id FROM documents WHERE path = 'Garden.md'").get
+
+        write(vault, {"ideas/New idea.md": "# New idea\n\nzeppelins everywhere\n"})
+        until(lambda: search(dbp, "zeppelins") == ["ideas/New idea.md"], "a new file")
+
+        (vault / "Welcome.md").write_text("# Welcome\n\nnow about hovercraft\n")
+        until(lambda: search(dbp, "hovercraft") == ["Welcome.md"], "an edited file")
+        assert search(dbp, "inbox") == []  # the old text is gone
+
+        (vault / "archive").mkdir()
+        os.rename(vault / "Garden.md", vault / "archive" / "Garden.md")
+        until(lambda: "archive/Garden.md" in docs(dbp) and "Garden.md" not in docs(dbp), "a renamed file")
+        moved = db.connect(dbp, readonly=True).execute("SELECT id FROM documents WHERE path = 'archive/Garden.md'").get
+        assert moved == garden_id  # a rename moves the row: same document, same chunks
+
+        (vault / "tech" / "notes.txt").unlink()
+        until(lambda: "tech/notes.txt" not in docs(dbp), "a deleted file")
+
+        shutil.rmtree(vault / "tech")
+        until(lambda: not any(p.startswith("tech/") for p in docs(dbp)), "a deleted folder")
+
+        write(vault, {".obsidian/workspace.json": "{}", ".hidden.md": "# hidden\n"})
+        time.sleep(1)
+        assert ".hidden.md" not in docs(dbp)
+
+    reports = [b.report for b in w.batches if b.report]
+    assert sum(r.new for r in reports) >= 5 and sum(r.removed for r in reports) >= 2
+    assert sum(r.renamed for r in reports) == 1
+    assert all(b.error is None for b in w.batches)
+    assert sorted(docs(dbp)) == ["Welcome.md", "archive/Garden.md", "ideas/New idea.md"]
+
+
+def test_a_burst_of_changes_is_one_debounced_batch_and_the_index_equals_a_fresh_one(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    with Watcher(kbase.open(dbp), [vault], embed=False) as w:
+        until(lambda: len(w.batches) >= 2, "the second catch-up run")  # the watcher is listening
+        before = len(w.batches)
+        for i in range(50):
+            write(vault, {f"burst/n{i:02}.md": f"# Burst {i}\n\nburstword number{i}\n"})
+        until(lambda: len(search(dbp, "burstword")) == 10 and len(docs(dbp)) == 54, "50 new files")
+        assert len(w.batches) - before <= 5  # debounced, not one run per file
+    fresh = tmp_path / "fresh.db"
+    kbase.open(fresh).index([vault], embed=False)
+    assert docs(dbp) == docs(fresh)
+
+
+def test_the_index_file_inside_the_folder_does_not_set_off_runs(tmp_path, vault):
+    dbp = vault / "kbase.db"  # each run writes the index: that must not count as a change
+    with Watcher(kbase.open(dbp), [vault], embed=False) as w:
+        until(lambda: len(w.batches) >= 2, "the second catch-up run")
+        time.sleep(1.5)
+        settled = len(w.batches)
+        time.sleep(1.5)
+        assert len(w.batches) == settled
+
+
+def test_embeddings_follow_for_changed_chunks_only(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    embedder = CountingEmbedder()
+    kb = kbase.KB(dbp, embedder=embedder)
+    with Watcher(kb, [vault], embed=True) as w:
+        first = w.batches[0].report.embedding["embedded"]
+        assert first > 0 and embedder.embedded == first
+        (vault / "Garden.md").write_text("# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nNew bed text.\n")
+        until(lambda: "New bed text" in docs(dbp)["Garden.md"], "an edit")
+        until(lambda: any(b.report and b.report.embedding and b.report.embedding["embedded"] for b in w.batches[1:]),
+              "the edit's embeddings")
+    con = db.connect(dbp, readonly=True)
+    assert con.execute("SELECT count(*) = sum(embedded) FROM chunks").get == 1
+    assert embedder.embedded - first <= 2  # the edited chunk(s), not the whole vault again
+
+
+def test_a_batch_waits_while_another_writer_holds_the_lock(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    with Watcher(kbase.open(dbp), [vault], embed=False) as w:
+        until(lambda: len(w.batches) >= 2, "the second catch-up run")
+        with db.writer_lock(dbp):  # a `kbase index` by hand, say
+            write(vault, {"Later.md": "# Later\n\nlatecomer\n"})
+            time.sleep(1.5)
+            assert "Later.md" not in docs(dbp)
+        until(lambda: "Later.md" in docs(dbp), "the change after the lock was released")
+        assert all(b.error is None for b in w.batches)
+
+
+def test_a_file_root_is_watched_too(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    note = vault / "Garden.md"
+    with Watcher(kbase.open(dbp), [note], embed=False):
+        note.write_text("# Garden\n\nartichokes\n")
+        until(lambda: search(dbp, "artichokes") == ["Garden.md"], "the edited file root")
+        tmp = vault / "Garden.md.tmp"  # editors save by writing a copy and renaming it over
+        tmp.write_text("# Garden\n\nbroccoli\n")
+        os.replace(tmp, note)
+        until(lambda: search(dbp, "broccoli") == ["Garden.md"], "a file replaced by rename")
+
+
+def test_nothing_to_watch_is_an_input_error(tmp_path):
+    with pytest.raises(kbase.InputError, match="nothing to watch"):
+        watch(kbase.open(tmp_path / "none.db"), [], stop_event=threading.Event())
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to oneself is POSIX")
+def test_ctrl_c_stops_watching_cleanly(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    batches = []
+    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        runs = watch(kbase.open(dbp), [vault], embed=False, on_batch=batches.append)  # in the main thread
+    finally:
+        timer.cancel()
+    assert runs == len(batches) >= 1
+    assert len(docs(dbp)) == 4
