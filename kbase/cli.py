@@ -146,9 +146,9 @@ def index(ctx, paths, extensions, max_size, quiet, as_json, no_embed, max_tokens
     else:
         if not quiet:
             for path, reason in report.skipped:
-                click.echo(f"skipped {path}: {reason}", err=True)
+                click.echo(f"skipped {_printable(path)}: {reason}", err=True)
             for path, msg in report.warnings:
-                click.echo(f"warning {path}: {msg}", err=True)
+                click.echo(f"warning {_printable(path)}: {msg}", err=True)
         click.echo(
             f"{'interrupted after' if report.interrupted else 'indexed in'} {report.seconds:.2f} s: "
             f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
@@ -209,6 +209,51 @@ class _Bars:
 
 def _progress(enabled: bool) -> _Bars:
     return _Bars(enabled)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
+@click.option("--debounce", type=click.IntRange(10, 60_000), default=300, show_default=True, metavar="MS",
+              help="Changes within this many milliseconds are indexed together.")
+@click.option("--poll", is_flag=True, help="Poll the file system (network drives, some containers).")
+@click.pass_context
+def watch(ctx, paths, no_embed, debounce, poll):
+    """Keep the index current while you edit (PATHS, or every known root). Ctrl-C stops.
+
+    Each batch of changes runs the same incremental index as kbase index (renames and deletes
+    included; only new and changed chunks are embedded). Quiet unless something changed."""
+    from datetime import datetime
+
+    from kbase.watch import watch as run_watch
+
+    def on_batch(b) -> None:
+        stamp = datetime.now().strftime("%H:%M:%S")
+        if b.error:
+            click.echo(f"{stamp} error: {b.error}", err=True)
+            return
+        r = b.report
+        for path, reason in r.skipped:
+            click.echo(f"{stamp} skipped {_printable(path)}: {reason}", err=True)
+        if b.changed or b.catch_up and b.seq == 0:
+            embedded = r.embedding["embedded"] if r.embedding else 0
+            click.echo(f"{stamp} {r.new} new, {r.updated} updated, {r.renamed} renamed, {r.removed} removed"
+                       + (f", {embedded} chunks embedded" if embedded else "") + f" ({b.seconds:.2f} s)")
+
+    with _kb(ctx) as kb:
+        click.echo(f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)", err=True)
+        try:
+            run_watch(kb, paths, debounce_ms=debounce, on_batch=on_batch, embed=not no_embed,
+                      force_polling=True if poll else None)
+        except KeyboardInterrupt:
+            pass
+    click.echo("stopped; the index is consistent", err=True)
+
+
+def _printable(path: str) -> str:
+    from kbase.discover import printable
+
+    return printable(path).replace("\n", "\\n").replace("\r", "\\r")
 
 
 @cli.command()

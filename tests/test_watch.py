@@ -213,3 +213,35 @@ def test_ctrl_c_stops_watching_cleanly(tmp_path, vault):
         timer.cancel()
     assert runs == len(batches) >= 1
     assert len(docs(dbp)) == 4
+
+
+def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vault = tmp_path / "cli-vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\nfirst\n")
+    db = tmp_path / "w.db"
+    proc = subprocess.Popen([sys.executable, "-m", "kbase", "--db", str(db), "watch", "--no-embed", "--debounce", "50",
+                             str(vault)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not db.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        (vault / "b.md").write_text("# B\n\nsecond note with marmalade\n")
+        import kbase
+
+        found = []
+        while time.monotonic() < deadline and not found:
+            time.sleep(0.2)
+            found = kbase.open(db).search("marmalade", mode="keyword")
+        assert [h.path for h in found] == ["b.md"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "1 new" in out and "stopped; the index is consistent" in err
