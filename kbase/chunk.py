@@ -46,6 +46,9 @@ MIN_TOKENS = 48
 # chunk's size is therefore at least its length / 16 characters: no real token is longer.
 MAX_CHARS_PER_TOKEN = 16
 OVERSIZED = 1  # chunk flag
+# Headings wait for their content; a run of empty headings longer than this many budgets is an
+# outline, and becomes chunks of its own.
+MAX_HEADING_RUN = 4
 CHUNKER_VERSION = 2  # bump when the algorithm changes the output for the same settings
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
@@ -213,6 +216,7 @@ class _Chunker:
         self.diagnostics: list[Diagnostic] = []
         self.cur: list[_Unit] = []
         self.cur_tokens = 0
+        self.headish = 0  # how many of cur are headings or breaks
         self.path = ""
         self.section = 0
 
@@ -272,6 +276,8 @@ class _Chunker:
                 assert block is not None
                 if not self.only_headings():
                     self.flush()
+                elif self.cur_tokens > MAX_HEADING_RUN * self.s.max_tokens:
+                    self.flush(final=True)  # a long run of empty headings (an outline) is content
                 while headings and headings[-1][0] >= block.level:
                     headings.pop()
                 headings.append((block.level, _heading_text(self.text[start:end])))
@@ -293,7 +299,7 @@ class _Chunker:
         return self.finish()
 
     def only_headings(self) -> bool:
-        return all(u.kind in HEADISH for u in self.cur)
+        return self.headish == len(self.cur)  # O(1): a run of 40,000 empty headings stays linear
 
     def place(self, u: _Unit) -> None:
         budget = self.s.max_tokens
@@ -332,6 +338,7 @@ class _Chunker:
     def append(self, u: _Unit) -> None:
         self.cur.append(u)
         self.cur_tokens += u.tokens
+        self.headish += u.kind in HEADISH
 
     def flush(self, hard_break: bool = False, continued: _Unit | None = None, final: bool = False) -> None:
         cur = self.cur
@@ -351,7 +358,7 @@ class _Chunker:
                 f"(budget {self.s.max_tokens})"))
         span.hard_break_after = hard_break
         self.spans.append(span)
-        self.cur, self.cur_tokens = [], 0
+        self.cur, self.cur_tokens, self.headish = [], 0, 0
         if continued is not None and continued.kind in PROSE_LIKE:
             # The trailing run of prose units (pieces of one paragraph, say) supplies the overlap.
             tail = []
