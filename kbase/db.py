@@ -209,7 +209,9 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
         return e
     # After some errors (a full disk) SQLite rolls the transaction back itself; the rollback that
     # apsw then tries fails as well, and would hide the error that says what happened.
-    while isinstance(e.__context__, apsw.Error) and "no transaction is active" in str(e):
+    while isinstance(e.__context__, apsw.Error) and (
+        "no transaction is active" in str(e) or "no such savepoint" in str(e)
+    ):
         e = e.__context__
     if isinstance(e, apsw.BusyError):
         return DatabaseError(f"index {path} is locked by another process", "try again when it finishes")
@@ -241,6 +243,21 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
     return DatabaseError(f"index {path}: {e}")
 
 
+# Descriptors holding writer locks in this process. A forked worker closes its copies, so that
+# the lock goes when this process goes, even if it is killed while a worker still runs.
+HELD_LOCKS: set[int] = set()
+
+
+def release_inherited_locks() -> None:
+    """In a forked child: drop the copies of the parent's lock descriptors (the parent keeps its lock)."""
+    for fd in list(HELD_LOCKS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    HELD_LOCKS.clear()
+
+
 @contextlib.contextmanager
 def writer_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive advisory lock for one writing run (index, watch).
@@ -254,6 +271,7 @@ def writer_lock(path: str | os.PathLike[str]) -> Iterator[None]:
         yield
         return
     fd = os.open(path, os.O_RDONLY)
+    HELD_LOCKS.add(fd)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -264,6 +282,7 @@ def writer_lock(path: str | os.PathLike[str]) -> Iterator[None]:
             ) from None
         yield
     finally:
+        HELD_LOCKS.discard(fd)
         os.close(fd)
 
 

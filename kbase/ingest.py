@@ -344,7 +344,10 @@ def _pool(files: int, counter: TokenCounter):
 def _worker_init() -> None:
     import signal
 
+    from kbase.db import release_inherited_locks
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    release_inherited_locks()
 
 
 def _read(c: Candidate, max_size: int):
