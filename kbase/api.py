@@ -254,6 +254,12 @@ class KB:
             self._sql_ready = True
         return sqlapi.run(con, query, timeout=timeout or sqlapi.SQL_TIMEOUT, max_rows=max_rows)
 
+    def chunk(self, chunk_id: int):
+        """A chunk's place in its document (offsets and lines), e.g. to highlight a hit."""
+        from kbase.search import chunk_ref
+
+        return self._read(chunk_ref, chunk_id)
+
     def status(self) -> dict:
         from kbase.search import status
 

@@ -126,9 +126,12 @@ class ModelTokenCounter:
         cache = self._cache
         if len(cache) > self.CACHE_LIMIT:
             cache.clear()
-        unique = [w for w in dict.fromkeys(words) if w not in cache]
-        for w, enc in zip(unique, self._tok.encode_batch(unique, add_special_tokens=False)):
-            cache[w] = len(enc.ids)
+        encode = self._tok.encode
+        for w in dict.fromkeys(words):
+            if w not in cache:
+                # One word at a time: encode_batch's thread pool costs more than it gains on a few
+                # words, and far more on a busy machine (4.5 s instead of 0.2 s in a profile).
+                cache[w] = len(encode(w, add_special_tokens=False).ids)
         return sum(map(cache.__getitem__, words))
 
 

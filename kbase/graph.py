@@ -67,6 +67,9 @@ def _line_at(body: str, offset: int) -> str:
 def find_note(con: apsw.Connection, note: str) -> Note:
     """A note named the way a link would name it ('Note', 'folder/Note', an alias, any case),
     or by its file path."""
+    exact = _by_exact_path(con, note)  # cheap, and what the TUI and scripts pass
+    if exact is not None:
+        return exact
     roots = con.execute("SELECT id FROM roots ORDER BY id").fetchall()
     name = note.strip()
     if name.startswith("[[") and name.endswith("]]"):
@@ -86,6 +89,16 @@ def find_note(con: apsw.Connection, note: str) -> Note:
 
     doc = find_document(con, note)
     return Note(doc.id, doc.path, doc.title)
+
+
+def _by_exact_path(con: apsw.Connection, note: str) -> Note | None:
+    """The note whose absolute path, or root-relative path, is exactly ``note``."""
+    rows = con.execute(
+        "SELECT d.id, d.path, d.title FROM documents d JOIN roots r ON r.id = d.root_id"
+        " WHERE d.path = ?1 OR (d.path = '' AND r.path = ?1) OR r.path || '/' || d.path = ?1",
+        (note,),
+    ).fetchall()
+    return Note(*rows[0]) if len(rows) == 1 else None
 
 
 def links_from(con: apsw.Connection, note: Note) -> list[LinkHit]:

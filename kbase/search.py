@@ -332,12 +332,15 @@ def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:
 
 @dataclass(frozen=True)
 class DocRef:
+    """A document as stored: its text and where it came from."""
+
     id: int
     path: str
     abspath: str
     title: str
     body: str
     body_start: int
+    kind: str = "markdown"  # or 'text
 
 
 def find_document(con: apsw.Connection, target: str) -> DocRef:
@@ -368,12 +371,36 @@ def find_document(con: apsw.Connection, target: str) -> DocRef:
 
 
 def _load_doc(con: apsw.Connection, doc_id: int) -> DocRef:
-    doc_id, path, root, title, body, body_start = con.execute(
-        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start FROM documents AS d"
+    doc_id, path, root, title, body, body_start, kind = con.execute(
+        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind FROM documents AS d"
         " JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()
-    return DocRef(doc_id, path or Path(root).name, os.path.join(root, path) if path else root, title, body, body_start)
+    return DocRef(doc_id, path or Path(root).name, os.path.join(root, path) if path else root, title, body,
+                  body_start, kind)
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """Where a chunk sits in its document: ``body[start:end]``, lines ``line`` to ``end_line``."""
+
+    id: int
+    doc_id: int
+    seq: int
+    start: int
+    end: int
+    line: int
+    end_line: int
+    heading_path: str
+    kind: str
+
+
+def chunk_ref(con: apsw.Connection, chunk_id: int) -> ChunkRef:
+    row = con.execute("SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind"
+                      " FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+    if row is None:
+        raise InputError(f"no chunk {chunk_id} in the index", "it was replaced: search again")
+    return ChunkRef(*row)
 
 
 def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> dict:

@@ -57,6 +57,17 @@ def vault(tmp_path) -> Path:
     )
 
 
+@pytest.fixture
+def kb(db_path, vault):
+    """The test vault indexed without embeddings (tests about embeddings define their own)."""
+    import kbase
+
+    k = kbase.open(db_path)
+    k.index([vault], embed=False)
+    yield k
+    k.close()
+
+
 def bump_mtime(path: Path, seconds: int = 10) -> None:
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + seconds * 1_000_000_000))

@@ -8,14 +8,6 @@ from kbase.search import make_snippet
 from tests.conftest import write
 
 
-@pytest.fixture
-def kb(db_path, vault):
-    k = kbase.open(db_path)
-    k.index([vault], embed=False)
-    yield k
-    k.close()
-
-
 def paths(hits):
     return [h.path for h in hits]
 
@@ -96,3 +88,14 @@ def test_make_snippet_highlights_and_counts_lines():
     assert snippet == "first line second match and more third"
     assert [snippet[a:b] for a, b in hl] == ["match", "more"]
     assert lines == 1
+
+
+def test_chunk_and_document_refs_for_a_hit(kb, vault):
+    (hit,) = kb.search("raised", mode="keyword")
+    ref = kb.chunk(hit.chunk_id)
+    doc = kb.document(hit.path)
+    assert doc.kind == "markdown" and ref.doc_id == doc.id
+    assert "Raised beds" in doc.body[ref.start:ref.end] and ref.line <= hit.line <= ref.end_line
+    assert kb.document("tech/notes.txt").kind == "text"
+    with pytest.raises(InputError, match="no chunk"):
+        kb.chunk(10**9)

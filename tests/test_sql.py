@@ -10,14 +10,6 @@ from kbase.cli import cli
 from kbase.errors import InputError
 
 
-@pytest.fixture
-def kb(db_path, vault):
-    k = kbase.open(db_path)
-    k.index([vault], embed=False)
-    yield k
-    k.close()
-
-
 def run(db_path, *args, input=None):
     return CliRunner().invoke(cli, ["--db", str(db_path), "sql", *args], input=input)
 
