@@ -90,7 +90,7 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
     from gen_vault import generate
 
     path = work / "scale.db"
-    notes = max(100, target_chunks // 3)
+    notes = max(100, round(target_chunks / 5.4))  # gen_vault's ~2 KB notes make about 5.4 chunks each
     vault = work / "scale-vault"
     generate(vault, notes, seed=5)
     kb = kbase.open(path)

@@ -93,14 +93,18 @@ def keyword_search(con: apsw.Connection, text: str, *, limit: int = 10, filters:
     return [_hit(con, *row) for row in keyword_ranked(con, text, limit, filters)]
 
 
-def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = Filters()) -> list[tuple]:
-    """Up to ``n`` (doc_id, chunk_id, score, matched chunks, match expression), best first."""
+def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = Filters(),
+                   fill_to: int | None = None) -> list[tuple]:
+    """Up to ``n`` (doc_id, chunk_id, score, matched chunks, match expression), best first.
+
+    Documents matching only some of the words are added when fewer than ``fill_to`` (default
+    ``n``) match all of them."""
     query = parse_query(text)
     if query.empty or n <= 0:
         return []
     where, args = filters.sql()
     ranked = _ranked_docs(con, query.to_fts(), where, args, n)
-    if len(ranked) < n and len(query.clauses) > 1 and not query.explicit_or:
+    if len(ranked) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
         have = {r[0] for r in ranked}
         ranked += [r for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, n) if r[0] not in have][
             : n - len(ranked)
@@ -109,19 +113,20 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
 
 
 def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int) -> list[tuple]:
+    """(doc_id, best chunk id, bm25, matching chunks, match) per document, best first.
+
+    The bm25 scores are materialised first (FTS5 computes them only in its own query), then
+    grouped: with min(), SQLite takes the other bare columns from the row holding the minimum,
+    so ``cid`` is the best chunk (a third faster than ranking with window functions)."""
     w = ", ".join(str(x) for x in BM25_WEIGHTS)
     sql = f"""
-        WITH m AS (
+        WITH m AS MATERIALIZED (
             SELECT rowid AS cid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?
-        ), r AS (
-            SELECT c.doc_id, m.cid, m.s,
-                   row_number() OVER (PARTITION BY c.doc_id ORDER BY m.s) AS rn,
-                   count(*) OVER (PARTITION BY c.doc_id) AS n
-            FROM m JOIN chunks AS c ON c.id = m.cid JOIN documents AS d ON d.id = c.doc_id
-            WHERE {where}
         )
-        SELECT doc_id, cid, s, n, ? AS match FROM r WHERE rn = 1 ORDER BY s LIMIT ?"""
-    return con.execute(sql, [match, *args, match, limit]).fetchall()
+        SELECT c.doc_id, m.cid, min(m.s) AS s, count(*) AS n, ? AS match
+        FROM m JOIN chunks AS c ON c.id = m.cid JOIN documents AS d ON d.id = c.doc_id
+        WHERE {where} GROUP BY c.doc_id ORDER BY s LIMIT ?"""
+    return con.execute(sql, [match, match, *args, limit]).fetchall()
 
 
 # sqlite-vec answers k-nearest-neighbour queries for k up to this many rows.
@@ -228,7 +233,8 @@ def hybrid_search(
     nearest chunk; ``explain`` gives each list's rank and contribution.
     """
     n = max(limit, depth)
-    kw = keyword_ranked(con, text, n, filters)
+    # The any-word query is only worth its cost when all words do not fill a page by themselves.
+    kw = keyword_ranked(con, text, n, filters, fill_to=limit)
     sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache) if r[2] >= min_similarity]
     fused = rrf({"keyword": [r[0] for r in kw], "semantic": [r[0] for r in sem]}, k=k,
                 weights=weights or DEFAULT_WEIGHTS)
