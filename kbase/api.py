@@ -76,6 +76,7 @@ class KB:
         from kbase import ingest
 
         con = db.connect(self.path, create=True)
+        report: IndexReport | None = None
         try:
             with db.writer_lock(self.path):
                 report = ingest.index(con, paths, **options)
@@ -85,6 +86,8 @@ class KB:
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
         except KeyboardInterrupt:
+            if report is None:
+                raise
             report.interrupted = True  # the embedding batch in flight is lost, nothing else
             return report
         finally:

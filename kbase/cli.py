@@ -137,7 +137,7 @@ def index(ctx, paths, extensions, max_size, quiet, as_json, no_embed, max_tokens
         options["max_size"] = max_size
     kb = _kb(ctx)
     options["embed"] = not no_embed
-    with _progress(not quiet and not as_json) as bar:
+    with _Bars(not quiet and not as_json) as bar:
         report = kb.index(paths, progress=bar.files, embed_progress=bar.chunks, **options)
     if as_json:
         from dataclasses import asdict
@@ -207,10 +207,6 @@ class _Bars:
         self._update("embedding", done, total, "", "chunks")
 
 
-def _progress(enabled: bool) -> _Bars:
-    return _Bars(enabled)
-
-
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
@@ -262,7 +258,7 @@ def _printable(path: str) -> str:
 @click.pass_context
 def embed(ctx, rebuild, quiet):
     """Embed the chunks that have no vector yet (resumes where an interrupted run stopped)."""
-    with _progress(not quiet) as bar:
+    with _Bars(not quiet) as bar:
         result = _kb(ctx).embed(rebuild=rebuild, progress=bar.chunks)
     click.echo(f"embedded {result['embedded']} chunks in {result['seconds']:.1f} s"
                + (f" ({result['reused']} reused)" if result["reused"] else ""))
