@@ -1,7 +1,6 @@
 """The link graph through the whole pipeline: storage, resolution as files come and go, queries."""
 
 import json
-import os
 import shutil
 
 import pytest

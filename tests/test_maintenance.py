@@ -2,10 +2,8 @@
 allow; compact shrinks a churned index; roots can be re-pointed and follow a moved vault."""
 
 import json
-import os
 import shutil
 
-import apsw
 import pytest
 from click.testing import CliRunner
 

@@ -2,7 +2,6 @@ import os
 
 import pytest
 
-import kbase
 from kbase.errors import InputError
 from kbase.search import make_snippet
 from tests.conftest import write
