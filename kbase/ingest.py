@@ -400,8 +400,11 @@ _UNPARSED = object()  # content that matched an unchanged or vanished document: 
 def _prepared(todo, known, renamed_from, max_size, settings, pool):
     """(candidate, old row, item) in order, where item is a reason to skip, or (stat, digest,
     prepared, data) with prepared None (vanished), a reason, _UNPARSED, or prepare()'s result.
-    Files whose content hash shows no change, or a rename, are not parsed."""
-    for start in range(0, len(todo), WINDOW):
+    Files whose content hash shows no change, or a rename, are not parsed. With a pool, the next
+    window is read and handed to the workers before this one is written, so that parsing and
+    writing overlap."""
+
+    def submit(start: int):
         window = []
         for c in todo[start:start + WINDOW]:
             old = known.get(c.relpath)
@@ -410,8 +413,16 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool):
                 read[1] != old[3] if old is not None else read[1] not in renamed_from)
             window.append((c, old, read, parse_it))
         jobs = [(c.relpath or Path(c.abspath).name, r[2], settings) for c, old, r, p in window if p]
-        results = iter(pool.map(_prepare_item, jobs, chunksize=4) if pool is not None and jobs
-                       else (prepare(*job) for job in jobs))
+        if pool is not None and jobs:
+            results = pool.map(_prepare_item, jobs, chunksize=4)  # submitted now, collected later
+        else:
+            results = (prepare(*job) for job in jobs)
+        return window, iter(results)
+
+    pending = submit(0) if todo else None
+    for start in range(0, len(todo), WINDOW):
+        window, results = pending
+        pending = submit(start + WINDOW) if pool is not None and start + WINDOW < len(todo) else None
         for c, old, read, parse_it in window:
             if read is None:
                 yield c, old, (None, None, None, None)
@@ -419,6 +430,8 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool):
                 yield c, old, read
             else:
                 yield c, old, (read[0], read[1], next(results) if parse_it else _UNPARSED, read[2])
+        if pending is None and start + WINDOW < len(todo):
+            pending = submit(start + WINDOW)
 
 
 def _nonblocking(path: str, flags: int) -> int:
