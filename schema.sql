@@ -173,6 +173,7 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 -- The triggers keep chunks_fts equal to chunks. Whatever removes or rewrites a document removes
 -- its chunks first, while the old body and aliases are still there for FTS5's 'delete' command;
 -- a writer inserts a document's aliases before its chunks.
+-- (dropped in schema 4: kbase inserts the FTS row itself, with the same values)
 CREATE TRIGGER chunks_after_insert AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts (rowid, title, headings, body)
     SELECT id, title, headings, body FROM chunks_fts_content WHERE id = new.id;

@@ -84,6 +84,16 @@ def write_document(
                 for c in chunks
             ],
         )
+        # The keyword index rows, with exactly the values of the chunks_fts_content view (the
+        # delete trigger reads them from there): title and aliases as the view joins them.
+        rows = con.execute("SELECT id, heading_path, start_char, end_char FROM chunks WHERE doc_id = ?",
+                           (doc_id,)).fetchall()
+        if rows:
+            (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (rows[0][0],)).fetchone()
+            con.executemany(
+                "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)",
+                [(cid, title, heading_path, text[a:b]) for cid, heading_path, a, b in rows],
+            )
         if old_vectors:
             embed.copy_vectors(con, old_vectors, con.execute(
                 "SELECT id, embed_hash FROM chunks WHERE doc_id = ?", (doc_id,)).fetchall())
