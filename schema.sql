@@ -161,7 +161,7 @@ SELECT c.id                                                    AS id,
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
 
--- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts, 10.0, 4.0, 1.0)
+-- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts, 2.0, 1.0, 1.0)
 -- (title, headings, body weights), and use highlight()/snippet() on the body column (2).
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
     title, headings, body,
