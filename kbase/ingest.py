@@ -3,7 +3,9 @@
 Incremental: a file whose size and mtime match the index costs one stat; a changed stat with the
 same content hash only updates the stat; a new path whose content matches a vanished document is
 a rename (the row moves, chunks and what hangs off them stay); everything else is parsed and
-replaced in one transaction. Documents whose files are gone are removed at the end.
+replaced, all or nothing (a savepoint per document, inside transactions committed every half
+second). Documents whose files are gone are removed at the end. Runs of 200 files or more parse
+and chunk in one worker process per core while this process reads and writes.
 """
 
 from __future__ import annotations
