@@ -198,7 +198,11 @@ async def test_moving_through_results_moves_the_preview(index):
                 assert block.has_class("-hit")
             else:  # plain text: the hit's line is selected in a line-numbered view
                 view = app.query_one("#preview-text")
-                assert view.display and view.selection.start[0] == hit.line - 1
+                # the hit's whole chunk is selected, and the hit's line is in it
+                assert view.display and view.selection.start[0] <= hit.line - 1 <= view.selection.end[0]
+                with screen.app.pool.kb() as kb:
+                    chunk = kb.chunk(hit.chunk_id)
+                assert (view.selection.start[0], view.selection.end[0]) == (chunk.line - 1, chunk.end_line - 1)
         assert seen == [h.path for h in screen.results.hits]
         await pilot.press("k")
         await settle(pilot)

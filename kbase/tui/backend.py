@@ -101,6 +101,8 @@ class Location:
     line: int | None = None  # 1-based line in the stored body
     anchor: str | None = None  # a heading to scroll to when there is no line
     title: str = ""
+    chunk_id: int | None = None  # the hit's chunk (search results), to highlight all of it
+    span: tuple[int, int] | None = None  # that chunk's first and last line, once looked up
 
     @property
     def target(self) -> str:

@@ -8,6 +8,8 @@ dropped (each request carries a generation number).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
-from kbase.errors import DatabaseError
+from kbase.errors import DatabaseError, KbaseError
 from kbase.tui.backend import (
     MODES,
     SEARCH_LIMIT,
@@ -285,7 +287,7 @@ class MainScreen(Screen):
         self.preview.focus_view()
 
     def _show_hit(self, hit) -> None:
-        location = Location(hit.path, hit.abspath, hit.line, None, hit.title)
+        location = Location(hit.path, hit.abspath, hit.line, None, hit.title, chunk_id=hit.chunk_id)
         if self.history and self.history[self.history_pos] == location and self.history_pos == 0:
             return  # already showing it
         self.history, self.history_pos = [location], 0
@@ -303,6 +305,12 @@ class MainScreen(Screen):
         try:
             with self.app.pool.kb() as kb:
                 doc = kb.document(location.target)
+                if location.chunk_id is not None and location.span is None:
+                    try:
+                        chunk = kb.chunk(location.chunk_id)
+                        location = replace(location, span=(chunk.line, chunk.end_line))
+                    except KbaseError:
+                        pass  # replaced since the search: the hit's line is still shown
         except Exception as e:  # noqa: BLE001
             if not worker.is_cancelled:
                 self.post_message(WorkFailed("document", e, request))
@@ -333,7 +341,7 @@ class MainScreen(Screen):
         self.doc = message.doc
         location = message.location
         if location.abspath is None:
-            location = Location(location.path, message.doc.abspath, location.line, location.anchor, location.title)
+            location = replace(location, abspath=message.doc.abspath)
         self.preview.show_document(message.doc, location)
 
     @on(LinksLoaded)

@@ -271,6 +271,8 @@ class PreviewPane(Container):
             block = self._find_block(md, location, offset)
             self.hit_block = block
             scroll = self.query_one("#md-scroll", VerticalScroll)
+            for other in self._span_blocks(md, location, offset):
+                other.add_class("-hit")  # the whole chunk the hit came from
             if block is not None:
                 block.add_class("-hit")
                 self.call_after_refresh(scroll.scroll_to_center, block, animate=False, origin_visible=True,
@@ -282,11 +284,27 @@ class PreviewPane(Container):
             self.line_offset = 0
             text.load_text(doc.body)
             self._show_only(text=True)
-            if location.line:
+            if location.span:
+                from textual.widgets.text_area import Selection
+
+                first, last = location.span
+                text.selection = Selection((first - 1, 0), (last - 1, len(text.document.get_line(last - 1))))
+            elif location.line:
                 text.select_line(max(0, location.line - 1))
             else:
                 text.move_cursor((0, 0))
             self.call_after_refresh(text.scroll_cursor_visible, center=True, animate=False)
+
+    @staticmethod
+    def _span_blocks(md, location: Location, offset: int) -> list:
+        """The top-level blocks that overlap the hit's chunk (its span of lines)."""
+        if not location.span:
+            return []
+        from textual.widgets.markdown import MarkdownBlock
+
+        first, last = location.span[0] - 1 - offset, location.span[1] - 1 - offset  # 0-based
+        return [b for b in md.query(MarkdownBlock) if b.parent is md and b.source_range[1] > b.source_range[0]
+                and b.source_range[0] <= last and b.source_range[1] > first]
 
     @staticmethod
     def _find_block(md, location: Location, offset: int):
