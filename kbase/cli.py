@@ -525,11 +525,14 @@ def show(ctx, target, context, as_json):
             start = int(m.group("start"))
             first, last = (start, int(m.group("end"))) if m.group("end") else (max(1, start - context), start + context)
     lines = LINE_BREAK.split(doc.body)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the text ends with a line break: no line after it
     if first is None:
         first, last = 1, len(lines)
     last = min(last, len(lines))
-    if first > len(lines):
-        raise InputError(f"{doc.path} has {len(lines)} lines, not {first}", "give a line number within the document")
+    if m and int(m.group("start")) > len(lines):
+        raise InputError(f"{doc.path} has {len(lines)} lines, not {m.group('start')}",
+                         "give a line number within the document")
     region = lines[first - 1:last]
     if as_json:
         click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title,

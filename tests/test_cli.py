@@ -95,6 +95,8 @@ def test_show_document_and_region(run, indexed):
     assert out == "  2 | \n> 3 | Tomatoes need sun and water.\n  4 | \n"
     assert run("show", "Garden.md:5-7").stdout == "5 | ## Beds\n6 | \n7 | Raised beds drain well.\n"
     assert json.loads(run("show", "Garden.md:1-1", "--json").stdout)["text"] == "# Garden"
+    r = run("show", "Garden.md:999")
+    assert r.exit_code == 1 and r.stderr.splitlines()[0] == "Error: Garden.md has 7 lines, not 999"
 
 
 @pytest.mark.parametrize(
