@@ -81,7 +81,7 @@ def parse(text: str, path: str) -> ParsedDoc:
         kind = _BLOCK_KINDS[tok.type]
         first, last = first_line + tok.map[0], first_line + tok.map[1] - 1
         start, end = starts[first], _line_end(text, starts, last)
-        while end > start and text[end - 1] in " \t\r\n":  # maps may include trailing blank lines
+        while end > start and text[end - 1].isspace():  # maps may include trailing blank lines
             end -= 1
         if kind == "heading":
             level = int(tok.tag[1])
@@ -131,7 +131,7 @@ def _children(tokens, i: int, text: str, starts: list[int], first_line: int) -> 
         if tok.level == level and tok.map is not None and tok.nesting >= 0:
             a = starts[first_line + tok.map[0]]
             b = _line_end(text, starts, first_line + tok.map[1] - 1)
-            while b > a and text[b - 1] in " \t\r\n":
+            while b > a and text[b - 1].isspace():
                 b -= 1
             if b > a:
                 parts.append((a, b))
