@@ -1,9 +1,10 @@
--- kbase index schema, version 1 (later versions: the numbered steps in kbase/migrations.py).
+-- kbase index schema, version 5 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
--- packaged into the wheel. Later changes are numbered steps in kbase/migrations.py, gated by
--- PRAGMA user_version. The file is also the reference for people who query the index with SQL;
--- prefer the views at the end to the tables, they are the stable surface.
+-- packaged into the wheel. An index written by an older kbase is brought up to this version by
+-- the numbered steps in kbase/migrations.py (tests check that the result equals a new index).
+-- The file is also the reference for people who query the index with SQL; prefer the views at
+-- the end to the tables, they are the stable surface.
 --
 -- Conventions: character offsets (start_char, end_char) index the decoded text in
 -- documents.body, 0-based and end-exclusive, counted in Unicode code points, so that
@@ -21,7 +22,8 @@ CREATE TABLE roots (
     id              INTEGER PRIMARY KEY,    -- row id
     path            TEXT NOT NULL UNIQUE,   -- absolute path of the folder or file as indexed
     added_at        TEXT NOT NULL,          -- UTC ISO-8601 time the root was first indexed
-    last_indexed_at TEXT                    -- UTC ISO-8601 time of the last completed index run
+    last_indexed_at TEXT,                   -- UTC ISO-8601 time of the last completed index run
+    relpath         TEXT                    -- the root relative to the index file's folder (found again when both move)
 ) STRICT;
 
 -- One row per indexed file, with its decoded text.
@@ -42,7 +44,6 @@ CREATE TABLE documents (
     body        TEXT NOT NULL,          -- the whole decoded text, line endings as in the file
     UNIQUE (root_id, path)
 ) STRICT;
-CREATE INDEX documents_hash ON documents(hash); -- (dropped in schema 3)
 
 -- Passages of a document; the text is not stored twice: it is body[start_char:end_char].
 CREATE TABLE chunks (
@@ -57,13 +58,12 @@ CREATE TABLE chunks (
     kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
     tokens       INTEGER NOT NULL,      -- size in the embedding model's tokens (see meta 'chunker')
     flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
-    hash         TEXT NOT NULL,         -- (dropped in schema 3)
-    embed_hash   TEXT NOT NULL,         -- sha256 (first 32 hex digits) of the text the embedder sees
+    embed_hash   BLOB NOT NULL,         -- first 8 bytes of the sha256 of the text the embedder sees
     embedded     INTEGER NOT NULL DEFAULT 0, -- 1 once chunks_vec holds this chunk's vector
     UNIQUE (doc_id, seq)
 ) STRICT;
-CREATE INDEX chunks_embed_hash ON chunks(embed_hash);
-CREATE INDEX chunks_to_embed ON chunks(id) WHERE embedded = 0;
+-- Finds a stored vector for the same embedder input (only embedded chunks can give one).
+CREATE INDEX chunks_embed_hash ON chunks(embed_hash) WHERE embedded = 1;
 
 -- chunks_vec (sqlite-vec, created by kbase once the embedding model's dimension is known):
 --   CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[384] distance_metric=cosine)
@@ -128,7 +128,7 @@ CREATE TABLE links (
     anchor      TEXT,               -- 'Heading#Sub' or '^blockid' (without the leading '#'), or NULL
     alias       TEXT,               -- display text, or NULL
     target_id   INTEGER REFERENCES documents(id) ON DELETE SET NULL, -- the note linked to, or NULL
-    target_path TEXT,               -- root-relative path of the resolved file (note or attachment), or NULL
+    target_path TEXT,               -- root-relative path of the attachment linked to; NULL for a note (see target_id)
     anchor_ok   INTEGER             -- 1/0: the heading or block exists in the target; NULL if not checked
 ) STRICT;
 CREATE INDEX links_source ON links(source_id);
@@ -161,23 +161,21 @@ SELECT c.id                                                    AS id,
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
 
--- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts, 2.0, 1.0, 1.0)
--- (title, headings, body weights), and use highlight()/snippet() on the body column (2).
+-- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts, 1.0, 2.0, 1.0)
+-- (body, title, headings weights), and use highlight()/snippet() on the body column (0).
+-- Body comes first because FTS5 marks each position list of any other column with the column's
+-- number, and most positions are in the body: this order makes the index a third smaller.
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    title, headings, body,
+    body, title, headings,
     content = 'chunks_fts_content',
     content_rowid = 'id',
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 
--- The triggers keep chunks_fts equal to chunks. Whatever removes or rewrites a document removes
--- its chunks first, while the old body and aliases are still there for FTS5's 'delete' command;
--- a writer inserts a document's aliases before its chunks.
--- (dropped in schema 4: kbase inserts the FTS row itself, with the same values)
-CREATE TRIGGER chunks_after_insert AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, title, headings, body)
-    SELECT id, title, headings, body FROM chunks_fts_content WHERE id = new.id;
-END;
+-- kbase writes a chunk's chunks_fts row itself, with the values of chunks_fts_content (a trigger
+-- through the view cost six times as much). The triggers below remove it again: whatever removes
+-- or rewrites a document removes its chunks first, while the old body and aliases are still there
+-- for FTS5's 'delete' command; a writer inserts a document's aliases before its chunks.
 
 CREATE TRIGGER chunks_before_delete BEFORE DELETE ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
@@ -237,12 +235,12 @@ WHERE l.target_id <> l.source_id;
 CREATE VIEW unresolved_links AS
 SELECT l.id, l.source_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
 FROM links AS l JOIN documents AS s ON s.id = l.source_id
-WHERE l.target_path IS NULL;
+WHERE l.target_id IS NULL AND l.target_path IS NULL;
 
 -- Links whose note exists but whose #heading or #^block does not.
 CREATE VIEW broken_anchors AS
-SELECT l.id, l.source_id, s.path AS source_path, l.line, l.target, l.target_path, l.anchor
-FROM links AS l JOIN documents AS s ON s.id = l.source_id
+SELECT l.id, l.source_id, s.path AS source_path, l.line, l.target, t.path AS target_path, l.anchor
+FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id
 WHERE l.anchor_ok = 0;
 
 -- Per-note counts: chunks, words of text, distinct notes linking in, links out.

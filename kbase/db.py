@@ -38,7 +38,7 @@ def default_db_path() -> Path:
 
 
 def schema_sql() -> str:
-    """The v1 DDL: ``schema.sql`` from the installed package, else from the source checkout."""
+    """The DDL of a new index: ``schema.sql`` from the installed package, else from the checkout."""
     packaged = resources.files("kbase").joinpath("schema.sql")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
@@ -188,8 +188,6 @@ def _create(con: apsw.Connection) -> None:
         if con.execute("SELECT count(*) FROM sqlite_schema").get:
             return  # another process created it meanwhile; _prepare checks what it made
         con.execute(schema_sql())
-        for version in sorted(MIGRATIONS):
-            con.execute(MIGRATIONS[version])
         con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -199,7 +197,11 @@ def _migrate(con: apsw.Connection, version: int) -> None:
         with _immediate(con):
             if con.execute("PRAGMA user_version").get >= step:
                 continue  # another process took this step meanwhile
-            con.execute(MIGRATIONS[step])
+            migration = MIGRATIONS[step]
+            if callable(migration):
+                migration(con)
+            else:
+                con.execute(migration)
             con.execute(f"PRAGMA user_version = {step}")
 
 

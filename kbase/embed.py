@@ -64,9 +64,10 @@ def embed_input(title: str, heading_path: str, text: str) -> str:
     return f"{context}\n\n{text}" if context else text
 
 
-def input_hash(title: str, heading_path: str, text: str) -> str:
-    """Identifies what the embedder sees; 128 bits of sha256 are plenty to tell chunks apart."""
-    return hashlib.sha256(embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+def input_hash(title: str, heading_path: str, text: str) -> bytes:
+    """Identifies what the embedder sees: the first 64 bits of its sha256 (a collision among a
+    million chunks has odds of about 1 in 3.7e7, and costs one chunk a near-duplicate's vector)."""
+    return hashlib.sha256(embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")).digest()[:8]
 
 
 def data_dir() -> Path:
@@ -171,6 +172,13 @@ def check_fingerprint(con: apsw.Connection, embedder: Embedder) -> None:
         )
 
 
+# Removes a chunk's vector with the chunk (made with chunks_vec, which schema.sql cannot declare).
+VECTOR_TRIGGER = (
+    "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
+    " DELETE FROM chunks_vec WHERE rowid = old.id; END"
+)
+
+
 def ensure_vector_table(con: apsw.Connection, embedder: Embedder) -> None:
     """Create chunks_vec for the model's dimension (and the trigger that keeps it in step)."""
     check_fingerprint(con, embedder)
@@ -179,10 +187,7 @@ def ensure_vector_table(con: apsw.Connection, embedder: Embedder) -> None:
             f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0("
             f"embedding float[{int(embedder.dimension)}] distance_metric=cosine)"
         )
-        con.execute(
-            "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
-            " DELETE FROM chunks_vec WHERE rowid = old.id; END"
-        )
+        con.execute(VECTOR_TRIGGER)
         con.execute(
             "INSERT INTO meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (embedder.fingerprint,),
@@ -224,21 +229,24 @@ def embed_missing(
     done = reused = 0
     t0 = time.perf_counter()
     embed_seconds = 0.0
+    last_id = -1  # walk the chunks by id: each batch starts after the previous one
     while True:
         rows = con.execute(
             "SELECT c.id, c.embed_hash, d.title, c.heading_path,"
             " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-            " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded = 0 ORDER BY c.id LIMIT ?",
-            (batch,),
+            " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+            " WHERE c.id > ? AND c.embedded = 0 ORDER BY c.id LIMIT ?",
+            (last_id, batch),
         ).fetchall()
         if not rows:
             break
+        last_id = rows[-1][0]
         vectors: dict[int, bytes] = {}
         todo = []
         for chunk_id, ehash, title, heading_path, text in rows:
             copy = con.execute(
                 "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
-                " WHERE c.embed_hash = ? AND c.embedded LIMIT 1",
+                " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
                 (ehash,),
             ).fetchone()
             if copy:
@@ -262,7 +270,7 @@ def embed_missing(
             "model_seconds": embed_seconds}
 
 
-def copy_vectors(con: apsw.Connection, old: dict[str, bytes], new_chunks: Sequence[tuple[int, str]]) -> int:
+def copy_vectors(con: apsw.Connection, old: dict[bytes, bytes], new_chunks: Sequence[tuple[int, bytes]]) -> int:
     """Give new chunks the vectors their identical predecessors had (same embedder input)."""
     n = 0
     for chunk_id, ehash in new_chunks:
@@ -274,7 +282,7 @@ def copy_vectors(con: apsw.Connection, old: dict[str, bytes], new_chunks: Sequen
     return n
 
 
-def vectors_of(con: apsw.Connection, doc_id: int) -> dict[str, bytes]:
+def vectors_of(con: apsw.Connection, doc_id: int) -> dict[bytes, bytes]:
     """embed_hash -> vector for a document's embedded chunks (kept across its rewrite)."""
     if not has_vectors(con):
         return {}

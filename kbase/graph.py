@@ -43,7 +43,8 @@ class Note:
 
 _LINK_SELECT = """
     SELECT l.source_id, s.path, s.title, l.line, l.start_char,
-           s.body, l.target, l.anchor, l.alias, l.embed, l.kind, l.target_id, l.target_path, t.title, l.anchor_ok
+           s.body, l.target, l.anchor, l.alias, l.embed, l.kind, l.target_id,
+           coalesce(t.path, l.target_path), t.title, l.anchor_ok
     FROM links AS l JOIN documents AS s ON s.id = l.source_id LEFT JOIN documents AS t ON t.id = l.target_id
 """
 
@@ -111,7 +112,7 @@ def links_to(con: apsw.Connection, note: Note) -> list[LinkHit]:
 
 
 def unresolved(con: apsw.Connection) -> list[LinkHit]:
-    return _link_hits(con, "l.target_path IS NULL", ())
+    return _link_hits(con, "l.target_id IS NULL AND l.target_path IS NULL", ())
 
 
 def broken_anchors(con: apsw.Connection) -> list[LinkHit]:

@@ -1,13 +1,75 @@
-"""Numbered schema steps after version 1 (``schema.sql``).
+"""Numbered steps that bring an index written by an older kbase up to ``schema.sql``.
 
-Each step is SQL that takes the schema from version ``n - 1`` to ``n``; ``db.connect`` runs the
-missing ones in order, each in its own transaction together with the ``user_version`` bump.
+Each step takes the schema from version ``n - 1`` to ``n``: SQL, or a function of the connection
+for a step that needs more than a script. ``db.connect`` runs the missing ones in order, each in
+its own transaction together with the ``user_version`` bump. A new index is made from
+``schema.sql`` directly; tests/test_db.py checks that a version 1 index, migrated, matches it.
 """
 
 from __future__ import annotations
 
-# version -> SQL script. Version 1 is schema.sql itself.
-MIGRATIONS: dict[int, str] = {
+import re
+from collections.abc import Callable
+
+import apsw
+
+
+def _schema_5(con: apsw.Connection) -> None:
+    """Rebuild chunks and chunks_fts with their definitions in schema.sql.
+
+    chunks: embed_hash from 32 hex digits to 8 bytes. SQLite cannot change a column's type, so the
+    table is renamed (legacy mode keeps the views pointing at 'chunks'), recreated, copied and
+    dropped; the triggers on it are made again, the vector one only if the index had vectors.
+    chunks_fts: recreated with body as its first column and rebuilt from its content view.
+    links: target_path cleared where target_id names the note; the views that read it redone.
+    """
+    from kbase.db import schema_sql
+
+    schema = schema_sql()
+    had_vectors = con.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'chunks_vec_after_delete'").fetchone()
+    con.execute("PRAGMA legacy_alter_table = ON")
+    try:
+        con.execute("ALTER TABLE chunks RENAME TO chunks_v4")
+    finally:
+        con.execute("PRAGMA legacy_alter_table = OFF")
+    con.execute(_statement(schema, "CREATE TABLE chunks "))
+    con.execute(
+        "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
+        " flags, embed_hash, embedded)"
+        " SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens, flags,"
+        " unhex(substr(embed_hash, 1, 16)), embedded FROM chunks_v4"
+    )
+    con.execute("DROP TABLE chunks_v4")  # with its indexes and triggers
+    for start in ("CREATE INDEX chunks_embed_hash ", "CREATE TRIGGER chunks_before_delete ",
+                  "CREATE TRIGGER chunks_before_update"):
+        con.execute(_statement(schema, start))
+    if had_vectors:
+        from kbase.embed import VECTOR_TRIGGER
+
+        con.execute(VECTOR_TRIGGER)
+    # links.target_path: only attachments keep it, a note is target_id; two views follow.
+    con.execute("UPDATE links SET target_path = NULL WHERE target_id IS NOT NULL")
+    for view in ("unresolved_links", "broken_anchors"):
+        con.execute(f"DROP VIEW {view}")
+        con.execute(_statement(schema, f"CREATE VIEW {view} "))
+    con.execute("DROP TABLE chunks_fts")
+    con.execute(_statement(schema, "CREATE VIRTUAL TABLE chunks_fts "))
+    con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+
+
+def _statement(schema: str, start: str) -> str:
+    """The statement of ``schema`` that begins with ``start`` (up to its final ';' at a line end,
+    or 'END;' for a trigger)."""
+    end = r"^END;" if start.startswith("CREATE TRIGGER") else r";\s*(?:--[^\n]*)?$"
+    m = re.search(re.escape(start) + r".*?" + end, schema, re.S | re.M)
+    if m is None:
+        raise LookupError(f"schema.sql has no statement starting {start!r}")
+    return m.group(0)
+
+
+# version -> step. Version 1 was the first schema (kept in tests/data/schema_v1.sql).
+MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # roots.relpath: the root relative to the index file's folder, so that when the notes and the
     # index move together kbase finds the notes again (kbase roots, kbase index).
     2: "ALTER TABLE roots ADD COLUMN relpath TEXT;",
@@ -18,6 +80,10 @@ MIGRATIONS: dict[int, str] = {
     # already has: through this trigger and the view it cost 150 us a chunk, directly 25 us.
     # Deleting still goes through chunks_before_delete, which reads the same view.
     4: "DROP TRIGGER chunks_after_insert;",
+    # Size (BENCHMARKS.md; 10,000-note vault: 63.3 -> 52.3 MB). chunks_fts lists body first, chunks
+    # keeps embed_hash as 8 bytes with an index of embedded chunks only, chunks_to_embed goes,
+    # links.target_path is kept for attachments only (a note's path is its documents row's).
+    5: _schema_5,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

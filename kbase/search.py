@@ -18,12 +18,13 @@ from kbase.query import parse_query
 from kbase.rank import RRF_K, rrf
 from kbase.vectors import VectorCache
 
-# bm25 column weights (title + aliases, heading path, body). Measured on SciFact (bench/retrieval.py,
-# BENCHMARKS.md): (10, 4, 1) 0.665 nDCG@10, (5, 1, 1) 0.671, (2, 1, 1) 0.675, (1, 1, 1) 0.679.
+# bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured on SciFact (bench/retrieval.py,
+# BENCHMARKS.md), as (title, headings, body): (10, 4, 1) 0.665 nDCG@10, (5, 1, 1) 0.671,
+# (2, 1, 1) 0.675, (1, 1, 1) 0.679.
 # Heavy title weights hurt because a note's title usually repeats its first heading, which is
 # already in the body and the heading path. (2, 1, 1) keeps some extra weight for titles that do
 # not repeat (front matter titles, file names, aliases) at a cost of 0.004 there.
-BM25_WEIGHTS = (2.0, 1.0, 1.0)
+BM25_WEIGHTS = (1.0, 2.0, 1.0)
 SNIPPET_BEFORE = 60  # characters of context before the first match
 SNIPPET_WIDTH = 200  # total snippet length in characters
 _OPEN, _CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (control chars)
@@ -268,7 +269,7 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
     row = con.execute(
         """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, c.line, c.heading_path,
                   CASE WHEN ?1 IS NULL THEN substr(d.body, c.start_char + 1, c.end_char - c.start_char)
-                  ELSE (SELECT highlight(chunks_fts, 2, char(2), char(3)) FROM chunks_fts
+                  ELSE (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
                         WHERE chunks_fts MATCH ?1 AND rowid = c.id) END,
                   (SELECT group_concat(tag, ' ') FROM tags WHERE doc_id = d.id)
            FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN roots AS r ON r.id = d.root_id
@@ -430,7 +431,7 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> dict:
         "chunks": one("SELECT count(*) FROM chunks"),
         "embedded_chunks": one("SELECT count(*) FROM chunks WHERE embedded"),
         "links": one("SELECT count(*) FROM links"),
-        "unresolved_links": one("SELECT count(*) FROM links WHERE target_path IS NULL"),
+        "unresolved_links": one("SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"),
         "tags": one("SELECT count(DISTINCT tag) FROM tags"),
         "oversized_chunks": one("SELECT count(*) FROM chunks WHERE flags & 1"),
         "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics GROUP BY 1 ORDER BY 1").fetchall()),

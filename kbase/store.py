@@ -222,6 +222,8 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
     for link_id, source, target, anchor, old_tid, old_tp, old_ok in con.execute(sql, args).fetchall():
         tp = resolver.resolve(target, source)
         tid = paths.get(tp) if tp is not None else None
+        if tid is not None:
+            tp = None  # a note is target_id; target_path is only kept for attachments
         ok = None
         if anchor is not None and tid is not None:
             if tid not in headings:

@@ -1,4 +1,5 @@
 import sqlite3
+from pathlib import Path
 
 import apsw
 import pytest
@@ -91,3 +92,63 @@ def test_default_db_path_honours_env(monkeypatch, tmp_path):
     monkeypatch.delenv("KBASE_DB")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert db.default_db_path() == tmp_path / "xdg" / "kbase" / "index.db"
+
+
+V1_SCHEMA = Path(__file__).parent / "data" / "schema_v1.sql"
+
+
+def _shape(con: apsw.Connection) -> dict:
+    """What a schema is made of, independent of how its DDL text was written."""
+    shape = {}
+    for kind, name, table in con.execute("SELECT type, name, tbl_name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'"):
+        entry: tuple = (kind, table)
+        if kind == "table":
+            entry += (tuple(con.execute(f"PRAGMA table_xinfo({name})").fetchall()),)
+        elif kind == "index":
+            sql = con.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).get
+            entry += (tuple(con.execute(f"PRAGMA index_xinfo({name})").fetchall()), " ".join(sql.split()))
+        elif kind in ("view", "trigger"):
+            sql = con.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).get
+            entry += (" ".join(sql.split()),)
+        shape[name] = entry
+    return shape
+
+
+def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
+    old = tmp_path / "v1.db"
+    con = apsw.Connection(str(old))
+    db._load_sqlite_vec(con)
+    con.execute(V1_SCHEMA.read_text(encoding="utf-8"))
+    con.execute(f"PRAGMA application_id = {db.APPLICATION_ID}; PRAGMA user_version = 1")
+    con.execute("INSERT INTO roots (id, path, added_at) VALUES (1, '/notes', 'now')")
+    con.execute("INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
+                " body) VALUES (1, 1, 'a.md', 'markdown', 'Alpha', 11, 0, 'h', 'utf_8', 'now', 'hello world')")
+    con.execute("INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, tokens, hash, embed_hash,"
+                " embedded) VALUES (7, 1, 0, 0, 11, 1, 1, 2, 'x', '00112233445566778899aabbccddeeff', 1)")
+    con.execute("INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, target_id,"
+                " target_path) VALUES (1, 0, 5, 1, 'wiki', 0, 'a', 1, 'a.md'), (1, 5, 9, 1, 'wiki', 1, 'p', NULL, 'p.png')")
+    vectors = "CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[4] distance_metric=cosine)"
+    con.execute(vectors)
+    con.execute("CREATE TRIGGER chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
+                " DELETE FROM chunks_vec WHERE rowid = old.id; END")
+    con.close()
+
+    migrated = db.connect(old)
+    new = db.connect(tmp_path / "new.db", create=True)
+    from kbase.embed import VECTOR_TRIGGER
+
+    new.execute(vectors)  # what an index with vectors has
+    new.execute(VECTOR_TRIGGER)
+    assert migrated.execute("PRAGMA user_version").get == SCHEMA_VERSION
+    assert _shape(migrated) == _shape(new)
+    # The rows survive: the chunk keeps its id, its hash is the same 8 bytes, the keyword index finds it.
+    assert migrated.execute("SELECT id, embed_hash, embedded FROM chunks").fetchall() == [
+        (7, bytes.fromhex("0011223344556677"), 1)]
+    assert migrated.execute("SELECT rowid, highlight(chunks_fts, 0, '[', ']') FROM chunks_fts"
+                            " WHERE chunks_fts MATCH 'alpha hello'").fetchall() == [(7, "[hello] world")]
+    assert migrated.execute("SELECT target_id, target_path FROM links ORDER BY id").fetchall() == [
+        (1, None), (None, "p.png")]  # a note is its id, an attachment its path
+    assert migrated.execute("SELECT count(*) FROM unresolved_links").get == 0
+    from kbase.maintenance import check
+
+    assert [p for p in check(migrated) if p.kind != "vectors"] == []
