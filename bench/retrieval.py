@@ -144,7 +144,8 @@ def main() -> None:
     if a.tune:
         saved = search.BM25_WEIGHTS
         results["bm25_weights"] = {}
-        for weights in ((10.0, 4.0, 1.0), (5.0, 1.0, 1.0), (2.0, 1.0, 1.0), (1.0, 1.0, 1.0), (1.0, 0.0, 1.0)):
+        # (body, title, headings), chunks_fts's column order
+        for weights in ((1.0, 10.0, 4.0), (1.0, 5.0, 1.0), (1.0, 2.0, 1.0), (1.0, 1.0, 1.0), (1.0, 1.0, 0.0)):
             search.BM25_WEIGHTS = weights
             r = evaluate({q: [did(x[0]) for x in search.keyword_ranked(con, queries[q], DEPTH)] for q in qrels}, qrels)
             results["bm25_weights"][str(weights)] = r

@@ -3,17 +3,17 @@
 Incremental: a file whose size and mtime match the index costs one stat; a changed stat with the
 same content hash only updates the stat; a new path whose content matches a vanished document is
 a rename (the row moves, chunks and what hangs off them stay); everything else is parsed and
-replaced, all or nothing (a savepoint per document, inside transactions committed every half
-second). Documents whose files are gone are removed at the end. Runs of 200 files or more parse
+replaced, all or nothing (inside transactions committed every half second, see _Batches). Documents whose files are gone are removed at the end. Runs of 200 files or more parse
 and chunk in one worker process per core while this process reads and writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +90,8 @@ def index(
 ) -> IndexReport:
     """Bring the index up to date with ``paths`` (folders or files). With no paths, every known root.
 
-    A KeyboardInterrupt leaves a consistent index (each document is its own transaction); the
-    report says so and the next run completes the work.
+    A KeyboardInterrupt leaves a consistent index (each document is written whole or not at all);
+    the report says so, counts what was committed, and the next run completes the work.
     """
     t0 = time.perf_counter()
     report = IndexReport()
@@ -229,7 +229,7 @@ def _index_scope(
     total = len(todo)
     pool = _pool(total, counter)
     try:
-        with _Batches(con) as batches:
+        with _Batches(con, report) as batches:
             renamed_from = {h for h, paths in by_hash.items() if paths}
             for done, (c, old, item) in enumerate(_prepared(todo, known, renamed_from, max_size, settings, pool), 1):
                 if progress:
@@ -245,12 +245,12 @@ def _index_scope(
                     continue
                 if old is not None and old[3] == digest:
                     store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
-                    report.unchanged += 1
+                    batches.count("unchanged")
                     continue
                 if old is None and by_hash.get(digest):
                     src = by_hash[digest].pop()
                     store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
-                    report.renamed += 1
+                    batches.count("renamed")
                     full_resolve = True
                     continue
                 if prepared is _UNPARSED:  # looked like a rename, but its twin was taken by another file
@@ -266,18 +266,16 @@ def _index_scope(
                 if old is not None and not full_resolve:
                     before = {a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ?", (old[0],))}
                     full_resolve = before != set(doc.aliases)  # other notes' links may now resolve elsewhere
-                doc_id = store.write_document(
-                    con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath, size=st.st_size,
-                    mtime_ns=st.st_mtime_ns, hash=digest, encoding=encoding, doc=doc,
-                    chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=links, block_ids=blocks,
-                )
-                batches.done_one()
+                with batches.document():
+                    doc_id = store.write_document(
+                        con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath,
+                        size=st.st_size, mtime_ns=st.st_mtime_ns, hash=digest, encoding=encoding, doc=doc,
+                        chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=links, block_ids=blocks,
+                        savepoint=False,
+                    )
                 changed_ids.append(doc_id)
-                if old is None:
-                    report.new += 1
-                    full_resolve = True
-                else:
-                    report.updated += 1
+                batches.count("updated" if old else "new")
+                full_resolve = full_resolve or old is None
     finally:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -293,10 +291,11 @@ def _index_scope(
         store.finish_root(con, scope.root_id)
 
 
-# Documents are written in their own savepoints inside transactions that commit every
-# COMMIT_EVERY_SECONDS: a commit per file cost a third of a fresh index's time. Each document is
-# still all or nothing, a crash loses at most the last fraction of a second, and Ctrl-C commits
-# the documents already complete.
+# Documents are written in transactions that commit every COMMIT_EVERY_SECONDS: a commit per file
+# cost a third of a fresh index's time, and a savepoint per document another tenth (SQLite copies
+# every page a savepoint touches first). A crash loses at most the last fraction of a second;
+# Ctrl-C between two documents commits the ones complete, Ctrl-C while one is being written rolls
+# back the batch it is in. Either way every document is all or nothing.
 COMMIT_EVERY_SECONDS = 0.5
 # Parsing and chunking run in worker processes (one per core) when this many files need them.
 POOL_MIN_FILES = 200
@@ -305,25 +304,43 @@ WINDOW = 64
 
 
 class _Batches:
-    def __init__(self, con: apsw.Connection) -> None:
-        self.con = con
+    """The transactions of an index run; the report counts what they committed."""
+
+    def __init__(self, con: apsw.Connection, report: IndexReport) -> None:
+        self.con, self.report = con, report
         self.since = time.monotonic()
+        self.counts: dict[str, int] = {}  # report fields -> done in the open transaction
+        self.writing = False  # a document is half written
 
     def __enter__(self) -> _Batches:
         self.con.execute("BEGIN")
         return self
 
-    def done_one(self) -> None:
+    @contextlib.contextmanager
+    def document(self) -> Iterator[None]:
+        self.writing = True
+        yield  # an exception leaves `writing` set: the transaction must not commit
+        self.writing = False
+
+    def count(self, field: str) -> None:
+        """One more file done (report field 'new', 'updated', ...); commits now and then."""
+        self.counts[field] = self.counts.get(field, 0) + 1
         if time.monotonic() - self.since >= COMMIT_EVERY_SECONDS:
-            self.con.execute("COMMIT")
+            self._commit()
             self.con.execute("BEGIN")
             self.since = time.monotonic()
+
+    def _commit(self) -> None:
+        self.con.execute("COMMIT")
+        for field, n in self.counts.items():
+            setattr(self.report, field, getattr(self.report, field) + n)
+        self.counts.clear()
 
     def __exit__(self, kind, exc, tb) -> None:
         if not self.con.in_transaction:
             return  # SQLite rolled back by itself (a full disk)
-        if kind is None or issubclass(kind, KeyboardInterrupt):
-            self.con.execute("COMMIT")  # only whole documents are in it
+        if kind is None or (issubclass(kind, KeyboardInterrupt) and not self.writing):
+            self._commit()  # only whole documents are in it
         else:
             self.con.execute("ROLLBACK")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import os
@@ -39,15 +40,18 @@ def write_document(
     diagnostics: Sequence[Diagnostic] = (),
     links: Sequence[LinkRef] = (),
     block_ids: Sequence[tuple[str, int, int]] = (),
+    savepoint: bool = True,
 ) -> int:
-    """Insert or replace one document with everything derived from it, in one transaction."""
+    """Insert or replace one document with everything derived from it, in one transaction (or
+    savepoint). ``savepoint=False``: in the caller's transaction, which must roll back if this
+    raises (kbase.ingest does so; a savepoint per document costs a tenth of an index run)."""
     text = doc.text
     values = (
         doc.kind, doc.title, size, mtime_ns, hash, encoding, frontmatter_json(doc.frontmatter),
         doc.body_start, doc.date, now_iso(), text,
     )
-    old_vectors: dict[str, bytes] = {}
-    with con:
+    old_vectors: dict[bytes, bytes] = {}
+    with con if savepoint else contextlib.nullcontext():
         if doc_id is None:
             con.execute(
                 "INSERT INTO documents (kind, title, size, mtime_ns, hash, encoding, frontmatter,"
@@ -74,29 +78,26 @@ def write_document(
         con.executemany(
             "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
         )
-        # After the aliases: the FTS row of a chunk indexes them with the title.
-        con.executemany(
+        hashes = [embed.input_hash(doc.title, c.heading_path, text[c.start:c.end]) for c in chunks]
+        ids = [cid for (cid,) in con.executemany(
             "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
-            " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                (doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags,
-                 embed.input_hash(doc.title, c.heading_path, text[c.start:c.end]))
-                for c in chunks
-            ],
-        )
+            " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            [(doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags, h)
+             for c, h in zip(chunks, hashes)],
+        )]
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
-        # delete trigger reads them from there): title and aliases as the view joins them.
-        rows = con.execute("SELECT id, heading_path, start_char, end_char FROM chunks WHERE doc_id = ?",
-                           (doc_id,)).fetchall()
-        if rows:
-            (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (rows[0][0],)).fetchone()
+        # delete trigger reads them from there). With aliases, the view says how it joins them
+        # to the title (after the aliases were written, above).
+        if ids:
+            title = doc.title
+            if doc.aliases:
+                (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (ids[0],)).fetchone()
             con.executemany(
                 "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)",
-                [(cid, title, heading_path, text[a:b]) for cid, heading_path, a, b in rows],
+                [(cid, title, c.heading_path, text[c.start:c.end]) for cid, c in zip(ids, chunks)],
             )
         if old_vectors:
-            embed.copy_vectors(con, old_vectors, con.execute(
-                "SELECT id, embed_hash FROM chunks WHERE doc_id = ?", (doc_id,)).fetchall())
+            embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         starts = line_starts(text) if diagnostics or links else []
         # Links start unresolved; resolve_links() settles them once the whole root is known.
         con.executemany(

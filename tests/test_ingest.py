@@ -187,6 +187,34 @@ def test_interrupt_leaves_a_consistent_index_that_the_next_run_completes(tmp_pat
     assert snapshot(con) == snapshot(fresh)
 
 
+@pytest.mark.parametrize("commit_every", [0.0, 60.0])
+def test_interrupt_while_a_document_is_written_rolls_back_its_batch(tmp_path, monkeypatch, commit_every):
+    files = {f"n{i:03}.md": f"# Note {i}\n\nword{i} [[Note {i + 1}]] #tag{i}\n" for i in range(50)}
+    v = write(tmp_path / "v", files)
+    con = db.connect(tmp_path / "i.db", create=True)
+    monkeypatch.setattr(ingest, "COMMIT_EVERY_SECONDS", commit_every)
+    real, calls = ingest.store.write_document, []
+
+    def interrupted_write(*args, **kwargs):
+        calls.append(real(*args, **kwargs))  # written, but Ctrl-C lands before it returns
+        if len(calls) == 21:
+            raise KeyboardInterrupt
+        return calls[-1]
+
+    monkeypatch.setattr(ingest.store, "write_document", interrupted_write)
+    r = ingest.index(con, [v])
+    committed = con.execute("SELECT count(*) FROM documents").get
+    # committing after every document, the 20 before it stay; in one batch, nothing does
+    assert r.interrupted and r.new == committed == (20 if commit_every == 0 else 0)
+    assert_consistent(con)
+    monkeypatch.undo()
+    r = ingest.index(con, [v])
+    assert (r.new, r.unchanged) == (50 - committed, committed)
+    fresh = db.connect(tmp_path / "f.db", create=True)
+    ingest.index(fresh, [v])
+    assert snapshot(con) == snapshot(fresh)
+
+
 def test_subfolder_and_file_roots_join_the_enclosing_root(con, vault):
     ingest.index(con, [vault / "tech"])
     ingest.index(con, [vault / "Garden.md"])
