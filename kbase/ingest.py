@@ -10,6 +10,7 @@ and chunk in one worker process per core while this process reads and writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import stat
 import time
@@ -410,7 +411,12 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
 
 def _prepare_item(args):
     name, data, settings = args
-    return prepare(name, data, settings)
+    result = prepare(name, data, settings)
+    if isinstance(result, tuple):
+        # The writer has no use for the block structure (chunks and links are made from it here);
+        # without it the result unpickles in half the time, and this process waits on that.
+        result = (result[0], dataclasses.replace(result[1], blocks=()), *result[2:])
+    return result
 
 
 _UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed
