@@ -363,11 +363,25 @@ def _pool(files: int, counter: TokenCounter):
 
 def _worker_init() -> None:
     import signal
+    import threading
 
     from kbase.db import release_inherited_locks
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     release_inherited_locks()
+    # A worker waits for work on a pipe whose other end it inherited itself, so it would outlive
+    # a parent that was killed (kill -9, the OOM killer): it leaves once it has a new parent.
+    parent = os.getppid()
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(1)
+
+
+ORPHAN_CHECK_SECONDS = 0.5
 
 
 def _read(c: Candidate, max_size: int):

@@ -339,6 +339,38 @@ def test_sigkill_while_indexing_1000_notes_never_corrupts_and_the_next_run_conve
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds child processes through Linux's /proc")
+def test_sigkill_leaves_no_worker_processes_behind(tmp_path):
+    vault = make_vault(tmp_path / "v", 1000, seed=5)
+    dbp = tmp_path / "i.db"
+
+    def children(pid: int) -> set[int]:
+        try:
+            return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+        except OSError:
+            return set()
+
+    p = subprocess.Popen([*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(workers := children(p.pid)) < 2 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if p.poll() is not None:
+        pytest.skip("the run finished before its worker processes started (machine too fast for 1,000 notes)")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    def running(pid: int) -> bool:  # exists and is not a zombie waiting to be reaped
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while (alive := {w for w in workers if running(w)}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive, f"worker processes {sorted(alive)} outlived their killed parent"
+
+
 def test_sigkill_while_embedding_never_corrupts_and_the_next_run_embeds_everything(tmp_path):
     np = pytest.importorskip("numpy")
     rng = random.Random(SEED + 100)
