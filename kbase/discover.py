@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pathspec
 
 DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt")
 DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # bytes; larger files are skipped: notes are rarely this big
@@ -90,6 +93,8 @@ def _load_ignore(folder: Path, prefix: str, specs: list[tuple[str, pathspec.Path
         return None
     except OSError as e:
         return Skipped(str(ignore), f"cannot read ignore file: {e.strerror}")
+    import pathspec  # only for folders that have an ignore file
+
     specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
     return None
 

@@ -358,6 +358,7 @@ def _pool(files: int, counter: TokenCounter):
         return None
     from concurrent.futures import ProcessPoolExecutor
 
+    parse("---\na: 1\n---\n# Warm up\n", "warm-up.md")  # loads the parsers once, for every worker
     return ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
 
 

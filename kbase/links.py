@@ -40,10 +40,8 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from urllib.parse import unquote
-
-from markdown_it import MarkdownIt
 
 from kbase.models import Heading, ParsedDoc
 
@@ -112,8 +110,14 @@ _NESTED_CODE_HINT = re.compile(r"```|~~~|(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)[ \t
 # Obsidian's stripHeading: these become spaces, then runs of whitespace collapse.
 _HEADING_PUNCT = re.compile(r"[!\"#$%&()*+,.:;<=>?@^`{|}~/\[\]\\\r\n]")
 
-_md = MarkdownIt("commonmark", {"html": True}).enable("table")
-_md.disable(["inline", "text_join"])
+
+
+@cache
+def _markdown():
+    """Block structure only (loaded on first use, like kbase.parse's)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])
 
 
 # ---------------------------------------------------------------------------------- parsing
@@ -264,7 +268,7 @@ def _minus_nested_code(text: str, start: int, end: int) -> list[tuple[int, int]]
     chunk = text[start:end]
     lines = [0] + [m.end() for m in _LINE_BREAK.finditer(chunk)]
     out, pos = [], 0
-    for tok in _md.parse(chunk):
+    for tok in _markdown().parse(chunk):
         if tok.type in ("fence", "code_block") and tok.map:
             a = lines[tok.map[0]]
             b = lines[tok.map[1]] if tok.map[1] < len(lines) else len(chunk)

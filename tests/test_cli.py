@@ -146,6 +146,10 @@ def test_python_dash_m_and_light_imports(tmp_path, vault):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "Garden.md" in out
     assert out.strip().endswith("HEAVY []")
+    # Nor does re-checking an unchanged folder: nothing to parse, so no parser is loaded.
+    code = code.replace("'search', 'tomatoes'", f"'index', '-q', '--no-embed', {str(vault)!r}")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("HEAVY []"), out
 
 
 def test_chunks_command(run, vault):
