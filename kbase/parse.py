@@ -277,8 +277,10 @@ def _inline_tags(text: str, blocks: list[Block]) -> list[str]:
     for b in blocks:
         if b.kind in ("code", "html", "hr"):
             continue
-        chunk = _INLINE_CODE.sub(" ", text[b.start:b.end])
-        for m in _TAG.finditer(chunk):
+        chunk = text[b.start:b.end]
+        if "#" not in chunk:
+            continue  # most blocks: no need to blank their inline code
+        for m in _TAG.finditer(_INLINE_CODE.sub(" ", chunk)):
             tag = m.group(1).rstrip("/")
             if tag and not tag.replace("/", "").isdigit() and not tag.startswith("/"):
                 tags.append(tag)
