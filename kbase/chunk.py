@@ -95,7 +95,8 @@ class ModelTokenCounter:
     The text is split into runs of word characters and runs of other symbols, about the way
     BERT's pre-tokenizer splits it, and each distinct run is tokenized once by the real tokenizer
     and remembered: three times faster than tokenizing whole passages, with the same count
-    (tests compare the two).
+    (tests compare the two). A second cache holds whole words (what ``str.split()`` gives, which
+    runs never cross): splitting at whitespace is three times faster than the run pattern.
     """
 
     CACHE_LIMIT = 500_000  # distinct words remembered before the cache starts over
@@ -104,7 +105,8 @@ class ModelTokenCounter:
         self._dir = tokenizer_dir
         self._tokenizer = None  # loaded on first use: a run with nothing to chunk never pays for it
         self.name = f"{tokenizer_dir.name}/wordpiece"
-        self._cache: dict[str, int] = {}
+        self._cache: dict[str, int] = {}  # run -> tokens
+        self._words: dict[str, int] = {}  # whitespace-separated word -> tokens (the sum of its runs')
 
     @property
     def _tok(self):
@@ -118,21 +120,31 @@ class ModelTokenCounter:
         return self._tokenizer
 
     def count(self, text: str) -> int:
-        words = _TOKEN_RUN.findall(text)
+        words = text.split()
+        known = self._words
         try:
-            return sum(map(self._cache.__getitem__, words))  # the common case, all in C
+            return sum(map(known.__getitem__, words))  # the common case, all in C
         except KeyError:
             pass
+        if len(known) > self.CACHE_LIMIT:
+            known.clear()
+        for w in dict.fromkeys(words):
+            if w not in known:
+                known[w] = self._count_runs(w)
+        return sum(map(known.__getitem__, words))
+
+    def _count_runs(self, text: str) -> int:
+        runs = _TOKEN_RUN.findall(text)
         cache = self._cache
         if len(cache) > self.CACHE_LIMIT:
             cache.clear()
         encode = self._tok.encode
-        for w in dict.fromkeys(words):
-            if w not in cache:
-                # One word at a time: encode_batch's thread pool costs more than it gains on a few
+        for r in runs:
+            if r not in cache:
+                # One run at a time: encode_batch's thread pool costs more than it gains on a few
                 # words, and far more on a busy machine (4.5 s instead of 0.2 s in a profile).
-                cache[w] = len(encode(w, add_special_tokens=False).ids)
-        return sum(map(cache.__getitem__, words))
+                cache[r] = len(encode(r, add_special_tokens=False).ids)
+        return sum(map(cache.__getitem__, runs))
 
 
 @functools.lru_cache(maxsize=1)

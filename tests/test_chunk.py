@@ -222,6 +222,17 @@ def test_model_counter_matches_the_tokenizer(model_counter, text):
     assert model_counter.count(text) == expected
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(st.characters(categories=["L", "Nd"]) | st.characters(min_codepoint=32, max_codepoint=126)
+               | st.sampled_from("\n\t\r\u3000\u00a0"), max_size=120))
+def test_model_counter_matches_the_tokenizer_on_any_text(model_counter, text):
+    # Letters and digits of every script, ASCII punctuation, spaces. (Characters whose Unicode
+    # decomposition brings a space or a combining mark, like '¯' or a lone accent, can differ
+    # by a token: the tokenizer splits or merges them after normalising.)
+    expected = len(model_counter._tok.encode(text, add_special_tokens=False).ids)
+    assert model_counter.count(text) == expected
+
+
 def test_default_budget_fits_the_model_with_its_context(model_counter):
     s = ChunkSettings()
     assert s.max_tokens + 32 + 2 <= 256
