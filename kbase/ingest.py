@@ -300,8 +300,10 @@ def _index_scope(
 COMMIT_EVERY_SECONDS = 0.5
 # Parsing and chunking run in worker processes (one per core) when this many files need them.
 POOL_MIN_FILES = 200
-# Files read ahead and handed to the workers at a time (bounds memory).
-WINDOW = 64
+# Files read ahead and handed to the workers at a time (bounds memory), in tasks of CHUNKSIZE
+# files: fewer, larger messages between the processes (10k notes: 128/16 about 10 % faster than 64/4).
+WINDOW = 128
+CHUNKSIZE = 16
 
 
 class _Batches:
@@ -454,7 +456,7 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool):
             window.append((c, old, read, parse_it))
         jobs = [(c.relpath or Path(c.abspath).name, r[2], settings) for c, old, r, p in window if p]
         if pool is not None and jobs:
-            results = pool.map(_prepare_item, jobs, chunksize=4)  # submitted now, collected later
+            results = pool.map(_prepare_item, jobs, chunksize=CHUNKSIZE)  # submitted now, collected later
         else:
             results = (prepare(*job) for job in jobs)
         return window, iter(results)
