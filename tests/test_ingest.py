@@ -253,6 +253,22 @@ def test_shared_vaults_index_every_file_or_say_why(con, name):
     assert_consistent(con)
 
 
+def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypatch):
+    folder = shared("vaults", "obsidian-tasks-docs")  # links, tags, callouts, code, tables
+    links = "SELECT s.path, l.start_char, l.target, l.target_id IS NULL FROM links l JOIN documents s ON s.id = l.source_id"
+    result, real_pool = {}, ingest._pool
+    for workers in (True, False):
+        monkeypatch.setattr(ingest, "POOL_MIN_FILES", 0 if workers else 10**9)
+        monkeypatch.setattr(ingest, "POOL_MIN_BYTES", 0 if workers else 10**12)
+        spawned = []
+        monkeypatch.setattr(ingest, "_pool", lambda *a: spawned.append(real_pool(*a)) or spawned[-1])
+        con = db.connect(tmp_path / f"{workers}.db", create=True)
+        ingest.index(con, [folder])
+        assert (spawned[0] is not None) == workers or os.cpu_count() == 1
+        result[workers] = snapshot(con), sorted(con.execute(links).fetchall())
+    assert result[True] == result[False]
+
+
 def test_shared_encodings_are_indexed_with_their_encoding(con):
     folder = shared("encodings", "charset-normalizer-samples")
     ingest.index(con, [folder])
