@@ -261,7 +261,7 @@ def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypa
         monkeypatch.setattr(ingest, "POOL_MIN_FILES", 0 if workers else 10**9)
         monkeypatch.setattr(ingest, "POOL_MIN_BYTES", 0 if workers else 10**12)
         spawned = []
-        monkeypatch.setattr(ingest, "_pool", lambda *a: spawned.append(real_pool(*a)) or spawned[-1])
+        monkeypatch.setattr(ingest, "_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1])
         con = db.connect(tmp_path / f"{workers}.db", create=True)
         ingest.index(con, [folder])
         assert (spawned[0] is not None) == workers or os.cpu_count() == 1
