@@ -152,17 +152,22 @@ CREATE TABLE attachments (
 
 -- What the keyword index reads: one row per chunk with its document's title and aliases, its
 -- heading path and its text. FTS5 uses it as external content, so chunk text is stored once (in
--- documents.body). Aliases are other titles of a note, so they are searched with the title.
+-- documents.body). Aliases are other titles of a note, so they are searched with the title. A
+-- first heading that repeats the title is left out of the heading path here: the title column
+-- already holds those words (they would count twice, three times with the body).
 CREATE VIEW chunks_fts_content AS
 SELECT c.id                                                    AS id,
        d.title || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
                             WHERE a.doc_id = d.id), '')       AS title,
-       c.heading_path                                          AS headings,
+       CASE WHEN c.heading_path = d.title THEN ''
+            WHEN substr(c.heading_path, 1, length(d.title) + 3) = d.title || ' > '
+            THEN substr(c.heading_path, length(d.title) + 4)
+            ELSE c.heading_path END                            AS headings,
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
 
--- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts, 1.0, 2.0, 1.0)
--- (body, title, headings weights), and use highlight()/snippet() on the body column (0).
+-- Keyword index over chunks. Query it with MATCH, rank with bm25(chunks_fts) (kbase weighs body,
+-- title and headings the same), and use highlight()/snippet() on the body column (0).
 -- Body comes first because FTS5 marks each position list of any other column with the column's
 -- number, and most positions are in the body: this order makes the index a third smaller.
 CREATE VIRTUAL TABLE chunks_fts USING fts5(

@@ -20,7 +20,8 @@ def _schema_5(con: apsw.Connection) -> None:
     chunks: embed_hash from 32 hex digits to 8 bytes. SQLite cannot change a column's type, so the
     table is renamed (legacy mode keeps the views pointing at 'chunks'), recreated, copied and
     dropped; the triggers on it are made again, the vector one only if the index had vectors.
-    chunks_fts: recreated with body as its first column and rebuilt from its content view.
+    chunks_fts: recreated with body as its first column and rebuilt from its content view, which
+    now leaves out of the heading path a first heading that repeats the title.
     links: target_path cleared where target_id names the note; the views that read it redone.
     """
     from kbase.db import schema_sql
@@ -54,6 +55,8 @@ def _schema_5(con: apsw.Connection) -> None:
         con.execute(f"DROP VIEW {view}")
         con.execute(_statement(schema, f"CREATE VIEW {view} "))
     con.execute("DROP TABLE chunks_fts")
+    con.execute("DROP VIEW chunks_fts_content")  # its heading path no longer repeats the title
+    con.execute(_statement(schema, "CREATE VIEW chunks_fts_content "))
     con.execute(_statement(schema, "CREATE VIRTUAL TABLE chunks_fts "))
     con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
 

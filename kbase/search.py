@@ -18,13 +18,13 @@ from kbase.query import parse_query
 from kbase.rank import RRF_K, rrf
 from kbase.vectors import VectorCache
 
-# bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured on SciFact (bench/retrieval.py,
-# BENCHMARKS.md), as (title, headings, body): (10, 4, 1) 0.665 nDCG@10, (5, 1, 1) 0.671,
-# (2, 1, 1) 0.675, (1, 1, 1) 0.679.
-# Heavy title weights hurt because a note's title usually repeats its first heading, which is
-# already in the body and the heading path. (2, 1, 1) keeps some extra weight for titles that do
-# not repeat (front matter titles, file names, aliases) at a cost of 0.004 there.
-BM25_WEIGHTS = (1.0, 2.0, 1.0)
+# bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured
+# on SciFact (bench/retrieval.py, BENCHMARKS.md section 4), nDCG@10 as (body, title, headings):
+# (1, 10, 4) 0.670, (1, 5, 1) 0.677, (1, 2, 1) 0.678, (1, 1, 1) 0.682. The title column is short,
+# so bm25's length normalisation already makes a title match count for much; extra weight only
+# helped when the title was indexed twice (also as the first heading of the heading path, which
+# chunks_fts_content no longer does) and hurts once it is not.
+BM25_WEIGHTS = (1.0, 1.0, 1.0)
 SNIPPET_BEFORE = 60  # characters of context before the first match
 SNIPPET_WIDTH = 200  # total snippet length in characters
 _OPEN, _CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (control chars)

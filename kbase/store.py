@@ -25,6 +25,16 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def fts_headings(title: str, heading_path: str) -> str:
+    """The heading path as chunks_fts indexes it: without a first heading that repeats the title
+    (the same expression as the chunks_fts_content view's, which FTS5 reads to delete the row)."""
+    if heading_path == title:
+        return ""
+    if heading_path.startswith(title + " > "):
+        return heading_path[len(title) + 3:]
+    return heading_path
+
+
 def write_document(
     con: apsw.Connection,
     *,
@@ -94,7 +104,8 @@ def write_document(
                 (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (ids[0],)).fetchone()
             con.executemany(
                 "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)",
-                [(cid, title, c.heading_path, text[c.start:c.end]) for cid, c in zip(ids, chunks)],
+                [(cid, title, fts_headings(doc.title, c.heading_path), text[c.start:c.end])
+                 for cid, c in zip(ids, chunks)],
             )
         if old_vectors:
             embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))

@@ -36,7 +36,14 @@ def test_query_translation(text, expected):
 
 
 def test_any_mode_ors_the_clauses():
-    assert parse_query("a b -c").to_fts(match_any=True) == '("a" OR "b") NOT "c"'
+    assert parse_query("x b -c").to_fts(match_any=True) == '("x" OR "b") NOT "c"'
+
+
+def test_any_mode_leaves_out_stop_words_unless_nothing_else_is_left():
+    q = parse_query('the role of "the who" in music*')
+    assert q.to_fts() == '"the" AND "role" AND "of" AND "the who" AND "in" AND "music"*'  # all words: as typed
+    assert q.to_fts(match_any=True) == '"role" OR "the who" OR "music"*'  # phrases and prefixes stay
+    assert parse_query("to be or not to be").to_fts(match_any=True) == '"to" OR "be" OR "or" OR "not" OR "to" OR "be"'
 
 
 @settings(max_examples=2000, deadline=None)

@@ -98,3 +98,25 @@ def test_chunk_and_document_refs_for_a_hit(kb, vault):
     assert kb.document("tech/notes.txt").kind == "text"
     with pytest.raises(InputError, match="no chunk"):
         kb.chunk(10**9)
+
+
+def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
+    from kbase import db, ingest
+
+    v = write(tmp_path / "v", {
+        "alpha.md": "# Alpha Notes\n\n" + "intro words here. " * 60 + "\n\n## Beta Part\n\n" + "more words there. " * 60,
+        "other.md": "---\ntitle: Gamma\n---\n# Delta\n\n## Epsilon\n\nwords\n",
+    })
+    con = db.connect(tmp_path / "t.db", create=True)
+    ingest.index(con, [v])
+    rows = con.execute("SELECT c.heading_path, f.headings FROM chunks c JOIN chunks_fts_content f ON f.id = c.id"
+                       " ORDER BY c.id").fetchall()
+    # the H1 that is the title leaves the heading path; one that is not the title stays
+    assert ("Alpha Notes", "") in rows and ("Alpha Notes > Beta Part", "Beta Part") in rows
+    assert ("Delta > Epsilon", "Delta > Epsilon") in rows
+    match = lambda q: [r for (r,) in con.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (q,))]  # noqa: E731
+    assert match("headings:alpha") == [] and match("title:alpha") and match("headings:beta")
+    (v / "alpha.md").write_text("# Alpha Notes\n\nrewritten\n")  # FTS5 deletes with the view's values
+    ingest.index(con, [v])
+    con.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+    assert match("beta") == []
