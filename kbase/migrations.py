@@ -83,7 +83,7 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # already has: through this trigger and the view it cost 150 us a chunk, directly 25 us.
     # Deleting still goes through chunks_before_delete, which reads the same view.
     4: "DROP TRIGGER chunks_after_insert;",
-    # Size (BENCHMARKS.md; 10,000-note vault: 63.3 -> 52.3 MB). chunks_fts lists body first, chunks
+    # Size (BENCHMARKS.md; 10,000-note vault: 63.3 -> 51.7 MB). chunks_fts lists body first, chunks
     # keeps embed_hash as 8 bytes with an index of embedded chunks only, chunks_to_embed goes,
     # links.target_path is kept for attachments only (a note's path is its documents row's).
     5: _schema_5,
