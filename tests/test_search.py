@@ -120,3 +120,22 @@ def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
     ingest.index(con, [v])
     con.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
     assert match("beta") == []
+
+
+def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
+    from kbase import db, ingest, search
+    from kbase.query import parse_query
+    from tests.conftest import shared
+
+    con = db.connect(tmp_path / "r.db", create=True)
+    ingest.index(con, [shared("vaults", "obsidian-tasks-docs")])
+    titles = [t for (t,) in con.execute("SELECT title FROM documents ORDER BY id")]
+    for title in titles + ["task", "query filter", "status done", "the"]:
+        q = parse_query(title)
+        for match in (q.to_fts(), q.to_fts(match_any=True)):
+            for n in (1, 10, 100):
+                fast = search._ranked_docs(con, match, "1", [], n)  # FTS5's ordering, best chunks
+                full = search._ranked_docs(con, match, "1 = 1", [], n)  # every match grouped
+                key = lambda rows: sorted((d, round(s, 9), count) for d, _, s, count, _ in rows)  # noqa: E731
+                assert key(fast) == key(full), (match, n)
+                assert [round(s, 9) for _, _, s, _, _ in fast] == [round(s, 9) for _, _, s, _, _ in full]
