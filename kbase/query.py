@@ -16,7 +16,7 @@ _WORD = re.compile(r"\w+")
 
 # English function words. The any-word query leaves them out: with them, it matches nearly every
 # chunk (bm25 is then computed for each) and ranks notes up for sharing "the" and "of" with a
-# question. SciFact keyword nDCG@10: 0.675 -> 0.679 with the same weights (BENCHMARKS.md).
+# question. SciFact keyword nDCG@10: 0.675 -> 0.678 with the same weights (BENCHMARKS.md).
 STOPWORDS = frozenset(
     "a about after all also am an and any are as at be been before being between both but by can could did do "
     "does doing during each few for from had has have having he her here hers him his how i if in into is it "
