@@ -139,3 +139,20 @@ def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
                 key = lambda rows: sorted((d, round(s, 9), count) for d, _, s, count, _ in rows)  # noqa: E731
                 assert key(fast) == key(full), (match, n)
                 assert [round(s, 9) for _, _, s, _, _ in fast] == [round(s, 9) for _, _, s, _, _ in full]
+
+
+def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chunks(tmp_path):
+    from kbase import db, ingest, search
+    from kbase.chunk import ChunkSettings
+
+    big = "\n\n".join(f"## Part {i}\n\nzebra zebra zebra stripes number {i}." for i in range(150))
+    files = {"big.md": "# Big\n\n" + big, **{f"small{i}.md": f"# Small {i}\n\n" + "filler words here. " * 40
+                                             + "one zebra.\n" for i in range(5)}}
+    con = db.connect(tmp_path / "w.db", create=True)
+    ingest.index(con, [write(tmp_path / "v", files)], settings=ChunkSettings(max_tokens=24, min_tokens=4))
+    assert con.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = 'big.md'"
+                       ).get > 64  # more strong chunks than the first look takes
+    fast = search._ranked_docs(con, '"zebra"', "1", [], 4)
+    full = search._ranked_docs(con, '"zebra"', "1 = 1", [], 4)
+    assert [(d, round(s, 9), n) for d, _, s, n, _ in fast] == [(d, round(s, 9), n) for d, _, s, n, _ in full]
+    assert len(fast) == 4 and fast[0][3] > 64  # the big note first, with all of its matching chunks counted
