@@ -1,4 +1,4 @@
--- kbase index schema, version 5 (PRAGMA user_version).
+-- kbase index schema, version 6 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -32,7 +32,7 @@ CREATE TABLE documents (
     root_id     INTEGER NOT NULL REFERENCES roots(id), -- the root (roots.id) it belongs to
     path        TEXT NOT NULL,          -- path relative to the root, '/'-separated ('' for a file root)
     kind        TEXT NOT NULL,          -- 'markdown' or 'text'
-    title       TEXT NOT NULL,          -- front matter title, else first heading, else file name
+    title       TEXT NOT NULL,          -- front matter title, else an opening level-1 heading, else the file name
     size        INTEGER NOT NULL,       -- file size in bytes when indexed
     mtime_ns    INTEGER NOT NULL,       -- file modification time (ns since the epoch) when indexed
     hash        TEXT NOT NULL,          -- sha256 of the file's bytes (hex)
@@ -150,15 +150,23 @@ CREATE TABLE attachments (
     PRIMARY KEY (root_id, path)
 ) STRICT, WITHOUT ROWID;
 
--- What the keyword index reads: one row per chunk with its document's title and aliases, its
--- heading path and its text. FTS5 uses it as external content, so chunk text is stored once (in
--- documents.body). Aliases are other titles of a note, so they are searched with the title. A
--- first heading that repeats the title is left out of the heading path here: the title column
--- already holds those words (they would count twice, three times with the body).
+-- What the keyword index reads: one row per chunk with its document's names, its heading path
+-- and its text. FTS5 uses it as external content, so chunk text is stored once (in
+-- documents.body). The title column holds every name a note answers to: its title, its file
+-- name without extension when that differs from the title, and its aliases, so that a note is
+-- found by the name a person knows it by. A first heading that repeats the title is left out of
+-- the heading path here: the title column already holds those words (they would count twice,
+-- three times with the body).
 CREATE VIEW chunks_fts_content AS
 SELECT c.id                                                    AS id,
-       d.title || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
-                            WHERE a.doc_id = d.id), '')       AS title,
+       d.title
+       || (SELECT CASE WHEN stem = '' OR lower(stem) = lower(d.title) THEN '' ELSE ' ' || stem END
+           FROM (SELECT CASE WHEN instr(base, '.') > 1
+                             THEN substr(base, 1, length(rtrim(base, replace(base, '.', ''))) - 1)
+                             ELSE base END AS stem
+                 FROM (SELECT substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1) AS base)))
+       || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
+                    WHERE a.doc_id = d.id), '')               AS title,
        CASE WHEN c.heading_path = d.title THEN ''
             WHEN substr(c.heading_path, 1, length(d.title) + 3) = d.title || ' > '
             THEN substr(c.heading_path, length(d.title) + 4)

@@ -49,7 +49,9 @@ OVERSIZED = 1  # chunk flag
 # Headings wait for their content; a run of empty headings longer than this many budgets is an
 # outline, and becomes chunks of its own.
 MAX_HEADING_RUN = 4
-CHUNKER_VERSION = 2  # bump when the algorithm changes the output for the same settings
+# Bump when what is derived from a stored text changes for the same settings: the next index run
+# then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule.
+CHUNKER_VERSION = 3
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})

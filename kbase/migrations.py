@@ -61,6 +61,36 @@ def _schema_5(con: apsw.Connection) -> None:
     con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
 
 
+# The chunks_fts_content view of schema version 6, frozen here (see _schema_6).
+_CHUNKS_FTS_CONTENT_6 = """
+CREATE VIEW chunks_fts_content AS
+SELECT c.id AS id,
+       d.title
+       || (SELECT CASE WHEN stem = '' OR lower(stem) = lower(d.title) THEN '' ELSE ' ' || stem END
+           FROM (SELECT CASE WHEN instr(base, '.') > 1
+                             THEN substr(base, 1, length(rtrim(base, replace(base, '.', ''))) - 1)
+                             ELSE base END AS stem
+                 FROM (SELECT substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1) AS base)))
+       || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
+                    WHERE a.doc_id = d.id), '') AS title,
+       CASE WHEN c.heading_path = d.title THEN ''
+            WHEN substr(c.heading_path, 1, length(d.title) + 3) = d.title || ' > '
+            THEN substr(c.heading_path, length(d.title) + 4)
+            ELSE c.heading_path END AS headings,
+       substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+"""
+
+
+def _schema_6(con: apsw.Connection) -> None:
+    """Names are searchable: the keyword index's title column also holds the file name (without
+    extension) when it differs from the title. The view is replaced and the index rebuilt from it;
+    the titles themselves are derived anew by the next index run (chunk.CHUNKER_VERSION 3)."""
+    con.execute("DROP VIEW chunks_fts_content")
+    con.execute(_CHUNKS_FTS_CONTENT_6)
+    con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+
+
 def _statement(schema: str, start: str) -> str:
     """The statement of ``schema`` that begins with ``start`` (up to its final ';' at a line end,
     or 'END;' for a trigger)."""
@@ -87,6 +117,8 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # keeps embed_hash as 8 bytes with an index of embedded chunks only, chunks_to_embed goes,
     # links.target_path is kept for attachments only (a note's path is its documents row's).
     5: _schema_5,
+    # Names (issue: a note's own name did not find it): the file name joins the title column.
+    6: _schema_6,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -14,6 +14,7 @@ import re
 from pathlib import PurePosixPath
 
 from kbase.models import Block, Heading, ParsedDoc
+from kbase.snippet import plain
 from kbase.text import LINE_BREAK, line_of, line_starts
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
@@ -108,7 +109,7 @@ def parse(text: str, path: str) -> ParsedDoc:
             blocks.append(Block(kind, start, end))
 
     meta = fm or {}
-    title = _first_str(meta.get("title")) or (headings[0].text if headings else "") or stem
+    title = _title(meta, blocks, headings, stem)
     tags = [(t, "frontmatter") for t in _str_list(meta.get("tags", meta.get("tag")), split_space=True)]
     seen = {t.lower() for t, _ in tags}
     for tag in _inline_tags(text, blocks):
@@ -119,7 +120,7 @@ def parse(text: str, path: str) -> ParsedDoc:
     return ParsedDoc(
         text=text,
         kind="markdown",
-        title=title.strip(),
+        title=title,
         frontmatter=fm,
         body_start=body_start,
         date=_date(meta),
@@ -129,6 +130,24 @@ def parse(text: str, path: str) -> ParsedDoc:
         blocks=tuple(blocks),
         warnings=tuple(warnings),
     )
+
+
+# Template placeholders ({{title}}, Templater's <% tp.file.title %>) and a line that looks like a
+# YAML key ("aliases:", left by front matter that did not parse) are never a note's title.
+_NOT_A_TITLE = re.compile(r"\{\{|\}\}|<%|%>|^[\w .-]*:$")
+
+
+def _title(meta: dict, blocks: list[Block], headings: list[Heading], stem: str) -> str:
+    """What Obsidian shows: the front matter title, else a level-1 heading that opens the note
+    (its first block), else the file name; as plain text, never a template placeholder."""
+    candidates = [_first_str(meta.get("title"))]
+    if blocks and blocks[0].kind == "heading" and blocks[0].level == 1:
+        candidates.append(headings[0].text)
+    for candidate in candidates:
+        text = plain(candidate)
+        if text and not _NOT_A_TITLE.search(text):
+            return text
+    return stem
 
 
 def _children(tokens, i: int, text: str, starts: list[int], first_line: int) -> tuple[tuple[int, int], ...]:

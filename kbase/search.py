@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from kbase import snippet as snippets
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
@@ -25,9 +26,6 @@ from kbase.vectors import VectorCache
 # helped when the title was indexed twice (also as the first heading of the heading path, which
 # chunks_fts_content no longer does) and hurts once it is not.
 BM25_WEIGHTS = (1.0, 1.0, 1.0)
-SNIPPET_BEFORE = 60  # characters of context before the first match
-SNIPPET_WIDTH = 200  # total snippet length in characters
-_OPEN, _CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (control chars)
 
 
 @dataclass(frozen=True)
@@ -302,68 +300,33 @@ DEFAULT_WEIGHTS = {"keyword": 1.0, "semantic": 1.0}
 
 def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int, match: str | None = None,
          explain: dict | None = None) -> Hit:
-    """A Hit for a document and its chunk; with ``match``, the snippet highlights the terms."""
+    """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
+    first match of ``match`` that stays visible, if any, and that match's line in the file."""
     row = con.execute(
-        """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, c.line, c.heading_path,
-                  CASE WHEN ?1 IS NULL THEN substr(d.body, c.start_char + 1, c.end_char - c.start_char)
-                  ELSE (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
-                        WHERE chunks_fts MATCH ?1 AND rowid = c.id) END,
+        """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
+                  substr(d.body, c.start_char + 1, c.end_char - c.start_char),
+                  CASE WHEN ?1 IS NOT NULL THEN
+                      (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
+                       WHERE chunks_fts MATCH ?1 AND rowid = c.id) END,
                   (SELECT group_concat(tag, ' ') FROM tags WHERE doc_id = d.id)
            FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN roots AS r ON r.id = d.root_id
            WHERE c.id = ?2""",
         (match, chunk_id),
     ).fetchone()
-    path, root, title, size, mtime_ns, line, heading_path, marked, tags = row
-    snippet, highlights, lines_before = make_snippet(marked or "")
+    path, root, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
+    ranges: list[tuple[int, int]] = []
+    if marked:
+        unmarked, ranges = snippets.unmark(marked)
+        if unmarked != text:  # cannot happen with external content; never show wrong highlights
+            ranges = []
+    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=kind == "markdown")
     abspath = os.path.join(root, path) if path else root
     return Hit(
         doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=score,
-        chunk_id=chunk_id, line=line + lines_before, heading_path=heading_path, snippet=snippet,
-        highlights=highlights, matched_chunks=n, tags=tuple((tags or "").split()),
+        chunk_id=chunk_id, line=line + len(LINE_BREAK.findall(text, 0, anchor)), heading_path=heading_path,
+        snippet=snippet, highlights=highlights, matched_chunks=n, tags=tuple((tags or "").split()),
         stale=is_stale(abspath, size, mtime_ns), explain=explain or {},
     )
-
-
-def make_snippet(marked: str) -> tuple[str, tuple[tuple[int, int], ...], int]:
-    """From a chunk with highlight markers: (one-line snippet, highlight ranges in it, line
-    breaks before the first match)."""
-    first = marked.find(_OPEN)
-    plain_first = first if first >= 0 else 0
-    clean_before = marked[:plain_first].replace(_OPEN, "").replace(_CLOSE, "")
-    lines_before = len(LINE_BREAK.findall(clean_before))
-    start = max(0, plain_first - SNIPPET_BEFORE)
-    if start:
-        space = marked.find(" ", start, plain_first)
-        start = space + 1 if space >= 0 else start
-    window = marked[start:]
-    out: list[str] = []
-    highlights: list[tuple[int, int]] = []
-    pos, open_at, last_space = 0, -1, False
-    for ch in window:
-        if ch == _OPEN:
-            open_at = pos
-            continue
-        if ch == _CLOSE:
-            if open_at >= 0:
-                highlights.append((open_at, pos))
-            open_at = -1
-            continue
-        if ch.isspace():
-            if last_space or pos == 0:
-                continue
-            ch, last_space = " ", True
-        else:
-            last_space = False
-        if pos >= SNIPPET_WIDTH and open_at < 0:
-            break
-        out.append(ch)
-        pos += 1
-    snippet = "".join(out).rstrip()
-    prefix = "…" if start > 0 else ""
-    if prefix:
-        highlights = [(a + 1, b + 1) for a, b in highlights]
-    suffix = "…" if pos >= SNIPPET_WIDTH else ""
-    return prefix + snippet + suffix, tuple(h for h in highlights if h[1] <= len(prefix + snippet)), lines_before
 
 
 def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:

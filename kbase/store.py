@@ -96,12 +96,10 @@ def write_document(
              for c, h in zip(chunks, hashes)],
         )]
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
-        # delete trigger reads them from there). With aliases, the view says how it joins them
-        # to the title (after the aliases were written, above).
+        # delete trigger reads them from there). The view says how it joins the note's names
+        # (title, file name, aliases: written above) into the title column.
         if ids:
-            title = doc.title
-            if doc.aliases:
-                (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (ids[0],)).fetchone()
+            (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (ids[0],)).fetchone()
             con.executemany(
                 "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)",
                 [(cid, title, fts_headings(doc.title, c.heading_path), text[c.start:c.end])

@@ -56,7 +56,7 @@ def test_search_table(run, indexed):
     r = run("search", "raised", "beds")
     assert r.exit_code == 0
     assert r.stdout == "1. Garden  Garden.md:5  " + r.stdout.split("Garden.md:5  ")[1].split("\n")[0] + "\n" \
-        "   Garden\n   # Garden Tomatoes need sun and water. ## Beds Raised beds drain well.\n"
+        "   Garden\n   Garden Tomatoes need sun and water. Beds Raised beds drain well.\n"
 
 
 def test_search_json_jsonl_csv_have_stable_fields(run, indexed):

@@ -3,7 +3,6 @@ import os
 import pytest
 
 from kbase.errors import InputError
-from kbase.search import make_snippet
 from tests.conftest import write
 
 
@@ -79,14 +78,6 @@ def test_stale_hit_is_flagged(kb, vault):
     os.utime(vault / "Garden.md", (2_000_000_000, 2_000_000_000))
     (hit,) = kb.search("raised")
     assert hit.stale
-
-
-def test_make_snippet_highlights_and_counts_lines():
-    marked = "first line\nsecond \x02match\x03 and \x02more\x03\nthird"
-    snippet, hl, lines = make_snippet(marked)
-    assert snippet == "first line second match and more third"
-    assert [snippet[a:b] for a, b in hl] == ["match", "more"]
-    assert lines == 1
 
 
 def test_chunk_and_document_refs_for_a_hit(kb, vault):

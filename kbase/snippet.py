@@ -1,0 +1,242 @@
+"""Pure: Markdown source -> the text a person reads, keeping track of where each character came
+from, and one-line snippets around the matches of a search.
+
+Rendering works by edits over the source: each construct (a heading marker, ``**``, a
+``[[target|alias]]``, a ``%% comment %%``, ...) is found by one regular expression and replaced
+by pieces that either keep a range of the source (the alias, the link text, the code) or insert a
+little text (" > " between a note and its heading). Because every output character knows its
+source offset, highlight ranges found in the source (FTS5's highlight()) map exactly onto the
+rendered snippet, and the line number of a match stays the file's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+SNIPPET_BEFORE = 60  # characters of context before the first match
+SNIPPET_WIDTH = 200  # total snippet length in characters
+OPEN, CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (control chars)
+
+# A piece of output: (source start, source end) kept as is, or (text, source offset) inserted.
+_Piece = tuple[int, int] | tuple[str, int]
+
+_TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
+# Alternatives in priority order: at a given position the first that matches wins, and a match
+# consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
+_PATTERN = re.compile(
+    "|".join([
+        r"(?P<html_comment><!--.*?(?:-->|\Z))",
+        r"(?P<comment>%%.*?(?:%%|\Z))",
+        r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
+        r"(?P<code>(?P<ticks>`+)(?P<code_text>.+?)(?P=ticks))",
+        r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
+        r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
+        r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
+        r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
+        r"(?P<footnote>\[\^[^\]\r\n]+\])",
+        r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^>\s]+)>)",
+        r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
+        r"(?P<callout>^[ \t]*(?:>[ \t]*)+\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+        r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
+        r"(?P<heading>^[ \t]{0,3}#{1,6}(?=[ \t]|$)[ \t]*)",
+        r"(?P<heading_close>[ \t]+#+[ \t]*$)",
+        r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
+        rf"(?P<item>^[ \t]*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
+        r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
+        r"(?P<pipe>(?<!\\)\|)",
+        r"(?P<block_id>(?:[ \t]|^|(?<=\]\]))\^[A-Za-z0-9-]+[ \t]*$)",
+        r"(?P<math>\$\$)",
+        r"(?P<strong>\*\*|__(?!\w)|(?<!\w)__|~~|==)",
+        r"(?P<em>(?<![\w*\\])\*(?=[^\s*])|(?<=[^\s*\\])\*(?![\w*])|(?<![\w\\])_(?=[^\s_])|(?<=[^\s_\\])_(?!\w))",
+        r"(?P<escape>\\(?P<escaped>[\\`*_{}\[\]()#+\-.!|~<>=$%^]))",
+    ]),
+    re.S | re.M,
+)
+
+
+def _wiki(m: re.Match) -> list[_Piece]:
+    """[[target|alias]] -> alias; [[Note#Heading]] -> Note > Heading; [[Note#^block]] -> Note."""
+    if m.group("wiki_alias") is not None and m.group("wiki_alias").strip():
+        return [m.span("wiki_alias")]
+    start, end = m.span("wiki_target")
+    pieces: list[_Piece] = []
+    for i, part in enumerate(m.group("wiki_target").split("#")):
+        if part and not (i and part.startswith("^")):
+            if pieces:
+                pieces.append((" > ", start))
+            pieces.append((start, start + len(part)))
+        start += len(part) + 1
+    return pieces
+
+
+def _code(m: re.Match) -> list[_Piece]:
+    a, b = m.span("code_text")
+    text = m.group("code_text")
+    if len(text) > 2 and text[0] == " " and text[-1] == " ":  # CommonMark strips one space each side
+        a, b = a + 1, b - 1
+    return [(a, b)]
+
+
+def _embed(m: re.Match) -> list[_Piece]:
+    a, b = m.span("embed_target")
+    name = m.group("embed_target")
+    cut = name.rfind("/") + 1  # an embed shows its file's name, not its folder
+    return [(a + cut, b)] if name[cut:] else []
+
+
+def _callout(m: re.Match, text: str) -> list[_Piece]:
+    """The callout's own title when the line has one, else its type ('note' -> 'Note')."""
+    rest = text[m.end():m.end() + 1]
+    if rest and rest not in "\r\n":
+        return []
+    kind = m.group("callout_type").strip()
+    return [(kind[:1].upper() + kind[1:], m.start())]
+
+
+_HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
+    "code": _code,
+    "embed": _embed,
+    "wiki": _wiki,
+    "image": lambda m: [m.span("image_alt")] if m.group("image_alt").strip() else [],
+    "link": lambda m: [m.span("link_text")],
+    "autolink": lambda m: [m.span("url")],
+    "pipe": lambda m: [(" · ", m.start())],
+    "escape": lambda m: [m.span("escaped")],
+}
+
+
+def render(text: str) -> tuple[str, list[int]]:
+    """``text`` (Markdown) as a person reads it, and for each output character the offset in
+    ``text`` it comes from. Line breaks stay (snippets fold them); syntax goes."""
+    out: list[str] = []
+    source: list[int] = []
+
+    def keep(a: int, b: int) -> None:
+        out.append(text[a:b])
+        source.extend(range(a, b))
+
+    pos = 0
+    for m in _PATTERN.finditer(text):
+        keep(pos, m.start())
+        kind = next(k for k in _ALTERNATIVES if m.group(k) is not None)
+        if kind == "callout":
+            pieces = _callout(m, text)
+        else:
+            handler = _HANDLERS.get(kind)
+            pieces = handler(m) if handler else []
+        for piece in pieces:
+            if isinstance(piece[0], str):
+                out.append(piece[0])
+                source.extend([piece[1]] * len(piece[0]))
+            else:
+                keep(piece[0], piece[1])
+        pos = m.end()
+    keep(pos, len(text))
+    return "".join(out), source
+
+
+_ALTERNATIVES = tuple(name for name in _PATTERN.groupindex if not any(
+    name.startswith(p) for p in ("ticks", "code_text", "embed_target", "wiki_target", "wiki_alias", "image_alt",
+                                 "link_text", "url", "callout_type", "escaped")))
+
+
+def plain(text: str) -> str:
+    """``text`` rendered and folded onto one line (titles, headings)."""
+    return " ".join(render(text)[0].split())
+
+
+def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """Text with OPEN/CLOSE highlight markers -> (text without them, highlighted ranges in it)."""
+    out: list[str] = []
+    ranges: list[tuple[int, int]] = []
+    pos, opened = 0, -1
+    for part in re.split(f"([{OPEN}{CLOSE}])", marked):
+        if part == OPEN:
+            opened = pos
+        elif part == CLOSE:
+            if opened >= 0 and pos > opened:
+                ranges.append((opened, pos))
+            opened = -1
+        else:
+            out.append(part)
+            pos += len(part)
+    return "".join(out), ranges
+
+
+def snippet(text: str, ranges: Sequence[tuple[int, int]] = (), markdown: bool = True,
+            ) -> tuple[str, tuple[tuple[int, int], ...], int]:
+    """A one-line reading snippet of ``text`` (rendered if ``markdown``) around the first visible
+    match.
+
+    ``ranges`` are match ranges in ``text``. Returns (snippet, highlight ranges in the snippet,
+    offset in ``text`` of the first visible match, or of the first match, or 0): the caller turns
+    that offset into the file's line number.
+    """
+    rendered, source = render(text) if markdown else (text, range(len(text)))
+    # Output positions of each match that is still visible after rendering.
+    marks: list[tuple[int, int]] = []
+    if ranges:
+        starts = sorted(ranges)
+        j = 0
+        i = 0
+        n = len(rendered)
+        while i < n:
+            src = source[i]
+            while j < len(starts) and starts[j][1] <= src:
+                j += 1
+            if j < len(starts) and starts[j][0] <= src < starts[j][1] and not rendered[i].isspace():
+                a = i
+                while i < n and starts[j][0] <= source[i] < starts[j][1]:
+                    i += 1
+                while rendered[i - 1].isspace():
+                    i -= 1
+                marks.append((a, i))
+                continue
+            i += 1
+    anchor = source[marks[0][0]] if marks else (min(ranges)[0] if ranges else 0)
+    first = marks[0][0] if marks else 0
+    start = max(0, first - SNIPPET_BEFORE)
+    if start:
+        space = rendered.find(" ", start, first)
+        start = space + 1 if space >= 0 else start
+    # Fold whitespace to single spaces, moving the marks along.
+    out: list[str] = []
+    new_pos: dict[int, int] = {}
+    last_space = True
+    width_hit = False
+    mark_ends = {b for _, b in marks}
+    mark_starts = {a for a, _ in marks}
+    inside = False
+    for i in range(start, len(rendered)):
+        if i in mark_starts:
+            inside = True
+        if i in mark_ends:
+            inside = False
+        ch = rendered[i]
+        new_pos[i] = len(out)
+        if ch.isspace():
+            if last_space:
+                continue
+            ch, last_space = " ", True
+        else:
+            last_space = False
+        if len(out) >= SNIPPET_WIDTH and not inside:
+            width_hit = True
+            break
+        out.append(ch)
+    else:
+        new_pos[len(rendered)] = len(out)
+    text_out = "".join(out).rstrip()
+    highlights = []
+    for a, b in marks:
+        if a < start or a not in new_pos:
+            continue
+        na, nb = new_pos[a], new_pos.get(b, len(out))
+        nb = min(nb, len(text_out))
+        if nb > na:
+            highlights.append((na, nb))
+    prefix = "…" if start > 0 and text_out else ""
+    suffix = "…" if width_hit else ""
+    shift = len(prefix)
+    return (prefix + text_out + suffix, tuple((a + shift, b + shift) for a, b in highlights), anchor)
