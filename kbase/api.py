@@ -126,12 +126,16 @@ class KB:
         tags: Sequence[str] = (),
         since: str | None = None,
         until: str | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Hit]:
         """Search; one hit per document, best first. ``mode``: 'keyword', 'semantic' or 'hybrid';
-        by default hybrid once the index has vectors, keyword before."""
+        by default hybrid once the index has vectors, keyword before. ``path`` keeps, ``exclude``
+        leaves out notes by path: globs, or folders and paths (case-insensitive)."""
         from kbase import search as s
 
-        filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until)
+        if isinstance(exclude, str):
+            exclude = (exclude,)
+        filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude))
         mode = mode or self.default_mode()
         if mode == "keyword":
             return self._read(s.keyword_search, query, limit=limit, filters=filters)

@@ -267,6 +267,8 @@ def _search_options(f):
     f = click.option("--until", metavar="DATE", help="Only notes dated on or before DATE (YYYY-MM-DD, or 7d/2w/3m/1y ago).")(f)
     f = click.option("--since", metavar="DATE", help="Only notes dated on or after DATE (front matter date, else file time).")(f)
     f = click.option("--tag", "tags", multiple=True, metavar="TAG", help="Only notes with this tag (repeatable; nested tags match).")(f)
+    f = click.option("--exclude", "exclude", multiple=True, metavar="GLOB",
+                     help="Leave out notes whose path matches GLOB, or lies under this folder (repeatable).")(f)
     f = click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")(f)
     f = click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Number of notes to return.")(f)
     return f
@@ -280,12 +282,13 @@ def _search_options(f):
 @_search_options
 @format_options
 @click.pass_context
-def search(ctx, query, mode, explain, limit, path_glob, tags, since, until, fmt):
+def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, until, fmt):
     """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b."""
     from kbase.output import render_hits
 
     with _kb(ctx) as kb:
-        hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until)
+        hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until,
+                         exclude=exclude)
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, _color(), explain=explain))
     else:

@@ -22,7 +22,7 @@ HIT_FIELDS = (
 )
 
 
-def hit_record(rank: int, hit: Hit, explain: bool = True) -> dict:
+def hit_record(rank: int, hit: Hit, explain: bool = False) -> dict:
     d = dataclasses.asdict(hit)
     d["rank"] = rank
     d["score"] = round(hit.score, 6)
@@ -45,15 +45,16 @@ def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> 
         w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         for r in records:
-            w.writerow({k: (" ".join(map(str, v)) if k == "tags" else json.dumps(v) if isinstance(v, list) else v)
-                        for k, v in r.items()})
+            w.writerow({k: (" ".join(map(str, v)) if k == "tags" else json.dumps(v, ensure_ascii=False)
+                            if isinstance(v, (list, dict)) else v) for k, v in r.items()})
         return buf.getvalue().rstrip("\n")
     raise ValueError(fmt)
 
 
 def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = False) -> str:
     if fmt != "table":
-        return render_records([hit_record(i, h) for i, h in enumerate(hits, 1)], fmt, HIT_FIELDS)
+        fields = HIT_FIELDS + ("explain",) if explain else HIT_FIELDS  # CSV: the explanation as JSON text
+        return render_records([hit_record(i, h, explain) for i, h in enumerate(hits, 1)], fmt, fields)
     out = []
     width = len(str(len(hits)))
     for i, h in enumerate(hits, 1):
@@ -66,17 +67,32 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
             out.append(" " * (width + 2) + (click.style(h.heading_path, dim=True) if color else h.heading_path))
         out.append(" " * (width + 2) + highlight(h.snippet, h.highlights, color))
         if explain and h.explain:
-            parts = []
-            for name in ("keyword", "semantic"):
-                e = h.explain.get(name)
-                if e is None:
-                    parts.append(f"{name}: -")
-                else:
-                    raw = f"bm25 {e['score']:.2f}" if "score" in e else f"cos {e['similarity']:.3f}"
-                    parts.append(f"{name}: #{e['rank']} ({raw}) +{e['contribution']:.4f}")
-            line = " " * (width + 2) + "  ".join(parts)
+            line = " " * (width + 2) + explain_text(h.explain)
             out.append(click.style(line, dim=True) if color else line)
     return "\n".join(out)
+
+
+def explain_text(explain: dict) -> str:
+    """One line saying how a hit's score was made (see search.keyword_ranked, hybrid_search)."""
+    def raw(e: dict) -> str:
+        parts = []
+        if "tier" in e:
+            parts.append(f"{e['tier']}, bm25 {e['bm25']:.2f}")
+        if "similarity" in e:
+            parts.append(f"cos {e['similarity']:.3f}")
+        if e.get("chunks", 1) > 1:
+            parts.append(f"{e['chunks']} chunks")
+        return ", ".join(parts)
+
+    if "keyword" not in explain and "semantic" not in explain:
+        return raw(explain)
+    parts = []
+    for name in ("keyword", "semantic"):
+        e = explain.get(name)
+        parts.append(f"{name}: -" if e is None else f"{name}: #{e['rank']} ({raw(e)}) +{e['contribution']:.4f}")
+    if explain.get("name_bonus"):
+        parts.append(f"name +{explain['name_bonus']:.1f}")
+    return "  ".join(parts)
 
 
 def highlight(text: str, ranges: Iterable[tuple[int, int]], color: bool) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
 import apsw
 
@@ -36,18 +37,17 @@ class Filters:
     tags: tuple[str, ...] = ()  # each must be present (nested tags match: 'a' matches 'a/b')
     since: str | None = None  # ISO date: the document's date (front matter, else mtime) >= since
     until: str | None = None  # ISO date: <= until (inclusive)
+    exclude: tuple[str, ...] = ()  # paths to leave out: globs or folder/path prefixes, as ``path``
 
     def sql(self) -> tuple[str, list]:
-        """A WHERE fragment over ``documents AS d`` and its bindings."""
+        """A WHERE fragment over ``documents AS d`` and its bindings. Paths match without regard
+        to case (ASCII letters, as SQLite's lower())."""
         where, args = [], []
         if self.path:
-            p = self.path.strip("/")
-            if any(ch in p for ch in "*?["):
-                where.append("d.path GLOB ?")
-                args.append(p)
-            elif p:
-                where.append("(d.path = ? OR substr(d.path, 1, ?) = ?)")
-                args += [p, len(p) + 1, p + "/"]
+            where.append(_path_match(self.path, args))
+        for pattern in self.exclude:
+            if pattern.strip().strip("/"):
+                where.append(f"NOT {_path_match(pattern, args)}")
         for tag in self.tags:
             t = tag.lstrip("#")
             where.append(
@@ -62,6 +62,19 @@ class Filters:
             where.append(f"{date_expr} <= date(?)")
             args.append(_check_date(self.until, "--until"))
         return (" AND ".join(where) or "1"), args
+
+
+def _path_match(pattern: str, args: list) -> str:
+    """SQL true when ``d.path`` matches ``pattern``: a glob if it has a wildcard, else the path
+    itself or a folder above it."""
+    p = pattern.strip().strip("/").lower()
+    if any(ch in p for ch in "*?["):
+        args.append(p)
+        return "(lower(d.path) GLOB ?)"
+    if not p:
+        return "1"
+    args += [p, len(p) + 1, p + "/"]
+    return "(lower(d.path) = ? OR lower(substr(d.path, 1, ?)) = ?)"
 
 
 def _like_escape(s: str) -> str:
@@ -86,15 +99,43 @@ def _check_date(value: str, option: str) -> str:
 def keyword_search(con: apsw.Connection, text: str, *, limit: int = 10, filters: Filters = Filters()) -> list[Hit]:
     """Documents matching ``text`` (see kbase.query for the syntax), best first, one hit each.
 
-    All words must match; if that finds fewer than ``limit`` documents and the query has several
-    words (and no explicit OR), documents matching only some words follow.
+    A note whose name (title, file name or alias) is the query comes first, then notes whose name
+    starts with it, then notes matching all words; if those are fewer than ``limit`` and the
+    query has several words (and no explicit OR), documents matching only some words follow.
     """
-    return [_hit(con, *row) for row in keyword_ranked(con, text, limit, filters)]
+    return [_hit(con, r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain)
+            for r in keyword_ranked(con, text, limit, filters)]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A document in one ranked list, with the chunk that speaks for it."""
+
+    doc_id: int
+    chunk_id: int
+    score: float  # higher is better; falls with rank
+    matched: int  # chunks of the document that matched
+    match: str | None = None  # the FTS5 expression that matched (to highlight the snippet)
+    explain: dict = field(default_factory=dict)  # how the score was made
+
+
+# Keyword tiers: the integer part of a keyword score. A note named by the query is what the person
+# meant; one whose name starts with the query is what they are typing; then all words, then some.
+TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_SOME = 4, 3, 2, 1
+TIER_LABELS = {TIER_NAME: "name", TIER_NAME_PREFIX: "name prefix", TIER_ALL: "all words", TIER_SOME: "some words"}
+# Within a tier, bm25 maps onto [0, 1) as s / (s + BM25_HALF): a chunk scoring BM25_HALF shows .50.
+BM25_HALF = 10.0
+# A long note has many chunks, so many chances that one of them matches well by accident: its
+# best chunk's score pays LENGTH_PRIOR per natural-log unit of its chunk count (a 1-chunk note
+# nothing, a 300-chunk list note 5.7 x LENGTH_PRIOR). Measured in BENCHMARKS.md ("Long notes").
+LENGTH_PRIOR = 0.5
+# How many more documents than asked each list considers before the length prior re-orders them.
+RERANK_SLACK = 20
 
 
 def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = Filters(),
-                   fill_to: int | None = None) -> list[tuple]:
-    """Up to ``n`` (doc_id, chunk_id, score, matched chunks, match expression), best first.
+                   fill_to: int | None = None) -> list[Ranked]:
+    """Up to ``n`` documents for ``text``, best first (see keyword_search for the order).
 
     Documents matching only some of the words are added when fewer than ``fill_to`` (default
     ``n``) match all of them."""
@@ -102,13 +143,92 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
     if query.empty or n <= 0:
         return []
     where, args = filters.sql()
-    ranked = _ranked_docs(con, query.to_fts(), where, args, n)
-    if len(ranked) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
-        have = {r[0] for r in ranked}
-        ranked += [r for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, n) if r[0] not in have][
-            : n - len(ranked)
-        ]
-    return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
+    depth = n + RERANK_SLACK
+    match_all = query.to_fts()
+    found = [(TIER_ALL, r) for r in _ranked_docs(con, match_all, where, args, depth)]
+    if len(found) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
+        have = {r[0] for _, r in found}
+        found += [(TIER_SOME, r) for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, depth)
+                  if r[0] not in have]
+    names = _name_tiers(con, query, where, args)
+    have = {r[0]: i for i, (_, r) in enumerate(found)}
+    for doc_id, tier in names.items():
+        # A note asked for by name shows its beginning; one whose name merely starts with the
+        # query keeps its best chunk, if its words match one.
+        old = found[have[doc_id]][1] if doc_id in have else None
+        if tier == TIER_NAME or old is None:
+            first = con.execute("SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)).fetchone()
+            if first is None:
+                continue
+            bm25, count = (old[2], old[3]) if old else (0.0, 1)
+            row = (doc_id, first[0], bm25, count, query.to_fts(match_any=True))
+        else:
+            row = old
+        if doc_id in have:
+            found[have[doc_id]] = (tier, row)
+        else:
+            found.append((tier, row))
+    sizes = _chunk_counts(con, [r[0] for _, r in found])
+    out = []
+    for tier, (doc_id, cid, bm25, count, match) in found:
+        raw = -bm25
+        adjusted = max(0.0, raw - LENGTH_PRIOR * math.log(sizes.get(doc_id, 1)))
+        score = tier + adjusted / (adjusted + BM25_HALF)
+        out.append(Ranked(doc_id, cid, score, count, match,
+                          {"tier": TIER_LABELS[tier], "bm25": round(raw, 4), "chunks": sizes.get(doc_id, 1)}))
+    out.sort(key=lambda r: -r.score)
+    return out[:n]
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int, int]:
+    """Documents whose name (title, file name, alias) is the query (TIER_NAME) or starts with it
+    (TIER_NAME_PREFIX: the query's last word may be unfinished; a single finished word is not a
+    prefix, or every note named 'Tasks ...' would jump ahead for 'tasks')."""
+    if query.explicit_or or query.excluded:
+        return {}
+    words = [w.casefold() for w in query.words]
+    if not words or len(words) > 12:
+        return {}
+    expr = "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + "*)"
+    rows = con.execute(
+        f"""SELECT d.id, d.title, d.path, (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)
+            FROM documents AS d WHERE d.id IN (
+                SELECT c.doc_id FROM chunks AS c WHERE c.id IN (
+                    SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 5000))
+            AND {where}""",
+        [expr, *args],
+    ).fetchall()
+    tiers = {}
+    for doc_id, title, path, aliases in rows:
+        names = [title, PurePosixPath(path).stem, *((aliases or "").split("\x1f"))]
+        best = 0
+        for name in names:
+            nw = _words(name)
+            if nw == words:
+                best = TIER_NAME
+                break
+            if (len(words) <= len(nw) and nw[:len(words) - 1] == words[:-1] and nw[len(words) - 1].startswith(words[-1])
+                    and (len(words) > 1 or nw[0] != words[0])):
+                best = TIER_NAME_PREFIX
+        if best:
+            tiers[doc_id] = best
+    return tiers
+
+
+def _chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
+    """How many chunks each document has (their count, not the matching ones)."""
+    if not doc_ids:
+        return {}
+    marks = ",".join("?" * len(doc_ids))
+    return dict(con.execute(
+        f"SELECT doc_id, max(seq) + 1 FROM chunks WHERE doc_id IN ({marks}) GROUP BY doc_id", doc_ids).fetchall())
 
 
 def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int) -> list[tuple]:
@@ -172,12 +292,30 @@ KNN_MAX = 4096
 def semantic_search(con: apsw.Connection, query_vector: bytes, *, limit: int = 10,
                     filters: Filters = Filters(), cache: VectorCache | None = None) -> list[Hit]:
     """Documents nearest in meaning to the query vector, one hit (the nearest chunk) each."""
-    return [_hit(con, doc_id, cid, sim, n)
-            for doc_id, cid, sim, n in semantic_ranked(con, query_vector, limit, filters, cache)]
+    return [_hit(con, r.doc_id, r.chunk_id, r.score, r.matched, None, r.explain)
+            for r in semantic_ranked(con, query_vector, limit, filters, cache)]
+
+
+# The length prior of the semantic list, per natural-log unit of a note's chunk count, in cosine
+# similarity (see LENGTH_PRIOR).
+SEMANTIC_LENGTH_PRIOR = 0.01
 
 
 def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters(),
-                    cache: VectorCache | None = None) -> list[tuple]:
+                    cache: VectorCache | None = None) -> list[Ranked]:
+    """Up to ``n`` documents nearest in meaning, best first: the cosine similarity of the nearest
+    chunk, less the length prior."""
+    docs = _semantic_docs(con, query_vector, n + RERANK_SLACK, filters, cache)
+    sizes = _chunk_counts(con, [d[0] for d in docs])
+    out = [Ranked(doc_id, cid, sim - SEMANTIC_LENGTH_PRIOR * math.log(sizes.get(doc_id, 1)), count, None,
+                  {"similarity": round(sim, 4), "chunks": sizes.get(doc_id, 1)})
+           for doc_id, cid, sim, count in docs]
+    out.sort(key=lambda r: -r.score)
+    return out[:n]
+
+
+def _semantic_docs(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters(),
+                   cache: VectorCache | None = None) -> list[tuple]:
     """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest), best first.
 
     Unfiltered: a k-nearest-neighbour query (sqlite-vec, or the in-memory ``cache``), widened
@@ -266,32 +404,36 @@ def hybrid_search(
 ) -> list[Hit]:
     """Reciprocal rank fusion of the keyword and semantic document lists (see kbase.rank).
 
-    Each hit shows the keyword list's best chunk (with highlights) when it has one, else the
-    nearest chunk; ``explain`` gives each list's rank and contribution.
+    A note named by the query (keyword tier "name") comes first. Each hit shows the chunk of the
+    list that contributes most to its fused score, highlighted with the query's words; ``explain``
+    gives each list's rank, raw score and contribution. Semantic hits below ``min_similarity``
+    are not matches (see MIN_SIMILARITY): a page may hold fewer notes than asked.
     """
     n = max(limit, depth)
     # The any-word query is only worth its cost when all words do not fill a page by themselves.
     kw = keyword_ranked(con, text, n, filters, fill_to=limit)
-    sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache) if r[2] >= min_similarity]
-    fused = rrf({"keyword": [r[0] for r in kw], "semantic": [r[0] for r in sem]}, k=k,
+    sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache)
+           if r.explain["similarity"] >= min_similarity]
+    fused = rrf({"keyword": [r.doc_id for r in kw], "semantic": [r.doc_id for r in sem]}, k=k,
                 weights=weights or DEFAULT_WEIGHTS)
-    kw_by_doc = {r[0]: r for r in kw}
-    sem_by_doc = {r[0]: r for r in sem}
+    by_list = {"keyword": {r.doc_id: r for r in kw}, "semantic": {r.doc_id: r for r in sem}}
+    named = {r.doc_id for r in kw if r.explain.get("tier") == TIER_LABELS[TIER_NAME]}
+    scored = sorted(((f.score + (NAME_BONUS if f.key in named else 0.0), f) for f in fused), key=lambda p: -p[0])
+    highlight = parse_query(text).to_fts(match_any=True) or None
     hits = []
-    for f in fused[:limit]:
-        explain = dict(f.explain)
-        if f.key in kw_by_doc:
-            explain.setdefault("keyword", {})["score"] = round(kw_by_doc[f.key][2], 4)
-        if f.key in sem_by_doc:
-            explain.setdefault("semantic", {})["similarity"] = round(sem_by_doc[f.key][2], 4)
-        if f.key in kw_by_doc:
-            doc_id, cid, _, count, match = kw_by_doc[f.key]
-            hits.append(_hit(con, doc_id, cid, f.score, count, match, explain))
-        else:
-            doc_id, cid, _, count = sem_by_doc[f.key]
-            hits.append(_hit(con, doc_id, cid, f.score, count, None, explain))
+    for score, f in scored[:limit]:
+        explain = {name: {**part, **by_list[name][f.key].explain} for name, part in f.explain.items()}
+        if f.key in named:
+            explain["name_bonus"] = NAME_BONUS
+        best = max(f.explain, key=lambda name: f.explain[name]["contribution"])  # keyword wins a tie
+        r = by_list[best][f.key]
+        hits.append(_hit(con, r.doc_id, r.chunk_id, score, r.matched, r.match or highlight, explain))
     return hits
 
+
+# Added to the fused score of a note whose name is the query: more than any fusion can give
+# (2 / (RRF_K + 1)), so that note comes first in hybrid search as in keyword search.
+NAME_BONUS = 1.0
 
 # Both lists count the same: on SciFact semantic weights from 0.75 to 1.5 (keyword 1.0) moved
 # nDCG@10 by less than 0.003 at k = 10, so nothing justifies favouring either.

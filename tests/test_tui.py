@@ -629,7 +629,10 @@ def test_small_helpers():
     assert editor_command("/n/a.md", None, {}) == ["vi", "/n/a.md"]
     assert editor_command("/n/a.md", 3, {"VISUAL": "nvim", "EDITOR": "nano"})[0] == "nvim"
     assert Filters.parse(" journal/ ", "a, b/c  #d") == Filters("journal/", ("a", "b/c", "#d"))
-    assert Filters.parse("", "").kwargs() == {"path": None, "tags": []} and not Filters()
+    assert Filters.parse("", "").kwargs() == {"path": None, "tags": [], "exclude": []} and not Filters()
+    leave_out = Filters.parse("journal/ -journal/old -Archive/* -", "")
+    assert leave_out.kwargs() == {"path": "journal/", "tags": [], "exclude": ["journal/old", "Archive/*"]}
+    assert leave_out.describe() == "path:journal/ -path:journal/old -path:Archive/*"
     assert embedding_coverage({"chunks": 8, "embedded_chunks": 2}, True) == "embedded 2/8 (25%)"
     assert embedding_coverage({"chunks": 8}, True) == "embeddings: yes"
     assert embedding_coverage({"chunks": 8}, False).startswith("no embeddings")

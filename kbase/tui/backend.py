@@ -112,23 +112,30 @@ class Location:
 
 @dataclass(frozen=True)
 class Filters:
+    """The filter bar: a path (folder or glob) to keep, ``-path`` entries to leave out, tags."""
+
     path: str = ""
     tags: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, path: str, tags: str) -> Filters:
-        return cls(path.strip(), tuple(t for t in re.split(r"[\s,]+", tags.strip()) if t))
+        words = path.split()
+        keep = " ".join(w for w in words if not w.startswith("-"))
+        exclude = tuple(w[1:] for w in words if w.startswith("-") and len(w) > 1)
+        return cls(keep, tuple(t for t in re.split(r"[\s,]+", tags.strip()) if t), exclude)
 
     def __bool__(self) -> bool:
-        return bool(self.path or self.tags)
+        return bool(self.path or self.tags or self.exclude)
 
     def describe(self) -> str:
         parts = [f"path:{self.path}"] if self.path else []
+        parts += [f"-path:{e}" for e in self.exclude]
         parts += [f"#{t.lstrip('#')}" for t in self.tags]
         return " ".join(parts)
 
     def kwargs(self) -> dict:
-        return {"path": self.path or None, "tags": list(self.tags)}
+        return {"path": self.path or None, "tags": list(self.tags), "exclude": list(self.exclude)}
 
 
 def sibling_abspath(note: Location, path: str) -> str | None:

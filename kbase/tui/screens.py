@@ -652,7 +652,7 @@ class HelpScreen(ModalScreen):
                 ("enter or click", "Follow the link (outlink or backlink)"),
             ]),
             ("Filter bar (^f)", [
-                ("path", "Folder prefix or glob, e.g. journal/ or tech/*.md"),
+                ("path", "Folder prefix or glob, e.g. journal/ or tech/*.md; -archive/ leaves a folder out"),
                 ("tags", "Tags separated by spaces; nested tags match"),
                 ("esc", "Back to the search box"),
             ]),

@@ -51,7 +51,7 @@ class SearchBar(Horizontal):
 
 
 class FilterBar(Horizontal):
-    """Path prefix (or glob) and tags, passed to ``KB.search(path=..., tags=...)``."""
+    """Path prefix (or glob), ``-path`` exclusions and tags, passed to ``KB.search``."""
 
     class Changed(Message):
         def __init__(self, filters: Filters) -> None:
@@ -60,7 +60,7 @@ class FilterBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("path", classes="filter-label")
-        yield Input(placeholder="folder/ or glob", id="filter-path", compact=True)
+        yield Input(placeholder="folder/ or glob; -folder/ leaves out", id="filter-path", compact=True)
         yield Label("tags", classes="filter-label")
         yield Input(placeholder="tag tag/sub", id="filter-tags", compact=True)
 
@@ -156,7 +156,7 @@ class ResultsList(OptionList):
             extra.append(f"{hit.matched_chunks} passages")
         if hit.heading_path and hit.heading_path != hit.title:
             extra.append(hit.heading_path)
-        head = Content.assemble((hit.title, "bold"), "  ", (f"{hit.score:.3g}", "$text-muted"))
+        head = Content.assemble((hit.title, "bold"), "  ", (f"{hit.score:.2f}", "$text-muted"))
         lines = [head, Content.assemble((where, "$text-accent"), ("  " + " · ".join(extra), "$text-muted") if extra else "")]
         if hit.stale:
             lines.append(Content.styled("⚠ changed on disk since indexed", "$text-error"))
