@@ -29,20 +29,23 @@ _PATTERN = re.compile(
         r"(?P<html_comment><!--.*?(?:-->|\Z))",
         r"(?P<comment>%%.*?(?:%%|\Z))",
         r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
-        r"(?P<code>(?P<ticks>`+)(?P<code_text>.+?)(?P=ticks))",
+        r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",  # on one line
         r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
         r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
         r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
         r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
         r"(?P<footnote>\[\^[^\]\r\n]+\])",
+        # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".
+        r"(?P<orphan>!?\[\[|\]\]|\]\([^)\s]*\)|``+)",
         r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^>\s]+)>)",
         r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
-        r"(?P<callout>^[ \t]*(?:>[ \t]*)+\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+        # Line starts, inside quotes too (a chunk may begin after a quote's '>').
+        r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+        r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
+        rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
         r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
-        r"(?P<heading>^[ \t]{0,3}#{1,6}(?=[ \t]|$)[ \t]*)",
         r"(?P<heading_close>[ \t]+#+[ \t]*$)",
         r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
-        rf"(?P<item>^[ \t]*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
         r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
         r"(?P<pipe>(?<!\\)\|)",
         r"(?P<block_id>(?:[ \t]|^|(?<=\]\]))\^[A-Za-z0-9-]+[ \t]*$)",
@@ -106,9 +109,14 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 }
 
 
-def render(text: str) -> tuple[str, list[int]]:
-    """``text`` (Markdown) as a person reads it, and for each output character the offset in
-    ``text`` it comes from. Line breaks stay (snippets fold them); syntax goes."""
+# Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
+_NESTED = frozenset({"wiki", "link", "image", "callout"})
+
+
+def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
+    """``text[start:end]`` (Markdown) as a person reads it, and for each output character the
+    offset in ``text`` it comes from. Line breaks stay (snippets fold them); syntax goes."""
+    end = len(text) if end is None else end
     out: list[str] = []
     source: list[int] = []
 
@@ -116,8 +124,8 @@ def render(text: str) -> tuple[str, list[int]]:
         out.append(text[a:b])
         source.extend(range(a, b))
 
-    pos = 0
-    for m in _PATTERN.finditer(text):
+    pos = start
+    for m in _PATTERN.finditer(text, start, end):
         keep(pos, m.start())
         kind = next(k for k in _ALTERNATIVES if m.group(k) is not None)
         if kind == "callout":
@@ -129,10 +137,14 @@ def render(text: str) -> tuple[str, list[int]]:
             if isinstance(piece[0], str):
                 out.append(piece[0])
                 source.extend([piece[1]] * len(piece[0]))
+            elif kind in _NESTED:
+                inner, inner_source = render(text, piece[0], piece[1])
+                out.append(inner)
+                source.extend(inner_source)
             else:
                 keep(piece[0], piece[1])
         pos = m.end()
-    keep(pos, len(text))
+    keep(pos, end)
     return "".join(out), source
 
 

@@ -1,0 +1,145 @@
+"""Snippets read as text: Markdown rendered away, highlights and line numbers exact."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbase.snippet import OPEN, CLOSE, plain, render, snippet, unmark
+from tests.conftest import shared
+
+# What a reader must never see in a snippet (the issue's list). Checked on rendered text.
+MARKUP = {
+    "strong": re.compile(r"\*\*|__"),
+    "wikilink": re.compile(r"\[\[|\]\]"),
+    "callout": re.compile(r"\[![A-Za-z-]+\]"),
+    "fence": re.compile(r"```|~~~"),
+    "comment": re.compile(r"%%|<!--|-->"),
+    "block id": re.compile(r"(?:^|\s|\]\])\^[A-Za-z0-9-]+$"),
+    "html tag": re.compile(r"</?(?:div|span|br|img|a|p|details|summary|sup|sub|kbd|mark|b|i|u)\b[^>]*>", re.I),
+    "link target": re.compile(r"\]\((?:https?:|[\w./-]+\.(?:md|png|jpg|gif|svg)\))"),
+    "table pipe": re.compile(r"(?:^|\s)\|(?:\s|$)"),
+}
+
+
+def visible(markdown: str) -> str:
+    return " ".join(render(markdown)[0].split())
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("## Recover a **snapshot**", "Recover a snapshot"),
+    ("Use [[Sync settings|the settings]] now", "Use the settings now"),
+    ("See [[Version history#Restore a file]] and [[Note#^abc]]", "See Version history > Restore a file and Note"),
+    ("Jump to [[#Usage]]", "Jump to Usage"),
+    ("![[attachments/diagram.png]]^version-history-image", "diagram.png"),
+    ("> [!info]+ Good to know\n> You can restore it.", "Good to know You can restore it."),
+    ("> [!warning]\n> Careful.", "Warning Careful."),
+    ("> # Quoted heading\n> text", "Quoted heading text"),
+    ("Text %% private %% more <!-- hidden\nacross lines --> end", "Text more end"),
+    ("A paragraph. ^block-1", "A paragraph."),
+    ("```python\nprint(1)\n```", "print(1)"),
+    ("| Col | Other |\n|---|:---:|\n| a | b |", "Col · Other a · b"),
+    ("- [ ] #task water the plants 📅 2024-01-01\n1. first", "#task water the plants 📅 2024-01-01 first"),
+    ("*this* and _that_, not snake_case_name or 2 * 3 or ~~old~~ ==new==", "this and that, not snake_case_name or 2 * 3 or old new"),
+    ("![alt text](https://x.org/a.png) [Obsidian](https://obsidian.md) <https://x.org>", "alt text Obsidian https://x.org"),
+    ("<span class=\"x\">html</span> and `code` and \\*escaped\\*", "html and code and *escaped*"),
+    ("A note[^1] with $$x^2$$", "A note with x^2"),
+    ("[**data attributes**](https://x.org) and [[Note|*alias*]]", "data attributes and alias"),
+    ("Title with closing hashes ##\n===", "Title with closing hashes"),
+    ("offered by task]], then](../img.gif) more [[cut", "offered by task, then more cut"),
+])
+def test_render_removes_markdown_syntax(source, expected):
+    assert visible(source) == expected
+
+
+def test_every_output_character_knows_its_source():
+    text = "## Head\n\nSee [[Note#Part|alias]] and **bold** `code`."
+    out, source = render(text)
+    assert len(out) == len(source)
+    for ch, at in zip(out, source):
+        assert ch == " " or ch == ">" or text[at] == ch  # inserted " > " maps to its link
+
+
+def test_snippet_highlights_are_exact_in_the_rendered_text_and_anchor_gives_the_line():
+    text = "Intro line\n\n## Recover a snapshot\n\nOpen [[Sync|Sync settings]] then **restore** the snapshot."
+    marked = text.replace("snapshot", f"{OPEN}snapshot{CLOSE}").replace("restore", f"{OPEN}restore{CLOSE}")
+    raw, ranges = unmark(marked)
+    assert raw == text
+    out, highlights, anchor = snippet(raw, ranges)
+    assert out == "Intro line Recover a snapshot Open Sync settings then restore the snapshot."
+    assert [out[a:b] for a, b in highlights] == ["snapshot", "restore", "snapshot"]
+    assert text[anchor:].startswith("snapshot") and text.count("\n", 0, anchor) == 2
+
+
+def test_a_match_hidden_by_rendering_does_not_decide_the_window():
+    """A match inside a link's target is not shown: the window goes to the first visible one."""
+    text = "[[garden-notes|My notes]] " + "filler " * 40 + "garden beds"
+    ranges = [(2, 8), (text.rindex("garden"), text.rindex("garden") + 6)]
+    out, highlights, anchor = snippet(text, ranges)
+    assert [out[a:b] for a, b in highlights] == ["garden"]
+    assert anchor == ranges[1][0] and out.startswith("…")
+
+
+def test_plain_text_documents_are_not_rendered():
+    text = "# not a heading in a .txt file and **stars** stay"
+    assert snippet(text, markdown=False)[0] == text
+    assert snippet(text)[0] == "not a heading in a .txt file and stars stay"
+
+
+def test_long_snippets_are_cut_with_an_ellipsis_but_keep_a_match_whole():
+    text = "word " * 30 + "needle " + "tail " * 100
+    start = text.index("needle")
+    out, highlights, _ = snippet(text, [(start, start + 6)])
+    assert out.startswith("…") and out.endswith("…") and len(out) <= 202
+    assert [out[a:b] for a, b in highlights] == ["needle"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["word", "**", "[[", "]]", "|", "#", "## ", "\n", " ", "`", "%%", "> ", "- ",
+                                 "^id", "<b>", "*", "_", "[x](y)", "!", "\\", "$$", "~~"]), max_size=40),
+       st.data())
+def test_highlights_always_cover_matched_text(parts, data):
+    text = "".join(parts)
+    words = [m.span() for m in re.finditer(r"word", text)]
+    ranges = data.draw(st.lists(st.sampled_from(words), unique=True).map(sorted)) if words else []
+    out, highlights, anchor = snippet(text, ranges)
+    assert 0 <= anchor <= len(text)
+    for a, b in highlights:
+        assert 0 <= a < b <= len(out) and set(out[a:b]) <= set("word")
+
+
+def test_titles_are_plain_text():
+    assert plain("**Bold** title with [[Link|alias]] and `code`") == "Bold title with alias and code"
+
+
+@pytest.mark.parametrize("vault", ["obsidian-tasks-docs", "foam-docs"])
+def test_no_snippet_of_a_real_vault_shows_markup(vault):
+    """Every chunk of the shared vaults, with its first word highlighted as a search would.
+    Code is shown as written (a note about wikilinks quotes `[[them]]`): code blocks and inline
+    code are replaced by letters first."""
+    from kbase.chunk import chunk
+    from kbase.parse import parse
+
+    folder = shared("vaults", vault)
+    seen = 0
+    for path in sorted(folder.rglob("*.md")):
+        doc = parse(path.read_text(encoding="utf-8"), path.name)
+        body = list(doc.text)
+        for b in doc.blocks:
+            if b.kind == "code":
+                body[b.start:b.end] = "c" * (b.end - b.start)
+        body = "".join(body)
+        for c in chunk(doc).chunks:
+            text = re.sub(r"(?<!`)(`+)(?!`)[^\r\n]+?(?<!`)\1(?!`)", "code", body[c.start:c.end])
+            word = re.search(r"[A-Za-z]{4,}", text)
+            ranges = [word.span()] if word else []
+            out = snippet(text, ranges)[0]
+            for name, pattern in MARKUP.items():
+                assert not pattern.search(out), f"{path.name} line {c.line}: {name} in {out!r}"
+            for line in render(text)[0].splitlines():  # a heading marker starts a line
+                assert not re.match(r"\s*#{1,6} ", line), f"{path.name} line {c.line}: heading marker in {line!r}"
+            seen += 1
+    assert seen > 100
