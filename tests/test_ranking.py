@@ -1,0 +1,172 @@
+"""What a person sees on a real vault: titles, names first, scores in order, long notes kept in
+their place, exclusions, and the hybrid hit's chunk."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import kbase
+from kbase import ingest, search
+from kbase.chunk import ChunkSettings
+from kbase.cli import cli
+from kbase.db import meta_set
+from kbase.parse import parse
+from tests.conftest import write
+
+
+@pytest.mark.parametrize("text, title", [
+    ("# Opening heading\n\nText.", "Opening heading"),
+    ("---\ntitle: From front matter\n---\n# Heading\n", "From front matter"),
+    ("---\ntags: [a]\n---\n\n# After front matter\n", "After front matter"),
+    ("Intro paragraph.\n\n# A later heading\n", "File Name"),  # not the note's first block
+    ("## Open Settings\n\n# H1 later\n", "File Name"),  # only a level-1 heading names a note
+    ("# **Bold** [[Target|alias]] `code`\n", "Bold alias code"),  # plain text
+    ("---\ntitle: \"{{title}}\"\n---\n# Real title\n", "Real title"),  # template placeholder
+    ("# {{title}}\n", "File Name"),
+    ("# <% tp.file.title %>\n", "File Name"),
+    ("aliases:\n===\n\ntext\n", "File Name"),  # a YAML-looking line left by broken front matter
+    ("Setext title\n============\n\ntext\n", "Setext title"),
+])
+def test_title_rule(text, title):
+    assert parse(text, "folder/File Name.md").title == title
+
+
+def test_existing_index_gets_new_titles_without_reading_files(tmp_path, monkeypatch):
+    v = write(tmp_path / "v", {"Glossary.md": "Intro.\n\n## Alias\n\nAnother name.\n", "Plain.md": "# Plain\n\nx\n"})
+    db = tmp_path / "i.db"
+    kb = kbase.open(db)
+    kb.index([v], embed=False)
+    # Make the index look as an older kbase left it: first heading of any level as the title.
+    con = kbase.db.connect(db)
+    with con:
+        con.execute("DELETE FROM chunks")  # (the title is part of every chunk's keyword row)
+        con.execute("UPDATE documents SET title = 'Alias' WHERE path = 'Glossary.md'")
+        meta_set(con, "chunker", json.dumps({**json.loads(ChunkSettings().fingerprint(ingest.default_counter())),
+                                             "version": 2}))
+    con.close()
+    monkeypatch.setattr(ingest, "decode", lambda *a, **k: pytest.fail("a file was read again"))
+    report = kb.index([v], embed=False)
+    assert report.rechunked == 2 and report.updated == 0 and report.new == 0
+    assert {d.path: d.title for d in map(kb.document, ["Glossary.md", "Plain.md"])} == {
+        "Glossary.md": "Glossary", "Plain.md": "Plain"}
+    assert [h.path for h in kb.search("glossary", mode="keyword")] == ["Glossary.md"]
+
+
+@pytest.fixture
+def names(tmp_path):
+    v = write(tmp_path / "names", {
+        "Introduction to Obsidian Sync.md": "---\naliases: [Sync intro]\n---\nSync keeps your vault on all devices.\n",
+        "Sync settings.md": "# Sync settings\n\nOpen the Introduction to Obsidian Sync note first. Obsidian Sync "
+                            "settings: Obsidian, Sync, introduction.\n",
+        "Other.md": "# Other\n\nIntroduction to Obsidian Sync, introduction to Obsidian Sync, again Obsidian Sync.\n",
+        "deep/Settings.md": "---\ntitle: Preferences\n---\nSettings and more settings, all the settings.\n",
+        "Settings overview.md": "# Settings overview\n\nSettings, settings, settings everywhere; settings.\n",
+    })
+    kb = kbase.open(tmp_path / "n.db")
+    kb.index([v], embed=False)
+    return kb
+
+
+@pytest.mark.parametrize("query, first", [
+    ("Introduction to Obsidian Sync", "Introduction to Obsidian Sync.md"),  # the file name
+    ("introduction to obsidian sync", "Introduction to Obsidian Sync.md"),  # any case
+    ("sync intro", "Introduction to Obsidian Sync.md"),  # an alias
+    ("Settings", "deep/Settings.md"),  # the file name, though the title is another
+    ("preferences", "deep/Settings.md"),  # the title
+    ("introduction to obsid", "Introduction to Obsidian Sync.md"),  # a prefix of the name, as typed
+])
+def test_a_note_named_by_the_query_comes_first(names, query, first):
+    hits = names.search(query, mode="keyword")
+    assert hits[0].path == first
+    assert len(hits) == 1 or hits[0].score > hits[1].score
+
+
+def test_a_single_finished_word_is_not_a_name_prefix(names):
+    hits = names.search("settings", mode="keyword")
+    assert hits[0].explain["tier"] == "name" and hits[1].explain["tier"] == "all words"
+
+
+def test_scores_fall_with_rank_across_tiers(names, tmp_path):
+    hits = names.search("obsidian sync settings everywhere", mode="keyword", limit=10)
+    tiers = [h.explain["tier"] for h in hits]
+    assert "all words" in tiers or "some words" in tiers
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(int(h.score) == {"name": 4, "name prefix": 3, "all words": 2, "some words": 1}[h.explain["tier"]]
+               for h in hits)
+    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "n.db"), "search", "-m", "keyword", "--json",
+                                   "obsidian sync settings everywhere"]).output
+    scores = [h["score"] for h in json.loads(out)]
+    assert scores == sorted(scores, reverse=True) and len(scores) == len(hits)
+
+
+def test_explain_in_csv_is_a_column(names, tmp_path):
+    args = ["--db", str(tmp_path / "n.db"), "search", "-m", "keyword", "--csv", "settings"]
+    plain = CliRunner().invoke(cli, args).output.splitlines()
+    explained = CliRunner().invoke(cli, args + ["--explain"]).output.splitlines()
+    assert "explain" not in plain[0] and explained[0].endswith(",explain")
+    assert '""tier"": ""name""' in explained[1]
+
+
+def test_long_list_note_does_not_top_unrelated_queries(tmp_path):
+    """A 3,000-line list note holds most words of the vault; each topic note must still beat it
+    for its own question, in keyword and semantic order alike."""
+    topics = {
+        "Bread": "Knead the dough for ten minutes, let it rise overnight, bake at high heat in a dutch oven.",
+        "Backups": "Keep three copies of your data on two media, one off site; test restores monthly.",
+        "Tomatoes": "Plant seedlings after the last frost, in full sun, and water the roots deeply.",
+        "Sqlite": "Write-ahead logging lets readers continue while a writer appends to the log file.",
+        "Running": "Easy runs build the aerobic base; keep the pace conversational, add strides weekly.",
+    }
+    files = {f"{t}.md": f"# {t}\n\n{body}\n" for t, body in topics.items()}
+    words = " ".join(topics.values()).replace(",", "").replace(".", "").replace(";", "").split()
+    files["Everything.md"] = "# Everything\n\n" + "\n".join(
+        f"- {' '.join(words[(i * 7 + j * 3) % len(words)] for j in range(6))}" for i in range(3000)) + "\n"
+    filler = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
+    files.update({f"filler/{i}.md": f"# Filler {i}\n\n" + " ".join(filler[(i * j) % len(filler)] for j in range(40))
+                  for i in range(400)})  # a vault's worth of other notes, so that bm25's idf means something
+    v = write(tmp_path / "v", files)
+    kb = kbase.open(tmp_path / "l.db")
+    kb.index([v], embed=False)
+    questions = {"Bread": "dough rise overnight", "Backups": "copies of data off site", "Tomatoes": "frost seedlings sun",
+                 "Sqlite": "readers while a writer appends", "Running": "aerobic base pace strides"}
+    for topic, question in questions.items():
+        hits = kb.search(question, mode="keyword", limit=3)
+        assert hits[0].path == f"{topic}.md", (question, [(h.path, h.explain) for h in hits])
+        assert hits[0].explain["bm25"] > 1  # (a real score, not a tie)
+
+
+def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
+    every = {h.path for h in names.search("settings", mode="keyword", limit=20)}
+    assert "deep/Settings.md" in every
+    kept = {h.path for h in names.search("settings", mode="keyword", limit=20, exclude=["DEEP/"])}
+    assert kept == every - {"deep/Settings.md"}
+    kept = {h.path for h in names.search("settings", mode="keyword", limit=20, exclude=["settings*", "Deep/*"])}
+    assert kept == every - {"deep/Settings.md", "Settings overview.md"}  # GLOB: "*" also crosses "/"
+    assert {h.path for h in names.search("settings", mode="keyword", path="DEEP")} == {"deep/Settings.md"}
+    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "n.db"), "search", "settings", "-m", "keyword", "--json",
+                                   "--exclude", "deep", "--exclude", "Settings overview.md"]).output
+    assert {h["path"] for h in json.loads(out)} == every - {"deep/Settings.md", "Settings overview.md"}
+
+
+def test_hybrid_hit_shows_the_chunk_of_the_list_that_contributes_most(names, monkeypatch):
+    """The fusion is real; the two lists are fixed so that each side wins for one note."""
+    con = names.reader
+    chunks = dict(con.execute("SELECT d.path, group_concat(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                              " GROUP BY d.path").fetchall())
+    doc = dict(con.execute("SELECT path, id FROM documents").fetchall())
+    a, b = "Sync settings.md", "Other.md"
+    ca, cb = int(chunks[a].split(",")[0]), int(chunks[b].split(",")[0])
+    kw = [search.Ranked(doc[b], cb, 2.5, 1, '"sync"', {"tier": "all words", "bm25": 5.0, "chunks": 1}),
+          search.Ranked(doc[a], ca, 2.4, 1, '"sync"', {"tier": "all words", "bm25": 4.0, "chunks": 1})]
+    sem_a = search.Ranked(doc[a], ca + 1000, 0.8, 1, None, {"similarity": 0.8, "chunks": 1})
+    sem_b = search.Ranked(doc[b], cb + 1000, 0.4, 1, None, {"similarity": 0.4, "chunks": 1})
+    monkeypatch.setattr(search, "keyword_ranked", lambda *a, **k: kw)
+    monkeypatch.setattr(search, "semantic_ranked", lambda *a, **k: [sem_a, sem_b])
+    picked = {}
+    monkeypatch.setattr(search, "_hit", lambda con, doc_id, cid, *rest: picked.setdefault(doc_id, cid))
+    search.hybrid_search(con, "sync", b"", limit=2, k=10)
+    # a: keyword #2 (1/12) < semantic #1 (1/11): its nearest chunk; b: keyword #1 wins
+    assert picked == {doc[a]: ca + 1000, doc[b]: cb}
