@@ -196,7 +196,9 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
     words = [w.casefold() for w in query.words]
     if not words or len(words) > 12:
         return {}
-    expr = "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + "*)"
+    # The last word as a prefix, unless it is too short to narrow anything down.
+    prefix = "*" if len(words[-1]) >= 3 else ""
+    expr = "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + prefix + ")"
     rows = con.execute(
         f"""SELECT d.id, d.title, d.path, (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)
             FROM documents AS d WHERE d.id IN (

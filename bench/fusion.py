@@ -1,0 +1,141 @@
+"""Fusion functions for hybrid search, side by side on SciFact and on the question sets (issue 12).
+
+    python bench/fusion.py              # SciFact (bench/retrieval.py's cached index) + question sets
+    python bench/fusion.py --no-scifact # the question sets only
+
+The keyword and semantic document lists are computed once per query through kbase's own ranked
+lists (search.keyword_ranked / semantic_ranked, length prior included); every fusion variant is
+then a pure function of those lists, so the comparison is exact and cheap. SciFact gives nDCG@10;
+the question sets give top-1 / top-3 / MRR@10 (document level, bench/questions.py's answers). A
+constant is only worth shipping if it holds on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import kbase  # noqa: E402
+from bench import questions as qbench  # noqa: E402
+from bench import retrieval  # noqa: E402
+from kbase import search  # noqa: E402
+from kbase.rank import rrf  # noqa: E402
+
+DEPTH = 100
+Lists = tuple[list[search.Ranked], list[search.Ranked]]
+
+
+def rrf_fusion(k: float, floor: float = search.MIN_SIMILARITY, w_sem: float = 1.0) -> Callable[[Lists], list[int]]:
+    def fuse(lists: Lists) -> list[int]:
+        kw, sem = lists
+        sem = [r for r in sem if r.explain["similarity"] >= floor]
+        fused = rrf({"keyword": [r.doc_id for r in kw], "semantic": [r.doc_id for r in sem]}, k=k,
+                    weights={"keyword": 1.0, "semantic": w_sem})
+        return [f.key for f in fused]
+    return fuse
+
+
+def score_fusion(alpha: float, floor: float = 0.0, tiers: bool = True) -> Callable[[Lists], list[int]]:
+    """Convex combination of normalised scores (Bruch et al. 2023): keyword bm25 / the list's best,
+    plus the tier as a step; cosine similarity min-max over the list."""
+    def fuse(lists: Lists) -> list[int]:
+        kw, sem = lists
+        sem = [r for r in sem if r.explain["similarity"] >= floor]
+        out: dict[int, float] = {}
+        if kw:
+            top = max(r.score % 1 for r in kw) or 1.0
+            for r in kw:
+                out[r.doc_id] = (1 - alpha) * ((r.score % 1) / top + (int(r.score) - 1 if tiers else 0))
+        if sem:
+            hi, lo = sem[0].score, sem[-1].score
+            for r in sem:
+                out[r.doc_id] = out.get(r.doc_id, 0.0) + alpha * ((r.score - lo) / (hi - lo) if hi > lo else 1.0)
+        return sorted(out, key=lambda d: -out[d])
+    return fuse
+
+
+VARIANTS: dict[str, Callable[[Lists], list[int]]] = {
+    "keyword": lambda lists: [r.doc_id for r in lists[0]],
+    "semantic": lambda lists: [r.doc_id for r in lists[1]],
+    "rrf k=10 floor .3 (shipped before)": rrf_fusion(10),
+    "rrf k=60 no floor (naive)": rrf_fusion(60, 0.0),
+    "rrf k=10 no floor": rrf_fusion(10, 0.0),
+    "rrf k=5 floor .3": rrf_fusion(5),
+    "rrf k=20 floor .3": rrf_fusion(20),
+    "rrf k=10 floor .3 w_sem 1.5": rrf_fusion(10, w_sem=1.5),
+    **{f"score a={a}": score_fusion(a) for a in (0.3, 0.4, 0.5, 0.6, 0.7)},
+    **{f"score a={a} floor .3": score_fusion(a, 0.3) for a in (0.5, 0.6)},
+    **{f"score a={a} no tiers": score_fusion(a, tiers=False) for a in (0.5, 0.6)},
+}
+
+
+def scifact_lists() -> tuple[dict[str, Lists], dict, Callable[[int], str]]:
+    db = retrieval.OUT / "index.db"
+    if not db.exists():
+        sys.exit(f"{db} is absent: run python bench/retrieval.py first")
+    kb = kbase.open(db)
+    con = kb.reader
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (retrieval.DATA / "queries.jsonl").open())}
+    qrels = {q: r for q, r in retrieval.load_qrels().items() if q in queries}
+    path_of = dict(con.execute("SELECT id, path FROM documents").fetchall())
+    lists = {}
+    for q in qrels:
+        vector = kb.embedder.embed_query(queries[q])
+        lists[q] = (search.keyword_ranked(con, queries[q], DEPTH),
+                    search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache))
+    return lists, qrels, lambda doc_id: path_of[doc_id].rsplit(".", 1)[0]
+
+
+def question_lists() -> dict[str, tuple[dict, dict[str, Lists], dict[int, str]]]:
+    out = {}
+    for path in qbench.question_files():
+        qset = qbench.load_questions(path)
+        kb = qbench.open_index(qset["vault"], None, False)
+        con = kb.reader
+        path_of = dict(con.execute("SELECT id, path FROM documents").fetchall())
+        lists = {}
+        for q in qset["questions"]:
+            vector = kb.query_vector(q["question"])
+            lists[q["id"]] = (search.keyword_ranked(con, q["question"], DEPTH),
+                              search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache))
+        out[qset["vault"]] = (qset, lists, path_of)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-scifact", action="store_true")
+    a = ap.parse_args()
+    table: dict[str, dict] = {name: {} for name in VARIANTS}
+    if not a.no_scifact:
+        lists, qrels, did = scifact_lists()
+        for name, fuse in VARIANTS.items():
+            runs = {q: [did(d) for d in fuse(lists[q])] for q in qrels}
+            table[name]["scifact ndcg@10"] = retrieval.evaluate(runs, qrels)["ndcg@10"]
+    for vault, (qset, lists, path_of) in question_lists().items():
+        for name, fuse in VARIANTS.items():
+            ranks = [qbench.first_rank([path_of[d] for d in fuse(lists[q["id"]])][:10], set(q["answers"]))
+                     for q in qset["questions"]]
+            s = qbench.scores(ranks)
+            table[name][f"{vault} top3"] = s["top3"]
+            table[name][f"{vault} mrr"] = s["mrr10"]
+    cols = list(next(iter(table.values())))
+    print(f"{'variant':<36}" + "".join(f"{c:>26}" for c in cols))
+    for name, row in table.items():
+        print(f"{name:<36}" + "".join(f"{row[c]:>26}" for c in cols))
+    for c in cols:
+        best = max(table, key=lambda n: table[n][c])
+        print(f"best {c}: {best} {table[best][c]}", file=sys.stderr)
+    mean = {n: statistics.mean(v for c, v in row.items()) for n, row in table.items()}
+    print("mean over columns, best first:", sorted(mean, key=lambda n: -mean[n])[:5], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
