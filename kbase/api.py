@@ -160,14 +160,15 @@ class KB:
         return embedder.embed_query(query)
 
     def document(self, target: str):
-        """A document by path (see ``search.find_document``)."""
-        from kbase.search import find_document
+        """The document ``target`` names: a path, a name as a link gives it, or an alias; one
+        match, else an ``InputError`` listing the candidates (see ``kbase.documents.resolve``)."""
+        from kbase.documents import find_document
 
         return self._read(find_document, target)
 
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str):
-        """A note named the way a link names it ('Note', 'folder/Note', an alias) or by path."""
+        """``document``'s note as a graph node (id, path, title): the same resolution."""
         from kbase import graph
 
         return self._read(graph.find_note, name)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import apsw
 
+from kbase.documents import resolve
 from kbase.errors import InputError
-from kbase.links import Resolver
 
 
 @dataclass(frozen=True)
@@ -66,40 +66,9 @@ def _line_at(body: str, offset: int) -> str:
 
 
 def find_note(con: apsw.Connection, note: str) -> Note:
-    """A note named the way a link would name it ('Note', 'folder/Note', an alias, any case),
-    or by its file path."""
-    exact = _by_exact_path(con, note)  # cheap, and what the TUI and scripts pass
-    if exact is not None:
-        return exact
-    roots = con.execute("SELECT id FROM roots ORDER BY id").fetchall()
-    name = note.strip()
-    if name.startswith("[[") and name.endswith("]]"):
-        name = name[2:-2].split("|", 1)[0].split("#", 1)[0]
-    for (root_id,) in roots:
-        rows = con.execute("SELECT path, id, title FROM documents WHERE root_id = ?", (root_id,)).fetchall()
-        by_path = {p: (i, t) for p, i, t in rows}
-        aliases: dict[str, list[str]] = {}
-        for path, alias in con.execute(
-            "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id WHERE d.root_id = ?", (root_id,)
-        ):
-            aliases.setdefault(path, []).append(alias)
-        found = Resolver(by_path, aliases).resolve(name, "")
-        if found is not None and found in by_path:
-            return Note(by_path[found][0], found, by_path[found][1])
-    from kbase.search import find_document  # a file path, absolute or relative
-
-    doc = find_document(con, note)
-    return Note(doc.id, doc.path, doc.title)
-
-
-def _by_exact_path(con: apsw.Connection, note: str) -> Note | None:
-    """The note whose absolute path, or root-relative path, is exactly ``note``."""
-    rows = con.execute(
-        "SELECT d.id, d.path, d.title FROM documents d JOIN roots r ON r.id = d.root_id"
-        " WHERE d.path = ?1 OR (d.path = '' AND r.path = ?1) OR r.path || '/' || d.path = ?1",
-        (note,),
-    ).fetchall()
-    return Note(*rows[0]) if len(rows) == 1 else None
+    """The note ``note`` names: a path, a name as a link gives it, or an alias (see
+    ``kbase.documents.resolve``: one match, else an error listing the candidates)."""
+    return Note(*con.execute("SELECT id, path, title FROM documents WHERE id = ?", (resolve(con, note),)).fetchone())
 
 
 def links_from(con: apsw.Connection, note: Note) -> list[LinkHit]:

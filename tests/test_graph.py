@@ -152,13 +152,3 @@ def test_same_file_name_in_two_folders(tmp_path):
                        " LEFT JOIN documents t ON t.id = l.target_id ORDER BY 1, 2").fetchall()
     assert rows and all(tp is not None for _, _, tp in rows)
     assert len({tp for _, _, tp in rows}) > 1 or len(rows) == 1
-
-
-def test_note_by_exact_path_needs_no_resolver(tmp_path, vault, monkeypatch):
-    kb = kbase.open(tmp_path / "g.db")
-    kb.index([vault], embed=False)
-    import kbase.graph as graph
-
-    monkeypatch.setattr(graph, "Resolver", None)  # an exact path must not build one
-    assert kb.note(str(vault / "Projects" / "Plan.md")).path == "Projects/Plan.md"
-    assert kb.note("Journal/Log.md").title == "Log"

@@ -1,0 +1,131 @@
+"""Documents as people name them: the one resolver behind every NOTE or PATH argument (show,
+links, backlinks, neighbors, graph, the TUI and the Python API), and PATH:LINE regions."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import apsw
+
+from kbase.errors import InputError
+
+MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
+
+
+@dataclass(frozen=True)
+class DocRef:
+    """A document as stored: its text and where it came from."""
+
+    id: int
+    path: str
+    abspath: str
+    title: str
+    body: str
+    body_start: int
+    kind: str = "markdown"  # or 'text'
+
+
+@dataclass(frozen=True)
+class _Named:
+    id: int
+    path: str  # inside its root ('' for a root that is one file: then the file's name)
+    abspath: str
+
+
+def _key(s: str) -> str:
+    """Names compare as Obsidian compares them: any case, Unicode normalised (macOS file names)."""
+    return unicodedata.normalize("NFC", s).casefold()
+
+
+def _stem(path: str) -> str:
+    return PurePosixPath(path).with_suffix("").as_posix() if "." in path.rsplit("/", 1)[-1] else path
+
+
+def resolve(con: apsw.Connection, name: str) -> int:
+    """The id of the one document ``name`` names, trying in order (the first step that matches
+    anything decides):
+
+    1. an indexed file's path, absolute or relative to the working folder;
+    2. a path inside its root, whole (any case; the extension may be left out): ``Projects/Plan``;
+    3. the end of such a path after a ``/``, such as a file name: ``Plan``, ``projects/plan.md``;
+    4. an alias from a note's front matter.
+
+    ``[[Note]]``, ``[[Note|text]]`` and ``[[Note#Heading]]`` name ``Note``. Within a step, a name
+    matching several documents picks the one matching it exactly (same case), if any; otherwise
+    it is an ``InputError`` listing the candidates, each by a path that names it alone. No match
+    is an ``InputError`` too. Obsidian would pick the shortest path silently; a command should
+    not guess.
+    """
+    exact = con.execute(  # cheap, and what the TUI and scripts pass: a path exactly as stored
+        "SELECT d.id FROM documents AS d JOIN roots AS r ON r.id = d.root_id"
+        " WHERE d.path = ?1 OR (d.path = '' AND r.path = ?1) OR r.path || '/' || d.path = ?1",
+        (name,),
+    ).fetchall()
+    if len(exact) == 1:
+        return exact[0][0]
+    docs = [
+        _Named(i, p or os.path.basename(root), os.path.join(root, p) if p else root)
+        for i, p, root in con.execute("SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id")
+    ]
+    text = name.strip()
+    if text.startswith("[[") and text.endswith("]]"):
+        text = text[2:-2].split("|", 1)[0].split("#", 1)[0].strip()
+    try:
+        as_file = str(Path(text).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):
+        as_file = text
+    rel = text.strip("/")
+    t = _key(rel)
+    steps = (  # each: does d match, and does it match in the same case
+        lambda d: (d.abspath == as_file, True),
+        lambda d: (t in (_key(d.path), _key(_stem(d.path))), rel in (d.path, _stem(d.path))),
+        lambda d: (_key(d.path).endswith("/" + t) or _key(_stem(d.path)).endswith("/" + t),
+                   d.path.endswith("/" + rel) or _stem(d.path).endswith("/" + rel)),
+    )
+    for step in steps:
+        found = [(d, same_case) for d in docs for match, same_case in [step(d)] if match]
+        if found:
+            return _one(name, found, docs)
+    if t:
+        by_alias = {doc_id: alias.strip() == rel for doc_id, alias in con.execute("SELECT doc_id, alias FROM aliases")
+                    if _key(alias.strip()) == t}
+        found = [(d, by_alias[d.id]) for d in docs if d.id in by_alias]
+        if found:
+            return _one(name, found, docs)
+    raise InputError(f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search")
+
+
+def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int:
+    if len(found) == 1:
+        return found[0][0].id
+    same_case = [d for d, exact in found if exact]
+    if len(same_case) == 1:
+        return same_case[0].id
+    per_path = Counter(d.path for d in docs)
+    # Each candidate by a name that resolves to it alone: its path exactly, or (the same path in
+    # two roots) its absolute path.
+    names = sorted(d.path if per_path[d.path] == 1 else d.abspath for d, _ in found)
+    shown = ", ".join(names[:MAX_CANDIDATES_SHOWN])
+    more = f" and {len(names) - MAX_CANDIDATES_SHOWN} more" if len(names) > MAX_CANDIDATES_SHOWN else ""
+    raise InputError(f"{name!r} matches {len(names)} documents: {shown}{more}",
+                     f"name one by its path, e.g. {names[0]!r}")
+
+
+def load(con: apsw.Connection, doc_id: int) -> DocRef:
+    """A stored document."""
+    doc_id, path, root, title, body, body_start, kind = con.execute(
+        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind"
+        " FROM documents AS d JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
+        (doc_id,),
+    ).fetchone()
+    return DocRef(doc_id, path or Path(root).name, os.path.join(root, path) if path else root, title, body,
+                  body_start, kind)
+
+
+def find_document(con: apsw.Connection, name: str) -> DocRef:
+    """The document ``name`` names (see ``resolve``)."""
+    return load(con, resolve(con, name))
