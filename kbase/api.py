@@ -166,6 +166,13 @@ class KB:
 
         return self._read(find_document, target)
 
+    def region(self, target: str, context: int = 10):
+        """Lines of a document: ``PATH``, ``PATH:LINE`` (with ``context`` lines either side) or
+        ``PATH:START-END``; a line out of range is an ``InputError`` (see ``documents.region``)."""
+        from kbase.documents import region
+
+        return self._read(region, target, context)
+
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str):
         """``document``'s note as a graph node (id, path, title): the same resolution."""

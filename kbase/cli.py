@@ -501,51 +501,28 @@ def roots_move(ctx, old, new):
     click.echo(f"moved root {r['from']} -> {r['to']}")
 
 
-_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-
-
 @cli.command()
 @click.argument("target")
-@click.option("-C", "--context", default=10, show_default=True, help="Lines shown around PATH:LINE.")
+@click.option("-C", "--context", type=click.IntRange(0), default=10, show_default=True,
+              help="Lines shown around PATH:LINE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document (or region) as JSON.")
 @click.pass_context
 def show(ctx, target, context, as_json):
     """Print a document from the index: PATH, PATH:LINE (with context) or PATH:START-END."""
-    from kbase.errors import InputError
-    from kbase.text import LINE_BREAK
-
-    m = _LOCATION.match(target)
     with _kb(ctx) as kb:
-        try:
-            doc, first, last = kb.document(target), None, None
-        except InputError:
-            if not m:
-                raise
-            doc = kb.document(m.group("path"))
-            start = int(m.group("start"))
-            first, last = (start, int(m.group("end"))) if m.group("end") else (max(1, start - context), start + context)
-    lines = LINE_BREAK.split(doc.body)
-    if len(lines) > 1 and lines[-1] == "":
-        lines.pop()  # the text ends with a line break: no line after it
-    if first is None:
-        first, last = 1, len(lines)
-    last = min(last, len(lines))
-    if m and int(m.group("start")) > len(lines):
-        raise InputError(f"{doc.path} has {len(lines)} lines, not {m.group('start')}",
-                         "give a line number within the document")
-    region = lines[first - 1:last]
+        r = kb.region(target, context)
+    doc = r.doc
     if as_json:
         click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title,
-                               "first_line": first, "last_line": last, "text": "\n".join(region)}, ensure_ascii=False))
-        return
-    if first == 1 and last == len(lines):
+                               "first_line": r.first, "last_line": r.last, "text": "\n".join(r.lines)},
+                              ensure_ascii=False))
+    elif r.whole:
         click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
-        return
-    width = len(str(last))
-    target_line = int(m.group("start")) if m and not m.group("end") else None
-    for n, line in enumerate(region, first):
-        mark = "" if target_line is None else "> " if n == target_line else "  "
-        click.echo(f"{mark}{n:>{width}} | {line}")
+    else:
+        width = len(str(r.last))
+        for n, line in enumerate(r.lines, r.first):
+            mark = "" if r.line is None else "> " if n == r.line else "  "
+            click.echo(f"{mark}{n:>{width}} | {line}")
 
 
 def main() -> None:  # pragma: no cover

@@ -4,6 +4,7 @@ links, backlinks, neighbors, graph, the TUI and the Python API), and PATH:LINE r
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from pathlib import Path, PurePosixPath
 import apsw
 
 from kbase.errors import InputError
+from kbase.text import LINE_BREAK
 
 MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
 
@@ -96,7 +98,7 @@ def resolve(con: apsw.Connection, name: str) -> int:
         found = [(d, by_alias[d.id]) for d in docs if d.id in by_alias]
         if found:
             return _one(name, found, docs)
-    raise InputError(f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search")
+    raise UnknownDocument(f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search")
 
 
 def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int:
@@ -129,3 +131,56 @@ def load(con: apsw.Connection, doc_id: int) -> DocRef:
 def find_document(con: apsw.Connection, name: str) -> DocRef:
     """The document ``name`` names (see ``resolve``)."""
     return load(con, resolve(con, name))
+
+
+class UnknownDocument(InputError):
+    """No indexed document matches the name."""
+
+
+_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Region:
+    """Lines ``first`` to ``last`` (1-based, inclusive) of a stored document, as ``kbase show``
+    prints them."""
+
+    doc: DocRef
+    first: int
+    last: int
+    line: int | None  # the line PATH:LINE asked for (the others are its context), else None
+    lines: tuple[str, ...]  # the text of lines first..last, without their line breaks
+    total: int  # lines in the document (a final line break ends the last line, it opens none)
+    whole: bool  # no region was asked for: the whole document
+
+
+def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
+    """``PATH`` (the whole document), ``PATH:LINE`` (the line and ``context`` lines either side,
+    cut at the document's ends) or ``PATH:START-END`` (an END past the last line means to the
+    end). A line that does not exist, or END before START, is an ``InputError`` giving the
+    document's lines. A name that contains ``:5`` itself is taken whole first."""
+    if context < 0:
+        raise InputError(f"context must be 0 lines or more, not {context}", "pass -C 0 or more")
+    m = _LOCATION.match(target)
+    try:
+        doc, start, end = find_document(con, target), None, None
+    except UnknownDocument:
+        if not m:
+            raise
+        doc, start = find_document(con, m.group("path")), int(m.group("start"))
+        end = int(m.group("end")) if m.group("end") else None
+    lines = LINE_BREAK.split(doc.body)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the text ends with a line break: no line after it
+    total = len(lines)
+    valid = "line 1" if total == 1 else f"lines 1-{total}"
+    if start is None:
+        return Region(doc, 1, total, None, tuple(lines), total, True)
+    if not 1 <= start <= total:
+        raise InputError(f"{doc.path} has {valid}, not {start}", f"give a line from 1 to {total}")
+    if end is not None and end < start:
+        raise InputError(f"{doc.path}:{start}-{end} is reversed; {doc.path} has {valid}",
+                         f"give START-END with START <= END, e.g. {doc.path}:{max(end, 1)}-{start}")
+    first, last = (start, end) if end is not None else (start - context, start + context)
+    first, last = max(first, 1), min(last, total)
+    return Region(doc, first, last, start if end is None else None, tuple(lines[first - 1:last]), total, False)

@@ -95,8 +95,32 @@ def test_show_document_and_region(run, indexed):
     assert out == "  2 | \n> 3 | Tomatoes need sun and water.\n  4 | \n"
     assert run("show", "Garden.md:5-7").stdout == "5 | ## Beds\n6 | \n7 | Raised beds drain well.\n"
     assert json.loads(run("show", "Garden.md:1-1", "--json").stdout)["text"] == "# Garden"
-    r = run("show", "Garden.md:999")
-    assert r.exit_code == 1 and r.stderr.splitlines()[0] == "Error: Garden.md has 7 lines, not 999"
+    assert run("show", "Garden.md:6-99").stdout == "6 | \n7 | Raised beds drain well.\n"  # END past the end: to the end
+    assert run("show", "Garden.md:2", "-C", "99").stdout.splitlines()[1] == "> 2 | "  # the line stays marked
+
+
+@pytest.mark.parametrize("target,message,hint", [
+    ("Garden.md:999", "Garden.md has lines 1-7, not 999", "give a line from 1 to 7"),
+    ("Garden:0", "Garden.md has lines 1-7, not 0", "give a line from 1 to 7"),
+    ("Garden:8-9", "Garden.md has lines 1-7, not 8", "give a line from 1 to 7"),
+    ("Garden:5-3", "Garden.md:5-3 is reversed; Garden.md has lines 1-7", "give START-END with START <= END, e.g. Garden.md:3-5"),
+    ("tech/notes:2-0", "tech/notes.txt:2-0 is reversed; tech/notes.txt has lines 1-3",
+     "give START-END with START <= END, e.g. tech/notes.txt:1-2"),
+])
+def test_show_a_region_out_of_range_is_one_error_line_with_the_valid_range(run, indexed, target, message, hint):
+    r = run("show", target)
+    assert (r.exit_code, r.stdout) == (1, "")
+    assert r.stderr.splitlines() == [f"Error: {message}", f"  hint: {hint}"]
+
+
+def test_region_api_and_a_colon_in_a_file_name(kb, vault):
+    r = kb.region("Garden:3", context=1)
+    assert (r.first, r.last, r.line, r.lines, r.total, r.whole) == (2, 4, 3, ("", "Tomatoes need sun and water.", ""), 7, False)
+    assert kb.region("Garden").whole and kb.region("Garden").lines[-1] == "Raised beds drain well."
+    (vault / "Meeting 10:30.md").write_text("# Meeting\n\nAgenda.\n")
+    kb.index([vault], embed=False)
+    assert kb.region("Meeting 10:30").whole  # the name itself, not line 30 of 'Meeting 10'
+    assert kb.region("Meeting 10:30:3", context=0).lines == ("Agenda.",)
 
 
 @pytest.mark.parametrize(
