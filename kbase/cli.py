@@ -512,8 +512,11 @@ def show(ctx, target, context, as_json):
     with _kb(ctx) as kb:
         r = kb.region(target, context)
     doc = r.doc
+    if doc.stale:
+        click.echo(f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
+                   " (kbase index updates it)", err=True)
     if as_json:
-        click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title,
+        click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title, "stale": doc.stale,
                                "first_line": r.first, "last_line": r.last, "text": "\n".join(r.lines)},
                               ensure_ascii=False))
     elif r.whole:

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 import apsw
 
 from kbase.errors import InputError
+from kbase.search import is_stale
 from kbase.text import LINE_BREAK
 
 MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
@@ -29,6 +30,7 @@ class DocRef:
     body: str
     body_start: int
     kind: str = "markdown"  # or 'text'
+    stale: bool = False  # the file changed (or vanished) on disk since it was indexed
 
 
 @dataclass(frozen=True)
@@ -118,14 +120,15 @@ def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int
 
 
 def load(con: apsw.Connection, doc_id: int) -> DocRef:
-    """A stored document."""
-    doc_id, path, root, title, body, body_start, kind = con.execute(
-        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind"
+    """A stored document, flagged ``stale`` when its file changed since it was indexed (one stat)."""
+    doc_id, path, root, title, body, body_start, kind, size, mtime_ns = con.execute(
+        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind, d.size, d.mtime_ns"
         " FROM documents AS d JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()
-    return DocRef(doc_id, path or Path(root).name, os.path.join(root, path) if path else root, title, body,
-                  body_start, kind)
+    abspath = os.path.join(root, path) if path else root
+    return DocRef(doc_id, path or Path(root).name, abspath, title, body, body_start, kind,
+                  is_stale(abspath, size, mtime_ns))
 
 
 def find_document(con: apsw.Connection, name: str) -> DocRef:

@@ -29,6 +29,7 @@ class LinkHit:
     target_path: str | None  # the resolved file (note or attachment), None if unresolved
     target_title: str | None
     anchor_ok: bool | None  # None when there is no anchor or nothing to check it against
+    context_span: tuple[int, int]  # [start, end) of the link in ``context``
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Note:
 
 
 _LINK_SELECT = """
-    SELECT l.source_id, s.path, s.title, l.line, l.start_char,
+    SELECT l.source_id, s.path, s.title, l.line, l.start_char, l.end_char,
            s.body, l.target, l.anchor, l.alias, l.embed, l.kind, l.target_id,
            coalesce(t.path, l.target_path), t.title, l.anchor_ok
     FROM links AS l JOIN documents AS s ON s.id = l.source_id LEFT JOIN documents AS t ON t.id = l.target_id
@@ -51,18 +52,24 @@ _LINK_SELECT = """
 
 def _link_hits(con: apsw.Connection, where: str, args: tuple) -> list[LinkHit]:
     out = []
-    for (sid, spath, stitle, line, start, body, target, anchor, alias, embed, kind, tid, tpath, ttitle,
+    for (sid, spath, stitle, line, start, end, body, target, anchor, alias, embed, kind, tid, tpath, ttitle,
          ok) in con.execute(f"{_LINK_SELECT} WHERE {where} ORDER BY s.path, l.start_char", args):
-        out.append(LinkHit(sid, spath, stitle, line, _line_at(body, start), target, anchor, alias, bool(embed), kind,
-                           tid, tpath, ttitle, None if ok is None else bool(ok)))
+        context, span = _line_at(body, start, end)
+        out.append(LinkHit(sid, spath, stitle, line, context, target, anchor, alias, bool(embed), kind,
+                           tid, tpath, ttitle, None if ok is None else bool(ok), span))
     return out
 
 
-def _line_at(body: str, offset: int) -> str:
-    """The line of ``body`` holding ``offset`` (line breaks: LF, CRLF, CR), stripped."""
-    start = max(body.rfind("\n", 0, offset), body.rfind("\r", 0, offset)) + 1
-    ends = [i for i in (body.find("\n", offset), body.find("\r", offset)) if i >= 0]
-    return body[start:min(ends) if ends else len(body)].strip()
+def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
+    """The line of ``body`` holding ``body[start:end]`` (line breaks: LF, CRLF, CR), stripped, and
+    where that text lies in it (cut at the line's end)."""
+    first = max(body.rfind("\n", 0, start), body.rfind("\r", 0, start)) + 1
+    ends = [i for i in (body.find("\n", start), body.find("\r", start)) if i >= 0]
+    raw = body[first:min(ends) if ends else len(body)]
+    line = raw.strip()
+    lead = len(raw) - len(raw.lstrip())
+    a = min(max(start - first - lead, 0), len(line))
+    return line, (a, min(max(end - first - lead, a), len(line)))
 
 
 def find_note(con: apsw.Connection, note: str) -> Note:

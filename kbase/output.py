@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import click
 
 from kbase.models import Hit
+from kbase.text import excerpt
 
 FORMATS = ("table", "json", "jsonl", "csv")
 HIT_FIELDS = (
@@ -117,7 +118,8 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
                f"{c.kind:<6} {c.heading_path}{flag}")
         out.append(click.style(row, fg="yellow") if color and flag else row)
         first = text[c.start:c.end].strip().splitlines()[0] if text[c.start:c.end].strip() else ""
-        out.append(" " * 6 + (click.style(first[:90], dim=True) if color else first[:90]))
+        first = excerpt(first, (0, 0), 90)
+        out.append(" " * 6 + (click.style(first, dim=True) if color else first))
     for d in diagnostics:
         out.append(f"diagnostic: {d.kind} at offsets {d.start}-{d.end}: {d.detail}")
     return "\n".join(out)
@@ -151,6 +153,7 @@ def render_status(st: dict) -> str:
     return "\n".join(lines)
 
 
+LINK_CONTEXT_WIDTH = 160  # characters of the link's line shown under it, the link kept in view
 LINK_FIELDS = ("source_path", "line", "context", "target", "anchor", "alias", "embed", "kind", "target_path",
                "target_title", "anchor_ok", "source_id", "target_id", "source_title")
 
@@ -172,7 +175,7 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
         if color:
             head = click.style(head, fg="cyan" if lk.target_path or show == "source" else "red")
         out.append(head)
-        out.append("     " + lk.context[:160])
+        out.append("     " + excerpt(lk.context, lk.context_span, LINK_CONTEXT_WIDTH))
     return "\n".join(out)
 
 

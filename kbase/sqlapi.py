@@ -20,6 +20,7 @@ import apsw
 import apsw.ext
 
 from kbase.errors import InputError
+from kbase.text import excerpt
 
 SQL_TIMEOUT = 10.0  # seconds; a runaway query is interrupted, never left to hang the process
 _PROGRESS_STEPS = 1000  # SQLite VM steps between deadline checks
@@ -138,7 +139,7 @@ def cell(value, width: int = 60) -> str:
     if isinstance(value, bytes):
         return f"<blob {len(value)} bytes>"
     text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return excerpt(text, (0, 0), width)
 
 
 def rows_as_dicts(result: Result) -> Iterator[dict]:

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from kbase.cli import cli
 from kbase.output import HIT_FIELDS
+from tests.conftest import bump_mtime
 
 
 @pytest.fixture
@@ -196,3 +197,32 @@ def test_index_chunk_options_are_kept(run, vault, db_path):
     assert "4 re-chunked" in r.stdout
     assert "8 tokens max" in run("status").stdout
     assert "re-chunked" not in run("index", "--no-embed", vault).stdout
+
+
+def test_show_flags_a_file_changed_on_disk(run, indexed):
+    r = run("show", "Garden:3-3")
+    assert (r.stdout, r.stderr) == ("3 | Tomatoes need sun and water.\n", "")
+    assert json.loads(run("show", "Garden", "--json").stdout)["stale"] is False
+    (indexed / "Garden.md").write_text("# Garden\n\nRewritten after indexing.\n")
+    bump_mtime(indexed / "Garden.md")
+    r = run("show", "Garden:3-3")
+    assert r.exit_code == 0 and r.stdout == "3 | Tomatoes need sun and water.\n"  # the indexed text
+    assert r.stderr == ("warning: Garden.md changed on disk since it was indexed; this is the indexed text"
+                        " (kbase index updates it)\n")
+    assert json.loads(run("show", "Garden", "--json").stdout)["stale"] is True
+    (indexed / "Garden.md").unlink()  # a vanished file too
+    assert run("show", "Garden").stderr.startswith("warning: Garden.md changed on disk")
+
+
+def test_link_context_is_cut_with_an_ellipsis_around_the_link(run, vault):
+    before, after = "word " * 60, " more" * 60
+    (vault / "Long.md").write_text(f"# Long\n\n   {before}see [[Garden]] here{after}\n")
+    run("index", "--no-embed", vault)
+    lines = run("links", "Long").stdout.splitlines()
+    assert lines[0] == "   3 -> Garden.md"
+    context = lines[1][5:]
+    assert len(context) == 160 and context.startswith("…") and context.endswith("…")
+    assert "see [[Garden]] here" in context
+    (back,) = [line for line in run("backlinks", "Garden").stdout.splitlines() if "see [[Garden]]" in line]
+    assert back[5:] == context
+    assert run("links", "Welcome").stdout.splitlines()[1] == "     Start with the [[Garden]] note. #inbox"  # short: whole
