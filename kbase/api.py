@@ -72,14 +72,29 @@ class KB:
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
         then embed the new and changed chunks unless ``embed`` is false. Keyword search works as
-        soon as the first step is done."""
+        soon as the first step is done.
+
+        The paths are checked before anything is created, and a first run that fails before it
+        stored anything removes the file it created: a failed first run leaves no file. An
+        index that existed before the call is never removed."""
         from kbase import ingest
 
+        created = not self.path.exists()
+        if paths:
+            ingest.resolve_paths(paths)  # a missing folder is an error before any file exists
+        elif created:
+            raise InputError("nothing to index yet", "pass the folders of your notes: kbase index PATH...")
         con = db.connect(self.path, create=True)
         report: IndexReport | None = None
         try:
             with db.writer_lock(self.path):
-                report = ingest.index(con, paths, **options)
+                try:
+                    report = ingest.index(con, paths, **options)
+                except BaseException:
+                    if created and con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is None:
+                        con.close()  # still under the writer lock: no other run wrote to it
+                        db.remove_index(self.path)
+                    raise
                 if embed and not report.interrupted:
                     report.embedding = self._embed(con, embed_progress)
                 return report

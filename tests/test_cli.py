@@ -226,3 +226,45 @@ def test_link_context_is_cut_with_an_ellipsis_around_the_link(run, vault):
     (back,) = [line for line in run("backlinks", "Garden").stdout.splitlines() if "see [[Garden]]" in line]
     assert back[5:] == context
     assert run("links", "Welcome").stdout.splitlines()[1] == "     Start with the [[Garden]] note. #inbox"  # short: whole
+
+
+def test_a_failed_first_index_run_leaves_no_file(tmp_path, vault):
+    db = tmp_path / "new" / "bad.db"
+    for args in (["index", "/no/such/folder"], ["index", str(vault), "/no/such/folder"], ["index"]):
+        r = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert r.exit_code == 1 and r.stderr.startswith("Error: "), r.output
+        assert not (tmp_path / "new").exists(), args  # neither the file nor its folder
+    assert "no such file or folder: /no/such/folder" in r.stderr or "nothing to index yet" in r.stderr
+
+
+def test_an_existing_index_survives_a_failed_run(run, indexed, db_path):
+    before = run("sql", "SELECT count(*) AS n FROM documents", "--csv").stdout
+    r = run("index", "/no/such/folder")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: no such file or folder: /no/such/folder")
+    assert run("sql", "SELECT count(*) AS n FROM documents", "--csv").stdout == before == "n\n4\n"
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_first_run_failing_midway_removes_only_the_file_it_created(tmp_path, vault, monkeypatch, existing):
+    import apsw
+
+    import kbase
+    from kbase import ingest
+    from kbase.errors import DatabaseError
+
+    db = tmp_path / "i.db"
+    if existing:
+        with kbase.open(db) as k:
+            k.index([vault], embed=False)
+
+    def full(*args, **kwargs):
+        raise apsw.FullError("database or disk is full")
+
+    monkeypatch.setattr(ingest, "index", full)
+    with pytest.raises(DatabaseError):
+        kbase.open(db).index([vault], embed=False)
+    if existing:
+        with kbase.open(db) as k:
+            assert k.status()["documents"] == 4
+    else:
+        assert list(tmp_path.glob("i.db*")) == []  # nor its -wal and -shm files
