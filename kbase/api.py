@@ -223,14 +223,20 @@ class KB:
         return self._read(graph.orphans)
 
     def neighbors(self, note: str, depth: int = 1):
+        """Notes within ``depth`` links of ``note`` either way, nearest first, each with the
+        ``direction`` of its link to the note one hop nearer (``via``): 'out', 'in' or 'both'."""
         from kbase import graph
 
         return self._read(graph.neighbors, self.note(note), depth)
 
-    def graph(self) -> dict:
+    def graph(self, note: str | None = None, *, depth: int | None = None, path: str | None = None,
+              exclude: Sequence[str] = ()) -> dict:
+        """``{"nodes": [...], "edges": [...]}``: the whole graph, or ``note``'s neighbourhood
+        within ``depth`` links (default 1), keeping the notes ``path`` and ``exclude`` allow
+        (see ``graph.graph``)."""
         from kbase import graph
 
-        return self._read(graph.graph)
+        return self._read(graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude))
 
     # maintenance ------------------------------------------------------------------------------------
     def _write(self, fn, *args, lock: bool = True):

@@ -375,7 +375,8 @@ def orphans(ctx, fmt):
 @format_options
 @click.pass_context
 def neighbors(ctx, note, depth, fmt):
-    """Notes within --depth links of NOTE, following links both ways (distance first)."""
+    """Notes within --depth links of NOTE, following links both ways (distance first). Each says
+    which way its link goes: out (the note one hop nearer links to it), in (it links there), both."""
     from kbase.output import render_notes
 
     with _kb(ctx) as kb:
@@ -383,15 +384,20 @@ def neighbors(ctx, note, depth, fmt):
 
 
 @cli.command()
+@click.argument("note", required=False)
+@click.option("-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1).")
+@click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out notes matching GLOB or under this folder (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["json", "dot"]), default="json", show_default=True)
 @click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")
 @click.pass_context
-def graph(ctx, fmt):
-    """The whole note graph: JSON (nodes and edges) or Graphviz DOT."""
+def graph(ctx, note, depth, path_glob, exclude, fmt):
+    """The note graph as JSON (nodes and edges) or Graphviz DOT: all of it, or the notes within
+    --depth links of NOTE. Links through notes left out by --path or --exclude are not followed."""
     from kbase.graph import to_dot
 
     with _kb(ctx) as kb:
-        g = kb.graph()
+        g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
     click.echo(json.dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
 
 

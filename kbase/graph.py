@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections import deque
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
 
 from kbase.documents import resolve
 from kbase.errors import InputError
+from kbase.search import Filters
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Note:
     path: str
     title: str
     distance: int = 0  # hops from the start note (neighbors)
+    direction: str = ""  # neighbors: 'out' (``via`` links to this note), 'in' (this note links to ``via``) or 'both'
+    via: str = ""  # neighbors: the path of the note one hop nearer the start (for distance 1, the start)
 
 
 _LINK_SELECT = """
@@ -104,40 +108,93 @@ def orphans(con: apsw.Connection) -> list[Note]:
 
 
 def neighbors(con: apsw.Connection, note: Note, depth: int = 1) -> list[Note]:
-    """Notes within ``depth`` links of ``note``, following links both ways, nearest first."""
+    """Notes within ``depth`` links of ``note``, following links both ways, nearest first; each
+    says which way its link to the note one hop nearer goes (``direction``, ``via``)."""
+    reach = _reach(con, note.id, depth)
+    del reach[note.id]
+    paths = _paths(con, [*reach, note.id])
+    return sorted(
+        (Note(i, paths[i][0], paths[i][1], d, direction, paths[via][0]) for i, (d, via, direction) in reach.items()),
+        key=lambda n: (n.distance, n.path),
+    )
+
+
+def _reach(con: apsw.Connection, start: int, depth: int, allowed: set[int] | None = None) -> dict[int, tuple]:
+    """``{id: (distance, via id, direction)}`` for the notes within ``depth`` links of ``start``
+    (itself included, at 0), breadth first. Only notes in ``allowed`` (if given) are entered.
+    Of several notes one hop nearer, ``via`` is the first by path, so the answer is stable."""
     if depth < 1:
         raise InputError(f"--depth must be at least 1, not {depth}", "pass --depth 1 or more")
-    seen = {note.id: 0}
-    queue = deque([note.id])
-    while queue:
-        current = queue.popleft()
-        d = seen[current]
-        if d >= depth:
-            continue
-        for (other,) in con.execute(
-            "SELECT target_id FROM links WHERE source_id = ?1 AND target_id IS NOT NULL"
-            " UNION SELECT source_id FROM links WHERE target_id = ?1",
-            (current,),
+    reach: dict[int, tuple] = {start: (0, start, "")}
+    frontier = {start}
+    for distance in range(1, depth + 1):
+        ids = json.dumps(sorted(frontier))
+        found: dict[int, dict[int, set[str]]] = {}  # new note -> {note one hop nearer: directions}
+        for source, target in con.execute(
+            "SELECT source_id, target_id FROM links WHERE source_id IN (SELECT value FROM json_each(?1))"
+            " AND target_id IS NOT NULL AND target_id <> source_id"
+            " UNION ALL SELECT source_id, target_id FROM links WHERE target_id IN (SELECT value FROM json_each(?1))"
+            " AND source_id <> target_id",
+            (ids,),
         ):
-            if other not in seen:
-                seen[other] = d + 1
-                queue.append(other)
-    del seen[note.id]
-    if not seen:
-        return []
-    marks = ",".join("?" * len(seen))
-    rows = con.execute(f"SELECT id, path, title FROM documents WHERE id IN ({marks})", list(seen)).fetchall()
-    return sorted((Note(i, p, t, seen[i]) for i, p, t in rows), key=lambda n: (n.distance, n.path))
+            for near, far, direction in ((source, target, "out"), (target, source, "in")):
+                if near in frontier and far not in reach and (allowed is None or far in allowed):
+                    found.setdefault(far, {}).setdefault(near, set()).add(direction)
+        if not found:
+            break
+        paths = _paths(con, {near for vias in found.values() for near in vias})
+        for far, vias in found.items():
+            via = min(vias, key=lambda i: paths[i][0])
+            reach[far] = (distance, via, "both" if len(vias[via]) == 2 else vias[via].pop())
+        frontier = set(found)
+    return reach
 
 
-def graph(con: apsw.Connection) -> dict:
-    """Every note and every resolved note-to-note link (with how many links join the pair)."""
-    nodes = [{"id": i, "path": p, "title": t} for i, p, t in
-             con.execute("SELECT id, path, title FROM documents ORDER BY path")]
+def _paths(con: apsw.Connection, ids) -> dict[int, tuple[str, str]]:
+    """``{id: (path, title)}``."""
+    return {i: (p, t) for i, p, t in con.execute(
+        "SELECT id, path, title FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))}
+
+
+def graph(con: apsw.Connection, note: Note | None = None, depth: int | None = None, path: str | None = None,
+          exclude: Sequence[str] = ()) -> dict:
+    """Notes and the resolved note-to-note links between them (``links``: how many join the
+    pair): every note, or with ``note`` those within ``depth`` links of it (1 by default; each
+    node then has its ``distance``). ``path`` keeps only the notes under a folder or matching a
+    glob, and each ``exclude`` pattern drops notes, as ``kbase search --path`` matches paths;
+    links through a note left out are not followed. The start note is always kept."""
+    if note is None and depth is not None:
+        raise InputError("--depth needs a NOTE to count from", "pass the note: kbase graph NOTE --depth N")
+    allowed = _matching(con, path, exclude)
+    distance: dict[int, int] | None = None
+    if note is not None:
+        distance = {i: r[0] for i, r in _reach(con, note.id, depth or 1, allowed).items()}
+    keep = distance if distance is not None else allowed
+    nodes_where = edges_where = ""
+    args: tuple = ()
+    if keep is not None:
+        args = (json.dumps(sorted(keep)),)
+        nodes_where = " WHERE id IN (SELECT value FROM json_each(?1))"
+        edges_where = (" AND source_id IN (SELECT value FROM json_each(?1))"
+                       " AND target_id IN (SELECT value FROM json_each(?1))")
+    nodes = [{"id": i, "path": p, "title": t} | ({} if distance is None else {"distance": distance[i]})
+             for i, p, t in con.execute(f"SELECT id, path, title FROM documents{nodes_where} ORDER BY path", args)]
     edges = [{"source": s, "target": t, "links": n} for s, t, n in con.execute(
         "SELECT source_id, target_id, count(*) FROM links WHERE target_id IS NOT NULL AND target_id <> source_id"
-        " GROUP BY 1, 2 ORDER BY 1, 2")]
+        f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2", args)]
     return {"nodes": nodes, "edges": edges}
+
+
+def _matching(con: apsw.Connection, path: str | None, exclude: Sequence[str]) -> set[int] | None:
+    """Ids of the notes that ``path`` and the ``exclude`` patterns let through (None: all)."""
+    exclude = [e for e in exclude if e.strip("/ ")]
+    if not path and not exclude:
+        return None
+    where, args = Filters(path=path).sql()
+    for pattern in exclude:
+        w, a = Filters(path=pattern).sql()
+        where, args = f"{where} AND NOT ({w})", args + a
+    return {i for (i,) in con.execute(f"SELECT d.id FROM documents AS d WHERE {where}", args)}
 
 
 def to_dot(g: dict) -> str:
@@ -146,7 +203,8 @@ def to_dot(g: dict) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     lines = ["digraph kbase {", "  node [shape=box];"]
-    lines += [f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}];" for n in g["nodes"]]
+    lines += [f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}"
+              + (", penwidth=2" if n.get("distance") == 0 else "") + "];" for n in g["nodes"]]
     lines += [f"  n{e['source']} -> n{e['target']}" + (f" [label={e['links']}]" if e["links"] > 1 else "") + ";"
               for e in g["edges"]]
     lines.append("}")

@@ -179,15 +179,18 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
     return "\n".join(out)
 
 
-NOTE_FIELDS = ("id", "path", "title", "distance")
+NOTE_FIELDS = ("id", "path", "title", "distance", "direction", "via")
 
 
 def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
+    """Notes (orphans), or with ``with_distance`` neighbours: distance, direction of the link to
+    the note one hop nearer, path, title, and that note's path beyond the first hop."""
     if fmt != "table":
         fields = NOTE_FIELDS if with_distance else NOTE_FIELDS[:3]
         return render_records([{k: getattr(n, k) for k in fields} for n in notes], fmt, fields)
     if with_distance:
-        return "\n".join(f"{n.distance}  {n.path}  ({n.title})" for n in notes)
+        return "\n".join(f"{n.distance}  {n.direction:<4}  {n.path}  ({n.title})"
+                         + (f"  via {n.via}" if n.distance > 1 else "") for n in notes)
     return "\n".join(f"{n.path}  ({n.title})" for n in notes)
 
 
