@@ -9,7 +9,7 @@ from kbase.cli import cli
 from kbase.errors import InputError
 from tests.conftest import write
 
-NOTE_COMMANDS = ("show", "links", "backlinks", "neighbors")
+NOTE_COMMANDS = ("show", "links", "backlinks", "neighbors", "graph")
 
 
 @pytest.fixture
