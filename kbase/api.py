@@ -143,17 +143,22 @@ class KB:
         until: str | None = None,
     ) -> list[Hit]:
         """Search; one hit per document, best first. ``mode``: 'keyword', 'semantic' or 'hybrid';
-        by default hybrid once the index has vectors, keyword before."""
-        from kbase import search as s
+        by default hybrid once the index has vectors, keyword before.
 
+        A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
+        empty query, or one of punctuation only, is an ``InputError`` in every mode."""
+        from kbase import search as s
+        from kbase.query import parse_query
+
+        if mode not in (None, "keyword", "semantic", "hybrid"):
+            raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
+        if parse_query(query).empty:
+            raise InputError(f"no words to search for in {query!r}",
+                             "search for a word or a number; punctuation alone is ignored, and -word only excludes")
         filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until)
         mode = mode or self.default_mode()
         if mode == "keyword":
             return self._read(s.keyword_search, query, limit=limit, filters=filters)
-        if mode not in ("semantic", "hybrid"):
-            raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
-        if not query.strip():
-            return []
         vector = self.query_vector(query)
         if mode == "semantic":
             return self._read(s.semantic_search, vector, limit=limit, filters=filters, cache=self.vector_cache)

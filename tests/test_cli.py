@@ -76,6 +76,13 @@ def test_search_json_jsonl_csv_have_stable_fields(run, indexed):
 def test_search_no_match_and_bad_date(run, indexed):
     r = run("search", "zzzz")
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
+    for query in ("", ":", "!!!", "-tomatoes"):  # nothing to search for: the same error for every query
+        r = run("search", "--", query)
+        assert (r.exit_code, r.stdout) == (1, "")
+        assert r.stderr.splitlines() == [
+            f"Error: no words to search for in {query!r}",
+            "  hint: search for a word or a number; punctuation alone is ignored, and -word only excludes"]
+    assert run("search").exit_code == 2  # no QUERY at all: a usage error
     r = run("search", "x", "--since", "yesterday-ish")
     assert r.exit_code == 1
     assert r.stderr.splitlines()[0] == "Error: --since 'yesterday-ish' is not a date"

@@ -70,8 +70,12 @@ def test_filters(kb, vault):
 
 def test_limit_and_empty_queries(kb):
     assert len(kb.search("the OR a OR tomatoes OR readers OR start", limit=2)) == 2
-    assert kb.search("-tomatoes") == []
-    assert kb.search("!!! ???") == []
+    for query in ("", "   ", ":", "!!!", "!!! ???", "🎉", "-tomatoes", '-"raised beds"', "OR"):
+        for mode in ("keyword", "semantic", "hybrid"):  # one rule in every mode, before any model is asked
+            with pytest.raises(InputError) as e:
+                kb.search(query, mode=mode)
+            assert e.value.message == f"no words to search for in {query!r}"
+    assert kb.search("zzzz") == []  # words that match nothing: no error
 
 
 def test_stale_hit_is_flagged(kb, vault):
