@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import apsw
@@ -142,7 +143,7 @@ class KB:
         since: str | None = None,
         until: str | None = None,
     ) -> list[Hit]:
-        """Search; one hit per document, best first. ``mode``: 'keyword', 'semantic' or 'hybrid';
+        """Search; one hit per document, best first, each with its ``rank`` (1, 2, ...). ``mode``: 'keyword', 'semantic' or 'hybrid';
         by default hybrid once the index has vectors, keyword before.
 
         A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
@@ -158,11 +159,14 @@ class KB:
         filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until)
         mode = mode or self.default_mode()
         if mode == "keyword":
-            return self._read(s.keyword_search, query, limit=limit, filters=filters)
-        vector = self.query_vector(query)
-        if mode == "semantic":
-            return self._read(s.semantic_search, vector, limit=limit, filters=filters, cache=self.vector_cache)
-        return self._read(s.hybrid_search, query, vector, limit=limit, filters=filters, cache=self.vector_cache)
+            hits = self._read(s.keyword_search, query, limit=limit, filters=filters)
+        elif mode == "semantic":
+            hits = self._read(s.semantic_search, self.query_vector(query), limit=limit, filters=filters,
+                              cache=self.vector_cache)
+        else:
+            hits = self._read(s.hybrid_search, query, self.query_vector(query), limit=limit, filters=filters,
+                              cache=self.vector_cache)
+        return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
 
     def default_mode(self) -> str:
         """'hybrid' when the index has vectors, else 'keyword'."""

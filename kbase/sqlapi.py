@@ -88,8 +88,8 @@ def register(con: apsw.Connection, kb) -> None:
     def kbase_search(query, mode=None, lim=10):
         if not isinstance(query, str):
             return
-        for rank, h in enumerate(kb.search(query, mode=mode or None, limit=int(lim or 10)), 1):
-            yield (rank, h.score, h.doc_id, h.chunk_id, h.path, h.title, h.line, h.heading_path, h.snippet)
+        for h in kb.search(query, mode=mode or None, limit=int(lim or 10)):
+            yield (h.rank, h.score, h.doc_id, h.chunk_id, h.path, h.title, h.line, h.heading_path, h.snippet)
 
     kbase_search.columns = ("rank", "score", "doc_id", "chunk_id", "path", "title", "line", "heading_path", "snippet")
     kbase_search.column_access = apsw.ext.VTColumnAccess.By_Index
