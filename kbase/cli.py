@@ -466,14 +466,19 @@ def check(ctx, fix, as_json):
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the sizes before and after in bytes, as JSON.")
 @click.pass_context
-def compact(ctx):
-    """Merge the keyword index, drop dead vector space, VACUUM; print the bytes saved."""
+def compact(ctx, as_json):
+    """Merge the keyword index, drop dead vector space, VACUUM; print the file's size before and
+    after and the space saved, in KiB/MiB/GiB (1 KiB = 1024 bytes)."""
     from kbase.output import human_bytes
 
     with _kb(ctx) as kb:
         r = kb.compact()
     saved = r["bytes_before"] - r["bytes_after"]
+    if as_json:
+        click.echo(json.dumps({**r, "bytes_saved": saved}, indent=2))
+        return
     click.echo(f"compacted: {human_bytes(r['bytes_before'])} -> {human_bytes(r['bytes_after'])}"
                f" ({human_bytes(saved)} saved)")
 

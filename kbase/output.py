@@ -93,8 +93,9 @@ def highlight(text: str, ranges: Iterable[tuple[int, int]], color: bool) -> str:
 
 
 def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
+    """A size in binary units, labelled as such: 1 KiB = 1024 bytes (as ls -h and du -h count)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
