@@ -143,8 +143,9 @@ class KB:
         since: str | None = None,
         until: str | None = None,
     ) -> list[Hit]:
-        """Search; one hit per document, best first, each with its ``rank`` (1, 2, ...). ``mode``: 'keyword', 'semantic' or 'hybrid';
-        by default hybrid once the index has vectors, keyword before.
+        """Search; one hit per document, best first, each with its ``rank`` (1, 2, ...). ``mode``:
+        'keyword', 'semantic' or 'hybrid'; by default hybrid once the index has vectors, keyword
+        before.
 
         A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
         empty query, or one of punctuation only, is an ``InputError`` in every mode."""

@@ -71,10 +71,8 @@ def resolve(con: apsw.Connection, name: str) -> int:
     ).fetchall()
     if len(exact) == 1:
         return exact[0][0]
-    docs = [
-        _Named(i, p or os.path.basename(root), os.path.join(root, p) if p else root)
-        for i, p, root in con.execute("SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id")
-    ]
+    rows = con.execute("SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id")
+    docs = [_Named(i, p or os.path.basename(root), os.path.join(root, p) if p else root) for i, p, root in rows]
     text = name.strip()
     if text.startswith("[[") and text.endswith("]]"):
         text = text[2:-2].split("|", 1)[0].split("#", 1)[0].strip()
