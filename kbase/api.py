@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import apsw
@@ -72,14 +73,29 @@ class KB:
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
         then embed the new and changed chunks unless ``embed`` is false. Keyword search works as
-        soon as the first step is done."""
+        soon as the first step is done.
+
+        The paths are checked before anything is created, and a first run that fails before it
+        stored anything removes the file it created: a failed first run leaves no file. An
+        index that existed before the call is never removed."""
         from kbase import ingest
 
+        created = not self.path.exists()
+        if paths:
+            ingest.resolve_paths(paths)  # a missing folder is an error before any file exists
+        elif created:
+            raise InputError("nothing to index yet", "pass the folders of your notes: kbase index PATH...")
         con = db.connect(self.path, create=True)
         report: IndexReport | None = None
         try:
             with db.writer_lock(self.path):
-                report = ingest.index(con, paths, **options)
+                try:
+                    report = ingest.index(con, paths, **options)
+                except BaseException:
+                    if created and con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is None:
+                        con.close()  # still under the writer lock: no other run wrote to it
+                        db.remove_index(self.path)
+                    raise
                 if embed and not report.interrupted:
                     report.embedding = self._embed(con, embed_progress)
                 return report
@@ -128,25 +144,34 @@ class KB:
         until: str | None = None,
         exclude: Sequence[str] = (),
     ) -> list[Hit]:
-        """Search; one hit per document, best first. ``mode``: 'keyword', 'semantic' or 'hybrid';
-        by default hybrid once the index has vectors, keyword before. ``path`` keeps, ``exclude``
-        leaves out notes by path: globs, or folders and paths (case-insensitive)."""
-        from kbase import search as s
+        """Search; one hit per document, best first, each with its ``rank`` (1, 2, ...). ``mode``:
+        'keyword', 'semantic' or 'hybrid'; by default hybrid once the index has vectors, keyword
+        before. ``path`` keeps, ``exclude`` leaves out notes by path: globs, or folders and paths
+        (case-insensitive).
 
+        A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
+        empty query, or one of punctuation only, is an ``InputError`` in every mode."""
+        from kbase import search as s
+        from kbase.query import parse_query
+
+        if mode not in (None, "keyword", "semantic", "hybrid"):
+            raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
+        if parse_query(query).empty:
+            raise InputError(f"no words to search for in {query!r}",
+                             "search for a word or a number; punctuation alone is ignored, and -word only excludes")
         if isinstance(exclude, str):
             exclude = (exclude,)
         filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude))
         mode = mode or self.default_mode()
         if mode == "keyword":
-            return self._read(s.keyword_search, query, limit=limit, filters=filters)
-        if mode not in ("semantic", "hybrid"):
-            raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
-        if not query.strip():
-            return []
-        vector = self.query_vector(query)
-        if mode == "semantic":
-            return self._read(s.semantic_search, vector, limit=limit, filters=filters, cache=self.vector_cache)
-        return self._read(s.hybrid_search, query, vector, limit=limit, filters=filters, cache=self.vector_cache)
+            hits = self._read(s.keyword_search, query, limit=limit, filters=filters)
+        elif mode == "semantic":
+            hits = self._read(s.semantic_search, self.query_vector(query), limit=limit, filters=filters,
+                              cache=self.vector_cache)
+        else:
+            hits = self._read(s.hybrid_search, query, self.query_vector(query), limit=limit, filters=filters,
+                              cache=self.vector_cache)
+        return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
 
     def default_mode(self) -> str:
         """'hybrid' when the index has vectors, else 'keyword'."""
@@ -164,14 +189,22 @@ class KB:
         return embedder.embed_query(query)
 
     def document(self, target: str):
-        """A document by path (see ``search.find_document``)."""
-        from kbase.search import find_document
+        """The document ``target`` names: a path, a name as a link gives it, or an alias; one
+        match, else an ``InputError`` listing the candidates (see ``kbase.documents.resolve``)."""
+        from kbase.documents import find_document
 
         return self._read(find_document, target)
 
+    def region(self, target: str, context: int = 10):
+        """Lines of a document: ``PATH``, ``PATH:LINE`` (with ``context`` lines either side) or
+        ``PATH:START-END``; a line out of range is an ``InputError`` (see ``documents.region``)."""
+        from kbase.documents import region
+
+        return self._read(region, target, context)
+
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str):
-        """A note named the way a link names it ('Note', 'folder/Note', an alias) or by path."""
+        """``document``'s note as a graph node (id, path, title): the same resolution."""
         from kbase import graph
 
         return self._read(graph.find_note, name)
@@ -204,14 +237,20 @@ class KB:
         return self._read(graph.orphans)
 
     def neighbors(self, note: str, depth: int = 1):
+        """Notes within ``depth`` links of ``note`` either way, nearest first, each with the
+        ``direction`` of its link to the note one hop nearer (``via``): 'out', 'in' or 'both'."""
         from kbase import graph
 
         return self._read(graph.neighbors, self.note(note), depth)
 
-    def graph(self) -> dict:
+    def graph(self, note: str | None = None, *, depth: int | None = None, path: str | None = None,
+              exclude: Sequence[str] = ()) -> dict:
+        """``{"nodes": [...], "edges": [...]}``: the whole graph, or ``note``'s neighbourhood
+        within ``depth`` links (default 1), keeping the notes ``path`` and ``exclude`` allow
+        (see ``graph.graph``)."""
         from kbase import graph
 
-        return self._read(graph.graph)
+        return self._read(graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude))
 
     # maintenance ------------------------------------------------------------------------------------
     def _write(self, fn, *args, lock: bool = True):

@@ -378,7 +378,8 @@ def orphans(ctx, fmt):
 @format_options
 @click.pass_context
 def neighbors(ctx, note, depth, fmt):
-    """Notes within --depth links of NOTE, following links both ways (distance first)."""
+    """Notes within --depth links of NOTE, following links both ways (distance first). Each says
+    which way its link goes: out (the note one hop nearer links to it), in (it links there), both."""
     from kbase.output import render_notes
 
     with _kb(ctx) as kb:
@@ -386,15 +387,20 @@ def neighbors(ctx, note, depth, fmt):
 
 
 @cli.command()
+@click.argument("note", required=False)
+@click.option("-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1).")
+@click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out notes matching GLOB or under this folder (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["json", "dot"]), default="json", show_default=True)
 @click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")
 @click.pass_context
-def graph(ctx, fmt):
-    """The whole note graph: JSON (nodes and edges) or Graphviz DOT."""
+def graph(ctx, note, depth, path_glob, exclude, fmt):
+    """The note graph as JSON (nodes and edges) or Graphviz DOT: all of it, or the notes within
+    --depth links of NOTE. Links through notes left out by --path or --exclude are not followed."""
     from kbase.graph import to_dot
 
     with _kb(ctx) as kb:
-        g = kb.graph()
+        g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
     click.echo(json.dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
 
 
@@ -463,14 +469,19 @@ def check(ctx, fix, as_json):
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the sizes before and after in bytes, as JSON.")
 @click.pass_context
-def compact(ctx):
-    """Merge the keyword index, drop dead vector space, VACUUM; print the bytes saved."""
+def compact(ctx, as_json):
+    """Merge the keyword index, drop dead vector space, VACUUM; print the file's size before and
+    after and the space saved, in KiB/MiB/GiB (1 KiB = 1024 bytes)."""
     from kbase.output import human_bytes
 
     with _kb(ctx) as kb:
         r = kb.compact()
     saved = r["bytes_before"] - r["bytes_after"]
+    if as_json:
+        click.echo(json.dumps({**r, "bytes_saved": saved}, indent=2))
+        return
     click.echo(f"compacted: {human_bytes(r['bytes_before'])} -> {human_bytes(r['bytes_after'])}"
                f" ({human_bytes(saved)} saved)")
 
@@ -504,51 +515,31 @@ def roots_move(ctx, old, new):
     click.echo(f"moved root {r['from']} -> {r['to']}")
 
 
-_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-
-
 @cli.command()
 @click.argument("target")
-@click.option("-C", "--context", default=10, show_default=True, help="Lines shown around PATH:LINE.")
+@click.option("-C", "--context", type=click.IntRange(0), default=10, show_default=True,
+              help="Lines shown around PATH:LINE.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document (or region) as JSON.")
 @click.pass_context
 def show(ctx, target, context, as_json):
     """Print a document from the index: PATH, PATH:LINE (with context) or PATH:START-END."""
-    from kbase.errors import InputError
-    from kbase.text import LINE_BREAK
-
-    m = _LOCATION.match(target)
     with _kb(ctx) as kb:
-        try:
-            doc, first, last = kb.document(target), None, None
-        except InputError:
-            if not m:
-                raise
-            doc = kb.document(m.group("path"))
-            start = int(m.group("start"))
-            first, last = (start, int(m.group("end"))) if m.group("end") else (max(1, start - context), start + context)
-    lines = LINE_BREAK.split(doc.body)
-    if len(lines) > 1 and lines[-1] == "":
-        lines.pop()  # the text ends with a line break: no line after it
-    if first is None:
-        first, last = 1, len(lines)
-    last = min(last, len(lines))
-    if m and int(m.group("start")) > len(lines):
-        raise InputError(f"{doc.path} has {len(lines)} lines, not {m.group('start')}",
-                         "give a line number within the document")
-    region = lines[first - 1:last]
+        r = kb.region(target, context)
+    doc = r.doc
+    if doc.stale:
+        click.echo(f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
+                   " (kbase index updates it)", err=True)
     if as_json:
-        click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title,
-                               "first_line": first, "last_line": last, "text": "\n".join(region)}, ensure_ascii=False))
-        return
-    if first == 1 and last == len(lines):
+        click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title, "stale": doc.stale,
+                               "first_line": r.first, "last_line": r.last, "text": "\n".join(r.lines)},
+                              ensure_ascii=False))
+    elif r.whole:
         click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
-        return
-    width = len(str(last))
-    target_line = int(m.group("start")) if m and not m.group("end") else None
-    for n, line in enumerate(region, first):
-        mark = "" if target_line is None else "> " if n == target_line else "  "
-        click.echo(f"{mark}{n:>{width}} | {line}")
+    else:
+        width = len(str(r.last))
+        for n, line in enumerate(r.lines, r.first):
+            mark = "" if r.line is None else "> " if n == r.line else "  "
+            click.echo(f"{mark}{n:>{width}} | {line}")
 
 
 def main() -> None:  # pragma: no cover

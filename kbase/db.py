@@ -248,6 +248,13 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
     return DatabaseError(f"index {path}: {e}")
 
 
+def remove_index(path: str | os.PathLike[str]) -> None:
+    """Delete an index file with its WAL and shared-memory files (a new, empty index only)."""
+    for name in (str(path), f"{path}-wal", f"{path}-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
+
+
 # Descriptors holding writer locks in this process. A forked worker closes its copies, so that
 # the lock goes when this process goes, even if it is killed while a worker still runs.
 HELD_LOCKS: set[int] = set()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections import deque
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
 
+from kbase.documents import resolve
 from kbase.errors import InputError
-from kbase.links import Resolver
+from kbase.search import Filters
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class LinkHit:
     target_path: str | None  # the resolved file (note or attachment), None if unresolved
     target_title: str | None
     anchor_ok: bool | None  # None when there is no anchor or nothing to check it against
+    context_span: tuple[int, int]  # [start, end) of the link in ``context``
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,12 @@ class Note:
     path: str
     title: str
     distance: int = 0  # hops from the start note (neighbors)
+    direction: str = ""  # neighbors: 'out' (``via`` links to this note), 'in' (this note links to ``via``) or 'both'
+    via: str = ""  # neighbors: the path of the note one hop nearer the start (for distance 1, the start)
 
 
 _LINK_SELECT = """
-    SELECT l.source_id, s.path, s.title, l.line, l.start_char,
+    SELECT l.source_id, s.path, s.title, l.line, l.start_char, l.end_char,
            s.body, l.target, l.anchor, l.alias, l.embed, l.kind, l.target_id,
            coalesce(t.path, l.target_path), t.title, l.anchor_ok
     FROM links AS l JOIN documents AS s ON s.id = l.source_id LEFT JOIN documents AS t ON t.id = l.target_id
@@ -51,55 +56,30 @@ _LINK_SELECT = """
 
 def _link_hits(con: apsw.Connection, where: str, args: tuple) -> list[LinkHit]:
     out = []
-    for (sid, spath, stitle, line, start, body, target, anchor, alias, embed, kind, tid, tpath, ttitle,
+    for (sid, spath, stitle, line, start, end, body, target, anchor, alias, embed, kind, tid, tpath, ttitle,
          ok) in con.execute(f"{_LINK_SELECT} WHERE {where} ORDER BY s.path, l.start_char", args):
-        out.append(LinkHit(sid, spath, stitle, line, _line_at(body, start), target, anchor, alias, bool(embed), kind,
-                           tid, tpath, ttitle, None if ok is None else bool(ok)))
+        context, span = _line_at(body, start, end)
+        out.append(LinkHit(sid, spath, stitle, line, context, target, anchor, alias, bool(embed), kind,
+                           tid, tpath, ttitle, None if ok is None else bool(ok), span))
     return out
 
 
-def _line_at(body: str, offset: int) -> str:
-    """The line of ``body`` holding ``offset`` (line breaks: LF, CRLF, CR), stripped."""
-    start = max(body.rfind("\n", 0, offset), body.rfind("\r", 0, offset)) + 1
-    ends = [i for i in (body.find("\n", offset), body.find("\r", offset)) if i >= 0]
-    return body[start:min(ends) if ends else len(body)].strip()
+def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
+    """The line of ``body`` holding ``body[start:end]`` (line breaks: LF, CRLF, CR), stripped, and
+    where that text lies in it (cut at the line's end)."""
+    first = max(body.rfind("\n", 0, start), body.rfind("\r", 0, start)) + 1
+    ends = [i for i in (body.find("\n", start), body.find("\r", start)) if i >= 0]
+    raw = body[first:min(ends) if ends else len(body)]
+    line = raw.strip()
+    lead = len(raw) - len(raw.lstrip())
+    a = min(max(start - first - lead, 0), len(line))
+    return line, (a, min(max(end - first - lead, a), len(line)))
 
 
 def find_note(con: apsw.Connection, note: str) -> Note:
-    """A note named the way a link would name it ('Note', 'folder/Note', an alias, any case),
-    or by its file path."""
-    exact = _by_exact_path(con, note)  # cheap, and what the TUI and scripts pass
-    if exact is not None:
-        return exact
-    roots = con.execute("SELECT id FROM roots ORDER BY id").fetchall()
-    name = note.strip()
-    if name.startswith("[[") and name.endswith("]]"):
-        name = name[2:-2].split("|", 1)[0].split("#", 1)[0]
-    for (root_id,) in roots:
-        rows = con.execute("SELECT path, id, title FROM documents WHERE root_id = ?", (root_id,)).fetchall()
-        by_path = {p: (i, t) for p, i, t in rows}
-        aliases: dict[str, list[str]] = {}
-        for path, alias in con.execute(
-            "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id WHERE d.root_id = ?", (root_id,)
-        ):
-            aliases.setdefault(path, []).append(alias)
-        found = Resolver(by_path, aliases).resolve(name, "")
-        if found is not None and found in by_path:
-            return Note(by_path[found][0], found, by_path[found][1])
-    from kbase.search import find_document  # a file path, absolute or relative
-
-    doc = find_document(con, note)
-    return Note(doc.id, doc.path, doc.title)
-
-
-def _by_exact_path(con: apsw.Connection, note: str) -> Note | None:
-    """The note whose absolute path, or root-relative path, is exactly ``note``."""
-    rows = con.execute(
-        "SELECT d.id, d.path, d.title FROM documents d JOIN roots r ON r.id = d.root_id"
-        " WHERE d.path = ?1 OR (d.path = '' AND r.path = ?1) OR r.path || '/' || d.path = ?1",
-        (note,),
-    ).fetchall()
-    return Note(*rows[0]) if len(rows) == 1 else None
+    """The note ``note`` names: a path, a name as a link gives it, or an alias (see
+    ``kbase.documents.resolve``: one match, else an error listing the candidates)."""
+    return Note(*con.execute("SELECT id, path, title FROM documents WHERE id = ?", (resolve(con, note),)).fetchone())
 
 
 def links_from(con: apsw.Connection, note: Note) -> list[LinkHit]:
@@ -128,40 +108,93 @@ def orphans(con: apsw.Connection) -> list[Note]:
 
 
 def neighbors(con: apsw.Connection, note: Note, depth: int = 1) -> list[Note]:
-    """Notes within ``depth`` links of ``note``, following links both ways, nearest first."""
+    """Notes within ``depth`` links of ``note``, following links both ways, nearest first; each
+    says which way its link to the note one hop nearer goes (``direction``, ``via``)."""
+    reach = _reach(con, note.id, depth)
+    del reach[note.id]
+    paths = _paths(con, [*reach, note.id])
+    return sorted(
+        (Note(i, paths[i][0], paths[i][1], d, direction, paths[via][0]) for i, (d, via, direction) in reach.items()),
+        key=lambda n: (n.distance, n.path),
+    )
+
+
+def _reach(con: apsw.Connection, start: int, depth: int, allowed: set[int] | None = None) -> dict[int, tuple]:
+    """``{id: (distance, via id, direction)}`` for the notes within ``depth`` links of ``start``
+    (itself included, at 0), breadth first. Only notes in ``allowed`` (if given) are entered.
+    Of several notes one hop nearer, ``via`` is the first by path, so the answer is stable."""
     if depth < 1:
         raise InputError(f"--depth must be at least 1, not {depth}", "pass --depth 1 or more")
-    seen = {note.id: 0}
-    queue = deque([note.id])
-    while queue:
-        current = queue.popleft()
-        d = seen[current]
-        if d >= depth:
-            continue
-        for (other,) in con.execute(
-            "SELECT target_id FROM links WHERE source_id = ?1 AND target_id IS NOT NULL"
-            " UNION SELECT source_id FROM links WHERE target_id = ?1",
-            (current,),
+    reach: dict[int, tuple] = {start: (0, start, "")}
+    frontier = {start}
+    for distance in range(1, depth + 1):
+        ids = json.dumps(sorted(frontier))
+        found: dict[int, dict[int, set[str]]] = {}  # new note -> {note one hop nearer: directions}
+        for source, target in con.execute(
+            "SELECT source_id, target_id FROM links WHERE source_id IN (SELECT value FROM json_each(?1))"
+            " AND target_id IS NOT NULL AND target_id <> source_id"
+            " UNION ALL SELECT source_id, target_id FROM links WHERE target_id IN (SELECT value FROM json_each(?1))"
+            " AND source_id <> target_id",
+            (ids,),
         ):
-            if other not in seen:
-                seen[other] = d + 1
-                queue.append(other)
-    del seen[note.id]
-    if not seen:
-        return []
-    marks = ",".join("?" * len(seen))
-    rows = con.execute(f"SELECT id, path, title FROM documents WHERE id IN ({marks})", list(seen)).fetchall()
-    return sorted((Note(i, p, t, seen[i]) for i, p, t in rows), key=lambda n: (n.distance, n.path))
+            for near, far, direction in ((source, target, "out"), (target, source, "in")):
+                if near in frontier and far not in reach and (allowed is None or far in allowed):
+                    found.setdefault(far, {}).setdefault(near, set()).add(direction)
+        if not found:
+            break
+        paths = _paths(con, {near for vias in found.values() for near in vias})
+        for far, vias in found.items():
+            via = min(vias, key=lambda i: paths[i][0])
+            reach[far] = (distance, via, "both" if len(vias[via]) == 2 else vias[via].pop())
+        frontier = set(found)
+    return reach
 
 
-def graph(con: apsw.Connection) -> dict:
-    """Every note and every resolved note-to-note link (with how many links join the pair)."""
-    nodes = [{"id": i, "path": p, "title": t} for i, p, t in
-             con.execute("SELECT id, path, title FROM documents ORDER BY path")]
+def _paths(con: apsw.Connection, ids) -> dict[int, tuple[str, str]]:
+    """``{id: (path, title)}``."""
+    return {i: (p, t) for i, p, t in con.execute(
+        "SELECT id, path, title FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))}
+
+
+def graph(con: apsw.Connection, note: Note | None = None, depth: int | None = None, path: str | None = None,
+          exclude: Sequence[str] = ()) -> dict:
+    """Notes and the resolved note-to-note links between them (``links``: how many join the
+    pair): every note, or with ``note`` those within ``depth`` links of it (1 by default; each
+    node then has its ``distance``). ``path`` keeps only the notes under a folder or matching a
+    glob, and each ``exclude`` pattern drops notes, as ``kbase search --path`` matches paths;
+    links through a note left out are not followed. The start note is always kept."""
+    if note is None and depth is not None:
+        raise InputError("--depth needs a NOTE to count from", "pass the note: kbase graph NOTE --depth N")
+    allowed = _matching(con, path, exclude)
+    distance: dict[int, int] | None = None
+    if note is not None:
+        distance = {i: r[0] for i, r in _reach(con, note.id, depth or 1, allowed).items()}
+    keep = distance if distance is not None else allowed
+    nodes_where = edges_where = ""
+    args: tuple = ()
+    if keep is not None:
+        args = (json.dumps(sorted(keep)),)
+        nodes_where = " WHERE id IN (SELECT value FROM json_each(?1))"
+        edges_where = (" AND source_id IN (SELECT value FROM json_each(?1))"
+                       " AND target_id IN (SELECT value FROM json_each(?1))")
+    nodes = [{"id": i, "path": p, "title": t} | ({} if distance is None else {"distance": distance[i]})
+             for i, p, t in con.execute(f"SELECT id, path, title FROM documents{nodes_where} ORDER BY path", args)]
     edges = [{"source": s, "target": t, "links": n} for s, t, n in con.execute(
         "SELECT source_id, target_id, count(*) FROM links WHERE target_id IS NOT NULL AND target_id <> source_id"
-        " GROUP BY 1, 2 ORDER BY 1, 2")]
+        f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2", args)]
     return {"nodes": nodes, "edges": edges}
+
+
+def _matching(con: apsw.Connection, path: str | None, exclude: Sequence[str]) -> set[int] | None:
+    """Ids of the notes that ``path`` and the ``exclude`` patterns let through (None: all)."""
+    exclude = [e for e in exclude if e.strip("/ ")]
+    if not path and not exclude:
+        return None
+    where, args = Filters(path=path).sql()
+    for pattern in exclude:
+        w, a = Filters(path=pattern).sql()
+        where, args = f"{where} AND NOT ({w})", args + a
+    return {i for (i,) in con.execute(f"SELECT d.id FROM documents AS d WHERE {where}", args)}
 
 
 def to_dot(g: dict) -> str:
@@ -170,7 +203,8 @@ def to_dot(g: dict) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     lines = ["digraph kbase {", "  node [shape=box];"]
-    lines += [f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}];" for n in g["nodes"]]
+    lines += [f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}"
+              + (", penwidth=2" if n.get("distance") == 0 else "") + "];" for n in g["nodes"]]
     lines += [f"  n{e['source']} -> n{e['target']}" + (f" [label={e['links']}]" if e["links"] > 1 else "") + ";"
               for e in g["edges"]]
     lines.append("}")

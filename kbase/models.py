@@ -88,6 +88,7 @@ class Hit:
     tags: tuple[str, ...] = ()
     stale: bool = False  # the file changed on disk since it was indexed
     explain: dict = field(default_factory=dict)
+    rank: int = 0  # 1-based position in the results (KB.search numbers them; 0: not ranked)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import click
 
 from kbase.models import Hit
+from kbase.text import excerpt
 
 FORMATS = ("table", "json", "jsonl", "csv")
 HIT_FIELDS = (
@@ -108,8 +109,9 @@ def highlight(text: str, ranges: Iterable[tuple[int, int]], color: bool) -> str:
 
 
 def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
+    """A size in binary units, labelled as such: 1 KiB = 1024 bytes (as ls -h and du -h count)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
@@ -133,7 +135,8 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
                f"{c.kind:<6} {c.heading_path}{flag}")
         out.append(click.style(row, fg="yellow") if color and flag else row)
         first = text[c.start:c.end].strip().splitlines()[0] if text[c.start:c.end].strip() else ""
-        out.append(" " * 6 + (click.style(first[:90], dim=True) if color else first[:90]))
+        first = excerpt(first, (0, 0), 90)
+        out.append(" " * 6 + (click.style(first, dim=True) if color else first))
     for d in diagnostics:
         out.append(f"diagnostic: {d.kind} at offsets {d.start}-{d.end}: {d.detail}")
     return "\n".join(out)
@@ -167,6 +170,7 @@ def render_status(st: dict) -> str:
     return "\n".join(lines)
 
 
+LINK_CONTEXT_WIDTH = 160  # characters of the link's line shown under it, the link kept in view
 LINK_FIELDS = ("source_path", "line", "context", "target", "anchor", "alias", "embed", "kind", "target_path",
                "target_title", "anchor_ok", "source_id", "target_id", "source_title")
 
@@ -188,19 +192,22 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
         if color:
             head = click.style(head, fg="cyan" if lk.target_path or show == "source" else "red")
         out.append(head)
-        out.append("     " + lk.context[:160])
+        out.append("     " + excerpt(lk.context, lk.context_span, LINK_CONTEXT_WIDTH))
     return "\n".join(out)
 
 
-NOTE_FIELDS = ("id", "path", "title", "distance")
+NOTE_FIELDS = ("id", "path", "title", "distance", "direction", "via")
 
 
 def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
+    """Notes (orphans), or with ``with_distance`` neighbours: distance, direction of the link to
+    the note one hop nearer, path, title, and that note's path beyond the first hop."""
     if fmt != "table":
         fields = NOTE_FIELDS if with_distance else NOTE_FIELDS[:3]
         return render_records([{k: getattr(n, k) for k in fields} for n in notes], fmt, fields)
     if with_distance:
-        return "\n".join(f"{n.distance}  {n.path}  ({n.title})" for n in notes)
+        return "\n".join(f"{n.distance}  {n.direction:<4}  {n.path}  ({n.title})"
+                         + (f"  via {n.via}" if n.distance > 1 else "") for n in notes)
     return "\n".join(f"{n.path}  ({n.title})" for n in notes)
 
 

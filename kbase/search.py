@@ -483,56 +483,6 @@ def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:
 
 
 @dataclass(frozen=True)
-class DocRef:
-    """A document as stored: its text and where it came from."""
-
-    id: int
-    path: str
-    abspath: str
-    title: str
-    body: str
-    body_start: int
-    kind: str = "markdown"  # or 'text
-
-
-def find_document(con: apsw.Connection, target: str) -> DocRef:
-    """A document by file path (absolute or relative to the working folder) or by indexed path
-    (exactly or a unique path suffix, with or without extension)."""
-    rows = con.execute(
-        "SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id"
-    ).fetchall()
-    full = {(os.path.join(root, path) if path else root): (doc_id, path) for doc_id, path, root in rows}
-    try:
-        candidate = str(Path(target).expanduser().resolve())
-    except (OSError, RuntimeError):
-        candidate = target
-    if candidate in full:
-        return _load_doc(con, full[candidate][0])
-    t = target.strip("/").lower()
-    matches = [
-        a for a, (_, p) in full.items()
-        if p.lower() == t or p.lower().endswith("/" + t) or Path(p).with_suffix("").as_posix().lower() in (t,)
-        or Path(p).with_suffix("").as_posix().lower().endswith("/" + t)
-    ]
-    if len(matches) == 1:
-        return _load_doc(con, full[matches[0]][0])
-    if not matches:
-        raise InputError(f"no indexed document matches {target!r}", "see kbase status for the roots, or kbase search")
-    shown = ", ".join(sorted(full[m][1] for m in matches)[:5])
-    raise InputError(f"{target!r} matches {len(matches)} documents: {shown}", "give more of the path")
-
-
-def _load_doc(con: apsw.Connection, doc_id: int) -> DocRef:
-    doc_id, path, root, title, body, body_start, kind = con.execute(
-        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind FROM documents AS d"
-        " JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
-        (doc_id,),
-    ).fetchone()
-    return DocRef(doc_id, path or Path(root).name, os.path.join(root, path) if path else root, title, body,
-                  body_start, kind)
-
-
-@dataclass(frozen=True)
 class ChunkRef:
     """Where a chunk sits in its document: ``body[start:end]``, lines ``line`` to ``end_line``."""
 

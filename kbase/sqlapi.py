@@ -20,6 +20,7 @@ import apsw
 import apsw.ext
 
 from kbase.errors import InputError
+from kbase.text import excerpt
 
 SQL_TIMEOUT = 10.0  # seconds; a runaway query is interrupted, never left to hang the process
 _PROGRESS_STEPS = 1000  # SQLite VM steps between deadline checks
@@ -33,12 +34,24 @@ _WRITES = {
     apsw.SQLITE_DROP_VTABLE, apsw.SQLITE_ALTER_TABLE, apsw.SQLITE_ATTACH, apsw.SQLITE_DETACH, apsw.SQLITE_REINDEX,
     apsw.SQLITE_ANALYZE,
 }
-# PRAGMAs that only read; any other PRAGMA, or one given a value, is refused.
-_READ_PRAGMAS = {
+# PRAGMAs that describe the schema: their argument names a table or an index (or bounds a
+# check), so they only read whatever it is. Each also works as a table-valued function
+# (``SELECT * FROM pragma_table_info('links')``), which the authorizer sees as the same PRAGMA.
+_SCHEMA_PRAGMAS = {
     "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list",
-    "user_version", "application_id", "page_count", "page_size", "freelist_count", "journal_mode",
+    "foreign_key_check", "integrity_check", "quick_check",
+}
+# PRAGMAs that read a setting or a list when given no argument. Given one they would change the
+# file (user_version = 3) or this connection (foreign_keys = OFF): refused. Any PRAGMA in
+# neither set (optimize, wal_checkpoint, incremental_vacuum, ...) is refused too.
+_SETTING_PRAGMAS = {
+    "user_version", "application_id", "schema_version", "data_version", "page_count", "page_size",
+    "freelist_count", "max_page_count", "encoding", "journal_mode", "journal_size_limit", "locking_mode",
+    "auto_vacuum", "synchronous", "wal_autocheckpoint", "cache_size", "mmap_size", "temp_store", "busy_timeout",
+    "query_only", "foreign_keys", "defer_foreign_keys", "recursive_triggers", "automatic_index", "secure_delete",
+    "cell_size_check", "trusted_schema", "legacy_alter_table", "ignore_check_constraints",
+    "reverse_unordered_selects", "analysis_limit", "threads", "soft_heap_limit", "hard_heap_limit",
     "compile_options", "function_list", "module_list", "pragma_list", "database_list", "collation_list",
-    "integrity_check", "quick_check", "foreign_key_check", "data_version", "schema_version", "encoding",
 }
 
 
@@ -49,8 +62,10 @@ class ReadOnlyViolation(InputError):
 def _authorizer(action: int, a: str | None, b: str | None, db: str | None, trigger: str | None) -> int:
     if action in _WRITES:
         return apsw.SQLITE_DENY
-    if action == apsw.SQLITE_PRAGMA and ((a or "").lower() not in _READ_PRAGMAS or b is not None):
-        return apsw.SQLITE_DENY
+    if action == apsw.SQLITE_PRAGMA:  # a: the pragma's name, b: its argument or value
+        name = (a or "").lower()
+        if not (name in _SCHEMA_PRAGMAS or (name in _SETTING_PRAGMAS and b is None)):
+            return apsw.SQLITE_DENY
     return apsw.SQLITE_OK
 
 
@@ -73,8 +88,8 @@ def register(con: apsw.Connection, kb) -> None:
     def kbase_search(query, mode=None, lim=10):
         if not isinstance(query, str):
             return
-        for rank, h in enumerate(kb.search(query, mode=mode or None, limit=int(lim or 10)), 1):
-            yield (rank, h.score, h.doc_id, h.chunk_id, h.path, h.title, h.line, h.heading_path, h.snippet)
+        for h in kb.search(query, mode=mode or None, limit=int(lim or 10)):
+            yield (h.rank, h.score, h.doc_id, h.chunk_id, h.path, h.title, h.line, h.heading_path, h.snippet)
 
     kbase_search.columns = ("rank", "score", "doc_id", "chunk_id", "path", "title", "line", "heading_path", "snippet")
     kbase_search.column_access = apsw.ext.VTColumnAccess.By_Index
@@ -138,7 +153,7 @@ def cell(value, width: int = 60) -> str:
     if isinstance(value, bytes):
         return f"<blob {len(value)} bytes>"
     text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return excerpt(text, (0, 0), width)
 
 
 def rows_as_dicts(result: Result) -> Iterator[dict]:

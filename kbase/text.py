@@ -17,3 +17,17 @@ def line_starts(text: str) -> list[int]:
 def line_of(starts: list[int], offset: int) -> int:
     """1-based line number of ``offset``, given ``line_starts``."""
     return bisect_right(starts, offset)
+
+
+def excerpt(text: str, span: tuple[int, int], width: int) -> str:
+    """``text`` in at most ``width`` characters, keeping ``span`` ([start, end)) in view: each
+    end that is cut off becomes an ellipsis."""
+    if len(text) <= width:
+        return text
+    a, b = span
+    start = max(0, a - max(0, width - (b - a)) // 2)  # the span in the middle of the window
+    if start == 0:
+        return text[:width - 1] + "…"
+    if start + width - 1 >= len(text):
+        return "…" + text[len(text) - (width - 1):]
+    return "…" + text[start:start + width - 2] + "…"

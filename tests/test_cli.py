@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from kbase.cli import cli
 from kbase.output import HIT_FIELDS
+from tests.conftest import bump_mtime
 
 
 @pytest.fixture
@@ -75,6 +76,13 @@ def test_search_json_jsonl_csv_have_stable_fields(run, indexed):
 def test_search_no_match_and_bad_date(run, indexed):
     r = run("search", "zzzz")
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
+    for query in ("", ":", "!!!", "-tomatoes"):  # nothing to search for: the same error for every query
+        r = run("search", "--", query)
+        assert (r.exit_code, r.stdout) == (1, "")
+        assert r.stderr.splitlines() == [
+            f"Error: no words to search for in {query!r}",
+            "  hint: search for a word or a number; punctuation alone is ignored, and -word only excludes"]
+    assert run("search").exit_code == 2  # no QUERY at all: a usage error
     r = run("search", "x", "--since", "yesterday-ish")
     assert r.exit_code == 1
     assert r.stderr.splitlines()[0] == "Error: --since 'yesterday-ish' is not a date"
@@ -95,8 +103,32 @@ def test_show_document_and_region(run, indexed):
     assert out == "  2 | \n> 3 | Tomatoes need sun and water.\n  4 | \n"
     assert run("show", "Garden.md:5-7").stdout == "5 | ## Beds\n6 | \n7 | Raised beds drain well.\n"
     assert json.loads(run("show", "Garden.md:1-1", "--json").stdout)["text"] == "# Garden"
-    r = run("show", "Garden.md:999")
-    assert r.exit_code == 1 and r.stderr.splitlines()[0] == "Error: Garden.md has 7 lines, not 999"
+    assert run("show", "Garden.md:6-99").stdout == "6 | \n7 | Raised beds drain well.\n"  # END past the end: to the end
+    assert run("show", "Garden.md:2", "-C", "99").stdout.splitlines()[1] == "> 2 | "  # the line stays marked
+
+
+@pytest.mark.parametrize("target,message,hint", [
+    ("Garden.md:999", "Garden.md has lines 1-7, not 999", "give a line from 1 to 7"),
+    ("Garden:0", "Garden.md has lines 1-7, not 0", "give a line from 1 to 7"),
+    ("Garden:8-9", "Garden.md has lines 1-7, not 8", "give a line from 1 to 7"),
+    ("Garden:5-3", "Garden.md:5-3 is reversed; Garden.md has lines 1-7", "give START-END with START <= END, e.g. Garden.md:3-5"),
+    ("tech/notes:2-0", "tech/notes.txt:2-0 is reversed; tech/notes.txt has lines 1-3",
+     "give START-END with START <= END, e.g. tech/notes.txt:1-2"),
+])
+def test_show_a_region_out_of_range_is_one_error_line_with_the_valid_range(run, indexed, target, message, hint):
+    r = run("show", target)
+    assert (r.exit_code, r.stdout) == (1, "")
+    assert r.stderr.splitlines() == [f"Error: {message}", f"  hint: {hint}"]
+
+
+def test_region_api_and_a_colon_in_a_file_name(kb, vault):
+    r = kb.region("Garden:3", context=1)
+    assert (r.first, r.last, r.line, r.lines, r.total, r.whole) == (2, 4, 3, ("", "Tomatoes need sun and water.", ""), 7, False)
+    assert kb.region("Garden").whole and kb.region("Garden").lines[-1] == "Raised beds drain well."
+    (vault / "Meeting 10:30.md").write_text("# Meeting\n\nAgenda.\n")
+    kb.index([vault], embed=False)
+    assert kb.region("Meeting 10:30").whole  # the name itself, not line 30 of 'Meeting 10'
+    assert kb.region("Meeting 10:30:3", context=0).lines == ("Agenda.",)
 
 
 @pytest.mark.parametrize(
@@ -172,3 +204,74 @@ def test_index_chunk_options_are_kept(run, vault, db_path):
     assert "4 re-chunked" in r.stdout
     assert "8 tokens max" in run("status").stdout
     assert "re-chunked" not in run("index", "--no-embed", vault).stdout
+
+
+def test_show_flags_a_file_changed_on_disk(run, indexed):
+    r = run("show", "Garden:3-3")
+    assert (r.stdout, r.stderr) == ("3 | Tomatoes need sun and water.\n", "")
+    assert json.loads(run("show", "Garden", "--json").stdout)["stale"] is False
+    (indexed / "Garden.md").write_text("# Garden\n\nRewritten after indexing.\n")
+    bump_mtime(indexed / "Garden.md")
+    r = run("show", "Garden:3-3")
+    assert r.exit_code == 0 and r.stdout == "3 | Tomatoes need sun and water.\n"  # the indexed text
+    assert r.stderr == ("warning: Garden.md changed on disk since it was indexed; this is the indexed text"
+                        " (kbase index updates it)\n")
+    assert json.loads(run("show", "Garden", "--json").stdout)["stale"] is True
+    (indexed / "Garden.md").unlink()  # a vanished file too
+    assert run("show", "Garden").stderr.startswith("warning: Garden.md changed on disk")
+
+
+def test_link_context_is_cut_with_an_ellipsis_around_the_link(run, vault):
+    before, after = "word " * 60, " more" * 60
+    (vault / "Long.md").write_text(f"# Long\n\n   {before}see [[Garden]] here{after}\n")
+    run("index", "--no-embed", vault)
+    lines = run("links", "Long").stdout.splitlines()
+    assert lines[0] == "   3 -> Garden.md"
+    context = lines[1][5:]
+    assert len(context) == 160 and context.startswith("…") and context.endswith("…")
+    assert "see [[Garden]] here" in context
+    (back,) = [line for line in run("backlinks", "Garden").stdout.splitlines() if "see [[Garden]]" in line]
+    assert back[5:] == context
+    assert run("links", "Welcome").stdout.splitlines()[1] == "     Start with the [[Garden]] note. #inbox"  # short: whole
+
+
+def test_a_failed_first_index_run_leaves_no_file(tmp_path, vault):
+    db = tmp_path / "new" / "bad.db"
+    for args in (["index", "/no/such/folder"], ["index", str(vault), "/no/such/folder"], ["index"]):
+        r = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert r.exit_code == 1 and r.stderr.startswith("Error: "), r.output
+        assert not (tmp_path / "new").exists(), args  # neither the file nor its folder
+    assert "no such file or folder: /no/such/folder" in r.stderr or "nothing to index yet" in r.stderr
+
+
+def test_an_existing_index_survives_a_failed_run(run, indexed, db_path):
+    before = run("sql", "SELECT count(*) AS n FROM documents", "--csv").stdout
+    r = run("index", "/no/such/folder")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: no such file or folder: /no/such/folder")
+    assert run("sql", "SELECT count(*) AS n FROM documents", "--csv").stdout == before == "n\n4\n"
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_first_run_failing_midway_removes_only_the_file_it_created(tmp_path, vault, monkeypatch, existing):
+    import apsw
+
+    import kbase
+    from kbase import ingest
+    from kbase.errors import DatabaseError
+
+    db = tmp_path / "i.db"
+    if existing:
+        with kbase.open(db) as k:
+            k.index([vault], embed=False)
+
+    def full(*args, **kwargs):
+        raise apsw.FullError("database or disk is full")
+
+    monkeypatch.setattr(ingest, "index", full)
+    with pytest.raises(DatabaseError):
+        kbase.open(db).index([vault], embed=False)
+    if existing:
+        with kbase.open(db) as k:
+            assert k.status()["documents"] == 4
+    else:
+        assert list(tmp_path.glob("i.db*")) == []  # nor its -wal and -shm files

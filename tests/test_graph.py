@@ -154,11 +154,56 @@ def test_same_file_name_in_two_folders(tmp_path):
     assert len({tp for _, _, tp in rows}) > 1 or len(rows) == 1
 
 
-def test_note_by_exact_path_needs_no_resolver(tmp_path, vault, monkeypatch):
+def test_neighbors_say_which_way_each_link_goes(tmp_path, vault):
+    write(vault, {"Projects/Sub.md": "# Sub\n\nPart of the [[Plan]].\n"})
     kb = kbase.open(tmp_path / "g.db")
     kb.index([vault], embed=False)
-    import kbase.graph as graph
+    assert [(n.path, n.distance, n.direction, n.via) for n in kb.neighbors("Home", depth=2)] == [
+        ("Journal/Log.md", 1, "out", "Home.md"),  # Home links to the log; the log not back
+        ("Projects/Plan.md", 1, "both", "Home.md"),
+        ("Projects/Sub.md", 2, "in", "Projects/Plan.md"),  # Sub links to Plan
+    ]
+    assert [(n.path, n.direction) for n in kb.neighbors("Plan")] == [
+        ("Home.md", "both"), ("Journal/Log.md", "in"), ("Projects/Sub.md", "in")]
+    run = lambda *a: CliRunner().invoke(cli, ["--db", str(kb.path), *a])  # noqa: E731
+    assert run("neighbors", "Home", "-d", "2").stdout == (
+        "1  out   Journal/Log.md  (Log)\n"
+        "1  both  Projects/Plan.md  (Plan)\n"
+        "2  in    Projects/Sub.md  (Sub)  via Projects/Plan.md\n")
+    rows = json.loads(run("neighbors", "Log", "--json").stdout)
+    assert [(r["path"], r["direction"], r["via"]) for r in rows] == [("Home.md", "in", "Journal/Log.md"),
+                                                                    ("Projects/Plan.md", "out", "Journal/Log.md")]
+    kb.close()
 
-    monkeypatch.setattr(graph, "Resolver", None)  # an exact path must not build one
-    assert kb.note(str(vault / "Projects" / "Plan.md")).path == "Projects/Plan.md"
-    assert kb.note("Journal/Log.md").title == "Log"
+
+def test_graph_of_a_neighbourhood_with_path_filters(tmp_path, vault):
+    write(vault, {"Projects/Sub.md": "# Sub\n\nPart of the [[Plan]].\n"})
+    db_path = str(tmp_path / "g.db")
+    run = lambda *a: CliRunner().invoke(cli, ["--db", db_path, *a])  # noqa: E731
+    assert run("index", "--no-embed", str(vault)).exit_code == 0
+
+    def graph(*args):
+        r = run("graph", *args)
+        assert r.exit_code == 0, r.output
+        g = json.loads(r.stdout)
+        path = {n["id"]: n["path"] for n in g["nodes"]}
+        return ({n["path"]: n.get("distance") for n in g["nodes"]},
+                sorted((path[e["source"]], path[e["target"]]) for e in g["edges"]))
+
+    nodes, edges = graph("Home")
+    assert nodes == {"Home.md": 0, "Journal/Log.md": 1, "Projects/Plan.md": 1}
+    assert edges == [("Home.md", "Journal/Log.md"), ("Home.md", "Projects/Plan.md"),
+                     ("Journal/Log.md", "Projects/Plan.md"), ("Projects/Plan.md", "Home.md")]
+    assert graph("Home", "--depth", "2")[0]["Projects/Sub.md"] == 2
+    # Links through a note left out are not followed: Sub is only reachable through Plan.
+    assert graph("Home", "-d", "2", "--exclude", "Projects/Plan.md")[0] == {"Home.md": 0, "Journal/Log.md": 1}
+    assert graph("Home", "--path", "Projects")[0] == {"Home.md": 0, "Projects/Plan.md": 1}  # the start stays
+    assert graph("--path", "Projects") == ({"Projects/Plan.md": None, "Projects/Sub.md": None},
+                                           [("Projects/Sub.md", "Projects/Plan.md")])
+    assert set(graph("--exclude", "Journal", "--exclude", "Projects/S*")[0]) == {"Home.md", "Lonely.md",
+                                                                                 "Projects/Plan.md"}
+    assert len(graph()[0]) == 5
+    dot = run("graph", "Home", "--format", "dot").stdout
+    assert dot.count("penwidth=2") == 1 and dot.count(" -> ") == 4
+    r = run("graph", "--depth", "2")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: --depth needs a NOTE to count from")

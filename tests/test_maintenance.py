@@ -135,3 +135,13 @@ def test_roots_move_and_follow_a_vault_moved_with_its_index(tmp_path):
     assert k2.index([], embed=False).unchanged == 1
     roots = json.loads(CliRunner().invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "--json"]).stdout)
     assert roots[0]["path"] == str(elsewhere) and roots[0]["exists"]
+
+
+def test_compact_prints_sizes_in_the_binary_units_it_names(db_path, tmp_path):
+    v = write(tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\n" + "words " * 200 for i in range(20)})
+    kbase.open(db_path).index([v], embed=False)
+    run = lambda *a: CliRunner().invoke(cli, ["--db", str(db_path), "compact", *a])  # noqa: E731
+    r = json.loads(run("--json").stdout)
+    assert r["bytes_saved"] == r["bytes_before"] - r["bytes_after"] and r["bytes_after"] == db_path.stat().st_size
+    size = db_path.stat().st_size  # compacting again changes nothing: before = after = size
+    assert size > 1024 and run().stdout == f"compacted: {size / 1024:.1f} KiB -> {size / 1024:.1f} KiB (0 B saved)\n"

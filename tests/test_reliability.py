@@ -37,7 +37,8 @@ import kbase
 from kbase import db, ingest
 from kbase.cli import cli
 from kbase.embed import pack
-from kbase.errors import DatabaseError, KbaseError
+from kbase.errors import DatabaseError, InputError, KbaseError
+from kbase.query import parse_query
 from tests.conftest import bump_mtime, write
 
 SEED = int(os.environ.get("KBASE_RELIABILITY_SEED", "7"))
@@ -1049,6 +1050,10 @@ def query_index(tmp_path_factory):
 @settings(**PROPERTY, max_examples=2000)
 def test_any_text_is_a_keyword_query(query_index, q):
     _, kb = query_index
+    if parse_query(q).empty:  # no word to search for: one error, in every mode
+        with pytest.raises(InputError, match="no words to search for"):
+            kb.search(q, mode="keyword", limit=5)
+        return
     for h in kb.search(q, mode="keyword", limit=5):
         assert h.path and h.line >= 1
 
@@ -1060,14 +1065,18 @@ def test_any_filters_are_fine_or_an_input_error(query_index, q, path, tags, sinc
     _, kb = query_index
     try:
         kb.search(q, mode="keyword", limit=limit, path=path, tags=tags, since=since)
-    except KbaseError as e:  # only an unreadable --since is a user error here
-        assert since is not None and "is not a date" in e.message
+    except KbaseError as e:  # only an unreadable --since or a query without words is a user error here
+        assert (since is not None and "is not a date" in e.message) or parse_query(q).empty
 
 
 @given(q=QUERY_TEXT, mode=st.sampled_from(["semantic", "hybrid"]))
 @settings(**PROPERTY, max_examples=600)
 def test_any_text_is_a_semantic_and_hybrid_query(query_index, q, mode):
     _, kb = query_index
+    if parse_query(q).empty:
+        with pytest.raises(InputError, match="no words to search for"):
+            kb.search(q, mode=mode, limit=5)
+        return
     hits = kb.search(q, mode=mode, limit=5)
     assert all(h.path for h in hits)
 

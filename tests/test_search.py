@@ -69,8 +69,12 @@ def test_filters(kb, vault):
 
 def test_limit_and_empty_queries(kb):
     assert len(kb.search("the OR a OR tomatoes OR readers OR start", limit=2)) == 2
-    assert kb.search("-tomatoes") == []
-    assert kb.search("!!! ???") == []
+    for query in ("", "   ", ":", "!!!", "!!! ???", "🎉", "-tomatoes", '-"raised beds"', "OR"):
+        for mode in ("keyword", "semantic", "hybrid"):  # one rule in every mode, before any model is asked
+            with pytest.raises(InputError) as e:
+                kb.search(query, mode=mode)
+            assert e.value.message == f"no words to search for in {query!r}"
+    assert kb.search("zzzz") == []  # words that match nothing: no error
 
 
 def test_stale_hit_is_flagged(kb, vault):
@@ -147,3 +151,22 @@ def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chun
     full = search._ranked_docs(con, '"zebra"', "1 = 1", [], 4)
     assert [(d, round(s, 9), n) for d, _, s, n, _ in fast] == [(d, round(s, 9), n) for d, _, s, n, _ in full]
     assert len(fast) == 4 and fast[0][3] > 64  # the big note first, with all of its matching chunks counted
+
+
+def test_hits_carry_every_field_the_readme_lists(kb):
+    """The README's field table describes the Hit records the API returns: each field is an
+    attribute of Hit, and rank is the hit's place in the list."""
+    import dataclasses
+    import re
+
+    from kbase.models import Hit
+    from kbase.output import HIT_FIELDS
+    from tests.conftest import REPO
+
+    table = (REPO / "README.md").read_text(encoding="utf-8").split("## Output formats", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"`(\w+)`", "".join(line.split("|")[1] for line in table.splitlines() if line.startswith("| `")))
+    assert {"rank", "score", "doc_id", "chunk_id"} <= set(listed) and set(HIT_FIELDS) <= set(listed)
+    assert set(listed) <= {f.name for f in dataclasses.fields(Hit)}
+    hits = kb.search("tomatoes OR raised OR readers")
+    assert len(hits) >= 2 and [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert hits[0].rank == 1

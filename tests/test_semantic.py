@@ -54,6 +54,9 @@ def test_a_tampered_model_file_is_refused(monkeypatch):
 def test_semantic_finds_meaning_without_shared_words(kb):
     assert kb.search("how to make a loaf", mode="semantic")[0].path == "cooking/Bread.md"
     assert kb.search("protecting against losing files", mode="semantic")[0].path == "tech/Backups.md"
+    for mode in ("keyword", "semantic", "hybrid"):  # every mode numbers its hits
+        hits = kb.search("files OR bread OR sqlite", mode=mode)
+        assert len(hits) >= 2 and [h.rank for h in hits] == list(range(1, len(hits) + 1)), mode
     assert "cooking/Bread.md" not in [h.path for h in kb.search("how to make a loaf", mode="keyword")]
 
 

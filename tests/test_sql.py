@@ -24,6 +24,19 @@ def run(db_path, *args, input=None):
     "ATTACH 'other.db' AS o",
     "PRAGMA query_only = 0",
     "PRAGMA journal_mode = DELETE",
+    "PRAGMA journal_mode = delete",
+    "PRAGMA user_version = 3",
+    "PRAGMA main.user_version = 3",
+    "PRAGMA application_id = 1",
+    "PRAGMA schema_version = 1",
+    "PRAGMA writable_schema = ON",
+    "PRAGMA foreign_keys = OFF",
+    "PRAGMA cache_size = 10",
+    "PRAGMA wal_checkpoint(TRUNCATE)",
+    "PRAGMA wal_checkpoint",
+    "PRAGMA optimize",
+    "PRAGMA incremental_vacuum",
+    "SELECT * FROM pragma_table_info('links'); PRAGMA user_version = 3",
     "VACUUM",
     "SELECT 1; DELETE FROM documents",
     "INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
@@ -81,3 +94,38 @@ def test_sql_errors_are_one_line(kb, db_path):
     assert r.exit_code == 1 and r.stderr.splitlines()[0] == "Error: SQL error: no such table: no_such_table"
     r = run(db_path, "   ")
     assert r.exit_code == 1 and r.stderr.startswith("Error: no SQL given")
+
+
+@pytest.mark.parametrize("query,expected", [
+    ("PRAGMA table_info(links)", "source_id"),
+    ("PRAGMA table_info = links", "source_id"),
+    ("PRAGMA main.table_xinfo('chunks')", "start_char"),
+    ("SELECT name, type FROM pragma_table_info('links') ORDER BY cid", "target_id"),
+    ("PRAGMA index_list(links)", "links_source"),
+    ("SELECT name FROM pragma_index_list('links')", "links_target"),
+    ("PRAGMA index_info(links_source)", "source_id"),
+    ("SELECT * FROM pragma_index_xinfo('links_target')", "target_id"),
+    ("PRAGMA foreign_key_list(links)", "documents"),
+    ("SELECT \"table\", \"from\" FROM pragma_foreign_key_list('chunks')", "documents"),
+    ("SELECT name, type FROM pragma_table_list WHERE schema = 'main' ORDER BY name", "notes"),
+    ("PRAGMA user_version", None),
+    ("SELECT user_version FROM pragma_user_version", None),
+    ("PRAGMA journal_mode", "wal"),
+    ("PRAGMA foreign_keys", None),
+    ("PRAGMA quick_check", "ok"),
+])
+def test_read_only_pragmas_describe_the_schema(kb, db_path, query, expected):
+    r = run(db_path, query, "--csv")
+    assert r.exit_code == 0, r.output
+    rows = r.stdout.splitlines()[1:]
+    assert rows, query
+    if expected is not None:
+        assert any(expected in row for row in rows), rows
+
+
+def test_a_refused_pragma_changes_nothing_on_the_connection(kb):
+    before = kb.sql("SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version").rows
+    for statement in ("PRAGMA foreign_keys = OFF", "PRAGMA cache_size = 10", "PRAGMA user_version = 3"):
+        with pytest.raises(InputError, match="read-only"):
+            kb.sql(statement)
+    assert kb.sql("SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version").rows == before

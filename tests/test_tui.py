@@ -177,6 +177,21 @@ async def test_typing_shows_results_with_highlighted_matches(index):
 
 
 @pytest.mark.asyncio
+async def test_punctuation_alone_is_like_an_empty_box(index):
+    """A query with no word to search for clears the results, as an empty box does, without an
+    error notification for every key typed (KB.search refuses such a query)."""
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "tomatoes")
+        screen = main(app)
+        assert screen.results.hits
+        for text in ("!", "!!!", "-tomatoes"):
+            await type_query(pilot, text)
+            assert not screen.results.hits
+        assert notifications(app) == []
+
+
+@pytest.mark.asyncio
 async def test_moving_through_results_moves_the_preview(index):
     app = make_app(index)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -22,6 +22,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
 from kbase.errors import DatabaseError, KbaseError
+from kbase.query import parse_query
 from kbase.tui.backend import (
     MODES,
     SEARCH_LIMIT,
@@ -212,7 +213,7 @@ class MainScreen(Screen):
         self._debounce = None
         self._gen += 1
         query = self.search_input.value
-        if not query.strip():
+        if parse_query(query).empty:  # nothing to search for yet (KB.search would refuse it)
             self.workers.cancel_group(self, "search-keyword")
             self.workers.cancel_group(self, "search-vector")
             self.results.clear_hits()

@@ -1,0 +1,187 @@
+"""Documents as people name them: the one resolver behind every NOTE or PATH argument (show,
+links, backlinks, neighbors, graph, the TUI and the Python API), and PATH:LINE regions."""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import apsw
+
+from kbase.errors import InputError
+from kbase.search import is_stale
+from kbase.text import LINE_BREAK
+
+MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
+
+
+@dataclass(frozen=True)
+class DocRef:
+    """A document as stored: its text and where it came from."""
+
+    id: int
+    path: str
+    abspath: str
+    title: str
+    body: str
+    body_start: int
+    kind: str = "markdown"  # or 'text'
+    stale: bool = False  # the file changed (or vanished) on disk since it was indexed
+
+
+@dataclass(frozen=True)
+class _Named:
+    id: int
+    path: str  # inside its root ('' for a root that is one file: then the file's name)
+    abspath: str
+
+
+def _key(s: str) -> str:
+    """Names compare as Obsidian compares them: any case, Unicode normalised (macOS file names)."""
+    return unicodedata.normalize("NFC", s).casefold()
+
+
+def _stem(path: str) -> str:
+    return PurePosixPath(path).with_suffix("").as_posix() if "." in path.rsplit("/", 1)[-1] else path
+
+
+def resolve(con: apsw.Connection, name: str) -> int:
+    """The id of the one document ``name`` names, trying in order (the first step that matches
+    anything decides):
+
+    1. an indexed file's path, absolute or relative to the working folder;
+    2. a path inside its root, whole (any case; the extension may be left out): ``Projects/Plan``;
+    3. the end of such a path after a ``/``, such as a file name: ``Plan``, ``projects/plan.md``;
+    4. an alias from a note's front matter.
+
+    ``[[Note]]``, ``[[Note|text]]`` and ``[[Note#Heading]]`` name ``Note``. Within a step, a name
+    matching several documents picks the one matching it exactly (same case), if any; otherwise
+    it is an ``InputError`` listing the candidates, each by a path that names it alone. No match
+    is an ``InputError`` too. Obsidian would pick the shortest path silently; a command should
+    not guess.
+    """
+    exact = con.execute(  # cheap, and what the TUI and scripts pass: a path exactly as stored
+        "SELECT d.id FROM documents AS d JOIN roots AS r ON r.id = d.root_id"
+        " WHERE d.path = ?1 OR (d.path = '' AND r.path = ?1) OR r.path || '/' || d.path = ?1",
+        (name,),
+    ).fetchall()
+    if len(exact) == 1:
+        return exact[0][0]
+    rows = con.execute("SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id")
+    docs = [_Named(i, p or os.path.basename(root), os.path.join(root, p) if p else root) for i, p, root in rows]
+    text = name.strip()
+    if text.startswith("[[") and text.endswith("]]"):
+        text = text[2:-2].split("|", 1)[0].split("#", 1)[0].strip()
+    try:
+        as_file = str(Path(text).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):
+        as_file = text
+    rel = text.strip("/")
+    t = _key(rel)
+    steps = (  # each: does d match, and does it match in the same case
+        lambda d: (d.abspath == as_file, True),
+        lambda d: (t in (_key(d.path), _key(_stem(d.path))), rel in (d.path, _stem(d.path))),
+        lambda d: (_key(d.path).endswith("/" + t) or _key(_stem(d.path)).endswith("/" + t),
+                   d.path.endswith("/" + rel) or _stem(d.path).endswith("/" + rel)),
+    )
+    for step in steps:
+        found = [(d, same_case) for d in docs for match, same_case in [step(d)] if match]
+        if found:
+            return _one(name, found, docs)
+    if t:
+        by_alias = {doc_id: alias.strip() == rel for doc_id, alias in con.execute("SELECT doc_id, alias FROM aliases")
+                    if _key(alias.strip()) == t}
+        found = [(d, by_alias[d.id]) for d in docs if d.id in by_alias]
+        if found:
+            return _one(name, found, docs)
+    raise UnknownDocument(f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search")
+
+
+def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int:
+    if len(found) == 1:
+        return found[0][0].id
+    same_case = [d for d, exact in found if exact]
+    if len(same_case) == 1:
+        return same_case[0].id
+    per_path = Counter(d.path for d in docs)
+    # Each candidate by a name that resolves to it alone: its path exactly, or (the same path in
+    # two roots) its absolute path.
+    names = sorted(d.path if per_path[d.path] == 1 else d.abspath for d, _ in found)
+    shown = ", ".join(names[:MAX_CANDIDATES_SHOWN])
+    more = f" and {len(names) - MAX_CANDIDATES_SHOWN} more" if len(names) > MAX_CANDIDATES_SHOWN else ""
+    raise InputError(f"{name!r} matches {len(names)} documents: {shown}{more}",
+                     f"name one by its path, e.g. {names[0]!r}")
+
+
+def load(con: apsw.Connection, doc_id: int) -> DocRef:
+    """A stored document, flagged ``stale`` when its file changed since it was indexed (one stat)."""
+    doc_id, path, root, title, body, body_start, kind, size, mtime_ns = con.execute(
+        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind, d.size, d.mtime_ns"
+        " FROM documents AS d JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
+        (doc_id,),
+    ).fetchone()
+    abspath = os.path.join(root, path) if path else root
+    return DocRef(doc_id, path or Path(root).name, abspath, title, body, body_start, kind,
+                  is_stale(abspath, size, mtime_ns))
+
+
+def find_document(con: apsw.Connection, name: str) -> DocRef:
+    """The document ``name`` names (see ``resolve``)."""
+    return load(con, resolve(con, name))
+
+
+class UnknownDocument(InputError):
+    """No indexed document matches the name."""
+
+
+_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Region:
+    """Lines ``first`` to ``last`` (1-based, inclusive) of a stored document, as ``kbase show``
+    prints them."""
+
+    doc: DocRef
+    first: int
+    last: int
+    line: int | None  # the line PATH:LINE asked for (the others are its context), else None
+    lines: tuple[str, ...]  # the text of lines first..last, without their line breaks
+    total: int  # lines in the document (a final line break ends the last line, it opens none)
+    whole: bool  # no region was asked for: the whole document
+
+
+def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
+    """``PATH`` (the whole document), ``PATH:LINE`` (the line and ``context`` lines either side,
+    cut at the document's ends) or ``PATH:START-END`` (an END past the last line means to the
+    end). A line that does not exist, or END before START, is an ``InputError`` giving the
+    document's lines. A name that contains ``:5`` itself is taken whole first."""
+    if context < 0:
+        raise InputError(f"context must be 0 lines or more, not {context}", "pass -C 0 or more")
+    m = _LOCATION.match(target)
+    try:
+        doc, start, end = find_document(con, target), None, None
+    except UnknownDocument:
+        if not m:
+            raise
+        doc, start = find_document(con, m.group("path")), int(m.group("start"))
+        end = int(m.group("end")) if m.group("end") else None
+    lines = LINE_BREAK.split(doc.body)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the text ends with a line break: no line after it
+    total = len(lines)
+    valid = "line 1" if total == 1 else f"lines 1-{total}"
+    if start is None:
+        return Region(doc, 1, total, None, tuple(lines), total, True)
+    if not 1 <= start <= total:
+        raise InputError(f"{doc.path} has {valid}, not {start}", f"give a line from 1 to {total}")
+    if end is not None and end < start:
+        raise InputError(f"{doc.path}:{start}-{end} is reversed; {doc.path} has {valid}",
+                         f"give START-END with START <= END, e.g. {doc.path}:{max(end, 1)}-{start}")
+    first, last = (start, end) if end is not None else (start - context, start + context)
+    first, last = max(first, 1), min(last, total)
+    return Region(doc, first, last, start if end is None else None, tuple(lines[first - 1:last]), total, False)
