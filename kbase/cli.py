@@ -220,7 +220,10 @@ def watch(ctx, paths, no_embed, debounce, poll):
     included; only new and changed chunks are embedded). Quiet unless something changed."""
     from datetime import datetime
 
+    from kbase.output import render_changes
     from kbase.watch import watch as run_watch
+
+    skips_shown: set[tuple[str, str]] = set()  # each skipped file is reported once, not every batch
 
     def on_batch(b) -> None:
         stamp = datetime.now().strftime("%H:%M:%S")
@@ -228,11 +231,13 @@ def watch(ctx, paths, no_embed, debounce, poll):
             click.echo(f"{stamp} error: {b.error}", err=True)
             return
         r = b.report
-        for path, reason in r.skipped:
-            click.echo(f"{stamp} skipped {_printable(path)}: {reason}", err=True)
-        if b.changed or b.catch_up and b.seq == 0:
+        for skip in r.skipped:
+            if skip not in skips_shown:
+                skips_shown.add(skip)
+                click.echo(f"{stamp} skipped {_printable(skip[0])}: {skip[1]}", err=True)
+        if b.changed:
             embedded = r.embedding["embedded"] if r.embedding else 0
-            click.echo(f"{stamp} {r.new} new, {r.updated} updated, {r.renamed} renamed, {r.removed} removed"
+            click.echo(f"{stamp} {render_changes(r.changed)}"
                        + (f", {embedded} chunks embedded" if embedded else "") + f" ({b.seconds:.2f} s)")
 
     with _kb(ctx) as kb:

@@ -245,6 +245,7 @@ def _index_scope(
                     if old is not None:
                         vanished[c.relpath] = old
                     continue
+                name = c.relpath or Path(c.abspath).name
                 if old is not None and old[3] == digest:
                     store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
                     batches.count("unchanged")
@@ -252,7 +253,7 @@ def _index_scope(
                 if old is None and by_hash.get(digest):
                     src = by_hash[digest].pop()
                     store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
-                    batches.count("renamed")
+                    batches.count("renamed", name)
                     full_resolve = True
                     continue
                 if prepared is _UNPARSED:  # looked like a rename, but its twin was taken by another file
@@ -276,7 +277,7 @@ def _index_scope(
                         savepoint=False,
                     )
                 changed_ids.append(doc_id)
-                batches.count("updated" if old else "new")
+                batches.count("updated" if old else "new", name)
                 full_resolve = full_resolve or old is None
     finally:
         if pool is not None:
@@ -286,6 +287,7 @@ def _index_scope(
     for path, (doc_id, *_rest) in vanished.items():
         store.delete_document(con, doc_id)
         report.removed += 1
+        report.changed.append(("removed", path or scope.root.name))
         full_resolve = True
     store.resolve_links(con, scope.root_id, None if full_resolve else changed_ids)
     with con:
@@ -319,6 +321,7 @@ class _Batches:
         self.con, self.report = con, report
         self.since = time.monotonic()
         self.counts: dict[str, int] = {}  # report fields -> done in the open transaction
+        self.changed: list[tuple[str, str]] = []  # report.changed entries of the open transaction
         self.writing = False  # a document is half written
 
     def __enter__(self) -> _Batches:
@@ -331,9 +334,12 @@ class _Batches:
         yield  # an exception leaves `writing` set: the transaction must not commit
         self.writing = False
 
-    def count(self, field: str) -> None:
-        """One more file done (report field 'new', 'updated', ...); commits now and then."""
+    def count(self, field: str, path: str = "") -> None:
+        """One more file done (report field 'new', 'updated', ...; ``path`` for report.changed);
+        commits now and then."""
         self.counts[field] = self.counts.get(field, 0) + 1
+        if path:
+            self.changed.append((field, path))
         if time.monotonic() - self.since >= COMMIT_EVERY_SECONDS:
             self._commit()
             self.con.execute("BEGIN")
@@ -344,6 +350,8 @@ class _Batches:
         for field, n in self.counts.items():
             setattr(self.report, field, getattr(self.report, field) + n)
         self.counts.clear()
+        self.report.changed += self.changed
+        self.changed = []
 
     def __exit__(self, kind, exc, tb) -> None:
         if not self.con.in_transaction:
