@@ -10,6 +10,7 @@ from pathlib import Path
 import apsw
 
 from kbase import embed, store
+from kbase.db import located_root
 from kbase.chunk import ChunkSettings, default_counter
 from kbase.errors import InputError
 
@@ -143,10 +144,8 @@ def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[dict]:
     for root_id, path, rel, n in con.execute(
         "SELECT r.id, r.path, r.relpath, (SELECT count(*) FROM documents WHERE root_id = r.id) FROM roots r ORDER BY path"
     ):
-        moved_to = None
-        if not os.path.exists(path) and rel is not None:
-            candidate = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(db_path)), rel))
-            moved_to = candidate if os.path.exists(candidate) else None
+        now = located_root(path, rel, db_path)
+        moved_to = now if now != path else None
         out.append({"id": root_id, "path": path, "exists": os.path.exists(path), "documents": n,
                     "moved_with_index": moved_to})
     return out

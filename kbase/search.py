@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 import apsw
 
 from kbase import snippet as snippets
+from kbase.db import located_root
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
@@ -447,7 +448,7 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
     """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
     first match of ``match`` that stays visible, if any, and that match's line in the file."""
     row = con.execute(
-        """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
+        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
                   substr(d.body, c.start_char + 1, c.end_char - c.start_char),
                   CASE WHEN ?1 IS NOT NULL THEN
                       (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
@@ -457,13 +458,14 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
            WHERE c.id = ?2""",
         (match, chunk_id),
     ).fetchone()
-    path, root, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
+    path, root, relpath, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
     ranges: list[tuple[int, int]] = []
     if marked:
         unmarked, ranges = snippets.unmark(marked)
         if unmarked != text:  # cannot happen with external content; never show wrong highlights
             ranges = []
     snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=kind == "markdown")
+    root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root
     return Hit(
         doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=score,
@@ -501,7 +503,8 @@ def find_document(con: apsw.Connection, target: str) -> DocRef:
     rows = con.execute(
         "SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id"
     ).fetchall()
-    full = {(os.path.join(root, path) if path else root): (doc_id, path) for doc_id, path, root in rows}
+    now = {p: located_root(p, rel, con.filename) for p, rel in con.execute("SELECT path, relpath FROM roots")}
+    full = {(os.path.join(now[root], path) if path else now[root]): (doc_id, path) for doc_id, path, root in rows}
     try:
         candidate = str(Path(target).expanduser().resolve())
     except (OSError, RuntimeError):
@@ -523,11 +526,12 @@ def find_document(con: apsw.Connection, target: str) -> DocRef:
 
 
 def _load_doc(con: apsw.Connection, doc_id: int) -> DocRef:
-    doc_id, path, root, title, body, body_start, kind = con.execute(
-        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind FROM documents AS d"
+    doc_id, path, root, relpath, title, body, body_start, kind = con.execute(
+        "SELECT d.id, d.path, r.path, r.relpath, d.title, d.body, d.body_start, d.kind FROM documents AS d"
         " JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()
+    root = located_root(root, relpath, con.filename)
     return DocRef(doc_id, path or Path(root).name, os.path.join(root, path) if path else root, title, body,
                   body_start, kind)
 

@@ -135,3 +135,28 @@ def test_roots_move_and_follow_a_vault_moved_with_its_index(tmp_path):
     assert k2.index([], embed=False).unchanged == 1
     roots = json.loads(CliRunner().invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "--json"]).stdout)
     assert roots[0]["path"] == str(elsewhere) and roots[0]["exists"]
+
+
+def test_readers_find_a_vault_moved_with_its_index_without_writing(tmp_path):
+    home = tmp_path / "home"
+    vault = write(home / "notes", {"a.md": "# A\n\nalpha [[b]]\n", "sub/b.md": "# B\n\nbeta\n"})
+    kbase.open(home / "index.db").index([vault], embed=False)
+    shutil.move(home, tmp_path / "moved")  # `mv home moved`: file times are kept
+    dbp = tmp_path / "moved" / "index.db"
+    new = tmp_path / "moved" / "notes"
+    before = dbp.read_bytes()
+    with kbase.open(dbp) as k:
+        (hit,) = k.search("alpha", mode="keyword")
+        assert hit.abspath == str(new / "a.md") and not hit.stale  # before any re-index
+        assert k.document(hit.abspath).abspath == str(new / "a.md")  # what the TUI opens and edits
+        assert k.document("sub/b.md").abspath == str(new / "sub" / "b.md")
+        assert [lk.target_path for lk in k.links(hit.abspath)] == ["sub/b.md"]
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "beta", "--json"])
+    assert json.loads(r.stdout)[0]["abspath"] == str(new / "sub" / "b.md") and "changed on disk" not in r.stdout
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "show", str(new / "sub" / "b.md"), "--json"])
+    assert json.loads(r.stdout)["abspath"] == str(new / "sub" / "b.md")
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "alpha"])
+    assert r.exit_code == 0 and "[changed on disk]" not in r.stdout
+    assert dbp.read_bytes() == before  # found, not re-pointed: the next kbase index records it
+    (new / "a.md").write_text("# A\n\nalpha, edited\n")
+    assert kbase.open(dbp).search("alpha", mode="keyword")[0].stale  # a real change still shows
