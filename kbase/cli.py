@@ -445,7 +445,10 @@ def sql(ctx, query, sql_file, timeout, fmt):
 @click.pass_context
 def check(ctx, fix, as_json):
     """Check the index: SQLite's integrity check and kbase's invariants (offsets, keyword index,
-    vectors, links, chunker and embedder versions). Exit code 1 if a problem remains."""
+    vectors, links, chunker and embedder versions). Exit code 1 if a problem remains.
+
+    Also lists the notes indexed without their front matter (malformed YAML...): warnings about
+    the notes, not problems of the index (the exit code ignores them)."""
     from dataclasses import asdict
 
     with _kb(ctx) as kb:
@@ -453,8 +456,10 @@ def check(ctx, fix, as_json):
     problems = result["problems"]
     if as_json:
         click.echo(json.dumps({"ok": not problems, "problems": [asdict(p) for p in problems],
-                               "fixed": result["fixed"]}, indent=2))
+                               "fixed": result["fixed"], "warnings": result["warnings"]}, indent=2, ensure_ascii=False))
     else:
+        for w in result["warnings"]:
+            click.echo(f"warning: {_printable(w['path'])}:{w['line']}: {w['detail']}")
         for line in result["fixed"]:
             click.echo(f"fixed: {line}")
         for p in problems:

@@ -72,6 +72,12 @@ def check(con: apsw.Connection) -> list[Problem]:
     return problems
 
 
+def frontmatter_warnings(con: apsw.Connection) -> list[dict]:
+    """Notes indexed without their front matter because it could not be read: path, line, why."""
+    return [{"path": path, "line": line, "detail": detail} for path, line, detail in con.execute(
+        "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path, line")]
+
+
 def fix(con: apsw.Connection) -> list[str]:
     """Rebuild, from the stored document texts, whatever ``check`` found broken; no file is read."""
     from kbase import ingest

@@ -91,6 +91,33 @@ def _schema_6(con: apsw.Connection) -> None:
     con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
 
 
+def _schema_7(con: apsw.Connection) -> None:
+    """Front matter warnings are kept: rows of diagnostics with kind 'frontmatter', and the view
+    frontmatter_warnings. The notes already indexed are not read again by the next index run, so
+    their warnings are found here, from the stored text of each note whose front matter was
+    left out (frontmatter NULL, text opening with '---')."""
+    con.execute(
+        "CREATE VIEW frontmatter_warnings AS"
+        " SELECT g.doc_id, d.path, d.title, g.line, g.detail"
+        " FROM diagnostics AS g JOIN documents AS d ON d.id = g.doc_id"
+        " WHERE g.kind = 'frontmatter'"
+    )
+    from kbase.parse import frontmatter_diagnostics, parse
+    from kbase.text import line_of, line_starts
+
+    rows = con.execute(
+        "SELECT d.id, CASE WHEN d.path = '' THEN r.path ELSE d.path END, d.body FROM documents AS d"
+        " JOIN roots AS r ON r.id = d.root_id WHERE d.frontmatter IS NULL AND substr(d.body, 1, 3) = '---'"
+    ).fetchall()
+    for doc_id, name, body in rows:
+        starts = line_starts(body)
+        con.executemany(
+            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
+            [(doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail)
+             for d in frontmatter_diagnostics(parse(body, name))],
+        )
+
+
 def _statement(schema: str, start: str) -> str:
     """The statement of ``schema`` that begins with ``start`` (up to its final ';' at a line end,
     or 'END;' for a trigger)."""
@@ -119,6 +146,9 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     5: _schema_5,
     # Names (issue: a note's own name did not find it): the file name joins the title column.
     6: _schema_6,
+    # Malformed front matter is kept per document (diagnostics kind 'frontmatter') and listed by
+    # the view frontmatter_warnings, kbase status and kbase check.
+    7: _schema_7,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

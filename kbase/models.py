@@ -62,9 +62,9 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """Something a person may want to know about how a document was chunked."""
+    """Something a person may want to know about how a document was read or chunked."""
 
-    kind: str  # oversized, unclosed_fence, cut_sentence, cut_word
+    kind: str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word
     start: int
     end: int
     detail: str = ""

@@ -177,6 +177,10 @@ def render_status(st: dict) -> str:
     if st.get("diagnostics"):
         lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st["diagnostics"].items())
                      + "  (SELECT * FROM diagnostics)")
+    if st.get("frontmatter_warnings"):
+        n = st["frontmatter_warnings"]
+        lines.append(f"warnings   {n} note{'s' * (n != 1)} indexed without front matter it could not read"
+                     "  (kbase check lists them)")
     if st.get("chunker"):
         c = st["chunker"]
         lines.append(f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "

@@ -582,7 +582,9 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> dict:
         "unresolved_links": one("SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"),
         "tags": one("SELECT count(DISTINCT tag) FROM tags"),
         "oversized_chunks": one("SELECT count(*) FROM chunks WHERE flags & 1"),
-        "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics GROUP BY 1 ORDER BY 1").fetchall()),
+        "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics WHERE kind <> 'frontmatter'"
+                                        " GROUP BY 1 ORDER BY 1").fetchall()),
+        "frontmatter_warnings": one("SELECT count(DISTINCT doc_id) FROM frontmatter_warnings"),
         "chunker": json.loads(con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()[0])
         if con.execute("SELECT 1 FROM meta WHERE key = 'chunker'").fetchone() else None,
         "encodings": dict(con.execute("SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC").fetchall()),
