@@ -10,8 +10,8 @@ from pathlib import Path
 import apsw
 
 from kbase import embed, store
-from kbase.db import located_root
 from kbase.chunk import ChunkSettings, default_counter
+from kbase.db import located_root
 from kbase.errors import InputError
 
 
