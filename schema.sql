@@ -1,4 +1,4 @@
--- kbase index schema, version 6 (PRAGMA user_version).
+-- kbase index schema, version 7 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -70,12 +70,13 @@ CREATE INDEX chunks_embed_hash ON chunks(embed_hash) WHERE embedded = 1;
 -- one row per embedded chunk, rowid = chunks.id. The model that made the vectors is recorded in
 -- meta 'embedder'; vectors of two models never mix.
 
--- How documents were chunked, as rows rather than log lines: a protected block over the budget
--- ('oversized'), a code fence that never closes ('unclosed_fence'), and any split that had to
--- cut inside a sentence ('cut_sentence') or a word ('cut_word').
+-- How documents were read and chunked, as rows rather than log lines: front matter that could not
+-- be read and was left out ('frontmatter': malformed YAML, not a mapping, too large), a protected
+-- block over the budget ('oversized'), a code fence that never closes ('unclosed_fence'), and any
+-- split that had to cut inside a sentence ('cut_sentence') or a word ('cut_word').
 CREATE TABLE diagnostics (
     doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
-    kind       TEXT NOT NULL,      -- oversized, unclosed_fence, cut_sentence, cut_word
+    kind       TEXT NOT NULL,      -- frontmatter, oversized, unclosed_fence, cut_sentence, cut_word
     start_char INTEGER NOT NULL,   -- the block or chunk concerned: body[start_char:end_char]
     end_char   INTEGER NOT NULL,            -- offset after the last character (exclusive)
     line       INTEGER NOT NULL,   -- 1-based line of start_char
@@ -208,6 +209,25 @@ CREATE TRIGGER documents_before_rewrite BEFORE UPDATE OF title, body ON document
     DELETE FROM chunks WHERE doc_id = old.id;
 END;
 
+-- A note renamed or moved (same text, new path) may change its file name, which the keyword
+-- index's title column holds (chunks_fts_content): its rows are taken out with the old name and
+-- put back with the new one. A move to another folder keeps the file name and costs nothing.
+CREATE TRIGGER documents_before_rename BEFORE UPDATE OF path ON documents
+WHEN substr(old.path, length(rtrim(old.path, replace(old.path, '/', ''))) + 1)
+     IS NOT substr(new.path, length(rtrim(new.path, replace(new.path, '/', ''))) + 1) BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
+    SELECT 'delete', f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = old.id);
+END;
+
+CREATE TRIGGER documents_after_rename AFTER UPDATE OF path ON documents
+WHEN substr(old.path, length(rtrim(old.path, replace(old.path, '/', ''))) + 1)
+     IS NOT substr(new.path, length(rtrim(new.path, replace(new.path, '/', ''))) + 1) BEGIN
+    INSERT INTO chunks_fts (rowid, title, headings, body)
+    SELECT f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = new.id);
+END;
+
 -- Stable views for scripts -------------------------------------------------------------------
 
 -- Every note with its root-relative path, absolute path and main metadata.
@@ -255,6 +275,13 @@ CREATE VIEW broken_anchors AS
 SELECT l.id, l.source_id, s.path AS source_path, l.line, l.target, t.path AS target_path, l.anchor
 FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id
 WHERE l.anchor_ok = 0;
+
+-- Notes whose front matter kbase could not read (one row per problem); each was indexed without
+-- its front matter. line: where the YAML parser stopped, else 1; kbase check lists them.
+CREATE VIEW frontmatter_warnings AS
+SELECT g.doc_id, d.path, d.title, g.line, g.detail
+FROM diagnostics AS g JOIN documents AS d ON d.id = g.doc_id
+WHERE g.kind = 'frontmatter';
 
 -- Per-note counts: chunks, words of text, distinct notes linking in, links out.
 CREATE VIEW document_stats AS

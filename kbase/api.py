@@ -266,12 +266,14 @@ class KB:
             con.close()
 
     def check(self, fix: bool = False) -> dict:
-        """Integrity and invariants; with ``fix``, repair what the stored texts allow."""
+        """Integrity and invariants; with ``fix``, repair what the stored texts allow. ``warnings``:
+        notes indexed without their front matter (not a problem of the index; fix the notes)."""
         from kbase import maintenance
 
         # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
         fixed = self._write(maintenance.fix) if fix else []
-        return {"problems": self._write(maintenance.check, lock=False), "fixed": fixed}
+        return {"problems": self._write(maintenance.check, lock=False), "fixed": fixed,
+                "warnings": self._read(maintenance.frontmatter_warnings)}
 
     def compact(self) -> dict:
         from kbase import maintenance

@@ -220,7 +220,10 @@ def watch(ctx, paths, no_embed, debounce, poll):
     included; only new and changed chunks are embedded). Quiet unless something changed."""
     from datetime import datetime
 
+    from kbase.output import render_changes
     from kbase.watch import watch as run_watch
+
+    skips_shown: set[tuple[str, str]] = set()  # each skipped file is reported once, not every batch
 
     def on_batch(b) -> None:
         stamp = datetime.now().strftime("%H:%M:%S")
@@ -228,11 +231,13 @@ def watch(ctx, paths, no_embed, debounce, poll):
             click.echo(f"{stamp} error: {b.error}", err=True)
             return
         r = b.report
-        for path, reason in r.skipped:
-            click.echo(f"{stamp} skipped {_printable(path)}: {reason}", err=True)
-        if b.changed or b.catch_up and b.seq == 0:
+        for skip in r.skipped:
+            if skip not in skips_shown:
+                skips_shown.add(skip)
+                click.echo(f"{stamp} skipped {_printable(skip[0])}: {skip[1]}", err=True)
+        if b.changed:
             embedded = r.embedding["embedded"] if r.embedding else 0
-            click.echo(f"{stamp} {r.new} new, {r.updated} updated, {r.renamed} renamed, {r.removed} removed"
+            click.echo(f"{stamp} {render_changes(r.changed)}"
                        + (f", {embedded} chunks embedded" if embedded else "") + f" ({b.seconds:.2f} s)")
 
     with _kb(ctx) as kb:
@@ -446,7 +451,10 @@ def sql(ctx, query, sql_file, timeout, fmt):
 @click.pass_context
 def check(ctx, fix, as_json):
     """Check the index: SQLite's integrity check and kbase's invariants (offsets, keyword index,
-    vectors, links, chunker and embedder versions). Exit code 1 if a problem remains."""
+    vectors, links, chunker and embedder versions). Exit code 1 if a problem remains.
+
+    Also lists the notes indexed without their front matter (malformed YAML...): warnings about
+    the notes, not problems of the index (the exit code ignores them)."""
     from dataclasses import asdict
 
     with _kb(ctx) as kb:
@@ -454,8 +462,10 @@ def check(ctx, fix, as_json):
     problems = result["problems"]
     if as_json:
         click.echo(json.dumps({"ok": not problems, "problems": [asdict(p) for p in problems],
-                               "fixed": result["fixed"]}, indent=2))
+                               "fixed": result["fixed"], "warnings": result["warnings"]}, indent=2, ensure_ascii=False))
     else:
+        for w in result["warnings"]:
+            click.echo(f"warning: {_printable(w['path'])}:{w['line']}: {w['detail']}")
         for line in result["fixed"]:
             click.echo(f"fixed: {line}")
         for p in problems:

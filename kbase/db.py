@@ -298,6 +298,16 @@ def writer_lock(path: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
+def located_root(path: str, relpath: str | None, db_path: str | os.PathLike[str]) -> str:
+    """Where a root is now: ``path`` as recorded, or, once that is gone, the same place relative to
+    the index file (``roots.relpath``) if something is there: the notes and the index were moved
+    together. Readers use it without writing; the next ``kbase index`` records the new path."""
+    if relpath is None or os.path.exists(path):
+        return path
+    moved = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(db_path)), relpath))
+    return moved if os.path.exists(moved) else path
+
+
 def meta_get(con: apsw.Connection, key: str, default: str | None = None) -> str | None:
     row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else default

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import apsw
 
+from kbase.db import located_root
 from kbase.errors import InputError
 from kbase.search import is_stale
 from kbase.text import LINE_BREAK
@@ -71,8 +72,10 @@ def resolve(con: apsw.Connection, name: str) -> int:
     ).fetchall()
     if len(exact) == 1:
         return exact[0][0]
+    now = {p: located_root(p, rel, con.filename) for p, rel in con.execute("SELECT path, relpath FROM roots")}
     rows = con.execute("SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id")
-    docs = [_Named(i, p or os.path.basename(root), os.path.join(root, p) if p else root) for i, p, root in rows]
+    docs = [_Named(i, p or os.path.basename(now[root]), os.path.join(now[root], p) if p else now[root])
+            for i, p, root in rows]
     text = name.strip()
     if text.startswith("[[") and text.endswith("]]"):
         text = text[2:-2].split("|", 1)[0].split("#", 1)[0].strip()
@@ -119,11 +122,12 @@ def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int
 
 def load(con: apsw.Connection, doc_id: int) -> DocRef:
     """A stored document, flagged ``stale`` when its file changed since it was indexed (one stat)."""
-    doc_id, path, root, title, body, body_start, kind, size, mtime_ns = con.execute(
-        "SELECT d.id, d.path, r.path, d.title, d.body, d.body_start, d.kind, d.size, d.mtime_ns"
+    doc_id, path, root, relpath, title, body, body_start, kind, size, mtime_ns = con.execute(
+        "SELECT d.id, d.path, r.path, r.relpath, d.title, d.body, d.body_start, d.kind, d.size, d.mtime_ns"
         " FROM documents AS d JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()
+    root = located_root(root, relpath, con.filename)
     abspath = os.path.join(root, path) if path else root
     return DocRef(doc_id, path or Path(root).name, abspath, title, body, body_start, kind,
                   is_stale(abspath, size, mtime_ns))

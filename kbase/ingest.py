@@ -17,7 +17,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import apsw
 
@@ -151,25 +151,43 @@ def rechunk_all(
     con: apsw.Connection, counter: TokenCounter, settings: ChunkSettings, progress: Progress | None = None
 ) -> int:
     """Chunk every document again from its stored text (the chunker's settings changed)."""
-    rows = con.execute(
-        "SELECT id, root_id, path, size, mtime_ns, hash, encoding FROM documents ORDER BY id"
-    ).fetchall()
-    for done, (doc_id, root_id, path, size, mtime_ns, digest, encoding) in enumerate(rows):
+    rows = con.execute("SELECT id, path FROM documents ORDER BY id").fetchall()
+    for done, (doc_id, path) in enumerate(rows):
         if progress:
             progress(done, len(rows), f"re-chunking {path}")
-        body, root = con.execute(
-            "SELECT d.body, r.path FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?", (doc_id,)
-        ).fetchone()
-        doc = parse(body, path or Path(root).name)
-        chunking = chunk(doc, counter, settings)
-        store.write_document(
-            con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
-            encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
-            links=parse_links(doc), block_ids=block_ids(doc),
-        )
+        rederive(con, doc_id, counter, settings)
     for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
         store.resolve_links(con, root_id)
     return len(rows)
+
+
+def rederive(con: apsw.Connection, doc_id: int, counter: TokenCounter, settings: ChunkSettings,
+             doc: ParsedDoc | None = None) -> None:
+    """Parse and chunk a document again from its stored text and rewrite what derives from it
+    (vectors of chunks whose embedder input is unchanged are kept)."""
+    root_id, path, size, mtime_ns, digest, encoding, body, root = con.execute(
+        "SELECT d.root_id, d.path, d.size, d.mtime_ns, d.hash, d.encoding, d.body, r.path"
+        " FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?", (doc_id,)).fetchone()
+    doc = doc or parse(body, path or Path(root).name)
+    chunking = chunk(doc, counter, settings)
+    store.write_document(
+        con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
+        encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
+        links=parse_links(doc), block_ids=block_ids(doc),
+    )
+
+
+def _retitle_renamed(con: apsw.Connection, doc_id: int, old_path: str, counter: TokenCounter,
+                     settings: ChunkSettings) -> None:
+    """A renamed note titled by its file name takes the new name, as Obsidian shows it. A note
+    whose title was its old file name, and not also its first heading, is parsed again."""
+    title, path, body = con.execute("SELECT title, path, body FROM documents WHERE id = ?", (doc_id,)).fetchone()
+    if title != PurePosixPath(old_path).stem or con.execute(
+            "SELECT 1 FROM headings WHERE doc_id = ? AND seq = 0 AND level = 1 AND text = ?", (doc_id, title)).fetchone():
+        return
+    doc = parse(body, path)
+    if doc.title != title:
+        rederive(con, doc_id, counter, settings, doc)
 
 
 def meta_set_tx(con: apsw.Connection, key: str, value: str) -> None:
@@ -245,14 +263,17 @@ def _index_scope(
                     if old is not None:
                         vanished[c.relpath] = old
                     continue
+                name = c.relpath or Path(c.abspath).name
                 if old is not None and old[3] == digest:
                     store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
                     batches.count("unchanged")
                     continue
                 if old is None and by_hash.get(digest):
                     src = by_hash[digest].pop()
-                    store.move_document(con, vanished.pop(src)[0], scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
-                    batches.count("renamed")
+                    moved_id = vanished.pop(src)[0]
+                    store.move_document(con, moved_id, scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
+                    _retitle_renamed(con, moved_id, src, counter, settings)
+                    batches.count("renamed", name)
                     full_resolve = True
                     continue
                 if prepared is _UNPARSED:  # looked like a rename, but its twin was taken by another file
@@ -276,7 +297,7 @@ def _index_scope(
                         savepoint=False,
                     )
                 changed_ids.append(doc_id)
-                batches.count("updated" if old else "new")
+                batches.count("updated" if old else "new", name)
                 full_resolve = full_resolve or old is None
     finally:
         if pool is not None:
@@ -286,6 +307,7 @@ def _index_scope(
     for path, (doc_id, *_rest) in vanished.items():
         store.delete_document(con, doc_id)
         report.removed += 1
+        report.changed.append(("removed", path or scope.root.name))
         full_resolve = True
     store.resolve_links(con, scope.root_id, None if full_resolve else changed_ids)
     with con:
@@ -319,6 +341,7 @@ class _Batches:
         self.con, self.report = con, report
         self.since = time.monotonic()
         self.counts: dict[str, int] = {}  # report fields -> done in the open transaction
+        self.changed: list[tuple[str, str]] = []  # report.changed entries of the open transaction
         self.writing = False  # a document is half written
 
     def __enter__(self) -> _Batches:
@@ -331,9 +354,12 @@ class _Batches:
         yield  # an exception leaves `writing` set: the transaction must not commit
         self.writing = False
 
-    def count(self, field: str) -> None:
-        """One more file done (report field 'new', 'updated', ...); commits now and then."""
+    def count(self, field: str, path: str = "") -> None:
+        """One more file done (report field 'new', 'updated', ...; ``path`` for report.changed);
+        commits now and then."""
         self.counts[field] = self.counts.get(field, 0) + 1
+        if path:
+            self.changed.append((field, path))
         if time.monotonic() - self.since >= COMMIT_EVERY_SECONDS:
             self._commit()
             self.con.execute("BEGIN")
@@ -344,6 +370,8 @@ class _Batches:
         for field, n in self.counts.items():
             setattr(self.report, field, getattr(self.report, field) + n)
         self.counts.clear()
+        self.report.changed += self.changed
+        self.changed = []
 
     def __exit__(self, kind, exc, tb) -> None:
         if not self.con.in_transaction:

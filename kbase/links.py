@@ -103,8 +103,11 @@ _SIZE = re.compile(r"\d+(?:x\d+)?")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: backslash before ASCII punctuation
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)")
-# A block id: '^id' at the end of a line, alone or after whitespace.
-_BLOCK_ID = re.compile(r"(?:(?<=[ \t])|(?<=^))\^([A-Za-z0-9-]+)[ \t]*(?=\r\n|\r|\n|\Z)", re.M)
+# A block id: '^id' at the end of a line, alone, after whitespace, or right after a wikilink or
+# embed's ']]'. Obsidian's help asks for a space before the caret (in 'x^2' the caret belongs to
+# the word), but its own help vault writes '![[version-history-collaboration.png]]^version-history-image'
+# and embeds that block from another note: after ']]' no word can run on into the id.
+_BLOCK_ID = re.compile(r"(?:(?<=[ \t])|(?<=^)|(?<=\]\]))\^([A-Za-z0-9-]+)[ \t]*(?=\r\n|\r|\n|\Z)", re.M)
 # What may hide an indented or fenced code block inside a list or quote.
 _NESTED_CODE_HINT = re.compile(r"```|~~~|(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)[ \t>]*(?: {4}|\t)")
 # Obsidian's stripHeading: these become spaces, then runs of whitespace collapse.

@@ -11,6 +11,7 @@ import apsw
 
 from kbase import embed, store
 from kbase.chunk import ChunkSettings, default_counter
+from kbase.db import located_root
 from kbase.errors import InputError
 
 
@@ -69,6 +70,12 @@ def check(con: apsw.Connection) -> list[Problem]:
             problems.append(Problem("chunker", one("SELECT count(*) FROM documents"),
                                     "the chunks were made by another chunker version; they will be re-made"))
     return problems
+
+
+def frontmatter_warnings(con: apsw.Connection) -> list[dict]:
+    """Notes indexed without their front matter because it could not be read: path, line, why."""
+    return [{"path": path, "line": line, "detail": detail} for path, line, detail in con.execute(
+        "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path, line")]
 
 
 def fix(con: apsw.Connection) -> list[str]:
@@ -143,10 +150,8 @@ def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[dict]:
     for root_id, path, rel, n in con.execute(
         "SELECT r.id, r.path, r.relpath, (SELECT count(*) FROM documents WHERE root_id = r.id) FROM roots r ORDER BY path"
     ):
-        moved_to = None
-        if not os.path.exists(path) and rel is not None:
-            candidate = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(db_path)), rel))
-            moved_to = candidate if os.path.exists(candidate) else None
+        now = located_root(path, rel, db_path)
+        moved_to = now if now != path else None
         out.append({"id": root_id, "path": path, "exists": os.path.exists(path), "documents": n,
                     "moved_with_index": moved_to})
     return out

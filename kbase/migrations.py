@@ -82,13 +82,62 @@ FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
 """
 
 
+# A rename changes the file name the title column holds: its keyword rows are rewritten.
+_RENAME_WHEN_6 = """WHEN substr(old.path, length(rtrim(old.path, replace(old.path, '/', ''))) + 1)
+     IS NOT substr(new.path, length(rtrim(new.path, replace(new.path, '/', ''))) + 1)"""
+_RENAME_TRIGGERS_6 = (
+    f"""CREATE TRIGGER documents_before_rename BEFORE UPDATE OF path ON documents
+{_RENAME_WHEN_6} BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
+    SELECT 'delete', f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = old.id);
+END""",
+    f"""CREATE TRIGGER documents_after_rename AFTER UPDATE OF path ON documents
+{_RENAME_WHEN_6} BEGIN
+    INSERT INTO chunks_fts (rowid, title, headings, body)
+    SELECT f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = new.id);
+END""",
+)
+
+
 def _schema_6(con: apsw.Connection) -> None:
     """Names are searchable: the keyword index's title column also holds the file name (without
     extension) when it differs from the title. The view is replaced and the index rebuilt from it;
-    the titles themselves are derived anew by the next index run (chunk.CHUNKER_VERSION 3)."""
+    triggers rewrite a renamed note's rows; the titles themselves are derived anew by the next
+    index run (chunk.CHUNKER_VERSION 3)."""
     con.execute("DROP VIEW chunks_fts_content")
     con.execute(_CHUNKS_FTS_CONTENT_6)
     con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+    for trigger in _RENAME_TRIGGERS_6:
+        con.execute(trigger)
+
+
+def _schema_7(con: apsw.Connection) -> None:
+    """Front matter warnings are kept: rows of diagnostics with kind 'frontmatter', and the view
+    frontmatter_warnings. The notes already indexed are not read again by the next index run, so
+    their warnings are found here, from the stored text of each note whose front matter was
+    left out (frontmatter NULL, text opening with '---')."""
+    con.execute(
+        "CREATE VIEW frontmatter_warnings AS"
+        " SELECT g.doc_id, d.path, d.title, g.line, g.detail"
+        " FROM diagnostics AS g JOIN documents AS d ON d.id = g.doc_id"
+        " WHERE g.kind = 'frontmatter'"
+    )
+    from kbase.parse import frontmatter_diagnostics, parse
+    from kbase.text import line_of, line_starts
+
+    rows = con.execute(
+        "SELECT d.id, CASE WHEN d.path = '' THEN r.path ELSE d.path END, d.body FROM documents AS d"
+        " JOIN roots AS r ON r.id = d.root_id WHERE d.frontmatter IS NULL AND substr(d.body, 1, 3) = '---'"
+    ).fetchall()
+    for doc_id, name, body in rows:
+        starts = line_starts(body)
+        con.executemany(
+            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
+            [(doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail)
+             for d in frontmatter_diagnostics(parse(body, name))],
+        )
 
 
 def _statement(schema: str, start: str) -> str:
@@ -119,6 +168,9 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     5: _schema_5,
     # Names (issue: a note's own name did not find it): the file name joins the title column.
     6: _schema_6,
+    # Malformed front matter is kept per document (diagnostics kind 'frontmatter') and listed by
+    # the view frontmatter_warnings, kbase status and kbase check.
+    7: _schema_7,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -62,9 +62,9 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """Something a person may want to know about how a document was chunked."""
+    """Something a person may want to know about how a document was read or chunked."""
 
-    kind: str  # oversized, unclosed_fence, cut_sentence, cut_word
+    kind: str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word
     start: int
     end: int
     detail: str = ""
@@ -100,6 +100,10 @@ class IndexReport:
     unchanged: int = 0
     renamed: int = 0
     removed: int = 0
+    # (what, path) of each document the run added, changed, renamed or removed, in order; what is
+    # 'new', 'updated', 'renamed' (path: the new one) or 'removed'; path as documents.path
+    # (inside its root; a file root's own name).
+    changed: list[tuple[str, str]] = field(default_factory=list)
     rechunked: int = 0  # documents chunked again from their stored text (chunker settings changed)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, message)

@@ -120,6 +120,29 @@ def human_bytes(n: float) -> str:
 CHUNK_FIELDS = ("seq", "start", "end", "line", "end_line", "tokens", "kind", "flags", "heading_path", "text")
 
 
+CHANGE_NAMES = 3  # files named per kind of change in a watch line; more are counted
+
+
+def render_changes(changed: Sequence[tuple[str, str]], names: int = CHANGE_NAMES) -> str:
+    """``IndexReport.changed`` in one line: '2 new (a.md, b.md), 5 updated (c.md, d.md, e.md and
+    2 more)'; only the kinds that occurred, in the order new, updated, renamed, removed."""
+    by_kind: dict[str, list[str]] = {}
+    for kind, path in changed:
+        by_kind.setdefault(kind, []).append(path)
+    parts = []
+    for kind in ("new", "updated", "renamed", "removed"):
+        paths = by_kind.get(kind)
+        if paths:
+            shown = ", ".join(_one_line(p) for p in paths[:names])
+            more = f" and {len(paths) - names} more" if len(paths) > names else ""
+            parts.append(f"{len(paths)} {kind} ({shown}{more})")
+    return ", ".join(parts)
+
+
+def _one_line(path: str) -> str:
+    return path.replace("\n", "\\n").replace("\r", "\\r")
+
+
 def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
     """``kbase chunks``: one line a chunk for people, every field and the text for scripts."""
     if fmt != "table":
@@ -157,6 +180,10 @@ def render_status(st: dict) -> str:
     if st.get("diagnostics"):
         lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st["diagnostics"].items())
                      + "  (SELECT * FROM diagnostics)")
+    if st.get("frontmatter_warnings"):
+        n = st["frontmatter_warnings"]
+        lines.append(f"warnings   {n} note{'s' * (n != 1)} indexed without front matter it could not read"
+                     "  (kbase check lists them)")
     if st.get("chunker"):
         c = st["chunker"]
         lines.append(f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "

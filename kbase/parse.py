@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import PurePosixPath
 
-from kbase.models import Block, Heading, ParsedDoc
+from kbase.models import Block, Diagnostic, Heading, ParsedDoc
 from kbase.snippet import plain
 from kbase.text import LINE_BREAK, line_of, line_starts
 
@@ -304,3 +304,23 @@ def _inline_tags(text: str, blocks: list[Block]) -> list[str]:
             if tag and not tag.replace("/", "").isdigit() and not tag.startswith("/"):
                 tags.append(tag)
     return tags
+
+
+_AT_LINE = re.compile(r" at line (\d+):")  # in _front_matter's message for a YAML error
+
+
+def frontmatter_diagnostics(doc: ParsedDoc) -> list[Diagnostic]:
+    """``doc.warnings`` (all about its front matter) as diagnostics of kind 'frontmatter', kept
+    with the document: the line the YAML parser stopped at when it says which, else the whole
+    block, ``text[0:body_start]`` (empty when the block was not taken as front matter at all)."""
+    out, starts = [], None
+    for warning in doc.warnings:
+        start, end = 0, doc.body_start
+        m = _AT_LINE.search(warning)
+        if m:
+            starts = starts or line_starts(doc.text)
+            i = int(m.group(1)) - 1
+            if i < len(starts):
+                start, end = starts[i], _line_end(doc.text, starts, i)
+        out.append(Diagnostic("frontmatter", start, end, warning))
+    return out

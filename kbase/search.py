@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 import apsw
 
 from kbase import snippet as snippets
+from kbase.db import located_root
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
@@ -447,7 +448,7 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
     """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
     first match of ``match`` that stays visible, if any, and that match's line in the file."""
     row = con.execute(
-        """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
+        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
                   substr(d.body, c.start_char + 1, c.end_char - c.start_char),
                   CASE WHEN ?1 IS NOT NULL THEN
                       (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
@@ -457,13 +458,14 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
            WHERE c.id = ?2""",
         (match, chunk_id),
     ).fetchone()
-    path, root, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
+    path, root, relpath, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
     ranges: list[tuple[int, int]] = []
     if marked:
         unmarked, ranges = snippets.unmark(marked)
         if unmarked != text:  # cannot happen with external content; never show wrong highlights
             ranges = []
     snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=kind == "markdown")
+    root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root
     return Hit(
         doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=score,
@@ -528,7 +530,9 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> dict:
         "unresolved_links": one("SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"),
         "tags": one("SELECT count(DISTINCT tag) FROM tags"),
         "oversized_chunks": one("SELECT count(*) FROM chunks WHERE flags & 1"),
-        "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics GROUP BY 1 ORDER BY 1").fetchall()),
+        "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics WHERE kind <> 'frontmatter'"
+                                        " GROUP BY 1 ORDER BY 1").fetchall()),
+        "frontmatter_warnings": one("SELECT count(DISTINCT doc_id) FROM frontmatter_warnings"),
         "chunker": json.loads(con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()[0])
         if con.execute("SELECT 1 FROM meta WHERE key = 'chunker'").fetchone() else None,
         "encodings": dict(con.execute("SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC").fetchall()),

@@ -13,7 +13,7 @@ import apsw
 from kbase import embed
 from kbase.links import LinkRef, Resolver, anchor_ok
 from kbase.models import Chunk, Diagnostic, Heading, ParsedDoc
-from kbase.parse import frontmatter_json
+from kbase.parse import frontmatter_diagnostics, frontmatter_json
 from kbase.text import line_of, line_starts
 
 
@@ -107,6 +107,7 @@ def write_document(
             )
         if old_vectors:
             embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
+        diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
         starts = line_starts(text) if diagnostics or links else []
         # Links start unresolved; resolve_links() settles them once the whole root is known.
         con.executemany(

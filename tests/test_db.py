@@ -123,6 +123,11 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     con.execute("INSERT INTO roots (id, path, added_at) VALUES (1, '/notes', 'now')")
     con.execute("INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
                 " body) VALUES (1, 1, 'a.md', 'markdown', 'Alpha', 11, 0, 'h', 'utf_8', 'now', 'hello world')")
+    # Indexed before front matter warnings were kept: the migration finds them in the stored text.
+    con.execute("INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
+                " body) VALUES (2, 1, 'b.md', 'markdown', 'b', 9, 0, 'h2', 'utf_8', 'now', ?),"
+                " (3, 1, 'c.md', 'markdown', 'c', 9, 0, 'h3', 'utf_8', 'now', ?)",
+                ("---\nx: [1\ny: 2\n---\nbody\n", "---\n- a list\n---\nbody\n"))
     con.execute("INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, tokens, hash, embed_hash,"
                 " embedded) VALUES (7, 1, 0, 0, 11, 1, 1, 2, 'x', '00112233445566778899aabbccddeeff', 1)")
     con.execute("INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, target_id,"
@@ -149,6 +154,9 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     assert migrated.execute("SELECT target_id, target_path FROM links ORDER BY id").fetchall() == [
         (1, None), (None, "p.png")]  # a note is its id, an attachment its path
     assert migrated.execute("SELECT count(*) FROM unresolved_links").get == 0
+    assert migrated.execute("SELECT path, line, detail FROM frontmatter_warnings ORDER BY path").fetchall() == [
+        ("b.md", 3, "malformed front matter at line 3: did not find expected ',' or ']'; body indexed without it"),
+        ("c.md", 1, "front matter is a list, not a mapping; ignored")]
     from kbase.maintenance import check
 
     assert [p for p in check(migrated) if p.kind != "vectors"] == []

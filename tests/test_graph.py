@@ -207,3 +207,18 @@ def test_graph_of_a_neighbourhood_with_path_filters(tmp_path, vault):
     assert dot.count("penwidth=2") == 1 and dot.count(" -> ") == 4
     r = run("graph", "--depth", "2")
     assert r.exit_code == 1 and r.stderr.startswith("Error: --depth needs a NOTE to count from")
+
+
+def test_unresolved_anchors_accepts_a_block_id_written_right_after_an_embed(tmp_path):
+    # As in Obsidian's help vault: '![[image.png]]^id' names the block; an embed of it is not broken.
+    vault = write(tmp_path / "v", {
+        "Collaborate.md": "# Collaborate\n\n![[version-history-collaboration.png]]^version-history-image\n",
+        "Version history.md": "# Version history\n\n![[Collaborate#^version-history-image]]\n"
+                              "![[Collaborate#^no-such-block]]\n",
+        "version-history-collaboration.png": b"\x89PNG\r\n",
+    })
+    dbp = tmp_path / "i.db"
+    kbase.open(dbp).index([vault], embed=False)
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "unresolved", "--anchors"])
+    assert r.exit_code == 0
+    assert "^no-such-block" in r.stdout and "version-history-image" not in r.stdout

@@ -302,6 +302,18 @@ def test_block_ids():
     assert all(text[s:e] == "^" + i for i, s, e in found)
 
 
+def test_a_block_id_right_after_an_embed_needs_no_space():
+    # Obsidian's own help vault ("Collaborate on a shared vault") writes an image's block id this
+    # way and embeds it from "Version history": after ']]' no word can run on into the id.
+    text = ("![[version-history-collaboration.png]]^version-history-image\n\n"
+            "See [[Other]]^after-link\n\n"
+            "x^notid and E = mc^2\n\n"
+            "a]^notid2\n")
+    found = block_ids(parse(text, "n.md"))
+    assert [i for i, _, _ in found] == ["version-history-image", "after-link"]
+    assert all(text[s:e] == "^" + i for i, s, e in found)
+
+
 # ---------------------------------------------------------------------------------- anchors
 
 

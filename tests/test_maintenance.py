@@ -145,3 +145,65 @@ def test_compact_prints_sizes_in_the_binary_units_it_names(db_path, tmp_path):
     assert r["bytes_saved"] == r["bytes_before"] - r["bytes_after"] and r["bytes_after"] == db_path.stat().st_size
     size = db_path.stat().st_size  # compacting again changes nothing: before = after = size
     assert size > 1024 and run().stdout == f"compacted: {size / 1024:.1f} KiB -> {size / 1024:.1f} KiB (0 B saved)\n"
+
+
+def test_readers_find_a_vault_moved_with_its_index_without_writing(tmp_path):
+    home = tmp_path / "home"
+    vault = write(home / "notes", {"a.md": "# A\n\nalpha [[b]]\n", "sub/b.md": "# B\n\nbeta\n"})
+    kbase.open(home / "index.db").index([vault], embed=False)
+    shutil.move(home, tmp_path / "moved")  # `mv home moved`: file times are kept
+    dbp = tmp_path / "moved" / "index.db"
+    new = tmp_path / "moved" / "notes"
+    before = dbp.read_bytes()
+    with kbase.open(dbp) as k:
+        (hit,) = k.search("alpha", mode="keyword")
+        assert hit.abspath == str(new / "a.md") and not hit.stale  # before any re-index
+        assert k.document(hit.abspath).abspath == str(new / "a.md")  # what the TUI opens and edits
+        assert k.document("sub/b.md").abspath == str(new / "sub" / "b.md")
+        assert [lk.target_path for lk in k.links(hit.abspath)] == ["sub/b.md"]
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "beta", "--json"])
+    assert json.loads(r.stdout)[0]["abspath"] == str(new / "sub" / "b.md") and "changed on disk" not in r.stdout
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "show", str(new / "sub" / "b.md"), "--json"])
+    assert json.loads(r.stdout)["abspath"] == str(new / "sub" / "b.md")
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "alpha"])
+    assert r.exit_code == 0 and "[changed on disk]" not in r.stdout
+    assert dbp.read_bytes() == before  # found, not re-pointed: the next kbase index records it
+    (new / "a.md").write_text("# A\n\nalpha, edited\n")
+    assert kbase.open(dbp).search("alpha", mode="keyword")[0].stale  # a real change still shows
+
+
+def test_front_matter_warnings_are_kept_per_note_and_listed_by_status_check_and_a_view(tmp_path):
+    vault = write(tmp_path / "v", {
+        "sub/bad.md": "---\ntitle: ok\ntags: [a, b\nother: x\n---\n# Bad\n\nbody text\n",
+        "list.md": "---\n- a list\n---\nlisty\n",
+        "fine.md": "---\ntitle: Fine\n---\nfine\n",
+    })
+    dbp = tmp_path / "i.db"
+    cli_run = lambda *a: CliRunner().invoke(cli, ["--db", str(dbp), *map(str, a)])  # noqa: E731
+    assert "2 warnings" in cli_run("index", "--no-embed", vault).stdout
+    assert cli_run("index", "--no-embed", vault).stdout.count("warnings") == 0  # not read again...
+    check = cli_run("check")  # ...but still known
+    assert check.exit_code == 0  # warnings about notes, not problems of the index
+    assert check.stdout.splitlines() == [
+        "warning: list.md:1: front matter is a list, not a mapping; ignored",
+        "warning: sub/bad.md:4: malformed front matter at line 4: did not find expected ',' or ']';"
+        " body indexed without it",
+        "ok: the index is consistent",
+    ]
+    assert json.loads(cli_run("check", "--json").stdout)["warnings"][1] == {
+        "path": "sub/bad.md", "line": 4,
+        "detail": "malformed front matter at line 4: did not find expected ',' or ']'; body indexed without it"}
+    assert "warnings   2 notes indexed without front matter it could not read  (kbase check lists them)" \
+        in cli_run("status").stdout
+    st = json.loads(cli_run("status", "--json").stdout)
+    assert st["frontmatter_warnings"] == 2 and "frontmatter" not in st["diagnostics"]
+    with kbase.open(dbp) as k:
+        assert k.sql("SELECT path, title, line FROM frontmatter_warnings ORDER BY path").rows == [
+            ("list.md", "list", 1), ("sub/bad.md", "Bad", 4)]
+        # The diagnostic's offsets are the line the YAML parser stopped at (or the whole block).
+        assert k.sql("SELECT substr(d.body, g.start_char + 1, g.end_char - g.start_char) FROM diagnostics AS g"
+                     " JOIN documents AS d ON d.id = g.doc_id ORDER BY d.path").rows == [
+            ("---\n- a list\n---\n",), ("other: x",)]
+    (vault / "sub" / "bad.md").write_text("---\ntitle: ok\ntags: [a, b]\n---\n# Bad\n\nbody text\n")
+    cli_run("index", "--no-embed", vault)
+    assert [w["path"] for w in json.loads(cli_run("check", "--json").stdout)["warnings"]] == ["list.md"]

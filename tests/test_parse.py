@@ -17,8 +17,8 @@ def test_front_matter_fields():
     assert text[doc.body_start:].startswith("# Heading")
 
 
-def test_title_falls_back_to_heading_then_file_name():
-    assert parse("intro\n\n## Second\n\n# First\n", "n.md").title == "Second"
+def test_title_falls_back_to_an_opening_heading_then_file_name():
+    assert parse("intro\n\n## Second\n\n# First\n", "n.md").title == "n"  # (see tests/test_ranking.py)
     assert parse("no headings here\n", "folder/My Note.md").title == "My Note"
     assert parse("# Not a heading in text\n", "plain.txt").title == "plain"
 

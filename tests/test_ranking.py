@@ -170,3 +170,23 @@ def test_hybrid_hit_shows_the_chunk_of_the_list_that_contributes_most(names, mon
     search.hybrid_search(con, "sync", b"", limit=2, k=10)
     # a: keyword #2 (1/12) < semantic #1 (1/11): its nearest chunk; b: keyword #1 wins
     assert picked == {doc[a]: ca + 1000, doc[b]: cb}
+
+
+def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
+    v = write(tmp_path / "v", {"Old name.md": "Just a body, no heading.\n", "Headed.md": "# Headed\n\nbody\n",
+                               "Other.md": "# Other\n\nold name, new name, headed\n"})
+    kb = kbase.open(tmp_path / "r.db")
+    kb.index([v], embed=False)
+    (v / "Old name.md").rename(v / "New name.md")
+    (v / "Headed.md").rename(v / "Renamed heading note.md")
+    report = kb.index([v], embed=False)
+    assert report.renamed == 2 and report.new == 0
+    assert kb.document("New name.md").title == "New name"  # titled by its file name: the new one
+    assert kb.document("Renamed heading note.md").title == "Headed"  # its heading stays its title
+    for query, path in (("new name", "New name.md"), ("renamed heading note", "Renamed heading note.md")):
+        assert kb.search(query, mode="keyword")[0].path == path
+    old = kb.search("old name", mode="keyword")
+    assert old[0].path == "Other.md" and all(h.explain["tier"] != "name" for h in old)
+    con = kbase.db.connect(tmp_path / "r.db")
+    assert con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)") is not None
+    con.close()

@@ -20,6 +20,7 @@ import pytest
 
 import kbase
 from kbase.api import KB
+from tests.conftest import write
 from kbase.errors import DatabaseError
 from kbase.tui.app import KbaseApp
 from kbase.tui.backend import (
@@ -30,10 +31,11 @@ from kbase.tui.backend import (
     editor_command,
     embedding_coverage,
     link_from_href,
+    shorten_path,
     sibling_abspath,
     wikilinks_to_markdown,
 )
-from kbase.tui.screens import HelpScreen, MainScreen
+from kbase.tui.screens import HelpScreen, MainScreen, help_keys
 from kbase.tui.widgets import FilterBar, LinksPane, PreviewScroll, ResultsList
 
 VAULT = Path(__file__).parent / "data" / "tui" / "vault"
@@ -56,6 +58,23 @@ def build(root: Path, *, embedder=None) -> tuple[Path, Path]:
 def index(tmp_path_factory) -> Path:
     """The test vault indexed without embeddings (shared: tests only read it)."""
     return build(tmp_path_factory.mktemp("tui"))[0]
+
+
+SECURITY = "Knowledge/Computer Science/Information Security"
+TOPICS = ("Public Key Cryptography", "Symmetric Ciphers", "Hash Functions", "Digital Signatures", "Key Exchange",
+          "Certificate Authorities", "Threat Modelling", "Password Storage", "Side Channels", "Random Numbers",
+          "Zero Knowledge Proofs", "Post-Quantum Schemes")
+
+
+@pytest.fixture(scope="module")
+def nested_index(tmp_path_factory) -> Path:
+    """Twelve notes three folders deep, each mentioning 'cipher' (long paths, as in real vaults)."""
+    root = tmp_path_factory.mktemp("nested")
+    vault = write(root / "vault", {
+        f"{SECURITY}/{t}.md": f"# {t}\n\nNotes on {t.lower()} and how the cipher keeps secrets safe in practice.\n"
+        for t in TOPICS})
+    kbase.open(root / "index.db").index([vault], embed=False)
+    return root / "index.db"
 
 
 class FakeEmbedder:
@@ -257,6 +276,41 @@ async def test_filters_restrict_the_search(index):
         assert len(screen.results.hits) == 4 and not bar.display
 
 
+@pytest.mark.asyncio
+async def test_escape_from_the_filter_bar_leaves_the_query_alone(index, monkeypatch):
+    app = make_app(index)
+    opened = []
+    monkeypatch.setattr(app, "open_in_editor", opened.append)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "checkpoint")
+        screen = main(app)
+        await pilot.press("ctrl+f", *"tech/", "escape")
+        await settle(pilot)
+        assert app.focused is screen.results  # not the search box, which would select its query
+        await pilot.press("e")  # so a command key is a command, not the start of a new query
+        assert screen.search_input.value == "checkpoint" and len(opened) == 1
+        assert {h.path for h in screen.results.hits} == {"tech/SQLite.md", "tech/Backups.md", "tech/notes.txt"}
+        await pilot.press("ctrl+f", "ctrl+f")  # the key that opened the bar closes it the same way
+        assert app.focused is screen.results and screen.search_input.value == "checkpoint"
+
+
+@pytest.mark.asyncio
+async def test_each_hit_takes_three_lines_with_its_path_shortened_from_the_left(nested_index):
+    app = make_app(nested_index)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await type_query(pilot, "cipher")
+        results = main(app).results
+        assert len(results.hits) == 12
+        width = results.scrollable_content_region.width
+        lines = [results.get_option_at_index(i).prompt.plain.split("\n") for i in range(results.option_count)]
+        assert all(len(hit) == 3 and all(len(line) <= width for line in hit) for hit in lines)
+        assert {hit[1] for hit in lines} >= {"…/Public Key Cryptography.md:3", "…/Symmetric Ciphers.md:1"}
+        # On a 40-line terminal the list shows ten hits or more (it showed four: each path took
+        # two or three lines, the snippet two, and a blank line followed).
+        shown = [line for line in screen_text(app).splitlines() if re.search(r"│ …/[^│]*\.md:\d", line)]
+        assert len(shown) >= 10
+
+
 # --- links and history ------------------------------------------------------------------------
 @pytest.mark.asyncio
 async def test_follow_links_back_and_forward(index):
@@ -300,6 +354,31 @@ async def test_follow_links_back_and_forward(index):
         assert screen.preview.location == Location("journal/2024-05-02.md",
                                                    screen.preview.location.abspath, 6, None, "Thursday")
         assert "[Garden](kbase-note:Garden)" in screen.preview.hit_block.source
+
+
+@pytest.mark.asyncio
+async def test_going_back_restores_the_link_that_was_followed(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "pinch shoots")
+        screen = main(app)
+        links = screen.links
+        await pilot.press("escape", "3")
+        row = next(i for i in range(links.option_count)
+                   if "journal/2024-05-02.md:6" in links.get_option_at_index(i).prompt.plain)
+        assert row > 1  # a backlink, below the first selectable row
+        links.highlighted = row
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.preview.location.path == "journal/2024-05-02.md"
+        await pilot.press("left_square_bracket")
+        await settle(pilot)
+        assert screen.preview.location.path == "Garden.md"
+        assert links.highlighted == row and app.focused is links  # enter again goes the same way
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert screen.preview.location.path == "journal/2024-05-02.md"
+        assert links.highlighted == 1  # as it was left
 
 
 @pytest.mark.asyncio
@@ -455,11 +534,17 @@ async def test_help_lists_every_key_binding(index):
         text = app.screen.help_text().plain
         for cls in (AppClass, MainScreen, ResultsList, LinksPane, PreviewScroll, HelpScreen):
             for binding in cls.BINDINGS:
-                key = app.get_key_display(binding)
+                key = help_keys(app.get_key_display(binding))
                 assert key in text, f"{cls.__name__}: {binding.key} ({binding.description}) missing from help"
                 assert (binding.tooltip or binding.description) in text
         for words in ("Command palette", "Follow the link", "Clear the query", "Next / previous pane"):
             assert words in text
+        # Every description starts in the same column on any terminal: the keys column holds no
+        # character a terminal may draw two cells wide (arrows are ambiguous-width: spelled out).
+        rows = [row for row in text.splitlines() if row.startswith("  ")]
+        assert rows and all(row[:24].isascii() and row[24] != " " for row in rows), \
+            [row for row in rows if not row[:24].isascii()]
+        assert "alt+left" in text and "up down pgup pgdn" in text
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
         await pilot.press("f1")
@@ -519,7 +604,7 @@ async def test_status_line_counts_stale_hits_and_embedded_chunks(tmp_path):
         text = screen_text(app)
         assert "embedded 5/7 (71%)" in text
         assert "⚠ 1 hit changed on disk" in text
-        assert "changed on disk since indexed" in main(app).results.get_option_at_index(0).prompt.plain
+        assert "⚠ changed on disk" in main(app).results.get_option_at_index(0).prompt.plain
 
 
 @pytest.mark.asyncio
@@ -609,6 +694,16 @@ def test_snapshot_second_hit_with_links_120x36(index, snap_compare):
     assert snap_compare(_snapshot_app(index), terminal_size=(120, 36), run_before=run_before)
 
 
+def test_snapshot_nested_paths_100x40(nested_index, snap_compare):
+    assert snap_compare(_snapshot_app(nested_index), terminal_size=(100, 40),
+                        run_before=lambda pilot: _search(pilot, "cipher"))
+
+
+def test_snapshot_nested_paths_140x40(nested_index, snap_compare):
+    assert snap_compare(_snapshot_app(nested_index), terminal_size=(140, 40),
+                        run_before=lambda pilot: _search(pilot, "cipher"))
+
+
 def test_snapshot_help_80x24(index, snap_compare):
     async def run_before(pilot):
         await settle(pilot)
@@ -637,6 +732,16 @@ def test_wikilinks_become_clickable_links_outside_code():
     assert link_from_href("kbase-note:tech/SQLite#WAL") == ("tech/SQLite", "WAL")
     assert link_from_href("Other%20note.md") == ("Other note.md", None)
     assert link_from_href("https://example.com") is None
+
+
+def test_shorten_path_drops_leading_folders_first():
+    path = f"{SECURITY}/Public Key Cryptography.md:1"
+    assert shorten_path(path, 200) == path
+    assert shorten_path(path, 60) == "…/Information Security/Public Key Cryptography.md:1"
+    assert shorten_path(path, 40) == "…/Public Key Cryptography.md:1"
+    assert shorten_path(path, 10) == "…aphy.md:1"  # a file name too long for the space loses its start
+    assert shorten_path("ノート/長い名前のファイル.md:3", 12) == "…ァイル.md:3"  # counted in cells: 12
+    assert shorten_path(path, 1) == "…" and shorten_path(path, 0) == ""
 
 
 def test_small_helpers():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sys
@@ -229,6 +230,7 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
     vault.mkdir()
     (vault / "a.md").write_text("# A\n\nfirst\n")
     db = tmp_path / "w.db"
+    kbase.open(db).index([vault], embed=False)  # up to date: watch must start without a line
     proc = subprocess.Popen([sys.executable, "-m", "kbase", "--db", str(db), "watch", "--no-embed", "--debounce", "50",
                              str(vault)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
@@ -238,15 +240,36 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
             time.sleep(0.1)
         time.sleep(1.0)
         (vault / "b.md").write_text("# B\n\nsecond note with marmalade\n")
-        import kbase
-
-        found = []
-        while time.monotonic() < deadline and not found:
-            time.sleep(0.2)
-            found = kbase.open(db).search("marmalade", mode="keyword")
-        assert [h.path for h in found] == ["b.md"]
+        until(lambda: search(db, "marmalade") == ["b.md"], "the new file")
+        (vault / "a.md").write_text("# A\n\nfirst, now with quinces\n")
+        until(lambda: search(db, "quinces") == ["a.md"], "the edited file")
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert "1 new" in out and "stopped; the index is consistent" in err
+    # One line per batch that changed something, naming the files; none for the start-up run.
+    lines = [re.sub(r"^\d\d:\d\d:\d\d | \(\d+\.\d\d s\)$", "", line) for line in out.splitlines()]
+    assert lines == ["1 new (b.md)", "1 updated (a.md)"]
+    assert "stopped; the index is consistent" in err
+
+
+def test_a_watch_line_names_a_few_files_and_counts_the_rest():
+    from kbase.output import render_changes
+
+    changed = [("new", f"burst/n{i:02}.md") for i in range(50)] + [("updated", "Garden.md"), ("removed", "old.md"),
+                                                                     ("renamed", "archive/Plan.md")]
+    assert render_changes(changed) == ("50 new (burst/n00.md, burst/n01.md, burst/n02.md and 47 more), "
+                                       "1 updated (Garden.md), 1 renamed (archive/Plan.md), 1 removed (old.md)")
+
+
+def test_the_report_names_each_changed_document(tmp_path, vault):
+    dbp = tmp_path / "r.db"
+    kb = kbase.open(dbp)
+    assert sorted(kb.index([vault], embed=False).changed) == [
+        ("new", "Garden.md"), ("new", "Welcome.md"), ("new", "tech/SQLite.md"), ("new", "tech/notes.txt")]
+    (vault / "Welcome.md").write_text("# Welcome\n\nchanged\n")
+    os.rename(vault / "Garden.md", vault / "Garden2.md")
+    (vault / "tech" / "notes.txt").unlink()
+    assert kb.index([vault], embed=False).changed == [
+        ("renamed", "Garden2.md"), ("updated", "Welcome.md"), ("removed", "tech/notes.txt")]
+    assert kb.index([vault], embed=False).changed == []

@@ -246,6 +246,24 @@ def clip_snippet(snippet: str, spans: list[tuple[int, int]], width: int = 140) -
     return prefix + text + suffix, kept
 
 
+def shorten_path(path: str, width: int) -> str:
+    """``path`` in at most ``width`` terminal cells, shortened from the left, where folders matter
+    least: whole leading folders give way to '…/' ('…/Information Security/Public Key
+    Cryptography.md:1'); a file name that alone is too long loses its start."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(path) <= width:
+        return path
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        tail = "…/" + "/".join(parts[i:])
+        if cell_len(tail) <= width:
+            return tail
+    if width < 2:
+        return "…"[:max(width, 0)]
+    return "…" + set_cell_size(parts[-1][::-1], width - 1)[::-1]  # the end of the file name
+
+
 def embedding_coverage(status: dict, has_embeddings: bool) -> str:
     """'embedded 40/50 (80%)' from ``status()['embedded_chunks']``; without that key (an older
     library), whether there are embeddings at all."""

@@ -125,6 +125,7 @@ class MainScreen(Screen):
         self.filters = Filters()
         self.history: list[Location] = []
         self.history_pos = -1
+        self._links_choice: dict[int, int | None] = {}  # history position -> links pane row when left
         self.doc = None  # the DocRef in the preview
         self._gen = 0  # search generation
         self._final_gen = 0  # generation whose final (non-keyword-placeholder) results are shown
@@ -292,6 +293,7 @@ class MainScreen(Screen):
         if self.history and self.history[self.history_pos] == location and self.history_pos == 0:
             return  # already showing it
         self.history, self.history_pos = [location], 0
+        self._links_choice.clear()
         self.show_location(location)
 
     # --- preview and links --------------------------------------------------------------------
@@ -351,6 +353,9 @@ class MainScreen(Screen):
             return
         self._links_note, self._outlinks = message.location, message.outlinks
         self.links.show_links(message.location, message.outlinks, message.backlinks)
+        row = self._links_choice.get(self.history_pos)
+        if row is not None and row < self.links.option_count and not self.links.get_option_at_index(row).disabled:
+            self.links.highlighted = row  # back (or forward) here: the link that was followed
 
     @on(LinksPane.Follow)
     def _follow(self, message: LinksPane.Follow) -> None:
@@ -386,12 +391,20 @@ class MainScreen(Screen):
 
     def follow(self, location: Location) -> None:
         """Show ``location`` and remember it after the current one (forward history is dropped)."""
+        self._remember_links_choice()
         self.history = self.history[: self.history_pos + 1] + [location]
+        self._links_choice = {pos: row for pos, row in self._links_choice.items() if pos <= self.history_pos}
         self.history_pos = len(self.history) - 1
         self.show_location(location)
 
+    def _remember_links_choice(self) -> None:
+        """Which row of the links pane was chosen on the note being left (restored on return)."""
+        if self.history and self._links_note == self.history[self.history_pos]:
+            self._links_choice[self.history_pos] = self.links.highlighted
+
     def action_back(self) -> None:
         if self.history_pos > 0:
+            self._remember_links_choice()
             self.history_pos -= 1
             self.show_location(self.history[self.history_pos])
         else:
@@ -399,6 +412,7 @@ class MainScreen(Screen):
 
     def action_forward(self) -> None:
         if self.history_pos < len(self.history) - 1:
+            self._remember_links_choice()
             self.history_pos += 1
             self.show_location(self.history[self.history_pos])
         else:
@@ -511,9 +525,7 @@ class MainScreen(Screen):
     def action_toggle_filters(self) -> None:
         bar = self.query_one(FilterBar)
         if bar.has_class("-visible") and bar.has_focus_within:
-            if not self.filters:
-                bar.remove_class("-visible")
-            self.search_input.focus()
+            self._leave_filters(bar)
         else:
             bar.add_class("-visible")
             bar.query_one("#filter-path", Input).focus()
@@ -544,11 +556,16 @@ class MainScreen(Screen):
         if focused is self.search_input:
             self.results.focus()  # leave the box: single keys (q, ?, j/k, [ ]) work again
         elif bar.has_focus_within:
-            if not self.filters:
-                bar.remove_class("-visible")
-            self.search_input.focus()
+            self._leave_filters(bar)
         else:
             self.search_input.focus()
+
+    def _leave_filters(self, bar: FilterBar) -> None:
+        """To the results, not the search box: a command key (e, q, [) typed next must not
+        replace the query, which the box selects when it gets the focus."""
+        if not self.filters:
+            bar.remove_class("-visible")
+        self.results.focus()
 
     def action_reload(self) -> None:
         self.index_ok = None if self.index_ok is False else self.index_ok
@@ -565,6 +582,16 @@ class MainScreen(Screen):
         line = location.line or self.preview.current_line()
         self.app.open_in_editor(editor_command(path, line))
         self.start_search()  # the file may have changed: refresh the "changed on disk" marks
+
+
+# Arrows are ambiguous-width characters: many terminals (CJK locales, some fonts) draw them two
+# cells wide, which pushed the descriptions of their help rows out of line. Words are one cell each.
+_ARROW_WORDS = str.maketrans({"←": "left", "→": "right", "↑": "up", "↓": "down"})
+
+
+def help_keys(display: str) -> str:
+    """A key as the help lists it: Textual's display ('alt+←'), arrows spelled out ('alt+left')."""
+    return display.translate(_ARROW_WORDS)
 
 
 def _one_line(error: BaseException) -> str:
@@ -620,7 +647,7 @@ class HelpScreen(ModalScreen):
                     for key in (k.strip() for k in b.key.split(",")):
                         if not keep(key):
                             continue
-                        display = self.app.get_key_display(Binding(key, b.action, b.description))
+                        display = help_keys(self.app.get_key_display(Binding(key, b.action, b.description)))
                         keys = merged.setdefault(b.tooltip or b.description, [])
                         if display not in keys:
                             keys.append(display)
@@ -639,23 +666,23 @@ class HelpScreen(ModalScreen):
                 ("^u", "Clear the query"),
             ]),
             ("Results", from_bindings(ResultsList) + [
-                ("↑ ↓ pgup pgdn", "Move; the preview follows"),
+                ("up down pgup pgdn", "Move; the preview follows"),
                 ("home end", "First / last result"),
                 ("enter", "Read the note in the preview"),
                 ("click", "Pick a result"),
             ]),
             ("Preview", from_bindings(PreviewScroll) + [
-                ("↑ ↓ pgup pgdn", "Scroll"),
-                ("click a link", "Follow it (alt+← comes back)"),
+                ("up down pgup pgdn", "Scroll"),
+                ("click a link", "Follow it (alt+left comes back)"),
             ]),
             ("Links", from_bindings(LinksPane) + [
-                ("↑ ↓", "Move"),
+                ("up down", "Move"),
                 ("enter or click", "Follow the link (outlink or backlink)"),
             ]),
             ("Filter bar (^f)", [
                 ("path", "Folder prefix or glob, e.g. journal/ or tech/*.md; -archive/ leaves a folder out"),
                 ("tags", "Tags separated by spaces; nested tags match"),
-                ("esc", "Back to the search box"),
+                ("esc", "To the results"),
             ]),
             ("Help", from_bindings(HelpScreen)),
         ]

@@ -22,6 +22,7 @@ from kbase.tui.backend import (
     is_markdown,
     lines_before,
     link_from_href,
+    shorten_path,
     sibling_abspath,
     wikilinks_to_markdown,
 )
@@ -84,7 +85,9 @@ class FilterBar(Horizontal):
 
 
 class ResultsList(OptionList):
-    """One option per document: title and score, path and line, the snippet with its matches."""
+    """One option per document, three lines that never wrap: title and score; path and line
+    (shortened from the left) with the heading; the snippet with its matches. A 40-line terminal
+    shows ten hits."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False),
@@ -109,18 +112,18 @@ class ResultsList(OptionList):
         self.set_title(pending=pending)
 
     def _fill(self, index: int) -> None:
-        width = self._snippet_width()
+        width = self._line_width()
         self.set_options(Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits))
         self._rendered_width = width
         if self.hits:
             self.highlighted = min(index, len(self.hits) - 1)
 
-    def _snippet_width(self) -> int:
-        """About two lines of the list's width: the snippet is context, not the whole passage."""
-        return max(60, 2 * (self.scrollable_content_region.width - 2))
+    def _line_width(self) -> int:
+        """The cells an option's line has (each line is cut to fit, never wrapped)."""
+        return max(10, self.scrollable_content_region.width)
 
     def on_resize(self) -> None:
-        if self.hits and self._snippet_width() != self._rendered_width:
+        if self.hits and self._line_width() != self._rendered_width:
             self._fill(self.highlighted or 0)
 
     def set_title(self, *, pending: str = "", message: str = "") -> None:
@@ -145,23 +148,24 @@ class ResultsList(OptionList):
 
     @staticmethod
     def _prompt(hit, width: int = 140) -> Content:
+        """The three lines of a hit, each at most ``width`` cells."""
         spans = highlight_spans(hit.snippet, hit.highlights)
-        snippet, spans = clip_snippet(hit.snippet, spans, width)
+        snippet, spans = clip_snippet(hit.snippet, spans, width - 2)  # (it may add an ellipsis at each end)
         body = Content(snippet)
         for start, end in spans:
             body = body.stylize("$text-warning bold underline", start, end)
-        where = f"{hit.path}:{hit.line}"
+        body = body.stylize_before("$text-muted" if not spans else "").truncate(width, ellipsis=True)
         extra = []
         if hit.matched_chunks > 1:
             extra.append(f"{hit.matched_chunks} passages")
         if hit.heading_path and hit.heading_path != hit.title:
             extra.append(hit.heading_path)
-        head = Content.assemble((hit.title, "bold"), "  ", (f"{hit.score:.2f}", "$text-muted"))
-        lines = [head, Content.assemble((where, "$text-accent"), ("  " + " · ".join(extra), "$text-muted") if extra else "")]
-        if hit.stale:
-            lines.append(Content.styled("⚠ changed on disk since indexed", "$text-error"))
-        lines.append(body.stylize_before("$text-muted" if not spans else ""))
-        return Content("\n").join(lines)
+        where = Content.assemble((shorten_path(f"{hit.path}:{hit.line}", width), "$text-accent"),
+                                 ("  " + " · ".join(extra), "$text-muted") if extra else "")
+        tail = Content.assemble("  ", (f"{hit.score:.2f}", "$text-muted"),
+                                ("  ⚠ changed on disk", "$text-error") if hit.stale else "")
+        title = Content.styled(hit.title, "bold").truncate(max(1, width - tail.cell_length), ellipsis=True)
+        return Content("\n").join([(title + tail).truncate(width, ellipsis=True), where.truncate(width, ellipsis=True), body])
 
 
 class PreviewScroll(VerticalScroll):
