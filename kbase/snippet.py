@@ -109,8 +109,10 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 }
 
 
-# Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
-_NESTED = frozenset({"wiki", "link", "image", "callout"})
+# Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too,
+# and so is inline code: a snippet is a preview, and `[[Note]]` quoted in a note about links
+# reads as "Note" there (the note itself shows the code); code that would vanish stays as written.
+_NESTED = frozenset({"wiki", "link", "image", "callout", "code"})
 
 
 def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
@@ -137,10 +139,9 @@ def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list
             if isinstance(piece[0], str):
                 out.append(piece[0])
                 source.extend([piece[1]] * len(piece[0]))
-            elif kind in _NESTED:
-                inner, inner_source = render(text, piece[0], piece[1])
-                out.append(inner)
-                source.extend(inner_source)
+            elif kind in _NESTED and (nested := render(text, piece[0], piece[1]))[0].strip():
+                out.append(nested[0])
+                source.extend(nested[1])
             else:
                 keep(piece[0], piece[1])
         pos = m.end()
