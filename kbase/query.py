@@ -69,8 +69,11 @@ class Query:
 
 
 def _is_stopword(clause: tuple[Term, ...]) -> bool:
-    return len(clause) == 1 and len(clause[0].words) == 1 and not clause[0].prefix \
-        and clause[0].words[0].lower() in STOPWORDS
+    """A clause of one stop word, or of one Latin letter (the "s" of "today's")."""
+    if len(clause) != 1 or len(clause[0].words) != 1 or clause[0].prefix:
+        return False
+    word = clause[0].words[0].lower()
+    return word in STOPWORDS or (len(word) == 1 and "a" <= word <= "z")
 
 
 def parse_query(text: str) -> Query:

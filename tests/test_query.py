@@ -60,3 +60,11 @@ def test_operator_soup_never_breaks(fts, parts):
     q = parse_query(" ".join(parts))
     if not q.empty:
         fts.execute("SELECT count(*) FROM t WHERE t MATCH ?", (q.to_fts(),)).fetchall()
+
+
+def test_any_mode_leaves_out_single_letters():
+    q = parse_query("vitamin d and k levels")
+    assert q.to_fts(match_any=True) == '"vitamin" OR "levels"'
+    assert q.to_fts() == '"vitamin" AND "d" AND "and" AND "k" AND "levels"'  # all words: as typed
+    assert parse_query("today's x").to_fts(match_any=True) == '"today s"'  # a possessive is a phrase
+    assert parse_query("x").to_fts(match_any=True) == '"x"'  # nothing else left: kept
