@@ -204,6 +204,18 @@ class KB:
 
         return self._read(graph.neighbors, self.note(note), depth)
 
+    def related(self, note: str, *, limit: int = 10, include_linked: bool = False, strategy: str | None = None):
+        """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
+        or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
+        Notes it links to are left out unless ``include_linked``."""
+        from kbase import related as rel
+
+        if limit < 1:
+            raise InputError(f"limit must be at least 1, not {limit}", "ask for 1 or more notes")
+        cache = self.vector_cache or rel.VectorCache()
+        return self._read(rel.related, self.note(note), limit=limit, include_linked=include_linked, cache=cache,
+                          strategy=strategy or rel.DEFAULT_STRATEGY)
+
     def graph(self) -> dict:
         from kbase import graph
 
