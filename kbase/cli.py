@@ -383,6 +383,29 @@ def neighbors(ctx, note, depth, fmt):
 
 
 @cli.command()
+@click.argument("note")
+@click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of notes.")
+@click.option("--all", "include_linked", is_flag=True, help="Include the notes NOTE already links to.")
+@format_options
+@click.pass_context
+def related(ctx, note, limit, include_linked, fmt):
+    """Notes closest in meaning to NOTE (from its chunk vectors), leaving out those it links to.
+
+    Without embeddings, the note's most distinctive terms are searched instead (and it says so)."""
+    from kbase.output import render_related
+
+    with _kb(ctx) as kb:
+        result = kb.related(note, limit=limit, include_linked=include_linked)
+    if result.method == "keyword" and fmt == "table":
+        click.echo(f"no embeddings for {result.path}: keyword similarity on {', '.join(result.terms) or 'no terms'}"
+                   " (kbase embed for similarity in meaning)", err=True)
+    if result.hits or fmt != "table":
+        click.echo(render_related(result, fmt, _color()))
+    else:
+        click.echo("No related notes.", err=True)
+
+
+@cli.command()
 @click.option("--format", "fmt", type=click.Choice(["json", "dot"]), default="json", show_default=True)
 @click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")
 @click.pass_context

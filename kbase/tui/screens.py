@@ -68,6 +68,12 @@ class LinksLoaded(Message):
         self.request, self.location, self.outlinks, self.backlinks = request, location, outlinks, backlinks
 
 
+class RelatedLoaded(Message):
+    def __init__(self, request: int, location: Location, related) -> None:
+        super().__init__()
+        self.request, self.location, self.related = request, location, related
+
+
 class NoteResolved(Message):
     def __init__(self, location: Location) -> None:
         super().__init__()
@@ -87,6 +93,7 @@ class WorkFailed(Message):
 
 
 MODE_HELP = "Search mode: keyword → semantic → hybrid"
+RELATED_LIMIT = 8  # related notes under the links (kbase related)
 EDIT_HELP = "Open the note in $EDITOR at the hit's line"
 
 
@@ -331,8 +338,18 @@ class MainScreen(Screen):
             if not worker.is_cancelled:
                 self.post_message(WorkFailed("links", e, request))
             return
-        if not worker.is_cancelled:
-            self.post_message(LinksLoaded(request, location, outlinks, backlinks))
+        if worker.is_cancelled:
+            return
+        self.post_message(LinksLoaded(request, location, outlinks, backlinks))
+        try:  # on the KB that holds the vectors in memory (no model needed)
+            with self.app.pool.vector_kb() as kb:
+                related = kb.related(location.target, limit=RELATED_LIMIT) if not worker.is_cancelled else None
+        except Exception as e:  # noqa: BLE001
+            if not worker.is_cancelled:
+                self.post_message(WorkFailed("related notes", e, request))
+            return
+        if related is not None and not worker.is_cancelled:
+            self.post_message(RelatedLoaded(request, location, related))
 
     @on(DocumentLoaded)
     def _document_loaded(self, message: DocumentLoaded) -> None:
@@ -350,6 +367,11 @@ class MainScreen(Screen):
             return
         self._links_note, self._outlinks = message.location, message.outlinks
         self.links.show_links(message.location, message.outlinks, message.backlinks)
+
+    @on(RelatedLoaded)
+    def _related_loaded(self, message: RelatedLoaded) -> None:
+        if message.request == self._request:
+            self.links.show_related(message.location, message.related)
 
     @on(LinksPane.Follow)
     def _follow(self, message: LinksPane.Follow) -> None:
