@@ -108,6 +108,22 @@ class KB:
         finally:
             con.close()
 
+    def embed_newest(self, limit: int) -> int:
+        """Embed one batch of up to ``limit`` chunks that lack vectors, newest notes first; how
+        many (0: none missing). Raises IndexBusyError while another process writes."""
+        from kbase import embed as emb
+
+        con = db.connect(self.path)
+        try:
+            if emb.missing_count(con) == 0:
+                return 0
+            with db.writer_lock(self.path):
+                return emb.embed_newest(con, self.embedder, limit)
+        except apsw.Error as e:
+            raise db.translate_error(e, self.path) from e
+        finally:
+            con.close()
+
     def _embed(self, con: apsw.Connection, progress) -> dict:
         from kbase import embed as emb
 
@@ -164,6 +180,19 @@ class KB:
         from kbase.search import find_document
 
         return self._read(find_document, target)
+
+    def read(self, target: str, start_line: int | None = None, end_line: int | None = None):
+        """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
+        a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut)."""
+        from kbase.reading import read_note
+
+        return self._read(read_note, self.document(target), start_line, end_line)
+
+    def document_at(self, path: str):
+        """The document at exactly ``path`` inside its root (see ``reading.note_at``)."""
+        from kbase.reading import note_at
+
+        return self._read(note_at, path)
 
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str):

@@ -428,6 +428,32 @@ def browse(ctx):
 
 
 @cli.command()
+@click.option("--http", metavar="[HOST:]PORT",
+              help="Serve streamable HTTP on HOST:PORT (host 127.0.0.1 unless given) instead of stdio.")
+@click.option("--token", envvar="KBASE_MCP_TOKEN", show_envvar=True, metavar="SECRET",
+              help="With --http: require 'Authorization: Bearer SECRET' on every request.")
+@click.option("--watch", is_flag=True, help="Keep the index current while serving (as kbase watch does).")
+@click.option("--no-embed", is_flag=True, help="With --watch: do not embed missing chunks while idle.")
+@click.option("--poll", is_flag=True, help="With --watch: poll the file system (network drives).")
+@click.pass_context
+def mcp(ctx, http, token, watch, no_embed, poll):
+    """Serve the index to AI agents over the Model Context Protocol (stdio, or --http).
+
+    Tools: search, read, links, related, sql, status (all read-only); resources: every note as
+    kbase://note/PATH. See the README for client configuration."""
+    try:
+        from kbase.mcp_server import serve
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise KbaseError("kbase mcp needs the MCP SDK, which is not installed",
+                         'pip install "mcp>=2.3,<3" (or reinstall kbase: pip install .)') from None
+    if http is None and token and ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--token applies to --http only (stdio needs no token)")
+    serve(ctx.obj["db"], http=http, token=token if http else None, watch=watch, embed=not no_embed, poll=poll)
+
+
+@cli.command()
 @click.argument("query", required=False)
 @click.option("-f", "--file", "sql_file", type=click.File("r", encoding="utf-8"), help="Read the SQL from a file.")
 @click.option("--timeout", type=click.FloatRange(0.01), default=10.0, show_default=True,
