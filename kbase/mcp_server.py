@@ -159,6 +159,7 @@ class Backend:
         self.read_lock = threading.Lock()  # one read connection: one call at a time
         self.model_lock = threading.Lock()  # the embedding model: a query, or one idle batch
         self._identity = self._file_identity()
+        self._calls = threading.Lock()  # guards the two below (calls run in worker threads)
         self._active = 0
         self._last_call = time.monotonic()
         self.stop = threading.Event()
@@ -175,7 +176,8 @@ class Backend:
     @contextmanager
     def use(self, model: bool = False):
         """The KB for one call (``model``: it may embed a query, so wait for an idle batch)."""
-        self._active += 1
+        with self._calls:
+            self._active += 1
         try:
             with self.read_lock, (self.model_lock if model else _nothing()):
                 identity = self._file_identity()
@@ -188,11 +190,13 @@ class Backend:
                     self._identity = identity
                 yield self.kb
         finally:
-            self._active -= 1
-            self._last_call = time.monotonic()
+            with self._calls:
+                self._active -= 1
+                self._last_call = time.monotonic()
 
     def idle(self) -> bool:
-        return self._active == 0 and time.monotonic() - self._last_call >= IDLE_AFTER
+        with self._calls:
+            return self._active == 0 and time.monotonic() - self._last_call >= IDLE_AFTER
 
     def embed_while_idle(self, batch: int) -> None:
         """Thread body: embed chunks that lack vectors whenever no call has run for IDLE_AFTER."""

@@ -70,7 +70,7 @@ def read_note(con: apsw.Connection, doc: DocRef, start_line: int | None = None, 
         "SELECT size, mtime_ns, date, indexed_at FROM documents WHERE id = ?", (doc.id,)).fetchone()
     tags = tuple(t for (t,) in con.execute("SELECT DISTINCT tag FROM tags WHERE doc_id = ? ORDER BY tag", (doc.id,)))
     aliases = tuple(a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ? ORDER BY alias", (doc.id,)))
-    modified = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc).isoformat(timespec="seconds")
+    modified = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
     return NoteText(doc.id, doc.path, doc.abspath, doc.title, doc.kind, tags, aliases, date, modified, indexed_at,
                     is_stale(doc.abspath, size, mtime_ns), total, first, last, tuple(lines[first - 1:last]), truncated)
 

@@ -36,7 +36,7 @@ KEYWORD_TERMS = 12
 # Terms considered at all (the most frequent of the note's words): bounds the per-term
 # document-frequency lookups for a long note.
 KEYWORD_CANDIDATES = 200
-_TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.I)
+_TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 
 
 def related(con: apsw.Connection, note, *, limit: int = 10, include_linked: bool = False,

@@ -3,6 +3,7 @@ with the MCP SDK's own client, over stdio and over streamable HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -17,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 import kbase
 from tests.conftest import write
@@ -77,7 +79,7 @@ def file_digest(db: Path) -> str:
 
 
 async def test_every_tool_over_stdio(index):
-    db, vault = index
+    db, _ = index
     async with stdio_session(db) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
         assert set(tools) == {"search", "read", "links", "related", "sql", "status"}
@@ -163,7 +165,7 @@ async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
         r = await c.call_tool("sql", {"query": "SELEC nonsense"})
         assert r.is_error and "SQL error" in text(r)
         for uri in ("kbase://note/../../etc/passwd", "kbase://note//etc/passwd", "kbase://note/missing.md"):
-            with pytest.raises(Exception):
+            with pytest.raises(MCPError):
                 await c.read_resource(uri)
         r = await c.call_tool("search", {"query": "checkpoint"})  # still serving
         assert not r.is_error and r.structured_content["hits"][0]["path"] == "tech/SQLite.md"
@@ -205,10 +207,10 @@ async def test_a_reindex_and_a_rebuilt_file_are_seen_without_a_restart(index, tm
 
 def _start_http(db: Path, *args: str, env: dict | None = None) -> tuple[subprocess.Popen, str, Path]:
     log = db.with_suffix(".http.log")
-    err = open(log, "w")
-    proc = subprocess.Popen([sys.executable, *_argv(db, "--http", "127.0.0.1:0", *args)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=err, env={**_env(), **(env or {})},
-                            cwd=str(Path(__file__).resolve().parents[1]))
+    with open(log, "w") as err:  # the child keeps its own descriptor
+        proc = subprocess.Popen([sys.executable, *_argv(db, "--http", "127.0.0.1:0", *args)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                env={**_env(), **(env or {})}, cwd=str(Path(__file__).resolve().parents[1]))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         m = re.search(r"serving on (http://\S+)", log.read_text())
@@ -223,7 +225,7 @@ def _start_http(db: Path, *args: str, env: dict | None = None) -> tuple[subproce
 
 async def test_http_with_a_token_origin_checks_and_no_cors(index):
     db, _ = index
-    proc, url, log = _start_http(db, env={"KBASE_MCP_TOKEN": "s3cret"})
+    proc, url, _ = _start_http(db, env={"KBASE_MCP_TOKEN": "s3cret"})
     try:
         assert url.startswith("http://127.0.0.1:")
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -285,11 +287,11 @@ async def test_watch_indexes_changes_and_embeds_while_idle(index):
             r = await c.call_tool("search", {"query": "trenches", "mode": "keyword"})
             if r.structured_content["hits"]:
                 break
-            time.sleep(0.5)
+            await asyncio.sleep(0.5)
         assert [h["path"] for h in r.structured_content["hits"]] == ["Leeks.md"]
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            time.sleep(3)  # idle: the server embeds
+            await asyncio.sleep(3)  # idle: the server embeds
             st = (await c.call_tool("status", {})).structured_content
             if st["embedded_chunks"] == st["chunks"]:
                 break
