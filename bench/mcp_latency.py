@@ -7,8 +7,9 @@
    here); queries embed with the real model.
 2. Inside the server: ``MCPServer.call_tool("search", ...)`` on the server object kbase mcp runs
    (argument validation, the search, the structured and text results; no transport), keyword
-   and hybrid, with queries made of the vault's own words (bench/run.py's mix), p50/p95; plus
-   read, links and related on random notes.
+   and hybrid, with queries made of the vault's own words (bench/run.py's mix), p50/p95,
+   alternating with the same query through ``KB.search`` alone (the engine's share); plus read,
+   links and related on random notes.
 3. Through the SDK's client over stdio (a ``kbase mcp`` subprocess): the same searches as an
    agent sees them, p50/p95, and the server's resident memory (VmRSS, VmHWM) after them.
 Numbers go to stdout as JSON; the goal is keyword p50 <= 20 ms and hybrid p50 <= 40 ms.
@@ -64,16 +65,22 @@ async def inside(path: Path, queries: list[str], notes: list[str]) -> dict:
     from kbase.mcp_server import Backend, build_server
 
     server = build_server(Backend(path))
+    direct = kbase.open(path)  # the engine alone, for the server's overhead on this drifting machine
     out = {}
     for mode in ("keyword", "hybrid"):
         await server.call_tool("search", {"query": queries[0], "mode": mode})  # load the model and the vectors
-        times = []
-        for q in queries:
+        direct.search(queries[0], mode=mode)
+        times, engine = [], []
+        for q in queries:  # alternating: the engine, then the same query through the server
+            t0 = time.perf_counter()
+            direct.search(q, mode=mode)
+            engine.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             r = await server.call_tool("search", {"query": q, "mode": mode})
             times.append(time.perf_counter() - t0)
             assert not r.is_error, r.content
         out[f"search_{mode}"] = summary(times)
+        out[f"search_{mode}_engine_alone"] = summary(engine)
     for tool, args in (("read", lambda n: {"note": n}), ("links", lambda n: {"note": n}),
                        ("related", lambda n: {"note": n})):
         times = []

@@ -23,8 +23,6 @@ from mcp.shared.exceptions import MCPError
 import kbase
 from tests.conftest import write
 
-pytestmark = pytest.mark.asyncio
-
 NOTES = {
     "Garden.md": "---\ntags: [garden]\naliases: [Veg patch]\ndate: 2024-04-01\n---\n# Garden\n\n"
     "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]].\n\n## Beds\n\nRaised beds drain well.\n",
@@ -78,6 +76,7 @@ def file_digest(db: Path) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.asyncio
 async def test_every_tool_over_stdio(index):
     db, _ = index
     async with stdio_session(db) as c:
@@ -139,6 +138,7 @@ async def test_every_tool_over_stdio(index):
         assert body == NOTES["tech/SQLite.md"]
 
 
+@pytest.mark.asyncio
 async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
     db, _ = index
     async with stdio_session(db) as c:
@@ -171,6 +171,7 @@ async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
         assert not r.is_error and r.structured_content["hits"][0]["path"] == "tech/SQLite.md"
 
 
+@pytest.mark.asyncio
 async def test_writes_are_refused_and_the_file_is_unchanged(index):
     db, _ = index
     before = file_digest(db)
@@ -185,6 +186,7 @@ async def test_writes_are_refused_and_the_file_is_unchanged(index):
     assert file_digest(db) == before
 
 
+@pytest.mark.asyncio
 async def test_a_reindex_and_a_rebuilt_file_are_seen_without_a_restart(index, tmp_path):
     db, vault = index
     async with stdio_session(db) as c:
@@ -223,6 +225,7 @@ def _start_http(db: Path, *args: str, env: dict | None = None) -> tuple[subproce
     raise AssertionError(f"the server did not start: {log.read_text()}")
 
 
+@pytest.mark.asyncio
 async def test_http_with_a_token_origin_checks_and_no_cors(index):
     db, _ = index
     proc, url, _ = _start_http(db, env={"KBASE_MCP_TOKEN": "s3cret"})
@@ -276,6 +279,7 @@ def test_http_refuses_other_interfaces_without_a_token_and_stdio_refuses_a_token
 
 
 @pytest.mark.slow
+@pytest.mark.asyncio
 async def test_watch_indexes_changes_and_embeds_while_idle(index):
     """With --watch: a new note becomes searchable, and chunks get vectors between calls (newest
     notes first), after which semantic search and related notes by meaning work."""
@@ -304,6 +308,7 @@ async def test_watch_indexes_changes_and_embeds_while_idle(index):
 
 @pytest.mark.skipif("exclude" not in __import__("inspect").signature(kbase.KB.search).parameters,
                     reason="KB.search has no exclude filter yet in this branch (it comes with the search work)")
+@pytest.mark.asyncio
 async def test_search_exclude_is_passed_through(index):
     db, _ = index
     async with stdio_session(db) as c:
