@@ -85,8 +85,26 @@ def peak_memory(work: Path) -> dict:
             "peak_rss_mb": round(max(before, after) / 1024, 1)}
 
 
-def scale(target_chunks: int, work: Path, queries: int) -> dict:
+def fill_synthetic_vectors(con, seed: int = 7) -> int:
+    """Give every chunk a random unit vector, recorded as the real model's (so queries embed with
+    it); how many chunks. The model itself would take hours on a large synthetic vault."""
     import numpy as np
+
+    rng = np.random.default_rng(seed)
+    embed.ensure_vector_table(con, embed.default_embedder())
+    ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
+    for start in range(0, len(ids), 5000):
+        part = ids[start:start + 5000]
+        vecs = rng.standard_normal((len(part), 384)).astype("<f4")
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        with con:
+            con.executemany("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                            [(i, v.tobytes()) for i, v in zip(part, vecs)])
+            con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part])
+    return len(ids)
+
+
+def scale(target_chunks: int, work: Path, queries: int) -> dict:
     from gen_vault import generate
 
     path = work / "scale.db"
@@ -98,18 +116,7 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
     kb.index([vault], embed=False)
     index_s = time.perf_counter() - t0
     con = db.connect(path)
-    n = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    rng = np.random.default_rng(7)
-    embed.ensure_vector_table(con, embed.default_embedder())
-    ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
-    for start in range(0, len(ids), 5000):
-        part = ids[start:start + 5000]
-        vecs = rng.standard_normal((len(part), 384)).astype("<f4")
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        with con:
-            con.executemany("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
-                            [(i, v.tobytes()) for i, v in zip(part, vecs)])
-            con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part])
+    n = fill_synthetic_vectors(con)
     words = [w for (w,) in con.execute(
         "SELECT term FROM (SELECT DISTINCT title AS term FROM documents) LIMIT ?", (queries,))]
     model = embed.default_embedder()

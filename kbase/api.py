@@ -124,6 +124,22 @@ class KB:
         finally:
             con.close()
 
+    def embed_newest(self, limit: int) -> int:
+        """Embed one batch of up to ``limit`` chunks that lack vectors, newest notes first; how
+        many (0: none missing). Raises IndexBusyError while another process writes."""
+        from kbase import embed as emb
+
+        con = db.connect(self.path)
+        try:
+            if emb.missing_count(con) == 0:
+                return 0
+            with db.writer_lock(self.path):
+                return emb.embed_newest(con, self.embedder, limit)
+        except apsw.Error as e:
+            raise db.translate_error(e, self.path) from e
+        finally:
+            con.close()
+
     def _embed(self, con: apsw.Connection, progress) -> dict:
         from kbase import embed as emb
 
@@ -202,6 +218,19 @@ class KB:
 
         return self._read(region, target, context)
 
+    def read(self, target: str, start_line: int | None = None, end_line: int | None = None):
+        """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
+        a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut)."""
+        from kbase.reading import read_note
+
+        return self._read(read_note, self.document(target), start_line, end_line)
+
+    def document_at(self, path: str):
+        """The document at exactly ``path`` inside its root (see ``reading.note_at``)."""
+        from kbase.reading import note_at
+
+        return self._read(note_at, path)
+
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str):
         """``document``'s note as a graph node (id, path, title): the same resolution."""
@@ -242,6 +271,18 @@ class KB:
         from kbase import graph
 
         return self._read(graph.neighbors, self.note(note), depth)
+
+    def related(self, note: str, *, limit: int = 10, include_linked: bool = False, strategy: str | None = None):
+        """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
+        or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
+        Notes it links to are left out unless ``include_linked``."""
+        from kbase import related as rel
+
+        if limit < 1:
+            raise InputError(f"limit must be at least 1, not {limit}", "ask for 1 or more notes")
+        cache = self.vector_cache or rel.VectorCache()
+        return self._read(rel.related, self.note(note), limit=limit, include_linked=include_linked, cache=cache,
+                          strategy=strategy or rel.DEFAULT_STRATEGY)
 
     def graph(self, note: str | None = None, *, depth: int | None = None, path: str | None = None,
               exclude: Sequence[str] = ()) -> dict:

@@ -392,6 +392,29 @@ def neighbors(ctx, note, depth, fmt):
 
 
 @cli.command()
+@click.argument("note")
+@click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of notes.")
+@click.option("--all", "include_linked", is_flag=True, help="Include the notes NOTE already links to.")
+@format_options
+@click.pass_context
+def related(ctx, note, limit, include_linked, fmt):
+    """Notes closest in meaning to NOTE (from its chunk vectors), leaving out those it links to.
+
+    Without embeddings, the note's most distinctive terms are searched instead (and it says so)."""
+    from kbase.output import render_related
+
+    with _kb(ctx) as kb:
+        result = kb.related(note, limit=limit, include_linked=include_linked)
+    if result.method == "keyword" and fmt == "table":
+        click.echo(f"no embeddings for {result.path}: keyword similarity on {', '.join(result.terms) or 'no terms'}"
+                   " (kbase embed for similarity in meaning)", err=True)
+    if result.hits or fmt != "table":
+        click.echo(render_related(result, fmt, _color()))
+    else:
+        click.echo("No related notes.", err=True)
+
+
+@cli.command()
 @click.argument("note", required=False)
 @click.option("-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1).")
 @click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")
@@ -416,6 +439,32 @@ def browse(ctx):
     from kbase.tui.app import run
 
     run(ctx.obj["db"])
+
+
+@cli.command()
+@click.option("--http", metavar="[HOST:]PORT",
+              help="Serve streamable HTTP on HOST:PORT (host 127.0.0.1 unless given) instead of stdio.")
+@click.option("--token", envvar="KBASE_MCP_TOKEN", show_envvar=True, metavar="SECRET",
+              help="With --http: require 'Authorization: Bearer SECRET' on every request.")
+@click.option("--watch", is_flag=True, help="Keep the index current while serving (as kbase watch does).")
+@click.option("--no-embed", is_flag=True, help="With --watch: do not embed missing chunks while idle.")
+@click.option("--poll", is_flag=True, help="With --watch: poll the file system (network drives).")
+@click.pass_context
+def mcp(ctx, http, token, watch, no_embed, poll):
+    """Serve the index to AI agents over the Model Context Protocol (stdio, or --http).
+
+    Tools: search, read, links, related, sql, status (all read-only); resources: every note as
+    kbase://note/PATH. See the README for client configuration."""
+    try:
+        from kbase.mcp_server import serve
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise KbaseError("kbase mcp needs the MCP SDK, which is not installed",
+                         'pip install "mcp>=2.3,<3" (or reinstall kbase: pip install .)') from None
+    if http is None and token and ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--token applies to --http only (stdio needs no token)")
+    serve(ctx.obj["db"], http=http, token=token if http else None, watch=watch, embed=not no_embed, poll=poll)
 
 
 @cli.command()

@@ -114,6 +114,12 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
     return con
 
 
+def scratch_connection() -> apsw.Connection:
+    """A private in-memory database, for work that must not touch an index (e.g. running text
+    through the keyword index's tokenizer)."""
+    return apsw.Connection(":memory:")
+
+
 def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
     app_id = con.execute("PRAGMA application_id").get
     version = con.execute("PRAGMA user_version").get

@@ -232,42 +232,65 @@ def embed_missing(
     last_id = -1  # walk the chunks by id: each batch starts after the previous one
     while True:
         rows = con.execute(
-            "SELECT c.id, c.embed_hash, d.title, c.heading_path,"
-            " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-            " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
-            " WHERE c.id > ? AND c.embedded = 0 ORDER BY c.id LIMIT ?",
-            (last_id, batch),
+            _MISSING_SELECT + " WHERE c.id > ? AND c.embedded = 0 ORDER BY c.id LIMIT ?", (last_id, batch)
         ).fetchall()
         if not rows:
             break
         last_id = rows[-1][0]
-        vectors: dict[int, bytes] = {}
-        todo = []
-        for chunk_id, ehash, title, heading_path, text in rows:
-            copy = con.execute(
-                "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
-                " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
-                (ehash,),
-            ).fetchone()
-            if copy:
-                vectors[chunk_id] = copy[0]
-                reused += 1
-            else:
-                todo.append((chunk_id, embed_input(title, heading_path, text)))
-        if todo:
-            t1 = time.perf_counter()
-            for (chunk_id, _), vec in zip(todo, embedder.embed_batch([t for _, t in todo])):
-                vectors[chunk_id] = vec
-            embed_seconds += time.perf_counter() - t1
-        with con:
-            for chunk_id, vec in vectors.items():
-                con.execute("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vec))
-            con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in vectors])
+        r, seconds = _embed_rows(con, embedder, rows)
+        reused += r
+        embed_seconds += seconds
         done += len(rows)
         if progress:
             progress(done, total)
     return {"embedded": done - reused, "reused": reused, "seconds": time.perf_counter() - t0,
             "model_seconds": embed_seconds}
+
+
+_MISSING_SELECT = (
+    "SELECT c.id, c.embed_hash, d.title, c.heading_path, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+    " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+)
+
+
+def _embed_rows(con: apsw.Connection, embedder: Embedder, rows: list[tuple]) -> tuple[int, float]:
+    """Embed and store one batch of ``_MISSING_SELECT`` rows in one transaction: (vectors reused,
+    seconds in the model). A vector already stored for the same embedder input is copied."""
+    vectors: dict[int, bytes] = {}
+    todo = []
+    for chunk_id, ehash, title, heading_path, text in rows:
+        copy = con.execute(
+            "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+            " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
+            (ehash,),
+        ).fetchone()
+        if copy:
+            vectors[chunk_id] = copy[0]
+        else:
+            todo.append((chunk_id, embed_input(title, heading_path, text)))
+    t0 = time.perf_counter()
+    if todo:
+        for (chunk_id, _), vec in zip(todo, embedder.embed_batch([t for _, t in todo])):
+            vectors[chunk_id] = vec
+    seconds = time.perf_counter() - t0
+    with con:
+        for chunk_id, vec in vectors.items():
+            con.execute("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vec))
+        con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in vectors])
+    return len(rows) - len(todo), seconds
+
+
+def embed_newest(con: apsw.Connection, embedder: Embedder, limit: int) -> int:
+    """Embed up to ``limit`` chunks that lack a vector, newest notes first (by file time), in one
+    batch; how many were done (0: nothing is missing). For a long-lived process that embeds
+    while idle, a batch at a time (kbase mcp --watch)."""
+    ensure_vector_table(con, embedder)
+    rows = con.execute(
+        _MISSING_SELECT + " WHERE c.embedded = 0 ORDER BY d.mtime_ns DESC, c.doc_id, c.id LIMIT ?", (limit,)
+    ).fetchall()
+    if rows:
+        _embed_rows(con, embedder, rows)
+    return len(rows)
 
 
 def copy_vectors(con: apsw.Connection, old: dict[bytes, bytes], new_chunks: Sequence[tuple[int, bytes]]) -> int:

@@ -111,3 +111,17 @@ class IndexReport:
     interrupted: bool = False
     embedding: dict | None = None  # what the embedding step did (embedded, reused, seconds)
     moved_roots: list[dict] = field(default_factory=list)  # roots found moved along with the index
+
+
+@dataclass
+class RelatedResult:
+    """``kbase related``: the notes nearest a note, and how they were found."""
+
+    doc_id: int  # the note asked about
+    path: str
+    title: str
+    method: str  # 'semantic' (chunk vectors) or 'keyword' (no vectors for this note: distinctive terms)
+    terms: tuple[str, ...]  # the keyword method's query terms
+    hits: list[Hit]  # best first; ``score``: cosine similarity (semantic) or bm25, negated (keyword)
+    links_to: frozenset[int] = frozenset()  # documents the note links to (left out unless asked for)
+    linked_from: frozenset[int] = frozenset()  # documents that link to the note

@@ -223,6 +223,32 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
     return "\n".join(out)
 
 
+RELATED_FIELDS = ("rank", "score", "title", "path", "abspath", "line", "heading_path", "snippet", "tags", "stale",
+                  "linked", "links_here", "method", "doc_id", "chunk_id")
+
+
+def related_records(result) -> list[dict]:
+    """``kbase related`` rows: the hit fields, whether NOTE links to the note or it to NOTE, and the
+    method (semantic, or keyword when NOTE has no vectors)."""
+    return [{**{k: v for k, v in hit_record(i, h).items() if k in RELATED_FIELDS},
+             "linked": h.doc_id in result.links_to, "links_here": h.doc_id in result.linked_from,
+             "method": result.method} for i, h in enumerate(result.hits, 1)]
+
+
+def render_related(result, fmt: str, color: bool) -> str:
+    if fmt != "table":
+        return render_records(related_records(result), fmt, RELATED_FIELDS)
+    out = []
+    width = len(str(len(result.hits)))
+    for i, rec in enumerate(related_records(result), 1):
+        marks = "".join(m for m, on in ((" [linked]", rec["linked"]), (" [links here]", rec["links_here"])) if on)
+        loc = f"{rec['path']}:{rec['line']}"
+        title = click.style(rec["title"], bold=True) if color else rec["title"]
+        out.append(f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}  {rec['score']:.2f}{marks}")
+        out.append(" " * (width + 2) + rec["snippet"])
+    return "\n".join(out)
+
+
 NOTE_FIELDS = ("id", "path", "title", "distance", "direction", "via")
 
 

@@ -22,6 +22,7 @@ class VectorCache:
         self._key: tuple | None = None
         self._ids = None  # numpy int64 array of chunk ids
         self._matrix = None  # numpy float32 (n, dim), rows are unit vectors
+        self._docs = None  # numpy int64 array: the document of each row (loaded when asked for)
 
     def _load(self, con: apsw.Connection) -> None:
         import numpy as np
@@ -36,7 +37,20 @@ class VectorCache:
         else:
             self._ids = np.zeros(0, dtype=np.int64)
             self._matrix = np.zeros((0, 1), dtype="<f4")
+        self._docs = None
         self._key = key
+
+    def arrays(self, con: apsw.Connection) -> tuple:
+        """(chunk ids, unit vectors, document ids) as numpy arrays, row for row; for scoring
+        whole notes (kbase.related). Call inside the read transaction that uses them."""
+        import numpy as np
+
+        self._load(con)
+        if self._docs is None:
+            doc_of = dict(con.execute("SELECT id, doc_id FROM chunks WHERE embedded"))
+            self._docs = np.fromiter((doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64,
+                                     count=len(self._ids))
+        return self._ids, self._matrix, self._docs
 
     def nearest(self, con: apsw.Connection, vector: bytes, k: int,
                 allowed: Collection[int] | None = None) -> list[tuple[int, float]]:

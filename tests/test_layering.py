@@ -1,12 +1,13 @@
-"""The core (everything but the CLI, output and TUI layers) imports no presentation library."""
+"""The core (everything but the faces: CLI, output, TUI, MCP server) imports no presentation or
+protocol library."""
 
 import ast
 from pathlib import Path
 
 import kbase
 
-PRESENTATION = {"click", "textual", "rich"}
-ALLOWED = {"cli.py", "output.py", "__main__.py"}
+PRESENTATION = {"click", "textual", "rich", "mcp", "mcp_types", "starlette", "uvicorn"}
+ALLOWED = {"cli.py", "output.py", "__main__.py", "mcp_server.py"}
 
 
 def test_core_does_not_import_presentation_libraries():

@@ -382,6 +382,26 @@ async def test_going_back_restores_the_link_that_was_followed(index):
 
 
 @pytest.mark.asyncio
+async def test_links_pane_lists_related_notes_and_follows_one(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await type_query(pilot, "pinch shoots")
+        screen = main(app)
+        links = screen.links
+        prompts = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
+        header = next(i for i, p in enumerate(prompts) if p.startswith("≈ related"))
+        assert prompts[header].startswith("≈ related by keywords")  # the test index has no embeddings
+        related = [k for k in links.entries if k.startswith("rel-")]
+        assert related and all("Garden.md" not in links.entries[k].label for k in related)
+        first = links.entries["rel-0"]
+        links.highlighted = header + 1
+        links.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.preview.location.path == first.location.path != "Garden.md"
+
+
+@pytest.mark.asyncio
 async def test_wikilink_clicked_in_the_preview_is_followed(index):
     from textual.widgets import Markdown
 

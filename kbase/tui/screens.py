@@ -69,6 +69,12 @@ class LinksLoaded(Message):
         self.request, self.location, self.outlinks, self.backlinks = request, location, outlinks, backlinks
 
 
+class RelatedLoaded(Message):
+    def __init__(self, request: int, location: Location, related) -> None:
+        super().__init__()
+        self.request, self.location, self.related = request, location, related
+
+
 class NoteResolved(Message):
     def __init__(self, location: Location) -> None:
         super().__init__()
@@ -88,6 +94,7 @@ class WorkFailed(Message):
 
 
 MODE_HELP = "Search mode: keyword → semantic → hybrid"
+RELATED_LIMIT = 8  # related notes under the links (kbase related)
 EDIT_HELP = "Open the note in $EDITOR at the hit's line"
 
 
@@ -334,8 +341,18 @@ class MainScreen(Screen):
             if not worker.is_cancelled:
                 self.post_message(WorkFailed("links", e, request))
             return
-        if not worker.is_cancelled:
-            self.post_message(LinksLoaded(request, location, outlinks, backlinks))
+        if worker.is_cancelled:
+            return
+        self.post_message(LinksLoaded(request, location, outlinks, backlinks))
+        try:  # on the KB that holds the vectors in memory (no model needed)
+            with self.app.pool.vector_kb() as kb:
+                related = kb.related(location.target, limit=RELATED_LIMIT) if not worker.is_cancelled else None
+        except Exception as e:  # noqa: BLE001
+            if not worker.is_cancelled:
+                self.post_message(WorkFailed("related notes", e, request))
+            return
+        if related is not None and not worker.is_cancelled:
+            self.post_message(RelatedLoaded(request, location, related))
 
     @on(DocumentLoaded)
     def _document_loaded(self, message: DocumentLoaded) -> None:
@@ -356,6 +373,11 @@ class MainScreen(Screen):
         row = self._links_choice.get(self.history_pos)
         if row is not None and row < self.links.option_count and not self.links.get_option_at_index(row).disabled:
             self.links.highlighted = row  # back (or forward) here: the link that was followed
+
+    @on(RelatedLoaded)
+    def _related_loaded(self, message: RelatedLoaded) -> None:
+        if message.request == self._request:
+            self.links.show_related(message.location, message.related)
 
     @on(LinksPane.Follow)
     def _follow(self, message: LinksPane.Follow) -> None:

@@ -394,6 +394,20 @@ class LinksPane(OptionList):
         first = next((i for i, o in enumerate(options) if not o.disabled), None)
         self.highlighted = first
 
+    def show_related(self, note: Location, related) -> None:
+        """Append the related notes (a kbase RelatedResult) below the links."""
+        how = " by keywords" if related.method == "keyword" else ""
+        options: list = [Option(Content.styled(f"≈ related{how} ({len(related.hits)})", "bold $text-accent"),
+                                disabled=True)]
+        for i, hit in enumerate(related.hits):
+            loc = Location(hit.path, hit.abspath, hit.line, None, hit.title, hit.chunk_id)
+            self.entries[f"rel-{i}"] = LinkEntry(loc, hit.path)
+            options.append(Option(self._prompt(f"{hit.title}  {hit.path}:{hit.line}", hit.snippet), id=f"rel-{i}"))
+        self.add_options(options)
+        if self.highlighted is None:
+            self.highlighted = next((i for i in range(self.option_count)
+                                     if not self.get_option_at_index(i).disabled), None)
+
     def clear_links(self) -> None:
         self.entries = {}
         self.clear_options()

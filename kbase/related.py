@@ -1,0 +1,170 @@
+"""Related notes: the notes nearest in meaning to a note.
+
+With embeddings, a note is compared with every other note through its chunk vectors (no model is
+needed: the stored vectors are compared with each other). Without them (an index built with
+``--no-embed``, or a note not embedded yet), the note's most distinctive terms (tf-idf over the
+keyword index, through the same tokenizer) become an any-word query ranked by bm25, and the result
+says so.
+
+How notes are compared, measured on the shared vaults with the notes each note links to as the
+relevant set (bench/related.py, BENCHMARKS.md "Related notes"): ``best`` (a note's score is its
+best chunk-to-chunk match) and ``maxsim`` (each chunk's best match, averaged over the note's
+chunks) against ``mean`` (the mean of the note's chunk vectors against every chunk) and
+``centroid`` (mean vector against mean vector).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import apsw
+
+from kbase.models import RelatedResult
+from kbase.vectors import VectorCache
+
+STRATEGIES = ("mean", "best", "maxsim", "centroid")
+# Chosen on the shared vaults (bench/related.py, BENCHMARKS.md): Recall@10 of linked notes,
+# mean / best / maxsim / centroid: obsidian-tasks-docs 0.538 / 0.491 / 0.494 / 0.454, foam-docs
+# 0.733 / 0.702 / 0.738 / 0.601, rust-book 0.782 / 0.626 / 0.670 / 0.541. The mean vector is
+# clearly best on two vaults and level on the third, and it is the cheapest (one matrix product).
+DEFAULT_STRATEGY = "mean"
+# Keyword fallback: how many of the note's terms make the query. More terms match more notes
+# for the wrong reasons; fewer miss the note's subject when its title words are common.
+KEYWORD_TERMS = 12
+# Terms considered at all (the most frequent of the note's words): bounds the per-term
+# document-frequency lookups for a long note.
+KEYWORD_CANDIDATES = 200
+_TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
+
+
+def related(con: apsw.Connection, note, *, limit: int = 10, include_linked: bool = False,
+            cache: VectorCache | None = None, strategy: str = DEFAULT_STRATEGY) -> RelatedResult:
+    """Notes related to ``note`` (a kbase.graph.Note), best first, leaving out the notes it links
+    to unless ``include_linked``. ``cache``: the in-memory vectors (a temporary one if None)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}")
+    links_to = {t for (t,) in con.execute(
+        "SELECT DISTINCT target_id FROM links WHERE source_id = ? AND target_id IS NOT NULL", (note.id,))}
+    linked_from = {s for (s,) in con.execute(
+        "SELECT DISTINCT source_id FROM links WHERE target_id = ? AND source_id <> ?", (note.id, note.id))}
+    skip = {note.id} | (set() if include_linked else links_to)
+    result = RelatedResult(note.id, note.path, note.title, "semantic", (), [], frozenset(links_to),
+                           frozenset(linked_from))
+    if limit <= 0:
+        return result
+    ranked = _by_vectors(con, note.id, cache or VectorCache(), strategy, skip, limit) if _has_vectors(con) else None
+    if ranked is None:
+        terms, ranked = _by_keywords(con, note.id, skip, limit)
+        result.method, result.terms = "keyword", terms
+    from kbase.search import _hit
+
+    result.hits = [_hit(con, doc_id, cid, score, n, match) for doc_id, cid, score, n, match in ranked]
+    return result
+
+
+def _has_vectors(con: apsw.Connection) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is not None
+
+
+def _by_vectors(con, note_id: int, cache: VectorCache, strategy: str, skip: set[int],
+                limit: int) -> list[tuple] | None:
+    """[(doc_id, best chunk id, score, 1, None)], or None when the note has no vectors."""
+    import numpy as np
+
+    ids, matrix, docs = cache.arrays(con)
+    own = docs == note_id
+    if not own.any():
+        return None
+    note_vectors = matrix[own]
+    order = np.argsort(docs, kind="stable")
+    sorted_docs = docs[order]
+    starts = np.flatnonzero(np.r_[True, sorted_docs[1:] != sorted_docs[:-1]])
+    doc_ids = sorted_docs[starts]
+    mean = note_vectors.mean(axis=0)
+    mean /= np.linalg.norm(mean) or 1.0
+    if strategy in ("mean", "centroid"):
+        per_chunk = matrix @ mean
+        if strategy == "mean":
+            scores = np.maximum.reduceat(per_chunk[order], starts)
+        else:
+            centroids = np.add.reduceat(matrix[order], starts, axis=0)
+            centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
+            scores = centroids @ mean
+    else:
+        pairs = matrix @ note_vectors.T  # chunk x note chunk
+        per_chunk = pairs.max(axis=1)
+        if strategy == "best":
+            scores = np.maximum.reduceat(per_chunk[order], starts)
+        else:
+            scores = np.maximum.reduceat(pairs[order], starts, axis=0).mean(axis=1)
+    keep = ~np.isin(doc_ids, np.fromiter(skip | {-1}, dtype=np.int64))
+    candidates = np.flatnonzero(keep)
+    top = candidates[np.argsort(-scores[candidates], kind="stable")[:limit]]
+    ends = np.r_[starts[1:], len(order)]
+    out = []
+    for g in top:
+        rows = order[starts[g]:ends[g]]
+        best = rows[int(np.argmax(per_chunk[rows]))]
+        out.append((int(doc_ids[g]), int(ids[best]), float(scores[g]), 1, None))
+    return out
+
+
+def _by_keywords(con: apsw.Connection, note_id: int, skip: set[int], limit: int) -> tuple[tuple[str, ...], list]:
+    """(the note's most distinctive terms, [(doc_id, chunk id, bm25 score, matched chunks, match)])."""
+    from kbase.search import keyword_ranked
+
+    terms = distinctive_terms(con, note_id)
+    if not terms:
+        return (), []
+    text = " OR ".join('"' + t + '"' for t in terms)
+    ranked = keyword_ranked(con, text, limit + len(skip))
+    return terms, [(r.doc_id, r.chunk_id, r.score, r.matched, r.match) for r in ranked if r.doc_id not in skip][:limit]
+
+
+def distinctive_terms(con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS) -> tuple[str, ...]:
+    """The words of a note that best tell it apart (tf-idf over the keyword index's chunks), in the
+    keyword index's own terms: each word is run through the index's tokenizer (stemming included)
+    in a scratch FTS5 table, and words sharing a stem count together."""
+    from kbase.db import scratch_connection
+    from kbase.query import STOPWORDS
+
+    row = con.execute("SELECT body FROM documents WHERE id = ?", (note_id,)).fetchone()
+    words = Counter(w.lower() for w in re.findall(r"\w+", row[0] if row else ""))
+    words = Counter({w: n for w, n in words.items() if w not in STOPWORDS and not w.isdigit() and len(w) > 1})
+    if not words:
+        return ()
+    sql = con.execute("SELECT sql FROM sqlite_schema WHERE name = 'chunks_fts'").fetchone()[0]
+    m = _TOKENIZE.search(sql)
+    tokenize = m.group(1).replace("''", "'") if m else "unicode61"
+    scratch = scratch_connection()
+    try:
+        scratch.execute(f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize = '{tokenize.replace(chr(39), chr(39) * 2)}')")
+        scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, instance)")
+        vocab = list(words)
+        scratch.executemany("INSERT INTO w (rowid, word) VALUES (?, ?)", list(enumerate(vocab)))
+        stems: dict[str, list[str]] = {}
+        for term, doc in scratch.execute("SELECT term, doc FROM v ORDER BY doc"):
+            stems.setdefault(term, []).append(vocab[doc])
+    finally:
+        scratch.close()
+    # Each stem is looked up by its most frequent word, which the index's tokenizer turns back into it.
+    tf = {stem: (sum(words[w] for w in ws), max(ws, key=lambda w: (words[w], w))) for stem, ws in stems.items()}
+    candidates = sorted(tf.items(), key=lambda kv: -kv[1][0])[:KEYWORD_CANDIDATES]
+    own = [cid for (cid,) in con.execute("SELECT id FROM chunks WHERE doc_id = ?", (note_id,))]
+    total = con.execute("SELECT count(*) FROM chunks").fetchone()[0] - len(own)
+    own_marks = ",".join("?" * len(own))
+    scored = []
+    for stem, (count, word) in candidates:
+        match = '"' + word.replace('"', '""') + '"'
+        df = con.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchone()[0]
+        if own:
+            df -= con.execute(f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({own_marks})",
+                              (match, *own)).fetchone()[0]
+        if df <= 0:
+            continue  # only in this note: it cannot find another one
+        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        scored.append(((1 + math.log(count)) * idf, word))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return tuple(w for _, w in scored[:k])
