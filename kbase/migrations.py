@@ -61,6 +61,20 @@ def _schema_5(con: apsw.Connection) -> None:
     con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
 
 
+def _schema_8(con: apsw.Connection) -> None:
+    """chunks_cjk: the keyword index of runs in scripts without spaces (kbase/cjk.py), filled from
+    the chunks already indexed."""
+    from kbase import cjk
+
+    con.execute(
+        "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '', contentless_delete = 1,"
+        " tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*''')"
+    )
+    con.execute("CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN"
+                " DELETE FROM chunks_cjk WHERE rowid = old.id; END")
+    cjk.rebuild(con)
+
+
 def _statement(schema: str, start: str) -> str:
     """The statement of ``schema`` that begins with ``start`` (up to its final ';' at a line end,
     or 'END;' for a trigger)."""
@@ -87,6 +101,12 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # keeps embed_hash as 8 bytes with an index of embedded chunks only, chunks_to_embed goes,
     # links.target_path is kept for attachments only (a note's path is its documents row's).
     5: _schema_5,
+    # 6 and 7 are other branches' steps (renumbered when merged); no-ops here.
+    6: "",
+    7: "",
+    # Chinese, Japanese, Korean, Thai, ... searchable (issue 13; BENCHMARKS.md): a second keyword
+    # index with rows only for chunks in those scripts.
+    8: _schema_8,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

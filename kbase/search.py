@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from kbase import cjk
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
@@ -104,6 +105,9 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
     if query.empty or n <= 0:
         return []
     where, args = filters.sql()
+    if cjk.applies(query):
+        return _cjk_ranked(con, query, n, where, args, fill_to)
+    where, args = _without_excluded_runs(query, where, args)
     ranked = _ranked_docs(con, query.to_fts(), where, args, n)
     if len(ranked) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
         have = {r[0] for r in ranked}
@@ -113,18 +117,48 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
     return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
 
 
-def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int) -> list[tuple]:
+def _cjk_ranked(con: apsw.Connection, query, n: int, where: str, args: list, fill_to: int | None) -> list[tuple]:
+    """keyword_ranked for a query with words in scripts without spaces (kbase.cjk): all words on
+    chunks_cjk, then some of them; then notes whose chunks hold none of these scripts but some of
+    the other words (from chunks_fts)."""
+    pq = cjk.pair_query(query)
+    ranked = _ranked_docs(con, pq.to_fts(), where, args, n, cjk.TABLE)
+    some_words = len(query.clauses) > 1 and not query.explicit_or
+    if len(ranked) < (fill_to or n) and some_words:
+        have = {r[0] for r in ranked}
+        ranked += [r for r in _ranked_docs(con, pq.to_fts(match_any=True), where, args, n, cjk.TABLE)
+                   if r[0] not in have][: n - len(ranked)]
+        latin = cjk.latin_query(query)
+        if len(ranked) < (fill_to or n) and not latin.empty:
+            have = {r[0] for r in ranked}
+            ranked += [r for r in _ranked_docs(con, latin.to_fts(match_any=True), where, args, n)
+                       if r[0] not in have][: n - len(ranked)]
+    return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
+
+
+def _without_excluded_runs(query, where: str, args: list) -> tuple[str, list]:
+    """A query on chunks_fts whose excluded words are in scripts without spaces: chunks_fts
+    cannot see them, so the notes holding them (in chunks_cjk) are left out."""
+    excluded = cjk.excluded_runs(query)
+    if excluded is None:
+        return where, args
+    return (f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
+            f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))", [*args, excluded])
+
+
+def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int,
+                 table: str = "chunks_fts") -> list[tuple]:
     """(doc_id, best chunk id, bm25, matching chunks, match) per document, best first.
 
     The bm25 scores are materialised first (FTS5 computes them only in its own query), then
     grouped: with min(), SQLite takes the other bare columns from the row holding the minimum,
     so ``cid`` is the best chunk (a third faster than ranking with window functions)."""
     if where == "1":
-        return _ranked_docs_from_best_chunks(con, match, limit)
+        return _ranked_docs_from_best_chunks(con, match, limit, table)
     w = ", ".join(str(x) for x in BM25_WEIGHTS)
     sql = f"""
         WITH m AS MATERIALIZED (
-            SELECT rowid AS cid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?
+            SELECT rowid AS cid, bm25({table}, {w}) AS s FROM {table} WHERE {table} MATCH ?
         )
         SELECT c.doc_id, m.cid, min(m.s) AS s, count(*) AS n, ? AS match
         FROM m JOIN chunks AS c ON c.id = m.cid JOIN documents AS d ON d.id = c.doc_id
@@ -132,7 +166,8 @@ def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit
     return con.execute(sql, [match, match, *args, limit]).fetchall()
 
 
-def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int) -> list[tuple]:
+def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int,
+                                  table: str = "chunks_fts") -> list[tuple]:
     """What _ranked_docs gives without filters, from FTS5's own ordering: the best chunks in
     order (FTS5 still scores every match, but nothing else is done with the rest), widened until
     they hold ``limit`` documents; then one count of matching chunks for those documents. A
@@ -142,8 +177,8 @@ def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int) 
     k = max(4 * limit, 64)
     while True:
         rows = con.execute(
-            "WITH top AS (SELECT rowid AS cid, rank AS s FROM chunks_fts"
-            " WHERE chunks_fts MATCH ?1 AND rank MATCH ?2 ORDER BY rank LIMIT ?3)"
+            f"WITH top AS (SELECT rowid AS cid, rank AS s FROM {table}"
+            f" WHERE {table} MATCH ?1 AND rank MATCH ?2 ORDER BY rank LIMIT ?3)"
             " SELECT c.doc_id, top.cid, top.s FROM top JOIN chunks AS c ON c.id = top.cid ORDER BY top.s",
             (match, rank, k),
         ).fetchall()
@@ -161,7 +196,7 @@ def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int) 
     marks = ",".join("?" * len(best))
     counts = dict(con.execute(
         f"SELECT doc_id, count(*) FROM chunks WHERE doc_id IN ({marks})"
-        " AND id IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?) GROUP BY doc_id",
+        f" AND id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) GROUP BY doc_id",
         [*best, match],
     ).fetchall())
     return [(doc_id, cid, score, counts.get(doc_id, 1), match) for doc_id, cid, score in best.values()]
@@ -274,7 +309,8 @@ def hybrid_search(
     n = max(limit, depth)
     # The any-word query is only worth its cost when all words do not fill a page by themselves.
     kw = keyword_ranked(con, text, n, filters, fill_to=limit)
-    sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache) if r[2] >= min_similarity]
+    sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache) if r[2] >= min_similarity] \
+        if cjk.model_can_read(text) else []
     fused = rrf({"keyword": [r[0] for r in kw], "semantic": [r[0] for r in sem]}, k=k,
                 weights=weights or DEFAULT_WEIGHTS)
     kw_by_doc = {r[0]: r for r in kw}
@@ -303,6 +339,9 @@ DEFAULT_WEIGHTS = {"keyword": 1.0, "semantic": 1.0}
 def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int, match: str | None = None,
          explain: dict | None = None) -> Hit:
     """A Hit for a document and its chunk; with ``match``, the snippet highlights the terms."""
+    pair_match = match if match is not None and cjk.is_pair_match(match) else None
+    if pair_match is not None:
+        match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
     row = con.execute(
         """SELECT d.path, r.path, d.title, d.size, d.mtime_ns, c.line, c.heading_path,
                   CASE WHEN ?1 IS NULL THEN substr(d.body, c.start_char + 1, c.end_char - c.start_char)
@@ -314,6 +353,8 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
         (match, chunk_id),
     ).fetchone()
     path, root, title, size, mtime_ns, line, heading_path, marked, tags = row
+    if pair_match is not None:
+        marked = cjk.highlighted(con, chunk_id, marked, pair_match)
     snippet, highlights, lines_before = make_snippet(marked or "")
     abspath = os.path.join(root, path) if path else root
     return Hit(
