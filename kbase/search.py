@@ -125,6 +125,14 @@ def _cjk_ranked(con: apsw.Connection, query, n: int, where: str, args: list, fil
     ranked = _ranked_docs(con, pq.to_fts(), where, args, n, cjk.TABLE)
     some_words = len(query.clauses) > 1 and not query.explicit_or
     if len(ranked) < (fill_to or n) and some_words:
+        # Notes that hold every word, but not in one chunk (a chunk is a few paragraphs; words
+        # without spaces are short and a note is what the user looks for): next, by their best chunk.
+        have = {r[0] for r in ranked}
+        across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - have
+        if across:
+            marks = ",".join("?" * len(across))
+            ranked += _ranked_docs(con, pq.to_fts(match_any=True), f"{where} AND d.id IN ({marks})",
+                                   [*args, *across], n - len(ranked), cjk.TABLE)
         have = {r[0] for r in ranked}
         ranked += [r for r in _ranked_docs(con, pq.to_fts(match_any=True), where, args, n, cjk.TABLE)
                    if r[0] not in have][: n - len(ranked)]
@@ -134,6 +142,15 @@ def _cjk_ranked(con: apsw.Connection, query, n: int, where: str, args: list, fil
             ranked += [r for r in _ranked_docs(con, latin.to_fts(match_any=True), where, args, n)
                        if r[0] not in have][: n - len(ranked)]
     return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
+
+
+def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
+    """The notes with a chunk that matches a clause of a chunks_cjk query (or, for a clause
+    without runs, a chunk without runs that chunks_fts matches)."""
+    expr = " OR ".join(t.fts() for t in clause)
+    tables = [cjk.TABLE] + (["chunks_fts"] if not cjk.is_pair_match(expr) else [])
+    return {doc_id for table in tables for (doc_id,) in con.execute(
+        f"SELECT DISTINCT doc_id FROM chunks WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)", (expr,))}
 
 
 def _without_excluded_runs(query, where: str, args: list) -> tuple[str, list]:
