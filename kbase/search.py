@@ -15,7 +15,7 @@ from kbase import cjk
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
-from kbase.query import parse_query
+from kbase.query import Query, parse_query
 from kbase.rank import RRF_K, rrf
 from kbase.vectors import VectorCache
 
@@ -117,7 +117,7 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
     return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
 
 
-def _cjk_ranked(con: apsw.Connection, query, n: int, where: str, args: list, fill_to: int | None) -> list[tuple]:
+def _cjk_ranked(con: apsw.Connection, query: Query, n: int, where: str, args: list, fill_to: int | None) -> list[tuple]:
     """keyword_ranked for a query with words in scripts without spaces (kbase.cjk): all words on
     chunks_cjk, then some of them; then notes whose chunks hold none of these scripts but some of
     the other words (from chunks_fts)."""
@@ -139,28 +139,30 @@ def _cjk_ranked(con: apsw.Connection, query, n: int, where: str, args: list, fil
         latin = cjk.latin_query(query)
         if len(ranked) < (fill_to or n) and not latin.empty:
             have = {r[0] for r in ranked}
-            ranked += [r for r in _ranked_docs(con, latin.to_fts(match_any=True), where, args, n)
+            lw, la = _without_excluded_runs(query, where, args)
+            ranked += [r for r in _ranked_docs(con, latin.to_fts(match_any=True), lw, la, n)
                        if r[0] not in have][: n - len(ranked)]
     return [(doc_id, cid, -s, count, match) for doc_id, cid, s, count, match in ranked]
 
 
 def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
-    """The notes with a chunk that matches a clause of a chunks_cjk query (or, for a clause
-    without runs, a chunk without runs that chunks_fts matches)."""
+    """The notes with a chunk that matches a clause of a chunks_cjk query (a clause without runs
+    also in chunks_fts, which alone holds the chunks without runs)."""
     expr = " OR ".join(t.fts() for t in clause)
     tables = [cjk.TABLE] + (["chunks_fts"] if not cjk.is_pair_match(expr) else [])
     return {doc_id for table in tables for (doc_id,) in con.execute(
         f"SELECT DISTINCT doc_id FROM chunks WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)", (expr,))}
 
 
-def _without_excluded_runs(query, where: str, args: list) -> tuple[str, list]:
+def _without_excluded_runs(query: Query, where: str, args: list) -> tuple[str, list]:
     """A query on chunks_fts whose excluded words are in scripts without spaces: chunks_fts
     cannot see them, so the notes holding them (in chunks_cjk) are left out."""
     excluded = cjk.excluded_runs(query)
     if excluded is None:
         return where, args
-    return (f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
-            f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))", [*args, excluded])
+    sql = (f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
+           f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))")
+    return sql, [*args, excluded]
 
 
 def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int,

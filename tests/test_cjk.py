@@ -1,7 +1,6 @@
 """Search in scripts without spaces between words (kbase/cjk.py): Chinese, Japanese, Korean, Thai."""
 
 import random
-import re
 
 import pytest
 
