@@ -1,4 +1,4 @@
--- kbase index schema, version 7 (PRAGMA user_version).
+-- kbase index schema, version 8 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -199,6 +199,22 @@ END;
 CREATE TRIGGER chunks_before_update
 BEFORE UPDATE OF id, doc_id, start_char, end_char, heading_path ON chunks BEGIN
     SELECT RAISE(ABORT, 'chunks are replaced, not updated: delete and insert instead');
+END;
+
+-- Keyword index for scripts written without spaces between words: Chinese, Japanese, Korean, Thai,
+-- Lao, Khmer, Myanmar (kbase/cjk.py). Only chunks that contain such characters (in the text, title
+-- or headings) have a row; it holds the values of their chunks_fts row with every run of those
+-- characters written as its overlapping pairs ('同步设置' -> '同步 步设 设置'), so a word of two
+-- or more characters matches as the phrase of its pairs: MATCH '"同步 步设 设置"'. Contentless:
+-- the text is chunks_fts_content's; highlight() and snippet() are not available here.
+CREATE VIRTUAL TABLE chunks_cjk USING fts5(
+    body, title, headings,
+    content = '', contentless_delete = 1,
+    tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*'''
+);
+
+CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN
+    DELETE FROM chunks_cjk WHERE rowid = old.id;
 END;
 
 CREATE TRIGGER documents_before_delete BEFORE DELETE ON documents BEGIN

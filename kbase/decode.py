@@ -1,13 +1,17 @@
-"""bytes -> text. BOM first, then strict UTF-8, then BOM-less UTF-16/32, then charset-normalizer.
+"""bytes -> text. BOM first, then the 7-bit escape encodings (ISO-2022-JP/-KR, HZ), then strict
+UTF-8, then BOM-less UTF-16/32, then charset-normalizer, then the CJK codecs it leaves out.
 
 Binary files (NUL bytes that are not UTF-16/32, or nothing decodes cleanly) are refused with a
-reason, so the caller can skip them with a warning.
+reason, so the caller can skip them with a warning. NUL padding after the text (what an
+interrupted sync or a preallocating copy leaves) is removed with a warning, and the text kept.
 """
 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import re
+import unicodedata
 from dataclasses import dataclass
 
 # Longest first: the UTF-32-LE BOM starts with the UTF-16-LE one.
@@ -35,16 +39,40 @@ class Decoded:
     text: str
     encoding: str  # Python codec name, e.g. 'utf_8', 'utf_16_le', 'cp1252'
     bom: bool = False
+    warnings: tuple[str, ...] = ()  # what was repaired, for the index run's report
 
 
 def decode(data: bytes) -> Decoded:
     """Decode a file's bytes; raises ``UndecodableError`` for binary or undecodable data."""
+    padding = _nul_padding(data)
+    if padding:
+        decoded = _decode(data[:-padding])
+        if decoded.encoding.startswith(("utf_16", "utf_32")):  # NUL-free bytes read as UTF-16: noise
+            raise UndecodableError("binary file (contains NUL bytes)")
+        warning = f"{padding:,} NUL bytes after the text (an interrupted sync or copy?) left out"
+        return dataclasses.replace(decoded, warnings=(*decoded.warnings, warning))
+    return _decode(data)
+
+
+def _nul_padding(data: bytes) -> int:
+    """The length of a run of NUL bytes that ends ``data`` after NUL-free text, else 0. UTF-16/32
+    text has NULs inside (and its padding is left to the binary test)."""
+    text_end = len(data.rstrip(b"\x00"))
+    if text_end == len(data) or b"\x00" in data[:text_end] or not data[:text_end].strip():
+        return 0
+    return len(data) - text_end
+
+
+def _decode(data: bytes) -> Decoded:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
                 return _checked(data[len(bom):].decode(encoding), encoding, bom=True)
             except UnicodeDecodeError:
                 break  # a BOM followed by garbage: let the other detectors decide
+    escaped = _escape_encoded(data)
+    if escaped is not None:
+        return escaped
     try:
         text = data.decode("utf_8")
     except UnicodeDecodeError:
@@ -61,6 +89,43 @@ def decode(data: bytes) -> Decoded:
         except UnicodeDecodeError:
             raise UndecodableError(f"binary file (NUL bytes, not valid {encoding})") from None
     return _charset_normalizer(data)
+
+
+# 7-bit encodings that switch character sets with escape sequences. Their bytes are valid ASCII
+# (so valid UTF-8), and ISO-2022-KR's shift bytes SO/SI look like binary: they must be recognised
+# before either test. A codec is taken only if it decodes the whole file strictly, in this order
+# (the plain codec before the supersets that accept more escapes).
+_ISO2022_JP = re.compile(rb"\x1b(?:\$[@B]|\$\(D|\([BJI])")
+_ISO2022_JP_CODECS = ("iso2022_jp", "iso2022_jp_2", "iso2022_jp_ext", "iso2022_jp_2004", "iso2022_jp_3")
+_ISO2022_KR = re.compile(rb"\x1b\$\)C")
+_HZ = re.compile(rb"~\{[\x21-\x7e]{2}")
+# HZ needs no escape character at all ('~{' ... '~}'), so in plain ASCII text a '~{' could be
+# anything: the decoded GB2312 runs must be Chinese (a run of ASCII letters decodes as hanzi
+# too, but text with '~' before anything but '{', '}', '~' or a line end is not HZ at all).
+HZ_MIN_HAN_RATIO = 0.5
+
+
+def _escape_encoded(data: bytes) -> Decoded | None:
+    if not data.isascii():
+        return None
+    candidates: tuple[str, ...] = ()
+    if _ISO2022_KR.search(data):
+        candidates = ("iso2022_kr",)
+    elif _ISO2022_JP.search(data):
+        candidates = _ISO2022_JP_CODECS
+    elif _HZ.search(data):
+        candidates = ("hz",)
+    for encoding in candidates:
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if encoding == "hz":
+            han = sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef")
+            if han < HZ_MIN_HAN_RATIO * sum(1 for ch in text if not ch.isascii()) or not han:
+                return None
+        return _checked(text, encoding)
+    return None
 
 
 def _checked(text: str, encoding: str, bom: bool = False) -> Decoded:
@@ -107,9 +172,15 @@ CHAOS_TIE = 0.15
 
 def _charset_normalizer(data: bytes) -> Decoded:
     from charset_normalizer import from_bytes
+    from charset_normalizer.utils import is_multi_byte_encoding
 
     results = from_bytes(data)
     best = results.best()
+    if best is None or (best.coherence == 0 and not is_multi_byte_encoding(best.encoding)):
+        # Nothing fits, or only a single-byte code page that makes no language out of the bytes.
+        cjk = _cjk_fallback(data)
+        if cjk is not None:
+            return cjk
     if best is None:
         raise UndecodableError("undecodable: no text encoding fits these bytes")
     tied = {
@@ -122,3 +193,34 @@ def _charset_normalizer(data: bytes) -> Decoded:
     except (UnicodeDecodeError, LookupError):
         text = str(best)
     return _checked(text, best.encoding)
+
+
+# CJK codecs that charset-normalizer turns down when the text is short or unusual (rare hangul
+# syllables, Hong Kong characters, symbols): its "chaos" measure counts the rare characters as
+# noise. Tried in this order, only when it found nothing better; the first whose strict decoding
+# holds nothing but assigned, printable characters with some CJK among them wins. GB18030 and
+# Shift-JIS are not here: charset-normalizer finds them, and GB18030 decodes nearly any bytes.
+CJK_FALLBACK_CODECS = ("cp949", "johab", "big5hkscs")
+
+
+def _cjk_fallback(data: bytes) -> Decoded | None:
+    for encoding in CJK_FALLBACK_CODECS:
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if _plausible_cjk(text):
+            return _checked(text, encoding)
+    return None
+
+
+def _plausible_cjk(text: str) -> bool:
+    cjk = False
+    for ch in text:
+        if ch.isascii():
+            continue
+        category = unicodedata.category(ch)
+        if category in ("Co", "Cn", "Cs") or (category == "Cc" and not ch.isspace()):
+            return False
+        cjk = cjk or unicodedata.east_asian_width(ch) == "W"
+    return cjk

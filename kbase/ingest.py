@@ -24,7 +24,7 @@ import apsw
 from kbase import store
 from kbase.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.db import meta_get, meta_set
-from kbase.decode import UndecodableError, decode
+from kbase.decode import Decoded, UndecodableError, decode
 from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, printable, walk
 from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
 from kbase.maintenance import follow_moved_roots
@@ -143,7 +143,7 @@ def chunk_file(path: str | os.PathLike[str], settings: ChunkSettings | None = No
         decoded = decode(data)
     except UndecodableError as e:
         raise InputError(f"{path} is not text kbase can index: {e}", "pass a Markdown or text file") from e
-    doc = parse(decoded.text, p.name)
+    doc = _parse(decoded, p.name)
     return doc, chunk(doc, counter, settings), decoded.encoding
 
 
@@ -454,10 +454,16 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
         return (f"a line of {longest:,} characters: not a note (minified or generated data?); kbase indexes"
                 f" lines up to {MAX_LINE_CHARS:,}")
     try:
-        doc = parse(decoded.text, name)
+        doc = _parse(decoded, name)
         return decoded.encoding, doc, chunk(doc, counter, settings), parse_links(doc), block_ids(doc)
     except (RecursionError, MemoryError) as e:
         return f"too deeply nested or too large to parse ({type(e).__name__})"
+
+
+def _parse(decoded: Decoded, name: str) -> ParsedDoc:
+    """Parse decoded text; what decoding repaired comes first among the document's warnings."""
+    doc = parse(decoded.text, name)
+    return dataclasses.replace(doc, warnings=decoded.warnings + doc.warnings) if decoded.warnings else doc
 
 
 def _prepare_item(args):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-from kbase import embed, store
+from kbase import cjk, embed, store
 from kbase.chunk import ChunkSettings, default_counter
 from kbase.db import located_root
 from kbase.errors import InputError
@@ -41,6 +41,7 @@ def check(con: apsw.Connection) -> list[Problem]:
         problems.append(Problem("orphan_chunks", orphan, "chunks of documents that no longer exist"))
     try:
         con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+        con.execute("INSERT INTO chunks_cjk (chunks_cjk) VALUES ('integrity-check')")
     except apsw.Error as e:
         problems.append(Problem("fts", one("SELECT count(*) FROM chunks"),
                                 f"the keyword index does not match the chunks ({e.__class__.__name__})"))
@@ -97,6 +98,7 @@ def fix(con: apsw.Connection) -> list[str]:
     if "fts" in kinds or kinds & {"chunk_offsets", "orphan_chunks"}:
         with con:
             con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+            cjk.rebuild(con)
         done.append("rebuilt the keyword index")
     if "vectors" in kinds:
         with con:
@@ -123,6 +125,7 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> dict:
     before = file_bytes(path)
     with con:
         con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+        con.execute("INSERT INTO chunks_cjk (chunks_cjk) VALUES ('optimize')")
     if embed.has_vectors(con):
         # vec0 does not give back the space of deleted rows: copy the live vectors into a new table.
         dim = con.execute("SELECT vec_length(embedding) FROM chunks_vec LIMIT 1").fetchone()

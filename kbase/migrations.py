@@ -140,6 +140,20 @@ def _schema_7(con: apsw.Connection) -> None:
         )
 
 
+def _schema_8(con: apsw.Connection) -> None:
+    """chunks_cjk: the keyword index of runs in scripts without spaces (kbase/cjk.py), filled from
+    the chunks already indexed."""
+    from kbase import cjk
+
+    con.execute(
+        "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '', contentless_delete = 1,"
+        " tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*''')"
+    )
+    con.execute("CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN"
+                " DELETE FROM chunks_cjk WHERE rowid = old.id; END")
+    cjk.rebuild(con)
+
+
 def _statement(schema: str, start: str) -> str:
     """The statement of ``schema`` that begins with ``start`` (up to its final ';' at a line end,
     or 'END;' for a trigger)."""
@@ -171,6 +185,9 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # Malformed front matter is kept per document (diagnostics kind 'frontmatter') and listed by
     # the view frontmatter_warnings, kbase status and kbase check.
     7: _schema_7,
+    # Chinese, Japanese, Korean, Thai, ... searchable (issue 13; BENCHMARKS.md): a second keyword
+    # index with rows only for chunks in those scripts.
+    8: _schema_8,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

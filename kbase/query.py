@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_WORD = re.compile(r"\w+")
+# A word: letters and digits, with the vowel signs and tone marks of Thai, Lao, Myanmar and Khmer
+# (combining marks, which \w leaves out: 'เว้น' would split in two at its tone mark).
+_WORD = re.compile(r"(?:\w|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff])+")
 
 # English function words. The any-word query leaves them out: with them, it matches nearly every
 # chunk (bm25 is then computed for each) and ranks notes up for sharing "the" and "of" with a

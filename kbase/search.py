@@ -14,10 +14,11 @@ import apsw
 
 from kbase import snippet as snippets
 from kbase.db import located_root
+from kbase import cjk
 from kbase.errors import InputError
 from kbase.models import Hit
 from kbase.text import LINE_BREAK
-from kbase.query import parse_query
+from kbase.query import Query, parse_query
 from kbase.rank import RRF_K, rrf
 from kbase.vectors import VectorCache
 
@@ -122,14 +123,18 @@ class Ranked:
 
 # Keyword tiers: the integer part of a keyword score. A note named by the query is what the person
 # meant; one whose name starts with the query is what they are typing; then all words, then some.
-TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_SOME = 4, 3, 2, 1
-TIER_LABELS = {TIER_NAME: "name", TIER_NAME_PREFIX: "name prefix", TIER_ALL: "all words", TIER_SOME: "some words"}
+# (TIER_ACROSS: all words, but in different chunks of the note; used for scripts without spaces.)
+TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_ACROSS, TIER_SOME = 5, 4, 3, 2, 1
+TIER_LABELS = {TIER_NAME: "name", TIER_NAME_PREFIX: "name prefix", TIER_ALL: "all words",
+               TIER_ACROSS: "all words across passages", TIER_SOME: "some words"}
 # Within a tier, bm25 maps onto [0, 1) as s / (s + BM25_HALF): a chunk scoring BM25_HALF shows .50.
 BM25_HALF = 10.0
-# A long note has many chunks, so many chances that one of them matches well by accident: its
-# best chunk's score pays LENGTH_PRIOR per natural-log unit of its chunk count (a 1-chunk note
-# nothing, a 300-chunk list note 5.7 x LENGTH_PRIOR). Measured in BENCHMARKS.md ("Long notes").
+# A long note has many chunks, so many chances that one of them matches well by accident: past
+# LENGTH_FREE_CHUNKS chunks (a long chapter), its best chunk's bm25 pays LENGTH_PRIOR per
+# natural-log unit of its chunk count over that (a 320-chunk list note: ln 10 x LENGTH_PRIOR).
+# Measured with bench/long_note.py (BENCHMARKS.md, "Long notes").
 LENGTH_PRIOR = 0.5
+LENGTH_FREE_CHUNKS = 32
 # How many more documents than asked each list considers before the length prior re-orders them.
 RERANK_SLACK = 20
 
@@ -145,12 +150,15 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
         return []
     where, args = filters.sql()
     depth = n + RERANK_SLACK
-    match_all = query.to_fts()
-    found = [(TIER_ALL, r) for r in _ranked_docs(con, match_all, where, args, depth)]
-    if len(found) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
-        have = {r[0] for _, r in found}
-        found += [(TIER_SOME, r) for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, depth)
-                  if r[0] not in have]
+    if cjk.applies(query):
+        found = _cjk_found(con, query, depth, where, args, fill_to or n)
+    else:
+        kw_where, kw_args = _without_excluded_runs(query, where, args)
+        found = [(TIER_ALL, r) for r in _ranked_docs(con, query.to_fts(), kw_where, kw_args, depth)]
+        if len(found) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
+            have = {r[0] for _, r in found}
+            found += [(TIER_SOME, r) for r in _ranked_docs(con, query.to_fts(match_any=True), kw_where, kw_args,
+                                                           depth) if r[0] not in have]
     names = _name_tiers(con, query, where, args)
     have = {r[0]: i for i, (_, r) in enumerate(found)}
     for doc_id, tier in names.items():
@@ -173,7 +181,7 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
     out = []
     for tier, (doc_id, cid, bm25, count, match) in found:
         raw = -bm25
-        adjusted = max(0.0, raw - LENGTH_PRIOR * math.log(sizes.get(doc_id, 1)))
+        adjusted = max(0.0, raw - LENGTH_PRIOR * _length_units(sizes.get(doc_id, 1)))
         score = tier + adjusted / (adjusted + BM25_HALF)
         out.append(Ranked(doc_id, cid, score, count, match,
                           {"tier": TIER_LABELS[tier], "bm25": round(raw, 4), "chunks": sizes.get(doc_id, 1)}))
@@ -225,6 +233,11 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
     return tiers
 
 
+def _length_units(chunks: int) -> float:
+    """How long a note is, for the length prior: log of its chunks past LENGTH_FREE_CHUNKS."""
+    return math.log(chunks / LENGTH_FREE_CHUNKS) if chunks > LENGTH_FREE_CHUNKS else 0.0
+
+
 def _chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
     """How many chunks each document has (their count, not the matching ones)."""
     if not doc_ids:
@@ -234,18 +247,68 @@ def _chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
         f"SELECT doc_id, max(seq) + 1 FROM chunks WHERE doc_id IN ({marks}) GROUP BY doc_id", doc_ids).fetchall())
 
 
-def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int) -> list[tuple]:
+def _cjk_found(con: apsw.Connection, query: Query, n: int, where: str, args: list, fill_to: int) -> list[tuple]:
+    """keyword_ranked's (tier, row) list for a query with words in scripts without spaces
+    (kbase.cjk): all words in one chunk of chunks_cjk (TIER_ALL), all words across a note's chunks
+    (TIER_ACROSS), then some of them; then notes whose chunks hold none of these scripts but some
+    of the other words (from chunks_fts). Rows are _ranked_docs's."""
+    pq = cjk.pair_query(query)
+    found = [(TIER_ALL, r) for r in _ranked_docs(con, pq.to_fts(), where, args, n, cjk.TABLE)]
+    if len(found) >= fill_to or len(query.clauses) < 2 or query.explicit_or:
+        return found
+
+    def more(tier: int, rows: list[tuple]) -> None:
+        have = {r[0] for _, r in found}
+        found.extend((tier, r) for r in rows if r[0] not in have)
+
+    # Notes that hold every word, but not in one chunk (a chunk is a few paragraphs; words without
+    # spaces are short and a note is what the user looks for): next, by their best chunk.
+    across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - {r[0] for _, r in found}
+    if across:
+        marks = ",".join("?" * len(across))
+        more(TIER_ACROSS, _ranked_docs(con, pq.to_fts(match_any=True), f"{where} AND d.id IN ({marks})",
+                                       [*args, *across], n, cjk.TABLE))
+    more(TIER_SOME, _ranked_docs(con, pq.to_fts(match_any=True), where, args, n, cjk.TABLE))
+    latin = cjk.latin_query(query)
+    if len(found) < fill_to and not latin.empty:
+        lw, la = _without_excluded_runs(query, where, args)
+        more(TIER_SOME, _ranked_docs(con, latin.to_fts(match_any=True), lw, la, n))
+    return found
+
+
+def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
+    """The notes with a chunk that matches a clause of a chunks_cjk query (a clause without runs
+    also in chunks_fts, which alone holds the chunks without runs)."""
+    expr = " OR ".join(t.fts() for t in clause)
+    tables = [cjk.TABLE] + (["chunks_fts"] if not cjk.is_pair_match(expr) else [])
+    return {doc_id for table in tables for (doc_id,) in con.execute(
+        f"SELECT DISTINCT doc_id FROM chunks WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)", (expr,))}
+
+
+def _without_excluded_runs(query: Query, where: str, args: list) -> tuple[str, list]:
+    """A query on chunks_fts whose excluded words are in scripts without spaces: chunks_fts
+    cannot see them, so the notes holding them (in chunks_cjk) are left out."""
+    excluded = cjk.excluded_runs(query)
+    if excluded is None:
+        return where, args
+    sql = (f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
+           f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))")
+    return sql, [*args, excluded]
+
+
+def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int,
+                 table: str = "chunks_fts") -> list[tuple]:
     """(doc_id, best chunk id, bm25, matching chunks, match) per document, best first.
 
     The bm25 scores are materialised first (FTS5 computes them only in its own query), then
     grouped: with min(), SQLite takes the other bare columns from the row holding the minimum,
     so ``cid`` is the best chunk (a third faster than ranking with window functions)."""
     if where == "1":
-        return _ranked_docs_from_best_chunks(con, match, limit)
+        return _ranked_docs_from_best_chunks(con, match, limit, table)
     w = ", ".join(str(x) for x in BM25_WEIGHTS)
     sql = f"""
         WITH m AS MATERIALIZED (
-            SELECT rowid AS cid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?
+            SELECT rowid AS cid, bm25({table}, {w}) AS s FROM {table} WHERE {table} MATCH ?
         )
         SELECT c.doc_id, m.cid, min(m.s) AS s, count(*) AS n, ? AS match
         FROM m JOIN chunks AS c ON c.id = m.cid JOIN documents AS d ON d.id = c.doc_id
@@ -253,7 +316,8 @@ def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit
     return con.execute(sql, [match, match, *args, limit]).fetchall()
 
 
-def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int) -> list[tuple]:
+def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int,
+                                  table: str = "chunks_fts") -> list[tuple]:
     """What _ranked_docs gives without filters, from FTS5's own ordering: the best chunks in
     order (FTS5 still scores every match, but nothing else is done with the rest), widened until
     they hold ``limit`` documents; then one count of matching chunks for those documents. A
@@ -263,8 +327,8 @@ def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int) 
     k = max(4 * limit, 64)
     while True:
         rows = con.execute(
-            "WITH top AS (SELECT rowid AS cid, rank AS s FROM chunks_fts"
-            " WHERE chunks_fts MATCH ?1 AND rank MATCH ?2 ORDER BY rank LIMIT ?3)"
+            f"WITH top AS (SELECT rowid AS cid, rank AS s FROM {table}"
+            f" WHERE {table} MATCH ?1 AND rank MATCH ?2 ORDER BY rank LIMIT ?3)"
             " SELECT c.doc_id, top.cid, top.s FROM top JOIN chunks AS c ON c.id = top.cid ORDER BY top.s",
             (match, rank, k),
         ).fetchall()
@@ -282,7 +346,7 @@ def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int) 
     marks = ",".join("?" * len(best))
     counts = dict(con.execute(
         f"SELECT doc_id, count(*) FROM chunks WHERE doc_id IN ({marks})"
-        " AND id IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?) GROUP BY doc_id",
+        f" AND id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) GROUP BY doc_id",
         [*best, match],
     ).fetchall())
     return [(doc_id, cid, score, counts.get(doc_id, 1), match) for doc_id, cid, score in best.values()]
@@ -310,7 +374,7 @@ def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: 
     chunk, less the length prior."""
     docs = _semantic_docs(con, query_vector, n + RERANK_SLACK, filters, cache)
     sizes = _chunk_counts(con, [d[0] for d in docs])
-    out = [Ranked(doc_id, cid, sim - SEMANTIC_LENGTH_PRIOR * math.log(sizes.get(doc_id, 1)), count, None,
+    out = [Ranked(doc_id, cid, sim - SEMANTIC_LENGTH_PRIOR * _length_units(sizes.get(doc_id, 1)), count, None,
                   {"similarity": round(sim, 4), "chunks": sizes.get(doc_id, 1)})
            for doc_id, cid, sim, count in docs]
     out.sort(key=lambda r: -r.score)
@@ -416,7 +480,7 @@ def hybrid_search(
     # The any-word query is only worth its cost when all words do not fill a page by themselves.
     kw = keyword_ranked(con, text, n, filters, fill_to=limit)
     sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache)
-           if r.explain["similarity"] >= min_similarity]
+           if r.explain["similarity"] >= min_similarity] if cjk.model_can_read(text) else []
     fused = rrf({"keyword": [r.doc_id for r in kw], "semantic": [r.doc_id for r in sem]}, k=k,
                 weights=weights or DEFAULT_WEIGHTS)
     by_list = {"keyword": {r.doc_id: r for r in kw}, "semantic": {r.doc_id: r for r in sem}}
@@ -447,6 +511,9 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
          explain: dict | None = None) -> Hit:
     """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
     first match of ``match`` that stays visible, if any, and that match's line in the file."""
+    pair_match = match if match is not None and cjk.is_pair_match(match) else None
+    if pair_match is not None:
+        match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
     row = con.execute(
         """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
                   substr(d.body, c.start_char + 1, c.end_char - c.start_char),
@@ -460,6 +527,8 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
     ).fetchone()
     path, root, relpath, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
     ranges: list[tuple[int, int]] = []
+    if pair_match is not None:
+        marked = cjk.highlighted(con, chunk_id, text, pair_match)
     if marked:
         unmarked, ranges = snippets.unmark(marked)
         if unmarked != text:  # cannot happen with external content; never show wrong highlights

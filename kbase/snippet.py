@@ -97,7 +97,20 @@ def _callout(m: re.Match, text: str) -> list[_Piece]:
     return [(kind[:1].upper() + kind[1:], m.start())]
 
 
+_ALT = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
+
+
+def _tag(m: re.Match) -> list[_Piece]:
+    """An HTML tag goes; an image's alt text stays (it is what the image says)."""
+    alt = _ALT.search(m.group("tag")) if m.group("tag")[:4].lower() == "<img" else None
+    if alt is None:
+        return []
+    g = 1 if alt.group(1) is not None else 2
+    return [(m.start() + alt.start(g), m.start() + alt.end(g))] if alt.group(g).strip() else []
+
+
 _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
+    "tag": _tag,
     "code": _code,
     "embed": _embed,
     "wiki": _wiki,

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import apsw
 
-from kbase import embed
+from kbase import cjk, embed
 from kbase.links import LinkRef, Resolver, anchor_ok
 from kbase.models import Chunk, Diagnostic, Heading, ParsedDoc
 from kbase.parse import frontmatter_diagnostics, frontmatter_json
@@ -100,11 +100,10 @@ def write_document(
         # (title, file name, aliases: written above) into the title column.
         if ids:
             (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (ids[0],)).fetchone()
-            con.executemany(
-                "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)",
-                [(cid, title, fts_headings(doc.title, c.heading_path), text[c.start:c.end])
-                 for cid, c in zip(ids, chunks)],
-            )
+            rows = [(cid, title, fts_headings(doc.title, c.heading_path), text[c.start:c.end])
+                    for cid, c in zip(ids, chunks)]
+            con.executemany("INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)", rows)
+            cjk.write_rows(con, rows)
         if old_vectors:
             embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]

@@ -1,6 +1,8 @@
 import codecs
 import csv
 import random
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +76,61 @@ def test_charset_normalizer_samples_match_expected():
         data = (folder / row["file"]).read_bytes()
         expected = data.decode("utf_8_sig" if row["encoding"] == "utf_8" else row["encoding"])
         assert decode(data).text == expected, row["file"]
+
+
+# Small files made with Python's codecs from short texts (tests/data/cjk-encodings): the escape
+# encodings, and the CJK codecs charset-normalizer turns down (rare syllables, symbols, HKSCS).
+FIXTURES = Path(__file__).parent / "data" / "cjk-encodings"
+
+
+@pytest.mark.parametrize("name", ["iso2022_jp", "iso2022_kr", "hz", "cp949", "johab", "big5hkscs"])
+def test_cjk_fixtures_decode_to_their_utf8_twins(name):
+    d = decode((FIXTURES / f"{name}.txt").read_bytes())
+    assert (d.text, d.encoding) == ((FIXTURES / f"{name}-utf8.txt").read_text(encoding="utf-8"), name)
+
+
+def _cjkencodings() -> Path:
+    """CPython's test/cjkencodings: in the interpreter's test package, or Debian's
+    libpython3.X-testsuite; skip when neither is installed."""
+    try:
+        import test
+
+        folder = Path(test.__file__).parent / "cjkencodings"
+    except ImportError:
+        folder = Path(f"/usr/lib/python3.{sys.version_info.minor}/test/cjkencodings")
+    if not folder.is_dir():
+        pytest.skip("CPython's test/cjkencodings is absent (install libpython3.X-testsuite on Debian)")
+    return folder
+
+
+def test_cpython_cjkencodings_all_decode_byte_exact():
+    folder = _cjkencodings()
+    pairs = [(f, f.with_name(f.stem + "-utf8.txt")) for f in sorted(folder.glob("*.txt")) if not f.stem.endswith("-utf8")]
+    assert len(pairs) == 15
+    wrong = [f.name for f, twin in pairs if decode(f.read_bytes()).text.encode("utf-8") != twin.read_bytes()]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("text", [
+    "path ~/notes and ~{braces} in ASCII\n",            # '~' before '/': not HZ
+    "ANSI colours \x1b[31mred\x1b[0m in a log\n",       # ESC, but no ISO-2022 designation
+])
+def test_ascii_that_only_looks_escaped_stays_utf8(text):
+    assert decode(text.encode()).encoding == "utf_8"
+
+
+@pytest.mark.parametrize("codec", ["utf_8", "cp1252", "shift_jis"])
+def test_trailing_nul_padding_is_dropped_with_a_warning(codec):
+    text = {"utf_8": "# Sync\n\nThe text before the padding, déjà vu. 日本語の文章です。\n",
+            "cp1252": "# Sync\n\nThe text before the padding, déjà vu à Noël.\n",
+            "shift_jis": "# 同期\n\nパディングの前の文章です。東京は日本の首都です。\n"}[codec]
+    d = decode(text.encode(codec) + b"\x00" * 3836)
+    assert d.text == text
+    assert d.warnings == ("3,836 NUL bytes after the text (an interrupted sync or copy?) left out",)
+
+
+@pytest.mark.parametrize("data", [b"\x00" * 64, b"text\x00inside\x00\x00"])
+def test_nul_bytes_that_are_not_padding_after_text_stay_binary(data):
+    with pytest.raises(UndecodableError, match="binary"):
+        decode(data)
+

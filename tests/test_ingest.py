@@ -305,3 +305,14 @@ def test_diagnostics_are_rows(con, tmp_path):
                        " ORDER BY 1").fetchall()
     assert rows == [("big.md", "oversized", 1), ("open.md", "unclosed_fence", 3)]
     assert con.execute("SELECT count(*) FROM chunks WHERE flags & 1").get == 1
+
+
+def test_nul_padded_note_is_indexed_with_a_warning(con, tmp_path):
+    """What an interrupted sync leaves: the text, then thousands of NUL bytes."""
+    v = write(tmp_path / "v", {"synced.md": b"# Synced\n\nThe quokka survived the sync.\n" + b"\x00" * 3836,
+                               "image.md": b"\x89PNG\r\n\x1a\n" + b"\x00" * 64})
+    r = ingest.index(con, [v])
+    assert r.new == 1 and "binary" in dict(r.skipped)[str(v / "image.md")]
+    assert r.warnings == [(str(v / "synced.md"), "3,836 NUL bytes after the text (an interrupted sync or copy?) left out")]
+    assert con.execute("SELECT body FROM documents").get == "# Synced\n\nThe quokka survived the sync.\n"
+    assert [h.path for h in kbase.open(con.filename).search("quokka", mode="keyword")] == ["synced.md"]

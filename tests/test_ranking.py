@@ -94,7 +94,7 @@ def test_scores_fall_with_rank_across_tiers(names, tmp_path):
     tiers = [h.explain["tier"] for h in hits]
     assert "all words" in tiers or "some words" in tiers
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    assert all(int(h.score) == {"name": 4, "name prefix": 3, "all words": 2, "some words": 1}[h.explain["tier"]]
+    assert all(int(h.score) == {"name": 5, "name prefix": 4, "all words": 3, "some words": 1}[h.explain["tier"]]
                for h in hits)
     out = CliRunner().invoke(cli, ["--db", str(tmp_path / "n.db"), "search", "-m", "keyword", "--json",
                                    "obsidian sync settings everywhere"]).output

@@ -26,7 +26,7 @@ def kb(tmp_path_factory):
 def test_there_are_examples_for_every_promised_topic():
     joined = "\n".join(EXAMPLES)
     for needle in ("note_tags", "modified DESC", "chunk_texts", "backlinks", "unresolved_links", "bm25(",
-                   "snippet(", "chunks_vec", "kbase_search(", "1.0 / (60 + rank_no)"):
+                   "snippet(", "chunks_vec", "kbase_search(", "1.0 / (60 + rank_no)", "chunks_cjk MATCH"):
         assert needle in joined, needle
 
 
@@ -50,6 +50,10 @@ def test_examples_answer_what_they_say(kb):
     assert nearest[0][0] == "SQLite WAL mode.md"
     fused = kb.sql(next(e for e in EXAMPLES if "60 + rank_no" in e)).rows
     assert fused[0][0] == "SQLite WAL mode.md"
+    cjk = kb.sql(next(e for e in EXAMPLES if "FROM chunks_cjk" in e)).rows
+    assert [(r[0], r[1]) for r in cjk] == [("同步设置.md", 1)] and "同步设置" in cjk[0][3]
+    found = kb.sql(next(e for e in EXAMPLES if "instr(text, '同步')" in e)).rows
+    assert {r[0] for r in found} == {"同步设置.md"}
 
 
 def test_keyword_examples_work_in_stock_sqlite(kb):
@@ -57,6 +61,8 @@ def test_keyword_examples_work_in_stock_sqlite(kb):
     for sql in EXAMPLES:
         if any(f in sql for f in NEEDS_KBASE):
             continue
+        if "chunks_cjk" in sql and sqlite3.sqlite_version_info < (3, 43):
+            continue  # contentless_delete: SQLite 3.43 (docs/SCHEMA.md says so)
         con.execute(sql).fetchall()
     keyword = next(e for e in EXAMPLES if "snippet(" in e)
     rows = con.execute(keyword).fetchall()

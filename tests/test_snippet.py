@@ -46,6 +46,7 @@ def visible(markdown: str) -> str:
     ("*this* and _that_, not snake_case_name or 2 * 3 or ~~old~~ ==new==", "this and that, not snake_case_name or 2 * 3 or old new"),
     ("![alt text](https://x.org/a.png) [Obsidian](https://obsidian.md) <https://x.org>", "alt text Obsidian https://x.org"),
     ("<span class=\"x\">html</span> and `code` and \\*escaped\\*", "html and code and *escaped*"),
+    ('<img alt="A web page saying hello" src="a.png" /> <img src="b.png">', "A web page saying hello"),
     ("A note[^1] with $$x^2$$", "A note with x^2"),
     ("[**data attributes**](https://x.org) and [[Note|*alias*]]", "data attributes and alias"),
     ("Title with closing hashes ##\n===", "Title with closing hashes"),

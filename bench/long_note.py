@@ -1,0 +1,77 @@
+"""Does one giant list note top unrelated queries? (issue 12, "long notes")
+
+    python bench/long_note.py
+
+A 3,000-line list note is generated from the lines of a vault's own notes (list items, links,
+sentences: what a "everything I read" or "index" note looks like) and indexed, as a second root,
+into a copy of bench/questions.py's cached index of that vault. Every question of the vault's
+question set then runs in each mode, for several length priors side by side: how often the list
+note is in the top 5 (it answers none of them), and the questions' top-3 and MRR@10.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import kbase  # noqa: E402
+from bench import questions as qbench  # noqa: E402
+from kbase import search  # noqa: E402
+
+LINES = 3000
+PRIORS = {  # (keyword bm25 per log unit, semantic cosine per log unit, chunks free of it)
+    "none": (0.0, 0.0, 1),
+    "0.5 / 0.01 from 1 chunk": (0.5, 0.01, 1),
+    "0.5 / 0.01 from 32 chunks (shipped)": (0.5, 0.01, 32),
+    "1.0 / 0.02 from 32 chunks": (1.0, 0.02, 32),
+}
+
+
+def list_note(vault: Path, seed: int = 1) -> str:
+    lines = [ln.strip() for p in sorted(vault.rglob("*.md")) for ln in p.read_text(encoding="utf-8").splitlines()
+             if len(ln.strip()) > 20 and not ln.lstrip().startswith(("#", "```", "|", ">", "---"))]
+    rng = random.Random(seed)
+    return "# Everything\n\n" + "\n".join("- " + rng.choice(lines).lstrip("-*+ ") for _ in range(LINES)) + "\n"
+
+
+def main() -> None:
+    for path in qbench.question_files():
+        qset = qbench.load_questions(path)
+        vault = qbench.vault_folder(qset["vault"])
+        built = sorted((REPO / "bench" / ".cache").glob(f"{qset['vault']}-*.db"), key=lambda p: p.stat().st_mtime)
+        cached = qbench.open_index(qset["vault"], built[-1] if built else None, False).path
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "index.db"
+            shutil.copy(cached, db)
+            extra = Path(tmp) / "lists"
+            extra.mkdir()
+            (extra / "Everything.md").write_text(list_note(vault), encoding="utf-8")
+            kb = kbase.open(db)
+            kb.index([extra])
+            print(f"\n{qset['vault']}: list note of {LINES} lines, "
+                  f"{kb.reader.execute('SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id'
+                                       ' WHERE d.path = ?', ('Everything.md',)).fetchone()[0]} chunks")
+            print(f"{'prior':<38}{'mode':<10}{'list in top 5':>14}{'top-3':>8}{'MRR@10':>8}")
+            saved = search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS
+            for name, (kw, sem, free) in PRIORS.items():
+                search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = kw, sem, free
+                for mode in ("keyword", "semantic", "hybrid"):
+                    in_top5, ranks = 0, []
+                    for q in qset["questions"]:
+                        paths = [h.path for h in kb.search(q["question"], mode=mode, limit=10)]
+                        in_top5 += "Everything.md" in paths[:5]
+                        ranks.append(qbench.first_rank(paths, set(q["answers"])))
+                    s = qbench.scores(ranks)
+                    print(f"{name:<38}{mode:<10}{in_top5:>8} of {len(ranks):<3}{s['top3']:>8.2f}{s['mrr10']:>8.3f}")
+            search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = saved
+            kb.close()
+
+
+if __name__ == "__main__":
+    main()

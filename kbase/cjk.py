@@ -1,0 +1,210 @@
+"""Search in scripts written without spaces between words: Chinese, Japanese, Korean, Thai, Lao,
+Khmer, Myanmar.
+
+FTS5's unicode61 tokenizer makes a whole run of such characters (often a sentence) one token, so
+chunks_fts cannot find a word inside it. Chunks that contain such a run get a second row, in
+``chunks_cjk``, where every run is written as its overlapping character pairs ("同步设置" ->
+"同步 步设 设置"), and everything else as it is. A query word in these scripts becomes the phrase
+of its pairs, which matches exactly where the word occurs, inside any run; FTS5 ranks with bm25 as
+for any other word. Korean gains too: its particles stick to the word ("서울은"), and the pairs
+find "서울" in it. Chunks without these scripts get no row: English indexes are as before.
+
+Chosen over FTS5's trigram tokenizer by measurement (BENCHMARKS.md): trigrams cannot match
+two-character words, the most common length in Chinese, and index every character of the chunk,
+code and English included; pairs index only the runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import apsw
+
+from kbase.query import Query, Term
+
+# Han (with radicals, extensions, compatibility ideographs, 々〆〇〻), kana (with ー and half-width
+# kana), bopomofo, Hangul (syllables and jamo), Thai, Lao, Khmer, Myanmar. Punctuation such as
+# 、。「」 is not part of a run.
+_CHARS = (
+    "\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u19e0-\u19ff"
+    "\u2e80-\u2fdf\u3005-\u3007\u303b\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\ua9e0-\ua9ff\uaa60-\uaa7f"
+    "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff"
+)
+RUN = re.compile(f"[{_CHARS}]+")
+
+TABLE = "chunks_cjk"
+# The same columns and bm25 weights as chunks_fts. Contentless: the pair text is made by kbase and
+# never read back (highlights come from the chunk text); contentless_delete lets a chunk's row go
+# without its old text. Mark characters (M*) are part of tokens, for Thai, Lao, Khmer and Myanmar
+# vowel signs and tone marks (unicode61 treats them as separators by default).
+DDL = (
+    """CREATE VIRTUAL TABLE chunks_cjk USING fts5(
+    body, title, headings,
+    content = '', contentless_delete = 1,
+    tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*'''
+)""",
+    """CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN
+    DELETE FROM chunks_cjk WHERE rowid = old.id;
+END""",
+)
+
+
+def has_runs(text: str) -> bool:
+    return RUN.search(text) is not None
+
+
+def pairs(run: str) -> list[str]:
+    """A run as its overlapping character pairs; a single character stays itself."""
+    return [run[i:i + 2] for i in range(len(run) - 1)] or [run]
+
+
+def index_text(text: str) -> str:
+    """What chunks_cjk indexes for ``text``: each run replaced by its pairs, the rest kept."""
+    return RUN.sub(lambda m: " " + " ".join(pairs(m.group(0))) + " ", text)
+
+
+def write_rows(con: apsw.Connection, rows: list[tuple[int, str, str, str]]) -> None:
+    """The chunks_cjk rows for (chunk id, title, headings, body) in the values chunks_fts gets:
+    only for chunks with a run in any of the three."""
+    con.executemany(
+        "INSERT INTO chunks_cjk (rowid, body, title, headings) VALUES (?, ?, ?, ?)",
+        [(cid, index_text(body), index_text(title), index_text(headings))
+         for cid, title, headings, body in rows if has_runs(body) or has_runs(title) or has_runs(headings)],
+    )
+
+
+def rebuild(con: apsw.Connection) -> None:
+    """chunks_cjk again from chunks_fts_content (a migration, ``kbase check --fix``)."""
+    con.execute("DELETE FROM chunks_cjk")
+    write_rows(con, [tuple(r) for r in con.execute("SELECT id, title, headings, body FROM chunks_fts_content")])
+
+
+# ---- queries -------------------------------------------------------------------------------
+
+def applies(query: Query) -> bool:
+    """True when a positive term of the query has a run: the query goes to chunks_cjk."""
+    return any(has_runs(w) for clause in query.clauses for t in clause for w in t.words)
+
+
+def _term(term: Term) -> Term:
+    tokens: list[str] = []
+    for word in term.words:
+        for piece in re.split(f"([{_CHARS}]+)", word):
+            if piece:
+                tokens.extend(pairs(piece) if RUN.fullmatch(piece) else [piece])
+    # One character alone: the pairs that start with it (a word of one character is rarely meant).
+    single = len(tokens) == 1 and RUN.fullmatch(tokens[0]) is not None and len(tokens[0]) == 1
+    return Term(tuple(tokens), term.prefix or single)
+
+
+def pair_query(query: Query) -> Query:
+    """The query for chunks_cjk: every word with a run written as its pairs."""
+    return replace(
+        query,
+        clauses=tuple(tuple(_term(t) for t in clause) for clause in query.clauses),
+        excluded=tuple(_term(t) for t in query.excluded),
+    )
+
+
+def latin_query(query: Query) -> Query:
+    """The clauses of ``query`` without runs (for chunks that have none), or an empty query."""
+    return replace(query, clauses=tuple(c for c in query.clauses if not any(has_runs(w) for t in c for w in t.words)),
+                   excluded=tuple(t for t in query.excluded if not any(has_runs(w) for w in t.words)))
+
+
+def excluded_runs(query: Query) -> str | None:
+    """For a query that stays on chunks_fts: the chunks_cjk expression of its excluded terms
+    with runs (the chunks that hold one are left out), or None."""
+    terms = [_term(t) for t in query.excluded if any(has_runs(w) for w in t.words)]
+    return " OR ".join(t.fts() for t in terms) or None
+
+
+def is_pair_match(match: str) -> bool:
+    """A MATCH expression for chunks_cjk (chunks_fts expressions never hold runs)."""
+    return has_runs(match)
+
+
+# ---- highlights ----------------------------------------------------------------------------
+
+_PHRASE = re.compile(r'"((?:[^"]|"")*)"(\*?)')
+_OPEN, _CLOSE = "\x02", "\x03"
+
+
+def highlighted(con: apsw.Connection, chunk_id: int, text: str, match: str) -> str:
+    """``text`` (the chunk) with highlight markers around what the chunks_cjk expression
+    ``match`` found: every occurrence of its runs, and its other words as chunks_fts finds them
+    (stemmed). The excluded part of the expression is not highlighted."""
+    runs: set[str] = set()
+    words: list[str] = []
+    for phrase, star in _PHRASE.findall(match.split(" NOT ")[0]):
+        run, prev = "", ""
+        for tok in phrase.replace('""', '"').split(" "):
+            if RUN.fullmatch(tok) is None:
+                words.append(tok)
+                tok = ""
+            elif len(prev) == len(tok) == 2 and prev[1] == tok[0]:
+                run += tok[1]  # the next pair of the same run
+            else:
+                runs.add(run)
+                run = tok
+            prev = tok
+            if not tok:
+                runs.add(run)
+                run = ""
+        runs.add(run)
+        if star and words and RUN.fullmatch(phrase.split(" ")[-1]) is None:
+            words[-1] += "*"
+    runs.discard("")
+    spans: list[tuple[int, int]] = []
+    for run in runs:
+        start = text.find(run)
+        while start >= 0:
+            spans.append((start, start + len(run)))
+            start = text.find(run, start + len(run))
+    if words:
+        expr = " OR ".join('"' + w.removesuffix("*").replace('"', '""') + '"' + "*" * w.endswith("*") for w in words)
+        row = con.execute("SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts"
+                          " WHERE chunks_fts MATCH ? AND rowid = ?", (expr, chunk_id)).fetchone()
+        if row and row[0]:
+            spans += _marked_spans(row[0])
+    return _mark(text, spans)
+
+
+def _marked_spans(marked: str) -> list[tuple[int, int]]:
+    spans, pos, start = [], 0, 0
+    for ch in marked:
+        if ch == _OPEN:
+            start = pos
+        elif ch == _CLOSE:
+            spans.append((start, pos))
+        else:
+            pos += 1
+    return spans
+
+
+def _mark(text: str, spans: list[tuple[int, int]]) -> str:
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out, pos = [], 0
+    for a, b in merged:
+        out += [text[pos:a], _OPEN, text[a:b], _CLOSE]
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# ---- hybrid --------------------------------------------------------------------------------
+
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+
+
+def model_can_read(text: str) -> bool:
+    """False for a query with no Latin letter: the embedding model is English-only, and its
+    nearest chunks for such a query are noise that would push keyword hits down in a fusion."""
+    return _LATIN.search(text) is not None
