@@ -54,9 +54,9 @@ def main() -> None:
             (extra / "Everything.md").write_text(list_note(vault), encoding="utf-8")
             kb = kbase.open(db)
             kb.index([extra])
-            print(f"\n{qset['vault']}: list note of {LINES} lines, "
-                  f"{kb.reader.execute('SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id'
-                                       ' WHERE d.path = ?', ('Everything.md',)).fetchone()[0]} chunks")
+            (chunks,) = kb.reader.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                                          " WHERE d.path = ?", ("Everything.md",)).fetchone()
+            print(f"\n{qset['vault']}: list note of {LINES} lines, {chunks} chunks")
             print(f"{'prior':<38}{'mode':<10}{'list in top 5':>14}{'top-3':>8}{'MRR@10':>8}")
             saved = search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS
             for name, (kw, sem, free) in PRIORS.items():
