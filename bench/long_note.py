@@ -2,8 +2,8 @@
 
     python bench/long_note.py
 
-A 3,000-line list note is generated from the lines of a vault's own notes (list items, links,
-sentences: what a "everything I read" or "index" note looks like) and indexed, as a second root,
+A 3,000-line list note is generated from the lines of the other shared vaults (list items, links,
+sentences: what an "everything I read" or "index" note looks like) and indexed, as a second root,
 into a copy of bench/questions.py's cached index of that vault. Every question of the vault's
 question set then runs in each mode, for several length priors side by side: how often the list
 note is in the top 5 (it answers none of them), and the questions' top-3 and MRR@10.
@@ -33,8 +33,11 @@ PRIORS = {  # (keyword bm25 per log unit, semantic cosine per log unit, chunks f
 }
 
 
-def list_note(vault: Path, seed: int = 1) -> str:
-    lines = [ln.strip() for p in sorted(vault.rglob("*.md")) for ln in p.read_text(encoding="utf-8").splitlines()
+def list_note(vaults: list[Path], seed: int = 1) -> str:
+    """3,000 list items drawn from the lines of ``vaults`` (other vaults than the one searched: the
+    note must answer none of the questions, while sharing their everyday words)."""
+    lines = [ln.strip() for v in vaults for p in sorted(v.rglob("*.md"))
+             for ln in p.read_text(encoding="utf-8").splitlines()
              if len(ln.strip()) > 20 and not ln.lstrip().startswith(("#", "```", "|", ">", "---"))]
     rng = random.Random(seed)
     return "# Everything\n\n" + "\n".join("- " + rng.choice(lines).lstrip("-*+ ") for _ in range(LINES)) + "\n"
@@ -43,7 +46,6 @@ def list_note(vault: Path, seed: int = 1) -> str:
 def main() -> None:
     for path in qbench.question_files():
         qset = qbench.load_questions(path)
-        vault = qbench.vault_folder(qset["vault"])
         built = sorted((REPO / "bench" / ".cache").glob(f"{qset['vault']}-*.db"), key=lambda p: p.stat().st_mtime)
         cached = qbench.open_index(qset["vault"], built[-1] if built else None, False).path
         with tempfile.TemporaryDirectory() as tmp:
@@ -51,7 +53,9 @@ def main() -> None:
             shutil.copy(cached, db)
             extra = Path(tmp) / "lists"
             extra.mkdir()
-            (extra / "Everything.md").write_text(list_note(vault), encoding="utf-8")
+            others = [qbench.vault_folder(v) for v in ("foam-docs", "obsidian-tasks-docs", "rust-book")
+                      if v != qset["vault"]]
+            (extra / "Everything.md").write_text(list_note(others), encoding="utf-8")
             kb = kbase.open(db)
             kb.index([extra])
             (chunks,) = kb.reader.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"

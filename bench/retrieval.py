@@ -116,13 +116,13 @@ def main() -> None:
     def fused(k=search.RRF_K, weights=None, depth=DEPTH) -> dict[str, list[str]]:
         # (no similarity floor here: the sweep shows the fusion itself; the shipped path has it)
         w = weights or search.DEFAULT_WEIGHTS
-        return {q: [did(f.key) for f in rrf({"keyword": [r[0] for r in kw[q][:depth]],
-                                             "semantic": [r[0] for r in sem[q][:depth]]}, k=k, weights=w)]
+        return {q: [did(f.key) for f in rrf({"keyword": [r.doc_id for r in kw[q][:depth]],
+                                             "semantic": [r.doc_id for r in sem[q][:depth]]}, k=k, weights=w)]
                 for q in qrels}
 
     results = {
-        "keyword": evaluate({q: [did(r[0]) for r in kw[q]] for q in qrels}, qrels),
-        "semantic": evaluate({q: [did(r[0]) for r in sem[q]] for q in qrels}, qrels),
+        "keyword": evaluate({q: [did(r.doc_id) for r in kw[q]] for q in qrels}, qrels),
+        "semantic": evaluate({q: [did(r.doc_id) for r in sem[q]] for q in qrels}, qrels),
         "hybrid": evaluate(fused(), qrels),
     }
     # The shipped hybrid path end to end, to check the sweep's fusion is the one users get.
@@ -147,13 +147,15 @@ def main() -> None:
         # (body, title, headings), chunks_fts's column order
         for weights in ((1.0, 10.0, 4.0), (1.0, 5.0, 1.0), (1.0, 2.0, 1.0), (1.0, 1.0, 1.0), (1.0, 1.0, 0.0)):
             search.BM25_WEIGHTS = weights
-            r = evaluate({q: [did(x[0]) for x in search.keyword_ranked(con, queries[q], DEPTH)] for q in qrels}, qrels)
+            r = evaluate({q: [did(x.doc_id) for x in search.keyword_ranked(con, queries[q], DEPTH)] for q in qrels},
+                         qrels)
             results["bm25_weights"][str(weights)] = r
             print(f"bm25 weights {weights}: {r}")
         search.BM25_WEIGHTS = saved
         for floor in (0.0, 0.25, 0.3, 0.35):
-            r = evaluate({q: [did(f.key) for f in rrf({"keyword": [x[0] for x in kw[q]],
-                                                       "semantic": [x[0] for x in sem[q] if x[2] >= floor]},
+            r = evaluate({q: [did(f.key) for f in rrf({"keyword": [x.doc_id for x in kw[q]],
+                                                       "semantic": [x.doc_id for x in sem[q]
+                                                                    if x.explain["similarity"] >= floor]},
                                                       k=search.RRF_K)] for q in qrels}, qrels)
             print(f"semantic floor {floor}: {r}")
         grid = []
