@@ -1,11 +1,11 @@
 """Question sets: does kbase put the note that answers a user's question first? (issue 12)
 
-    python bench/questions.py                  # every question set, modes keyword/semantic/hybrid
-    python bench/questions.py --verbose        # + each question missed in the top 3, and what came first
-    python bench/questions.py --names          # + query = each note's file name (five shared vaults)
-    python bench/questions.py --snippets       # + share of top-3 snippets that show Markdown markup
-    python bench/questions.py --json           # the same, machine-readable, on stdout
-    python bench/questions.py --vault foam-docs --db /tmp/foam.db   # one vault, your own index file
+    python bench/questions.py              # every question set, modes keyword/semantic/hybrid
+    python bench/questions.py --verbose    # + each question missed in the top 3, what came first
+    python bench/questions.py --names      # + query = each note's file name (five shared vaults)
+    python bench/questions.py --snippets   # + share of top-3 snippets that show Markdown markup
+    python bench/questions.py --json       # the same, machine-readable, on stdout
+    python bench/questions.py --vault foam-docs --db /tmp/foam.db   # one vault, this index file
 
 Question files: bench/questions/<vault>.json, where <vault> is a folder of ../shared/data/vaults:
 
@@ -94,11 +94,11 @@ def load_questions(path: Path) -> dict:
         if not isinstance(q.get("question"), str) or not q["question"].strip():
             raise ValueError(f'{at}: "question" must be a non-empty string')
         answers = q.get("answers")
-        if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a for a in answers):
+        if not (isinstance(answers, list) and answers and all(isinstance(a, str) and a for a in answers)):
             raise ValueError(f'{at}: "answers" must be a non-empty list of note paths')
         for a in answers:
             if a.startswith("/") or "\\" in a or ".." in PurePosixPath(a).parts:
-                raise ValueError(f'{at}: answer {a!r} must be relative to the vault, with "/" separators')
+                raise ValueError(f'{at}: answer {a!r} must be relative to the vault, "/" separated')
         if len(set(answers)) != len(answers):
             raise ValueError(f"{at}: an answer is listed twice")
         if q.get("kind", "howto") not in KINDS:
@@ -146,17 +146,18 @@ def index_key() -> str:
 
 
 def git_revision() -> str:
-    """The commit of the code measured, '+dirty' when kbase/ or schema.sql has local changes."""
+    """The last commit that changed the engine (kbase/, schema.sql), '+dirty' with local changes."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-    rev = git("rev-parse", "--short", "HEAD") or "unknown"
+        done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+        return done.stdout.strip()
+    rev = git("log", "-1", "--format=%h", "--", "kbase", "schema.sql") or "unknown"
     return rev + ("+dirty" if git("status", "--porcelain", "--", "kbase", "schema.sql") else "")
 
 
 def vault_folder(vault: str) -> Path:
     folder = VAULTS / vault
     if not folder.is_dir():
-        sys.exit(f"error: vault {folder} is absent (the shared material lives in ../shared beside the repo)")
+        sys.exit(f"error: vault {folder} is absent (../shared beside the repository holds them)")
     return folder
 
 
