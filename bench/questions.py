@@ -237,6 +237,13 @@ def run_names(kb: kbase.KB, modes: tuple[str, ...]) -> dict:
     return out
 
 
+def pooled(results: dict) -> dict:
+    """Per mode, the scores over the questions of every set together."""
+    modes = dict.fromkeys(m for per_mode in results.values() for m in per_mode)
+    return {m: scores([q["rank"] for per_mode in results.values() if m in per_mode
+                       for q in per_mode[m]["questions"]]) for m in modes}
+
+
 def snippet_markup(results: dict) -> dict:
     """Per vault and mode, and over all: snippets of the top hits that show markup."""
     out: dict = {}
@@ -268,9 +275,11 @@ def snippet_markup(results: dict) -> dict:
 # --- reports ------------------------------------------------------------------------------------
 def print_questions(results: dict, verbose: bool) -> None:
     print(f"{'vault':<22}{'mode':<10}{'n':>4}{'top-1':>8}{'top-3':>8}{'MRR@10':>8}")
-    for vault, per_mode in results.items():
-        for mode, r in per_mode.items():
-            print(f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}")
+    rows = [(v, m, r) for v, per_mode in results.items() for m, r in per_mode.items()]
+    if len(results) > 1:
+        rows += [("all", m, r) for m, r in pooled(results).items()]
+    for vault, mode, r in rows:
+        print(f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}")
     if not verbose:
         return
     for vault, per_mode in results.items():
@@ -302,6 +311,8 @@ def print_names(names: dict, verbose: bool) -> None:
 def print_snippets(snip: dict, verbose: bool) -> None:
     print(f"{'vault':<22}{'mode':<10}{'snippets':>9}{'markup':>8}{'share':>8}")
     for vault, per_mode in snip.items():
+        if vault == "all" and len(snip) == 2:
+            continue  # one vault: "all" repeats it
         for mode, r in per_mode.items():
             print(f"{vault:<22}{mode:<10}{r['snippets']:>9}{r['with_markup']:>8}{r['share']:>8.2f}")
     for vault, per_mode in snip.items():
@@ -360,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             kb.close()
     report["seconds"] = round(time.perf_counter() - t0, 1)
     report["questions"] = results
+    report["questions_all"] = pooled(results) if results else {}
     if names:
         report["names"] = names
     if args.snippets:
