@@ -1,11 +1,11 @@
 """Question sets: does kbase put the note that answers a user's question first? (issue 12)
 
-    python bench/questions.py                  # every question set, modes keyword/semantic/hybrid
-    python bench/questions.py --verbose        # + each question missed in the top 3, and what came first
-    python bench/questions.py --names          # + query = each note's file name (five shared vaults)
-    python bench/questions.py --snippets       # + share of top-3 snippets that show Markdown markup
-    python bench/questions.py --json           # the same, machine-readable, on stdout
-    python bench/questions.py --vault foam-docs --db /tmp/foam.db   # one vault, your own index file
+    python bench/questions.py              # every question set, modes keyword/semantic/hybrid
+    python bench/questions.py --verbose    # + each question missed in the top 3, what came first
+    python bench/questions.py --names      # + query = each note's file name (five shared vaults)
+    python bench/questions.py --snippets   # + share of top-3 snippets that show Markdown markup
+    python bench/questions.py --json       # the same, machine-readable, on stdout
+    python bench/questions.py --vault foam-docs --db /tmp/foam.db   # one vault, this index file
 
 Question files: bench/questions/<vault>.json, where <vault> is a folder of ../shared/data/vaults:
 
@@ -94,11 +94,11 @@ def load_questions(path: Path) -> dict:
         if not isinstance(q.get("question"), str) or not q["question"].strip():
             raise ValueError(f'{at}: "question" must be a non-empty string')
         answers = q.get("answers")
-        if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a for a in answers):
+        if not (isinstance(answers, list) and answers and all(isinstance(a, str) and a for a in answers)):
             raise ValueError(f'{at}: "answers" must be a non-empty list of note paths')
         for a in answers:
             if a.startswith("/") or "\\" in a or ".." in PurePosixPath(a).parts:
-                raise ValueError(f'{at}: answer {a!r} must be relative to the vault, with "/" separators')
+                raise ValueError(f'{at}: answer {a!r} must be relative to the vault, "/" separated')
         if len(set(answers)) != len(answers):
             raise ValueError(f"{at}: an answer is listed twice")
         if q.get("kind", "howto") not in KINDS:
@@ -146,17 +146,18 @@ def index_key() -> str:
 
 
 def git_revision() -> str:
-    """The commit of the code measured, '+dirty' when kbase/ or schema.sql has local changes."""
+    """The last commit that changed the engine (kbase/, schema.sql), '+dirty' with local changes."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-    rev = git("rev-parse", "--short", "HEAD") or "unknown"
+        done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+        return done.stdout.strip()
+    rev = git("log", "-1", "--format=%h", "--", "kbase", "schema.sql") or "unknown"
     return rev + ("+dirty" if git("status", "--porcelain", "--", "kbase", "schema.sql") else "")
 
 
 def vault_folder(vault: str) -> Path:
     folder = VAULTS / vault
     if not folder.is_dir():
-        sys.exit(f"error: vault {folder} is absent (the shared material lives in ../shared beside the repo)")
+        sys.exit(f"error: vault {folder} is absent (../shared beside the repository holds them)")
     return folder
 
 
@@ -236,6 +237,13 @@ def run_names(kb: kbase.KB, modes: tuple[str, ...]) -> dict:
     return out
 
 
+def pooled(results: dict) -> dict:
+    """Per mode, the scores over the questions of every set together."""
+    modes = dict.fromkeys(m for per_mode in results.values() for m in per_mode)
+    return {m: scores([q["rank"] for per_mode in results.values() if m in per_mode
+                       for q in per_mode[m]["questions"]]) for m in modes}
+
+
 def snippet_markup(results: dict) -> dict:
     """Per vault and mode, and over all: snippets of the top hits that show markup."""
     out: dict = {}
@@ -267,9 +275,11 @@ def snippet_markup(results: dict) -> dict:
 # --- reports ------------------------------------------------------------------------------------
 def print_questions(results: dict, verbose: bool) -> None:
     print(f"{'vault':<22}{'mode':<10}{'n':>4}{'top-1':>8}{'top-3':>8}{'MRR@10':>8}")
-    for vault, per_mode in results.items():
-        for mode, r in per_mode.items():
-            print(f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}")
+    rows = [(v, m, r) for v, per_mode in results.items() for m, r in per_mode.items()]
+    if len(results) > 1:
+        rows += [("all", m, r) for m, r in pooled(results).items()]
+    for vault, mode, r in rows:
+        print(f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}")
     if not verbose:
         return
     for vault, per_mode in results.items():
@@ -301,6 +311,8 @@ def print_names(names: dict, verbose: bool) -> None:
 def print_snippets(snip: dict, verbose: bool) -> None:
     print(f"{'vault':<22}{'mode':<10}{'snippets':>9}{'markup':>8}{'share':>8}")
     for vault, per_mode in snip.items():
+        if vault == "all" and len(snip) == 2:
+            continue  # one vault: "all" repeats it
         for mode, r in per_mode.items():
             print(f"{vault:<22}{mode:<10}{r['snippets']:>9}{r['with_markup']:>8}{r['share']:>8.2f}")
     for vault, per_mode in snip.items():
@@ -359,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             kb.close()
     report["seconds"] = round(time.perf_counter() - t0, 1)
     report["questions"] = results
+    report["questions_all"] = pooled(results) if results else {}
     if names:
         report["names"] = names
     if args.snippets:

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from bench.markup import MARKUP_PATTERNS, markup_in
-from bench.questions import first_rank, load_questions, question_files, scores
+from bench.questions import first_rank, load_questions, pooled, question_files, scores
 from tests.conftest import shared
 
 FILES = question_files()
@@ -66,6 +66,9 @@ def test_scores_are_document_level_top1_top3_and_mrr_at_10():
     s = scores([1, 3, 4, None])
     assert (s["n"], s["top1"], s["top3"]) == (4, 0.25, 0.5)
     assert s["mrr10"] == pytest.approx((1 + 1 / 3 + 1 / 4 + 0) / 4, abs=1e-4)
+    two_sets = {"a": {"hybrid": {"questions": [{"rank": 1}, {"rank": None}]}},
+                "b": {"hybrid": {"questions": [{"rank": 2}]}}}
+    assert pooled(two_sets)["hybrid"] == scores([1, None, 2])  # over questions, not a mean of sets
 
 
 SAMPLES = {
