@@ -97,7 +97,7 @@ def question_lists() -> dict[str, tuple[dict, dict[str, Lists], dict[int, str]]]
     out = {}
     for path in qbench.question_files():
         qset = qbench.load_questions(path)
-        kb = qbench.open_index(qset["vault"], None, False)
+        kb = qbench.open_index(qset["vault"], qbench.newest_cached(qset["vault"]), False)
         con = kb.reader
         path_of = dict(con.execute("SELECT id, path FROM documents").fetchall())
         lists = {}

@@ -46,8 +46,7 @@ def list_note(vaults: list[Path], seed: int = 1) -> str:
 def main() -> None:
     for path in qbench.question_files():
         qset = qbench.load_questions(path)
-        built = sorted((REPO / "bench" / ".cache").glob(f"{qset['vault']}-*.db"), key=lambda p: p.stat().st_mtime)
-        cached = qbench.open_index(qset["vault"], built[-1] if built else None, False).path
+        cached = qbench.open_index(qset["vault"], qbench.newest_cached(qset["vault"]), False).path
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "index.db"
             shutil.copy(cached, db)

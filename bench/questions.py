@@ -161,6 +161,13 @@ def vault_folder(vault: str) -> Path:
     return folder
 
 
+def newest_cached(vault: str) -> Path | None:
+    """The most recently built cached index of ``vault``, whatever its key (for benchmarks that
+    compare ranking on the same index while indexing code changes), or None."""
+    built = sorted(CACHE.glob(f"{vault}-*.db"), key=lambda p: p.stat().st_mtime)
+    return built[-1] if built else None
+
+
 def open_index(vault: str, db: Path | None, rebuild: bool) -> kbase.KB:
     """The vault's index, built (with embeddings) or brought up to date; progress on stderr."""
     path = db or CACHE / f"{vault}-{index_key()}.db"
