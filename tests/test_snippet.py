@@ -8,21 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbase.snippet import OPEN, CLOSE, plain, render, snippet, unmark
+from bench.markup import markup_in  # the fixed list of markup a snippet must not show
+from kbase.snippet import CLOSE, OPEN, plain, render, snippet, unmark
 from tests.conftest import shared
-
-# What a reader must never see in a snippet (the list). Checked on rendered text.
-MARKUP = {
-    "strong": re.compile(r"\*\*|__"),
-    "wikilink": re.compile(r"\[\[|\]\]"),
-    "callout": re.compile(r"\[![A-Za-z-]+\]"),
-    "fence": re.compile(r"```|~~~"),
-    "comment": re.compile(r"%%|<!--|-->"),
-    "block id": re.compile(r"(?:^|\s|\]\])\^[A-Za-z0-9-]+$"),
-    "html tag": re.compile(r"</?(?:div|span|br|img|a|p|details|summary|sup|sub|kbd|mark|b|i|u)\b[^>]*>", re.I),
-    "link target": re.compile(r"\]\((?:https?:|[\w./-]+\.(?:md|png|jpg|gif|svg)\))"),
-    "table pipe": re.compile(r"(?:^|\s)\|(?:\s|$)"),
-}
 
 
 def visible(markdown: str) -> str:
@@ -138,8 +126,7 @@ def test_no_snippet_of_a_real_vault_shows_markup(vault):
             word = re.search(r"[A-Za-z]{4,}", text)
             ranges = [word.span()] if word else []
             out = snippet(text, ranges)[0]
-            for name, pattern in MARKUP.items():
-                assert not pattern.search(out), f"{path.name} line {c.line}: {name} in {out!r}"
+            assert not markup_in(out), f"{path.name} line {c.line}: {markup_in(out)} in {out!r}"
             for line in render(text)[0].splitlines():  # a heading marker starts a line
                 assert not re.match(r"\s*#{1,6} ", line), f"{path.name} line {c.line}: heading marker in {line!r}"
             seen += 1
