@@ -42,12 +42,15 @@ def rrf_fusion(k: float, floor: float = search.MIN_SIMILARITY, w_sem: float = 1.
     return fuse
 
 
-def score_fusion(alpha: float, floor: float = 0.0, tiers: bool = True) -> Callable[[Lists], list[int]]:
+def score_fusion(alpha: float, floor: float = 0.0, tiers: bool = True,
+                 floor_alone: bool = False) -> Callable[[Lists], list[int]]:
     """Convex combination of normalised scores (Bruch et al. 2023): keyword bm25 / the list's best,
-    plus the tier as a step; cosine similarity min-max over the list."""
+    plus the tier as a step; cosine similarity min-max over the list. ``floor_alone``: the floor
+    only keeps out notes that the keyword list does not hold."""
     def fuse(lists: Lists) -> list[int]:
         kw, sem = lists
-        sem = [r for r in sem if r.explain["similarity"] >= floor]
+        in_kw = {r.doc_id for r in kw} if floor_alone else set()
+        sem = [r for r in sem if r.explain["similarity"] >= floor or r.doc_id in in_kw]
         out: dict[int, float] = {}
         if kw:
             top = max(r.score % 1 for r in kw) or 1.0
@@ -71,6 +74,7 @@ VARIANTS: dict[str, Callable[[Lists], list[int]]] = {
     "rrf k=20 floor .3": rrf_fusion(20),
     "rrf k=10 floor .3 w_sem 1.5": rrf_fusion(10, w_sem=1.5),
     **{f"score a={a}": score_fusion(a) for a in (0.3, 0.4, 0.5, 0.6, 0.7)},
+    **{f"score a={a} floor .3 alone": score_fusion(a, 0.3, floor_alone=True) for a in (0.4, 0.5, 0.6)},
     **{f"score a={a} floor .3": score_fusion(a, 0.3) for a in (0.5, 0.6)},
     **{f"score a={a} no tiers": score_fusion(a, tiers=False) for a in (0.5, 0.6)},
 }
