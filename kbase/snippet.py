@@ -12,10 +12,14 @@ rendered snippet, and the line number of a match stays the file's.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
 SNIPPET_BEFORE = 60  # characters of context before the first match
 SNIPPET_WIDTH = 200  # total snippet length in characters
+# A long chunk is rendered from the line this many characters before its first match to the line
+# this many after: enough for any snippet, and rendering is most of a hit's cost.
+WINDOW_BEFORE, WINDOW_AFTER = 400, 1200
 OPEN, CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (control chars)
 
 # A piece of output: (source start, source end) kept as is, or (text, source offset) inserted.
@@ -25,7 +29,8 @@ _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
-    "|".join([
+    # Every alternative starts with one of these characters: a letter fails at once (3x faster).
+    r"(?=[<%`!\[\]\\$*_~=|> \t#^0-9+\-:])(?:" + "|".join([
         r"(?P<html_comment><!--.*?(?:-->|\Z))",
         r"(?P<comment>%%.*?(?:%%|\Z))",
         r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
@@ -53,7 +58,7 @@ _PATTERN = re.compile(
         r"(?P<strong>\*\*|__(?!\w)|(?<!\w)__|~~|==)",
         r"(?P<em>(?<![\w*\\])\*(?=[^\s*])|(?<=[^\s*\\])\*(?![\w*])|(?<![\w\\])_(?=[^\s_])|(?<=[^\s_\\])_(?!\w))",
         r"(?P<escape>\\(?P<escaped>[\\`*_{}\[\]()#+\-.!|~<>=$%^]))",
-    ]),
+    ]) + ")",
     re.S | re.M,
 )
 
@@ -199,27 +204,24 @@ def snippet(text: str, ranges: Sequence[tuple[int, int]] = (), markdown: bool = 
     offset in ``text`` of the first visible match, or of the first match, or 0): the caller turns
     that offset into the file's line number.
     """
-    rendered, source = render(text) if markdown else (text, range(len(text)))
-    # Output positions of each match that is still visible after rendering.
+    lo, hi = 0, len(text)
+    if ranges and hi > WINDOW_AFTER:  # a long chunk: render only the lines around its first match
+        first_match = min(ranges)[0]
+        lo = max(text.rfind("\n", 0, max(0, first_match - WINDOW_BEFORE)) + 1, 0)
+        end = text.find("\n", first_match + WINDOW_AFTER)
+        hi = hi if end < 0 else end
+    rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
+    # Output positions of each match that is still visible after rendering: the output characters
+    # that come from inside it (``source`` never decreases), without the spaces at its ends.
     marks: list[tuple[int, int]] = []
-    if ranges:
-        starts = sorted(ranges)
-        j = 0
-        i = 0
-        n = len(rendered)
-        while i < n:
-            src = source[i]
-            while j < len(starts) and starts[j][1] <= src:
-                j += 1
-            if j < len(starts) and starts[j][0] <= src < starts[j][1] and not rendered[i].isspace():
-                a = i
-                while i < n and starts[j][0] <= source[i] < starts[j][1]:
-                    i += 1
-                while rendered[i - 1].isspace():
-                    i -= 1
-                marks.append((a, i))
-                continue
+    for a, b in sorted(ranges):
+        i, j = bisect_left(source, a), bisect_left(source, b)
+        while i < j and rendered[i].isspace():
             i += 1
+        while j > i and rendered[j - 1].isspace():
+            j -= 1
+        if j > i and (not marks or i >= marks[-1][1]):
+            marks.append((i, j))
     anchor = source[marks[0][0]] if marks else (min(ranges)[0] if ranges else 0)
     first = marks[0][0] if marks else 0
     start = max(0, first - SNIPPET_BEFORE)
