@@ -152,24 +152,27 @@ def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
 
 
 def test_hybrid_hit_shows_the_chunk_of_the_list_that_contributes_most(names, monkeypatch):
-    """The fusion is real; the two lists are fixed so that each side wins for one note."""
+    """The fusion is real; the two lists are fixed so that each side is stronger for one note."""
     con = names.reader
     chunks = dict(con.execute("SELECT d.path, group_concat(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id"
                               " GROUP BY d.path").fetchall())
     doc = dict(con.execute("SELECT path, id FROM documents").fetchall())
     a, b = "Sync settings.md", "Other.md"
     ca, cb = int(chunks[a].split(",")[0]), int(chunks[b].split(",")[0])
-    kw = [search.Ranked(doc[b], cb, 2.5, 1, '"sync"', {"tier": "all words", "bm25": 5.0, "chunks": 1}),
-          search.Ranked(doc[a], ca, 2.4, 1, '"sync"', {"tier": "all words", "bm25": 4.0, "chunks": 1})]
+    kw = [search.Ranked(doc[b], cb, 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}),
+          search.Ranked(doc[a], ca, 3.2, 1, '"sync"', {"tier": "all words", "bm25": 2.5, "chunks": 1})]
     sem_a = search.Ranked(doc[a], ca + 1000, 0.8, 1, None, {"similarity": 0.8, "chunks": 1})
     sem_b = search.Ranked(doc[b], cb + 1000, 0.4, 1, None, {"similarity": 0.4, "chunks": 1})
     monkeypatch.setattr(search, "keyword_ranked", lambda *a, **k: kw)
     monkeypatch.setattr(search, "semantic_ranked", lambda *a, **k: [sem_a, sem_b])
-    picked = {}
-    monkeypatch.setattr(search, "_hit", lambda con, doc_id, cid, *rest: picked.setdefault(doc_id, cid))
-    search.hybrid_search(con, "sync", b"", limit=2, k=10)
-    # a: keyword #2 (1/12) < semantic #1 (1/11): its nearest chunk; b: keyword #1 wins
+    picked, scores = {}, []
+    monkeypatch.setattr(search, "_hit", lambda con, doc_id, cid, score, *rest: (picked.setdefault(doc_id, cid),
+                                                                              scores.append(score)))
+    search.hybrid_search(con, "sync", b"", limit=2, alpha=0.5)
+    # bm25 evidence (fraction / best fraction): a 0.4, b 1; cosine evidence (min-max): a 1, b 0.
+    # a: its nearest chunk (semantic 0.5 > keyword 0.2); b: its keyword chunk (0.5 > 0)
     assert picked == {doc[a]: ca + 1000, doc[b]: cb}
+    assert scores == [pytest.approx(0.5 * 2.4 + 0.5 * 1), pytest.approx(0.5 * 3)]  # tier step 2 + bm25: a first
 
 
 def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
