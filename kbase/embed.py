@@ -263,7 +263,7 @@ def embed_missing(
     """Embed the chunks that have no vector yet, the newest notes (by file time) first, one
     committed batch at a time: an interruption loses at most the batch in flight.
 
-    ``limit`` (at least one batch) and ``should_stop`` (asked between batches) end the run early;
+    ``limit`` (chunks) and ``should_stop`` (asked between batches) end the run early;
     a long-lived process embeds this way when it is idle, a little at a time. A vector already
     stored for the same embedder input (another chunk with identical context and text) is copied
     instead of computed. Returns counts and times, and ``remaining``: chunks still without one.
@@ -272,7 +272,7 @@ def embed_missing(
     batch = batch or getattr(embedder, "batch_size", BATCH_SIZE)
     total = missing_count(con)
     if limit is not None:
-        total = min(total, max(limit, batch))
+        total = min(total, limit)
     done = reused = 0
     t0 = time.perf_counter()
     embed_seconds = 0.0
