@@ -503,7 +503,7 @@ class MainScreen(Screen):
         nobody types (a step stops between two batches once typing starts again). Another
         process writing the index (kbase index, watch) goes first: this waits its turn."""
         worker = get_current_worker()
-        busy = lambda: worker.is_cancelled or time.monotonic() - self._last_typed < IDLE_S  # noqa: E731
+        busy = lambda: worker.is_cancelled or time.monotonic() - self._last_typed < IDLE_S
         try:
             while not worker.is_cancelled:
                 if busy():
