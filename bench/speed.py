@@ -1,7 +1,7 @@
 """Issue 15, side by side: a base revision (A) against the working tree (B), alternating rounds.
 
-    python bench/speed.py cli   [--rev main] [--notes 10000] [--rounds 7]
-    python bench/speed.py embed [--rev main] [--notes 100] [--rounds 3]
+    python bench/speed.py cli   [--rev 1092f36] [--notes 10000] [--rounds 7]
+    python bench/speed.py embed [--rev 1092f36] [--notes 100] [--rounds 3]
 
 ``cli``: ``kbase search`` as a process (hybrid, the default once an index has vectors, and
 keyword) on a synthetic vault of ``--notes`` notes indexed keyword-only, with synthetic unit
@@ -55,10 +55,12 @@ def env_for(code: Path, data: Path) -> dict:
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
-    """(wall s, CPU s of the child, stdout)."""
+    """(wall s, CPU s of the child, stdout). The child runs in the code's parent folder: ``python -m``
+    puts the working directory first on sys.path, which would otherwise pick this checkout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(env["PYTHONPATH"]).parent).stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
@@ -66,7 +68,7 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
 
 def keyword_index(vault: Path, db: Path, env: dict) -> None:
     subprocess.run([sys.executable, "-m", "kbase", "--db", str(db), "index", "-q", "--no-embed", str(vault)],
-                   env=env, check=True)
+                   env=env, check=True, cwd=Path(env["PYTHONPATH"]).parent)
 
 
 def fake_vectors(db: Path) -> int:
@@ -146,10 +148,12 @@ def embed(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
             runs[s].append((wall, cpu))
             print(f"round {r} {s}: {wall:.1f} s wall, {cpu:.1f} s CPU ({out.strip()})", flush=True)
             if r == 0:
-                sys.path.insert(0, str(REPO))
-                from kbase import db as kdb
+                import apsw
+                import sqlite_vec
 
-                con = kdb.connect(db, readonly=True)
+                con = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+                con.enable_load_extension(True)
+                con.load_extension(sqlite_vec.loadable_path())
                 vectors[s] = dict(con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall())
                 n = len(vectors[s])
                 con.close()
@@ -173,7 +177,7 @@ def embed(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("part", choices=["cli", "embed"])
-    ap.add_argument("--rev", default="main", help="the base revision (A)")
+    ap.add_argument("--rev", default="1092f36", help="the base revision (A; default: kbase before issue 15)")
     ap.add_argument("--notes", type=int, help="synthetic notes (default: cli 10000, embed 100)")
     ap.add_argument("--rounds", type=int, help="alternating rounds (default: cli 7, embed 3)")
     a = ap.parse_args()
@@ -184,6 +188,9 @@ def main() -> None:
         work = Path(tmp)
         sides = {"A": export(a.rev, work / "A"), "B": REPO}
         data = work / "data"
+        for code in sides.values():  # each side runs its own code
+            _, _, where = timed([sys.executable, "-c", "import kbase; print(kbase.__file__)"], env_for(code, data))
+            assert Path(where.strip()).is_relative_to(code), (code, where)
         t0, load0 = time.time(), os.getloadavg()
         result = (cli if a.part == "cli" else embed)(a, work, sides, data)
         result.update(rev_A=a.rev, rev_B=subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

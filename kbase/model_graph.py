@@ -86,6 +86,9 @@ def session(graph: Path, *, threads: int, prepack: bool = True):
     so.inter_op_num_threads = 1
     if not prepack:
         so.add_session_config_entry("session.disable_prepacking", "1")
+    # Idle pool threads sleep instead of spinning: on a busy machine spinning burnt a fifth of the
+    # CPU time (BENCHMARKS.md, issue 15); each operator here runs for milliseconds anyway.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = 3
     return ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
 
