@@ -531,7 +531,7 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
     def load_model(self) -> None:
-        """Load the embedding model (fastembed is imported here, never before the first paint)."""
+        """Load the embedding model (onnxruntime is imported here, never before the first paint)."""
         try:
             with self.app.pool.vector_kb() as kb:
                 # Loads the model, checks it made the index's vectors, and reads the vectors
