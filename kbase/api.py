@@ -35,7 +35,8 @@ class KB:
 
     @property
     def embedder(self):
-        """The embedding model, loaded on first use (milliseconds; building its graph the very first time takes seconds)."""
+        """The embedding model, loaded on first use (milliseconds; the very first use builds its
+        cached graph, a few seconds)."""
         if self._embedder is None:
             from kbase.embed import default_embedder
 

@@ -187,7 +187,7 @@ def test_embedding_goes_newest_note_first_in_steps(tmp_path):
     assert k.coverage() == (0, 6)
     first = k.embed_step(limit=2)
     assert first["embedded"] == 2 and first["remaining"] == 4 and k.coverage() == (2, 6)
-    note = lambda text: int(text.split()[1])  # noqa: E731 - "Note 5\n\n..."
+    note = lambda text: int(text.split()[1])  # each text starts "Note <i>"
     assert {note(t) for t in model.seen} == {5, 4}  # the newest notes first
     asked = []
     second = k.embed_step(should_stop=lambda: asked.append(1) or len(asked) > 1, limit=100)
@@ -211,7 +211,7 @@ def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cov
     import sys
 
     dbp = tmp_path / "c.db"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kbase", "--db", str(dbp), *a],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "kbase", "--db", str(dbp), *a],
                                     capture_output=True, text=True, check=True)
     out = run("index", str(vault))
     assert "keyword search is ready; embedding 5 chunks" in out.stderr
