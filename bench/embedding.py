@@ -2,9 +2,9 @@
 
     python bench/embedding.py [--chunks 400] [--scale 100000]
 
-1. Throughput: the same chunk texts embedded by fastembed directly (batch 8, what kbase uses) and
-   through ``kbase embed`` (reading chunks, reuse lookups, writing vec0 rows); the ratio should
-   be within 10%.
+1. Throughput: the same chunk texts embedded by the model directly (``embed_batch`` on all of
+   them, batch 8, what kbase uses) and through ``kbase embed`` (reading chunks, reuse lookups,
+   writing vec0 rows); the ratio should be within 10%. (bench/speed.py compares revisions.)
 2. Peak memory of a ``kbase index`` process that embeds (ru_maxrss of the child).
 3. Latency at scale: a synthetic vault indexed keyword-only until it has about ``--scale``
    chunks, then synthetic unit vectors for every chunk (the model would take hours here);

@@ -10,7 +10,7 @@ from pathlib import Path
 import apsw
 
 from kbase import db
-from kbase.errors import InputError
+from kbase.errors import IndexBusyError, InputError
 from kbase.models import Hit, IndexReport
 
 
@@ -35,7 +35,8 @@ class KB:
 
     @property
     def embedder(self):
-        """The embedding model, loaded on first use (about half a second)."""
+        """The embedding model, loaded on first use (milliseconds; the very first use builds its
+        cached graph, a few seconds)."""
         if self._embedder is None:
             from kbase.embed import default_embedder
 
@@ -125,8 +126,8 @@ class KB:
             con.close()
 
     def embed_newest(self, limit: int) -> int:
-        """Embed one batch of up to ``limit`` chunks that lack vectors, newest notes first; how
-        many (0: none missing). Raises IndexBusyError while another process writes."""
+        """Embed up to ``limit`` chunks that lack vectors, newest notes first; how many (0: none
+        missing). Raises IndexBusyError while another process writes (see also ``embed_step``)."""
         from kbase import embed as emb
 
         con = db.connect(self.path)
@@ -140,12 +141,31 @@ class KB:
         finally:
             con.close()
 
-    def _embed(self, con: apsw.Connection, progress) -> dict:
+    def embed_step(self, *, limit: int | None = None, should_stop=None, progress=None) -> dict | None:
+        """Embed up to ``limit`` chunks that have no vector yet (default ``embed.WINDOW``, a few
+        seconds of work), newest notes first, one committed batch at a time, ending early once
+        ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
+        ``kbase watch``, an MCP server) calls while idle, until ``remaining`` is 0. The writer
+        lock is held for this step only; None when another process holds it (try again later)."""
+        from kbase import embed as emb
+
+        con = db.connect(self.path)
+        try:
+            with db.writer_lock(self.path):
+                return self._embed(con, progress, limit=limit or emb.WINDOW, should_stop=should_stop)
+        except IndexBusyError:
+            return None
+        except apsw.Error as e:
+            raise db.translate_error(e, self.path) from e
+        finally:
+            con.close()
+
+    def _embed(self, con: apsw.Connection, progress, **options) -> dict:
         from kbase import embed as emb
 
         if emb.missing_count(con) == 0 and emb.has_vectors(con):
-            return {"embedded": 0, "reused": 0, "seconds": 0.0, "model_seconds": 0.0}
-        return emb.embed_missing(con, self.embedder, progress=progress)
+            return {"embedded": 0, "reused": 0, "seconds": 0.0, "model_seconds": 0.0, "remaining": 0}
+        return emb.embed_missing(con, self.embedder, progress=progress, **options)
 
     # reading -----------------------------------------------------------------------------------
     def search(
@@ -188,6 +208,13 @@ class KB:
             hits = self._read(s.hybrid_search, query, self.query_vector(query), limit=limit, filters=filters,
                               cache=self.vector_cache)
         return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
+
+    def coverage(self) -> tuple[int, int]:
+        """(chunks with a vector, all chunks): how much of the index semantic search covers
+        (less than all while embedding is under way)."""
+        from kbase.embed import coverage
+
+        return self._read(coverage)
 
     def default_mode(self) -> str:
         """'hybrid' when the index has vectors, else 'keyword'."""

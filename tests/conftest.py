@@ -24,6 +24,8 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.delenv("KBASE_DB", raising=False)
+    # The graph derived from the model file is built once for the whole run, not once per test.
+    monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
 
 
 @pytest.fixture

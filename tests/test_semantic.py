@@ -40,8 +40,7 @@ def test_model_is_offline_checked_and_normalised(model):
     assert model.dimension == 384 and model.max_tokens == 256
     v = struct.unpack("<384f", model.embed_query("hello"))
     assert abs(sum(x * x for x in v) - 1) < 1e-3
-    embed.MiniLMEmbedder()
-    assert (embed.data_dir() / "fastembed-cache").is_dir()  # in kbase's data folder, not in /tmp
+    assert embed.MiniLMEmbedder().graph.is_relative_to(embed.model_cache_dir())
 
 
 def test_a_tampered_model_file_is_refused(monkeypatch):
@@ -113,7 +112,8 @@ def test_interrupted_embedding_resumes(tmp_path, vault, model):
     k.index([vault], embed=False)
 
     def stop(done, total):
-        raise KeyboardInterrupt
+        if done:  # the first call, (0, total), comes before any batch
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         embed.embed_missing(kbase.db.connect(k.path), model, progress=stop, batch=2)
@@ -159,3 +159,68 @@ def test_rrf_is_pure_and_explains():
     weighted = rrf({"keyword": ["a", "b", "c"], "semantic": ["c", "a"]}, k=60, weights={"semantic": 2.0})
     assert [f.key for f in weighted] == ["c", "a", "b"]
     assert rrf({"x": []}) == []
+
+
+class RecordingModel(OtherModel):
+    """Remembers the texts it was given, in order."""
+
+    fingerprint = '{"model": "recording"}'
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def embed_batch(self, texts):
+        self.seen += texts
+        return super().embed_batch(texts)
+
+
+def test_embedding_goes_newest_note_first_in_steps(tmp_path):
+    import os
+
+    v = write(tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nText of note number {i}.\n" for i in range(6)})
+    for i in range(6):  # n5 is the newest file, n0 the oldest
+        os.utime(v / f"n{i}.md", (1_700_000_000 + i, 1_700_000_000 + i))
+    model = RecordingModel()
+    model.batch_size = 1
+    k = kbase.KB(tmp_path / "o.db", embedder=model)
+    k.index([v], embed=False)
+    assert k.coverage() == (0, 6)
+    first = k.embed_step(limit=2)
+    assert first["embedded"] == 2 and first["remaining"] == 4 and k.coverage() == (2, 6)
+    note = lambda text: int(text.split()[1])  # each text starts "Note <i>"
+    assert {note(t) for t in model.seen} == {5, 4}  # the newest notes first
+    asked = []
+    second = k.embed_step(should_stop=lambda: asked.append(1) or len(asked) > 1, limit=100)
+    assert second["embedded"] == 1 and second["remaining"] == 3  # one batch, then it stopped
+    k.embed_step(limit=1)
+    assert note(model.seen[-1]) == 3  # the newest of those left
+    rest = k.embed()
+    assert rest["remaining"] == 0 and k.coverage() == (6, 6) and len(model.seen) == 6
+
+
+def test_embed_step_yields_to_another_writer(tmp_path, vault, model):
+    k = kbase.KB(tmp_path / "b.db", embedder=model)
+    k.index([vault], embed=False)
+    with kbase.db.writer_lock(k.path):
+        assert k.embed_step() is None
+    assert k.embed_step()["remaining"] == 0
+
+
+def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cover(tmp_path, vault, model):
+    import subprocess
+    import sys
+
+    dbp = tmp_path / "c.db"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "kbase", "--db", str(dbp), *a],
+                                    capture_output=True, text=True, check=True)
+    out = run("index", str(vault))
+    assert "keyword search is ready; embedding 5 chunks" in out.stderr
+    con = kbase.db.connect(dbp)
+    con.execute("DELETE FROM chunks_vec WHERE rowid IN (SELECT id FROM chunks LIMIT 2)")
+    con.execute("UPDATE chunks SET embedded = 0 WHERE id IN (SELECT id FROM chunks LIMIT 2)")
+    con.close()
+    out = run("search", "bread")
+    assert out.stdout and "semantic results cover 3 of 5 chunks (60%)" in out.stderr
+    assert "cover" not in run("search", "-m", "keyword", "bread").stderr
+    run("embed")
+    assert "cover" not in run("search", "bread").stderr

@@ -806,3 +806,38 @@ def test_pool_lends_each_kb_to_one_thread_at_a_time(index):
     with pool.vector_kb() as again:
         assert again is a
     pool.close()
+
+
+@pytest.mark.asyncio
+async def test_missing_vectors_are_embedded_in_the_background_while_idle(tmp_path, monkeypatch):
+    import kbase.tui.screens as screens
+
+    db, _ = build(tmp_path, embedder=FakeEmbedder())
+    con = kbase.db.connect(db)
+    total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    con.execute("DELETE FROM chunks_vec WHERE rowid IN (SELECT id FROM chunks WHERE id % 2 = 0)")
+    con.execute("UPDATE chunks SET embedded = 0 WHERE id % 2 = 0")  # half the vectors are missing
+    missing = con.execute("SELECT count(*) FROM chunks WHERE NOT embedded").fetchone()[0]
+    con.close()
+    monkeypatch.setattr(screens, "IDLE_S", 1.5)
+    embedder = FakeEmbedder()
+    app = make_app(db, kb_factory=lambda p: KB(p, embedder=embedder))
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = main(app)
+        await wait_for(pilot, lambda: "embedding while idle" in screen_text(app))
+        screen.search_input.focus()
+        await pilot.press(*"tomato")  # typing: the background work waits
+        await wait_for(pilot, lambda: not screen._embedding, timeout=20)
+        await settle(pilot)
+        assert f"embedded {total}/{total} (100%)" in screen_text(app)
+    assert kbase.db.connect(db, readonly=True).execute("SELECT count(*) FROM chunks WHERE NOT embedded").fetchone()[0] == 0
+    assert missing > 0
+
+
+@pytest.mark.asyncio
+async def test_an_index_built_without_embeddings_stays_keyword_only(index):
+    app = make_app(index)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        assert not main(app)._embedding and "no embeddings" in screen_text(app)
+        assert not any(w.group == "embed" for w in app.workers)

@@ -273,3 +273,21 @@ def test_the_report_names_each_changed_document(tmp_path, vault):
     assert kb.index([vault], embed=False).changed == [
         ("renamed", "Garden2.md"), ("updated", "Welcome.md"), ("removed", "tech/notes.txt")]
     assert kb.index([vault], embed=False).changed == []
+
+
+def test_a_backlog_is_embedded_while_idle_a_step_at_a_time(tmp_path, vault, monkeypatch):
+    import kbase.watch as kw
+
+    dbp = tmp_path / "w.db"
+    for i in range(12):
+        write(vault, {f"more/n{i}.md": f"# Note {i}\n\n" + f"Paragraph {i} about tomatoes and beds.\n\n" * 3})
+    kbase.open(dbp).index([vault], embed=False)  # keyword only: every chunk waits for a vector
+    chunks = db.connect(dbp, readonly=True).execute("SELECT count(*) FROM chunks").get
+    monkeypatch.setattr(kw, "EMBED_STEP", 8)  # so the backlog takes several idle steps
+    steps = []
+    embedder = CountingEmbedder()
+    with Watcher(kbase.KB(dbp, embedder=embedder), [vault], embed=True, on_embed=steps.append):
+        until(lambda: steps and steps[-1]["remaining"] == 0, "the backlog embedded")
+    assert len(steps) >= chunks // 8 and embedder.embedded == chunks
+    assert all(s["embedded"] <= 8 for s in steps)
+    assert db.connect(dbp, readonly=True).execute("SELECT count(*) FROM chunks WHERE NOT embedded").get == 0

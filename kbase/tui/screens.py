@@ -8,6 +8,7 @@ dropped (each request carries a generation number).
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from textual import on, work
@@ -85,6 +86,14 @@ class ModelReady(Message):
     pass
 
 
+class EmbedProgress(Message):
+    """A background embedding step ended: ``remaining`` chunks still have no vector."""
+
+    def __init__(self, remaining: int) -> None:
+        super().__init__()
+        self.remaining = remaining
+
+
 class WorkFailed(Message):
     """A worker's call raised: ``what`` says which (status, search, vector, document, links, model)."""
 
@@ -95,6 +104,8 @@ class WorkFailed(Message):
 
 MODE_HELP = "Search mode: keyword → semantic → hybrid"
 RELATED_LIMIT = 8  # related notes under the links (kbase related)
+# Chunks without vectors are embedded in the background once nobody has typed for this long.
+IDLE_S = 2.0
 EDIT_HELP = "Open the note in $EDITOR at the hit's line"
 
 
@@ -141,6 +152,9 @@ class MainScreen(Screen):
         self._links_note: Location | None = None
         self._outlinks: list = []
         self._index_problem = ""
+        self._last_typed = time.monotonic()  # of the last change in the search box (or the start)
+        self._status: dict = {}
+        self._embedding = False  # the background embedding worker runs
 
     # --- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -194,6 +208,7 @@ class MainScreen(Screen):
     # --- searching ----------------------------------------------------------------------------
     @on(Input.Changed, "#query")
     def _query_changed(self, event: Input.Changed) -> None:
+        self._last_typed = time.monotonic()
         self._schedule_search()
 
     @on(Input.Submitted, "#query")
@@ -457,10 +472,13 @@ class MainScreen(Screen):
         status, first = message.status, self.index_ok is not True
         self.index_ok = True
         self.has_embeddings = message.has_embeddings
-        self.query_one(StatusLine).show_index(
-            f"{status.get('documents', 0):,} notes · {status.get('chunks', 0):,} chunks · "
-            f"{embedding_coverage(status, message.has_embeddings)}"
-        )
+        self._status = status
+        # An index with vectors gets the rest of them (kbase index interrupted, notes changed
+        # meanwhile); one indexed with --no-embed stays keyword-only until kbase embed.
+        if message.has_embeddings and status.get("embedded_chunks", 0) < status.get("chunks", 0) and not self._embedding:
+            self._embedding = True
+            self.embed_in_background()
+        self._show_status()
         if message.has_embeddings and not self.mode_chosen:
             self.mode = "hybrid"
         if not message.has_embeddings:
@@ -471,9 +489,49 @@ class MainScreen(Screen):
         if first and self.search_input.value.strip():
             self.start_search()
 
+    def _show_status(self) -> None:
+        status = self._status
+        self.query_one(StatusLine).show_index(
+            f"{status.get('documents', 0):,} notes · {status.get('chunks', 0):,} chunks · "
+            f"{embedding_coverage(status, self.has_embeddings)}"
+            + (" · embedding while idle" if self._embedding else "")
+        )
+
+    @work(thread=True, exclusive=True, group="embed", exit_on_error=False)
+    def embed_in_background(self) -> None:
+        """Embed the chunks that have no vector yet, newest notes first, a step at a time while
+        nobody types (a step stops between two batches once typing starts again). Another
+        process writing the index (kbase index, watch) goes first: this waits its turn."""
+        worker = get_current_worker()
+        busy = lambda: worker.is_cancelled or time.monotonic() - self._last_typed < IDLE_S
+        try:
+            while not worker.is_cancelled:
+                if busy():
+                    time.sleep(0.25)
+                    continue
+                with self.app.pool.vector_kb() as kb:  # the model is loaded once, for both uses
+                    result = kb.embed_step(should_stop=busy)
+                if result is None:  # another writer
+                    time.sleep(2)
+                    continue
+                self.post_message(EmbedProgress(result["remaining"]))
+                if result["remaining"] == 0:
+                    return
+        except Exception as e:  # noqa: BLE001
+            self.post_message(WorkFailed("embed", e))
+
+    @on(EmbedProgress)
+    def _embed_progress(self, message: EmbedProgress) -> None:
+        chunks = self._status.get("chunks", 0)
+        self._status["embedded_chunks"] = max(0, chunks - message.remaining)
+        self._embedding = message.remaining > 0
+        if not self.has_embeddings or not self._embedding:
+            self.load_status()  # the first vectors: semantic search is possible; or all done
+        self._show_status()
+
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
     def load_model(self) -> None:
-        """Load the embedding model (fastembed is imported here, never before the first paint)."""
+        """Load the embedding model (onnxruntime is imported here, never before the first paint)."""
         try:
             with self.app.pool.vector_kb() as kb:
                 # Loads the model, checks it made the index's vectors, and reads the vectors
@@ -492,6 +550,11 @@ class MainScreen(Screen):
     @on(WorkFailed)
     def _work_failed(self, message: WorkFailed) -> None:
         what = message.what
+        if what == "embed":
+            self._embedding = False
+            self._show_status()
+            self.app.notify(f"Embedding in the background stopped: {_one_line(message.error)}", severity="warning")
+            return
         if what == "status":
             self.index_ok = False
             problem = _one_line(message.error)

@@ -1,0 +1,93 @@
+"""The model run through onnxruntime directly: the same vectors as fastembed gave, the derived
+graph built once, checked and rebuilt when damaged, nothing else imported for a query."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbase import embed, model_graph
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
+
+
+def cosine(a: bytes, b: list[float]) -> float:
+    return sum(x * y for x, y in zip(struct.unpack("<384f", a), b))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return embed.default_embedder()
+
+
+def test_vectors_are_fastembeds(model):
+    texts, want = REFERENCE["texts"], REFERENCE["vectors"]
+    batch = model.embed_batch(texts)  # sorted by length inside, returned in the order given
+    assert min(cosine(v, w) for v, w in zip(batch, want)) >= 0.9999
+    assert min(cosine(model.embed_query(t), w) for t, w in zip(texts, want)) >= 0.9999
+    # the batch path and the query path agree with each other as well
+    assert min(cosine(a, struct.unpack("<384f", model.embed_query(t))) for a, t in zip(batch, texts)) >= 0.9999
+
+
+def test_the_derived_graph_is_cached_fused_and_checksummed(model, tmp_path, monkeypatch):
+    folder = model.graph.parent
+    assert folder.parent == embed.model_cache_dir()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["source_sha256"] == embed.MODEL_SHA256
+    assert manifest["attention_fused"] is True and manifest["probe_min_cosine"] >= model_graph.MIN_PROBE_COSINE
+    assert set(manifest["files"]) == {"model.onnx", "model.onnx.data"}
+    monkeypatch.setattr(model_graph, "_build", lambda *a: pytest.fail("rebuilt an intact graph"))
+    assert embed.MiniLMEmbedder().graph == model.graph
+    assert model_graph.derived_graph(embed.MODEL_SHA256, embed.model_cache_dir(), verify=True) == model.graph
+
+
+def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))
+    graph = embed.MiniLMEmbedder().graph
+    data = graph.with_name("model.onnx.data")
+    st = data.stat()
+    data.chmod(0o644)
+    with open(data, "r+b") as f:  # one flipped byte, same size, same time: only the checksum sees it
+        f.seek(st.st_size // 2)
+        byte = f.read(1)
+        f.seek(st.st_size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert model_graph.derived_graph(embed.MODEL_SHA256, embed.model_cache_dir()) == graph  # the quick check passes
+    built = []
+    real_build = model_graph._build
+    monkeypatch.setattr(model_graph, "_build", lambda *a: built.append(1) or real_build(*a))
+    e = embed.MiniLMEmbedder()
+    v = e.embed_batch(REFERENCE["texts"][:2])  # storing vectors: the sha256 is checked first
+    assert built == [1]
+    assert cosine(v[1], REFERENCE["vectors"][1]) >= 0.9999
+    data.chmod(0o644)
+    with open(data, "r+b") as f:  # a truncated file is caught by the quick check
+        f.truncate(st.st_size - 10)
+    e = embed.MiniLMEmbedder()
+    assert built == [1, 1] and cosine(e.embed_query("hello"), REFERENCE["vectors"][0]) >= 0.9999
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [graph.parent.name]  # no leftovers
+
+
+def test_without_onnx_the_graph_is_only_optimised(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+    e = embed.MiniLMEmbedder()
+    assert json.loads(e.graph.with_name("manifest.json").read_text())["attention_fused"] is False
+    assert cosine(e.embed_batch(["hello", "bye"])[0], REFERENCE["vectors"][0]) >= 0.9999
+
+
+def test_a_query_imports_neither_fastembed_nor_the_graph_tools(model, tmp_path):
+    script = (
+        "import sys\n"
+        "from kbase import embed\n"
+        "embed.MiniLMEmbedder().embed_query('hello')\n"
+        "print(sorted(m for m in ('fastembed', 'onnx', 'huggingface_hub') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert out.stdout.strip() == "[]"
