@@ -843,12 +843,21 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     return expect
 
 
+# Linux keeps a process's peak RSS across exec, so a command forked straight from this (large)
+# test process would report at least the test process's own size. A small Python process starts
+# the command instead and hands its peak back through a file.
+_MEASURE = ("import os, resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]);"
+            " open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss));"
+            " sys.exit(rc)")
+
+
 def run_measured(cmd: list[str], timeout: float = 600) -> tuple[int, str, str, int]:
     """Run ``cmd``; (exit code, stdout, stderr, peak RSS in MB of that process alone)."""
     import tempfile
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
+        p = subprocess.Popen([sys.executable, "-c", _MEASURE, peak.name, *cmd], stdout=out, stderr=err)
         deadline = time.monotonic() + timeout
         while True:
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
@@ -861,7 +870,8 @@ def run_measured(cmd: list[str], timeout: float = 600) -> tuple[int, str, str, i
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        rss_mb = usage.ru_maxrss // 1024 if sys.platform != "darwin" else usage.ru_maxrss // 2**20
+        maxrss = int(peak.read() or usage.ru_maxrss)
+        rss_mb = maxrss // 1024 if sys.platform != "darwin" else maxrss // 2**20
         return p.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"), rss_mb
 
 
