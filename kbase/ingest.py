@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -301,7 +302,10 @@ def _index_scope(
                 full_resolve = full_resolve or old is None
     finally:
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Wait for the tasks in flight (a few files), except on Ctrl-C: a pool left behind
+            # races its own exit hook, which then prints a traceback after kbase's error line.
+            interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
     if progress:
         progress(total, total, "")
     for path, (doc_id, *_rest) in vanished.items():
