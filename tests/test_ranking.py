@@ -110,32 +110,27 @@ def test_explain_in_csv_is_a_column(names, tmp_path):
     assert '""tier"": ""name""' in explained[1]
 
 
-def test_long_list_note_does_not_top_unrelated_queries(tmp_path):
-    """A 3,000-line list note holds most words of the vault; each topic note must still beat it
-    for its own question, in keyword and semantic order alike."""
-    topics = {
-        "Bread": "Knead the dough for ten minutes, let it rise overnight, bake at high heat in a dutch oven.",
-        "Backups": "Keep three copies of your data on two media, one off site; test restores monthly.",
-        "Tomatoes": "Plant seedlings after the last frost, in full sun, and water the roots deeply.",
-        "Sqlite": "Write-ahead logging lets readers continue while a writer appends to the log file.",
-        "Running": "Easy runs build the aerobic base; keep the pace conversational, add strides weekly.",
-    }
-    files = {f"{t}.md": f"# {t}\n\n{body}\n" for t, body in topics.items()}
-    words = " ".join(topics.values()).replace(",", "").replace(".", "").replace(";", "").split()
-    files["Everything.md"] = "# Everything\n\n" + "\n".join(
-        f"- {' '.join(words[(i * 7 + j * 3) % len(words)] for j in range(6))}" for i in range(3000)) + "\n"
+def test_a_long_note_does_not_outrank_a_short_one_by_its_length(tmp_path):
+    """The same passage in a short note and in a 3,000-line list note: the list note's best chunk
+    pays for the note's length (its many chances), the short note's does not."""
+    passage = "Knead the dough for ten minutes, let it rise overnight, bake in a dutch oven."
     filler = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
-    files.update({f"filler/{i}.md": f"# Filler {i}\n\n" + " ".join(filler[(i * j) % len(filler)] for j in range(40))
-                  for i in range(400)})  # a vault's worth of other notes, so that bm25's idf means something
-    v = write(tmp_path / "v", files)
+    items = "\n".join(f"- {' '.join(filler[(i * 7 + j) % len(filler)] for j in range(6))} item {i}"
+                      for i in range(3000))
+    v = write(tmp_path / "v", {"Bread.md": f"# Bread\n\n{passage}\n",
+                               "Everything.md": f"# Everything\n\n{passage}\n\n{items}\n"})
     kb = kbase.open(tmp_path / "l.db")
     kb.index([v], embed=False)
-    questions = {"Bread": "dough rise overnight", "Backups": "copies of data off site", "Tomatoes": "frost seedlings sun",
-                 "Sqlite": "readers while a writer appends", "Running": "aerobic base pace strides"}
-    for topic, question in questions.items():
-        hits = kb.search(question, mode="keyword", limit=3)
-        assert hits[0].path == f"{topic}.md", (question, [(h.path, h.explain) for h in hits])
-        assert hits[0].explain["bm25"] > 1  # (a real score, not a tie)
+    short, long = kb.search("dough rise overnight", mode="keyword", limit=2)
+    assert (short.path, long.path) == ("Bread.md", "Everything.md")
+
+    def unpenalised(hit):  # the keyword score its best chunk's bm25 alone would give
+        return 3 + hit.explain["bm25"] / (hit.explain["bm25"] + search.BM25_HALF)
+
+    assert short.explain["chunks"] == 1 and short.score == pytest.approx(unpenalised(short))
+    assert long.explain["chunks"] > 100 and long.score < unpenalised(long) - 0.01
+    # the semantic list pays the same prior, in cosine units, on the same chunk count
+    assert search._length_units(long.explain["chunks"]) > 1 and search._length_units(32) == 0
 
 
 def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
