@@ -537,10 +537,18 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
     abspath = os.path.join(root, path) if path else root
     return Hit(
         doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=score,
-        chunk_id=chunk_id, line=line + len(LINE_BREAK.findall(text, 0, anchor)), heading_path=heading_path,
+        chunk_id=chunk_id, line=line + len(LINE_BREAK.findall(text, 0, anchor)),
+        heading_path=_plain_headings(heading_path) if kind == "markdown" else heading_path,
         snippet=snippet, highlights=highlights, matched_chunks=n, tags=tuple((tags or "").split()),
         stale=is_stale(abspath, size, mtime_ns), explain=explain or {},
     )
+
+
+def _plain_headings(heading_path: str) -> str:
+    """A heading path as read: 'Example **template**' shows as 'Example template'."""
+    if not any(ch in heading_path for ch in "*_`[<~=%\\$"):
+        return heading_path
+    return " > ".join(snippets.plain(h) for h in heading_path.split(" > "))
 
 
 def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:

@@ -188,3 +188,11 @@ def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
     con = kbase.db.connect(tmp_path / "r.db")
     assert con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)") is not None
     con.close()
+
+
+def test_heading_paths_read_as_text(tmp_path):
+    v = write(tmp_path / "v", {"Agenda.md": "# Agenda\n\n## Example **template** with [[Link|a link]]\n\nquokka\n"})
+    kb = kbase.open(tmp_path / "h.db")
+    kb.index([v], embed=False)
+    (hit,) = kb.search("quokka", mode="keyword")
+    assert hit.heading_path == "Agenda > Example template with a link"
