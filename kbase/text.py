@@ -25,7 +25,8 @@ def excerpt(text: str, span: tuple[int, int], width: int) -> str:
     if len(text) <= width:
         return text
     a, b = span
-    start = max(0, a - max(0, width - (b - a)) // 2)  # the span in the middle of the window
+    # The span in the middle of what a window cut at both ends shows (width - 2 characters).
+    start = max(0, a - max(0, width - 2 - (b - a)) // 2)
     if start == 0:
         return text[:width - 1] + "…"
     if start + width - 1 >= len(text):
