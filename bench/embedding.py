@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import kbase  # noqa: E402
-from kbase import db, embed, search  # noqa: E402
+from kbase import db, embed, embedder, search  # noqa: E402
 
 KBASE = [sys.executable, "-m", "kbase"]
 
@@ -52,8 +52,8 @@ def throughput(n: int, work: Path) -> dict:
     rows = con.execute(
         "SELECT d.title, c.heading_path, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
         " FROM chunks c JOIN documents d ON d.id = c.doc_id ORDER BY c.id LIMIT ?", (n,)).fetchall()
-    texts = [embed.embed_input(t, h, x) for t, h, x in rows]
-    model = embed.default_embedder()
+    texts = [embedder.embed_input(t, h, x) for t, h, x in rows]
+    model = embedder.default_embedder()
     model.embed_batch(texts[:8])  # warm up
     t0 = time.perf_counter()
     model.embed_batch(texts)
@@ -91,7 +91,7 @@ def fill_synthetic_vectors(con, seed: int = 7) -> int:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    embed.ensure_vector_table(con, embed.default_embedder())
+    embed.ensure_vector_table(con, embedder.default_embedder())
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     for start in range(0, len(ids), 5000):
         part = ids[start:start + 5000]
@@ -119,7 +119,7 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
     n = fill_synthetic_vectors(con)
     words = [w for (w,) in con.execute(
         "SELECT term FROM (SELECT DISTINCT title AS term FROM documents) LIMIT ?", (queries,))]
-    model = embed.default_embedder()
+    model = embedder.default_embedder()
     t0 = time.perf_counter()
     qvecs = [model.embed_query(w) for w in words]
     query_embed_ms = (time.perf_counter() - t0) / len(words) * 1000

@@ -79,9 +79,10 @@ def fake_vectors(db: Path) -> int:
     sys.path.insert(0, str(REPO))
     from kbase import db as kdb
     from kbase import embed
+    from kbase.embedder import MINILM_FINGERPRINT
 
     con = kdb.connect(db)
-    embed.ensure_vector_table(con, type("M", (), {"fingerprint": embed.MINILM_FINGERPRINT, "dimension": 384})())
+    embed.ensure_vector_table(con, type("M", (), {"fingerprint": MINILM_FINGERPRINT, "dimension": 384})())
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     rng = np.random.default_rng(7)
     for s in range(0, len(ids), 5000):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import apsw
 
-from kbase import db
+from kbase import db, paths
 from kbase.errors import IndexBusyError, InputError
-from kbase.models import Hit, IndexReport
+from kbase.models import EmbedReport, Hit, IndexReport
 
 
 class KB:
@@ -28,7 +28,7 @@ class KB:
         long-lived process); one-shot commands pass False and query sqlite-vec directly."""
         from kbase.vectors import VectorCache
 
-        self.path = Path(path).expanduser() if path is not None else db.default_db_path()
+        self.path = Path(path).expanduser() if path is not None else paths.default_db_path()
         self._reader: apsw.Connection | None = None
         self._embedder = embedder
         self.vector_cache = VectorCache() if cache_vectors else None
@@ -38,7 +38,7 @@ class KB:
         """The embedding model, loaded on first use (milliseconds; the very first use builds its
         cached graph, a few seconds)."""
         if self._embedder is None:
-            from kbase.embed import default_embedder
+            from kbase.embedder import default_embedder
 
             self._embedder = default_embedder()
         return self._embedder
@@ -110,7 +110,7 @@ class KB:
         finally:
             con.close()
 
-    def embed(self, *, rebuild: bool = False, progress=None) -> dict:
+    def embed(self, *, rebuild: bool = False, progress=None) -> EmbedReport:
         """Embed every chunk that has no vector yet (all of them with ``rebuild``)."""
         from kbase import embed as emb
 
@@ -141,7 +141,7 @@ class KB:
         finally:
             con.close()
 
-    def embed_step(self, *, limit: int | None = None, should_stop=None, progress=None) -> dict | None:
+    def embed_step(self, *, limit: int | None = None, should_stop=None, progress=None) -> EmbedReport | None:
         """Embed up to ``limit`` chunks that have no vector yet (default ``embed.WINDOW``, a few
         seconds of work), newest notes first, one committed batch at a time, ending early once
         ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
@@ -160,11 +160,11 @@ class KB:
         finally:
             con.close()
 
-    def _embed(self, con: apsw.Connection, progress, **options) -> dict:
+    def _embed(self, con: apsw.Connection, progress, **options) -> EmbedReport:
         from kbase import embed as emb
 
         if emb.missing_count(con) == 0 and emb.has_vectors(con):
-            return {"embedded": 0, "reused": 0, "seconds": 0.0, "model_seconds": 0.0, "remaining": 0}
+            return EmbedReport()
         return emb.embed_missing(con, self.embedder, progress=progress, **options)
 
     # reading -----------------------------------------------------------------------------------

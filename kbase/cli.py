@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from kbase.errors import KbaseError
+from kbase.models import EmbedReport
 from kbase.output import FORMATS
 
 
@@ -63,7 +64,7 @@ def _color() -> bool:
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
     """kbase: your notes in one SQLite file, searchable from the terminal."""
-    from kbase.db import default_db_path
+    from kbase.paths import default_db_path
 
     ctx.obj = {"db": db or default_db_path()}
 
@@ -156,10 +157,8 @@ def index(ctx, paths, extensions, max_size, quiet, as_json, no_embed, max_tokens
             + (f", {len(report.warnings)} warnings" if report.warnings else "")
             + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
-        if report.embedding and (report.embedding["embedded"] or report.embedding["reused"]):
-            e = report.embedding
-            click.echo(f"embedded {e['embedded']} chunks in {e['seconds']:.1f} s"
-                       + (f" ({e['reused']} reused)" if e["reused"] else ""))
+        if report.embedding and (report.embedding.embedded or report.embedding.reused):
+            _say_embedded(report.embedding)
     if report.interrupted:
         click.echo("Interrupted: the index is consistent; run kbase index again to finish.", err=True)
         ctx.exit(130)
@@ -268,19 +267,19 @@ def watch(ctx, paths, no_embed, debounce, poll):
                 skips_shown.add(skip)
                 click.echo(f"{stamp} skipped {_printable(skip[0])}: {skip[1]}", err=True)
         if b.changed:
-            embedded = r.embedding["embedded"] if r.embedding else 0
+            embedded = r.embedding.embedded if r.embedding else 0
             click.echo(f"{stamp} {render_changes(r.changed)}"
                        + (f", {embedded} chunks embedded" if embedded else "") + f" ({b.seconds:.2f} s)")
 
     said = [0.0]
 
-    def on_embed(r: dict) -> None:
+    def on_embed(r: EmbedReport) -> None:
         """Background embedding: a line when the backlog is done, else at most one a minute."""
         import time
 
-        if r["embedded"] + r["reused"] and (r["remaining"] == 0 or time.monotonic() - said[0] >= 60):
+        if r.embedded + r.reused and (r.remaining == 0 or time.monotonic() - said[0] >= 60):
             said[0] = time.monotonic()
-            left = f"{r['remaining']:,} chunks still to embed" if r["remaining"] else "every chunk is embedded"
+            left = f"{r.remaining:,} chunks still to embed" if r.remaining else "every chunk is embedded"
             click.echo(f"{datetime.now().strftime('%H:%M:%S')} embedding while idle: {left}")
 
     with _kb(ctx) as kb:
@@ -307,8 +306,11 @@ def embed(ctx, rebuild, quiet):
     """Embed the chunks that have no vector yet (resumes where an interrupted run stopped)."""
     with _Bars(not quiet) as bar:
         result = _kb(ctx).embed(rebuild=rebuild, progress=bar.chunks)
-    click.echo(f"embedded {result['embedded']} chunks in {result['seconds']:.1f} s"
-               + (f" ({result['reused']} reused)" if result["reused"] else ""))
+    _say_embedded(result)
+
+
+def _say_embedded(e: EmbedReport) -> None:
+    click.echo(f"embedded {e.embedded} chunks in {e.seconds:.1f} s" + (f" ({e.reused} reused)" if e.reused else ""))
 
 
 def _search_options(f):

@@ -26,17 +26,6 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 SQLITE_READONLY_DIRECTORY = 1544  # extended result code: the folder forbids creating -wal/-shm
 
 
-def default_db_path() -> Path:
-    """``$KBASE_DB``, else ``$XDG_DATA_HOME/kbase/index.db`` (``~/.local/share/kbase/index.db``)."""
-    env = os.environ.get("KBASE_DB")
-    if env:
-        return Path(env).expanduser()
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(data_home) / "kbase" / "index.db"
-
-
 def schema_sql() -> str:
     """The DDL of a new index: ``schema.sql`` from the installed package, else from the checkout."""
     packaged = resources.files("kbase").joinpath("schema.sql")

@@ -28,7 +28,7 @@ from kbase.db import meta_get, meta_set
 from kbase.decode import Decoded, UndecodableError, decode
 from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, printable, walk
 from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
-from kbase.maintenance import follow_moved_roots
+from kbase.maintenance import follow_moved_roots, rechunk_all, rederive
 from kbase.errors import InputError
 from kbase.models import IndexReport, ParsedDoc
 from kbase.parse import parse
@@ -146,36 +146,6 @@ def chunk_file(path: str | os.PathLike[str], settings: ChunkSettings | None = No
         raise InputError(f"{path} is not text kbase can index: {e}", "pass a Markdown or text file") from e
     doc = _parse(decoded, p.name)
     return doc, chunk(doc, counter, settings), decoded.encoding
-
-
-def rechunk_all(
-    con: apsw.Connection, counter: TokenCounter, settings: ChunkSettings, progress: Progress | None = None
-) -> int:
-    """Chunk every document again from its stored text (the chunker's settings changed)."""
-    rows = con.execute("SELECT id, path FROM documents ORDER BY id").fetchall()
-    for done, (doc_id, path) in enumerate(rows):
-        if progress:
-            progress(done, len(rows), f"re-chunking {path}")
-        rederive(con, doc_id, counter, settings)
-    for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
-        store.resolve_links(con, root_id)
-    return len(rows)
-
-
-def rederive(con: apsw.Connection, doc_id: int, counter: TokenCounter, settings: ChunkSettings,
-             doc: ParsedDoc | None = None) -> None:
-    """Parse and chunk a document again from its stored text and rewrite what derives from it
-    (vectors of chunks whose embedder input is unchanged are kept)."""
-    root_id, path, size, mtime_ns, digest, encoding, body, root = con.execute(
-        "SELECT d.root_id, d.path, d.size, d.mtime_ns, d.hash, d.encoding, d.body, r.path"
-        " FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?", (doc_id,)).fetchone()
-    doc = doc or parse(body, path or Path(root).name)
-    chunking = chunk(doc, counter, settings)
-    store.write_document(
-        con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
-        encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
-        links=parse_links(doc), block_ids=block_ids(doc),
-    )
 
 
 def _retitle_renamed(con: apsw.Connection, doc_id: int, old_path: str, counter: TokenCounter,

@@ -4,15 +4,20 @@ re-point roots after the notes moved."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
 
 from kbase import cjk, embed, store
-from kbase.chunk import ChunkSettings, default_counter
-from kbase.db import located_root
+from kbase.chunk import ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.db import located_root, meta_set
+from kbase.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
+from kbase.links import block_ids, parse_links
+from kbase.models import ParsedDoc
+from kbase.parse import parse
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ def check(con: apsw.Connection) -> list[Problem]:
                                     f"{n_vec} vectors: {stray} without a chunk, {lost} chunks marked embedded "
                                     f"without a vector, {unflagged} vectors of chunks not marked embedded"))
         stored = embed.stored_fingerprint(con)
-        if stored is not None and stored != embed.MINILM_FINGERPRINT:
+        if stored is not None and stored != MINILM_FINGERPRINT:
             problems.append(Problem("embedder", n_vec, "the vectors come from another embedding model; "
                                     "run kbase embed --rebuild", fixable=False))
     elif one("SELECT count(*) FROM chunks WHERE embedded"):
@@ -79,10 +84,38 @@ def frontmatter_warnings(con: apsw.Connection) -> list[dict]:
         "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path, line")]
 
 
+def rechunk_all(
+    con: apsw.Connection, counter: TokenCounter, settings: ChunkSettings, progress: Callable[[int, int, str], None] | None = None
+) -> int:
+    """Chunk every document again from its stored text (the chunker's settings changed)."""
+    rows = con.execute("SELECT id, path FROM documents ORDER BY id").fetchall()
+    for done, (doc_id, path) in enumerate(rows):
+        if progress:
+            progress(done, len(rows), f"re-chunking {path}")
+        rederive(con, doc_id, counter, settings)
+    for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
+        store.resolve_links(con, root_id)
+    return len(rows)
+
+
+def rederive(con: apsw.Connection, doc_id: int, counter: TokenCounter, settings: ChunkSettings,
+             doc: ParsedDoc | None = None) -> None:
+    """Parse and chunk a document again from its stored text and rewrite what derives from it
+    (vectors of chunks whose embedder input is unchanged are kept)."""
+    root_id, path, size, mtime_ns, digest, encoding, body, root = con.execute(
+        "SELECT d.root_id, d.path, d.size, d.mtime_ns, d.hash, d.encoding, d.body, r.path"
+        " FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?", (doc_id,)).fetchone()
+    doc = doc or parse(body, path or Path(root).name)
+    chunking = chunk(doc, counter, settings)
+    store.write_document(
+        con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
+        encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
+        links=parse_links(doc), block_ids=block_ids(doc),
+    )
+
+
 def fix(con: apsw.Connection) -> list[str]:
     """Rebuild, from the stored document texts, whatever ``check`` found broken; no file is read."""
-    from kbase import ingest
-
     done = []
     kinds = {p.kind for p in check(con)}
     if kinds & {"chunk_offsets", "orphan_chunks", "chunker"}:
@@ -90,10 +123,9 @@ def fix(con: apsw.Connection) -> list[str]:
             con.execute("DELETE FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)")
         settings = ChunkSettings.from_fingerprint(
             (con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone() or [None])[0])
-        n = ingest.rechunk_all(con, default_counter(), settings)
+        n = rechunk_all(con, default_counter(), settings)
         with con:
-            con.execute("INSERT INTO meta (key, value) VALUES ('chunker', ?) ON CONFLICT (key) DO UPDATE"
-                        " SET value = excluded.value", (settings.fingerprint(default_counter()),))
+            meta_set(con, "chunker", settings.fingerprint(default_counter()))
         done.append(f"re-chunked {n} documents from their stored text")
     if "fts" in kinds or kinds & {"chunk_offsets", "orphan_chunks"}:
         with con:

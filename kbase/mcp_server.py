@@ -612,7 +612,7 @@ def serve(db_path: Path, *, http: str | None = None, token: str | None = None, w
     if watch:
         threads.append(threading.Thread(target=backend.watch, args=(poll,), name="kbase-watch", daemon=True))
         if embed:
-            from kbase.embed import BATCH_SIZE
+            from kbase.embedder import BATCH_SIZE
 
             threads.append(threading.Thread(target=backend.embed_while_idle, args=(BATCH_SIZE,),
                                             name="kbase-idle-embed", daemon=True))

@@ -8,14 +8,80 @@ its own transaction together with the ``user_version`` bump. A new index is made
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import apsw
 
 
+# The DDL of schema version 5, frozen here: a later schema.sql must not change what this step makes.
+_SCHEMA_5 = {
+    "chunks": """
+CREATE TABLE chunks (
+    id           INTEGER PRIMARY KEY,       -- row id
+    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
+    seq          INTEGER NOT NULL,      -- 0-based position of the chunk in its document
+    start_char   INTEGER NOT NULL,      -- offset of the first character in documents.body
+    end_char     INTEGER NOT NULL,      -- offset after the last character (exclusive)
+    line         INTEGER NOT NULL,      -- 1-based line number of start_char
+    end_line     INTEGER NOT NULL,      -- 1-based line number of the chunk's last character
+    heading_path TEXT NOT NULL DEFAULT '', -- enclosing headings joined by ' > ', e.g. 'Guide > Install'
+    kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
+    tokens       INTEGER NOT NULL,      -- size in the embedding model's tokens (see meta 'chunker')
+    flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
+    embed_hash   BLOB NOT NULL,         -- first 8 bytes of the sha256 of the text the embedder sees
+    embedded     INTEGER NOT NULL DEFAULT 0, -- 1 once chunks_vec holds this chunk's vector
+    UNIQUE (doc_id, seq)
+) STRICT""",
+    "chunks_embed_hash": """
+CREATE INDEX chunks_embed_hash ON chunks(embed_hash) WHERE embedded = 1""",
+    "chunks_before_delete": """
+CREATE TRIGGER chunks_before_delete BEFORE DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
+    SELECT 'delete', id, title, headings, body FROM chunks_fts_content WHERE id = old.id;
+END""",
+    "chunks_before_update": """
+CREATE TRIGGER chunks_before_update
+BEFORE UPDATE OF id, doc_id, start_char, end_char, heading_path ON chunks BEGIN
+    SELECT RAISE(ABORT, 'chunks are replaced, not updated: delete and insert instead');
+END""",
+    "unresolved_links": """
+CREATE VIEW unresolved_links AS
+SELECT l.id, l.source_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.source_id
+WHERE l.target_id IS NULL AND l.target_path IS NULL""",
+    "broken_anchors": """
+CREATE VIEW broken_anchors AS
+SELECT l.id, l.source_id, s.path AS source_path, l.line, l.target, t.path AS target_path, l.anchor
+FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id
+WHERE l.anchor_ok = 0""",
+    "chunks_fts_content": """
+CREATE VIEW chunks_fts_content AS
+SELECT c.id                                                    AS id,
+       d.title || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
+                            WHERE a.doc_id = d.id), '')       AS title,
+       CASE WHEN c.heading_path = d.title THEN ''
+            WHEN substr(c.heading_path, 1, length(d.title) + 3) = d.title || ' > '
+            THEN substr(c.heading_path, length(d.title) + 4)
+            ELSE c.heading_path END                            AS headings,
+       substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id""",
+    "chunks_fts": """
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    body, title, headings,
+    content = 'chunks_fts_content',
+    content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+)""",
+}
+# chunks_vec's trigger as version 5 made it (kbase.embed creates chunks_vec).
+_VECTOR_TRIGGER_5 = (
+    "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
+    " DELETE FROM chunks_vec WHERE rowid = old.id; END"
+)
+
+
 def _schema_5(con: apsw.Connection) -> None:
-    """Rebuild chunks and chunks_fts with their definitions in schema.sql.
+    """Rebuild chunks and chunks_fts with their version-5 definitions (``_SCHEMA_5``).
 
     chunks: embed_hash from 32 hex digits to 8 bytes. SQLite cannot change a column's type, so the
     table is renamed (legacy mode keeps the views pointing at 'chunks'), recreated, copied and
@@ -24,9 +90,6 @@ def _schema_5(con: apsw.Connection) -> None:
     now leaves out of the heading path a first heading that repeats the title.
     links: target_path cleared where target_id names the note; the views that read it redone.
     """
-    from kbase.db import schema_sql
-
-    schema = schema_sql()
     had_vectors = con.execute(
         "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'chunks_vec_after_delete'").fetchone()
     con.execute("PRAGMA legacy_alter_table = ON")
@@ -34,7 +97,7 @@ def _schema_5(con: apsw.Connection) -> None:
         con.execute("ALTER TABLE chunks RENAME TO chunks_v4")
     finally:
         con.execute("PRAGMA legacy_alter_table = OFF")
-    con.execute(_statement(schema, "CREATE TABLE chunks "))
+    con.execute(_SCHEMA_5["chunks"])
     con.execute(
         "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
         " flags, embed_hash, embedded)"
@@ -42,22 +105,19 @@ def _schema_5(con: apsw.Connection) -> None:
         " unhex(substr(embed_hash, 1, 16)), embedded FROM chunks_v4"
     )
     con.execute("DROP TABLE chunks_v4")  # with its indexes and triggers
-    for start in ("CREATE INDEX chunks_embed_hash ", "CREATE TRIGGER chunks_before_delete ",
-                  "CREATE TRIGGER chunks_before_update"):
-        con.execute(_statement(schema, start))
+    for name in ("chunks_embed_hash", "chunks_before_delete", "chunks_before_update"):
+        con.execute(_SCHEMA_5[name])
     if had_vectors:
-        from kbase.embed import VECTOR_TRIGGER
-
-        con.execute(VECTOR_TRIGGER)
+        con.execute(_VECTOR_TRIGGER_5)
     # links.target_path: only attachments keep it, a note is target_id; two views follow.
     con.execute("UPDATE links SET target_path = NULL WHERE target_id IS NOT NULL")
     for view in ("unresolved_links", "broken_anchors"):
         con.execute(f"DROP VIEW {view}")
-        con.execute(_statement(schema, f"CREATE VIEW {view} "))
+        con.execute(_SCHEMA_5[view])
     con.execute("DROP TABLE chunks_fts")
     con.execute("DROP VIEW chunks_fts_content")  # its heading path no longer repeats the title
-    con.execute(_statement(schema, "CREATE VIEW chunks_fts_content "))
-    con.execute(_statement(schema, "CREATE VIRTUAL TABLE chunks_fts "))
+    con.execute(_SCHEMA_5["chunks_fts_content"])
+    con.execute(_SCHEMA_5["chunks_fts"])
     con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
 
 
@@ -152,16 +212,6 @@ def _schema_8(con: apsw.Connection) -> None:
     con.execute("CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN"
                 " DELETE FROM chunks_cjk WHERE rowid = old.id; END")
     cjk.rebuild(con)
-
-
-def _statement(schema: str, start: str) -> str:
-    """The statement of ``schema`` that begins with ``start`` (up to its final ';' at a line end,
-    or 'END;' for a trigger)."""
-    end = r"^END;" if start.startswith("CREATE TRIGGER") else r";\s*(?:--[^\n]*)?$"
-    m = re.search(re.escape(start) + r".*?" + end, schema, re.S | re.M)
-    if m is None:
-        raise LookupError(f"schema.sql has no statement starting {start!r}")
-    return m.group(0)
 
 
 # version -> step. Version 1 was the first schema (kept in tests/data/schema_v1.sql).

@@ -91,6 +91,17 @@ class Hit:
     rank: int = 0  # 1-based position in the results (KB.search numbers them; 0: not ranked)
 
 
+@dataclass(frozen=True)
+class EmbedReport:
+    """What one embedding run did."""
+
+    embedded: int = 0  # chunks the model embedded
+    reused: int = 0  # chunks given the vector of a chunk with the same embedder input
+    seconds: float = 0.0
+    model_seconds: float = 0.0  # of which inside the model
+    remaining: int = 0  # chunks still without a vector (the run was limited or stopped)
+
+
 @dataclass
 class IndexReport:
     """What one index run did."""
@@ -109,7 +120,7 @@ class IndexReport:
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
     seconds: float = 0.0
     interrupted: bool = False
-    embedding: dict | None = None  # what the embedding step did (embedded, reused, seconds)
+    embedding: EmbedReport | None = None  # what the embedding step did
     moved_roots: list[dict] = field(default_factory=list)  # roots found moved along with the index
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import apsw
 
 from kbase import cjk, embed
+from kbase.embedder import input_hash
 from kbase.links import LinkRef, Resolver, anchor_ok
 from kbase.models import Chunk, Diagnostic, Heading, ParsedDoc
 from kbase.parse import frontmatter_diagnostics, frontmatter_json
@@ -88,7 +89,7 @@ def write_document(
         con.executemany(
             "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
         )
-        hashes = [embed.input_hash(doc.title, c.heading_path, text[c.start:c.end]) for c in chunks]
+        hashes = [input_hash(doc.title, c.heading_path, text[c.start:c.end]) for c in chunks]
         ids = [cid for (cid,) in con.executemany(
             "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
             " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?) RETURNING id",

@@ -105,7 +105,7 @@ def watch(
         result = kb.embed_step(limit=EMBED_STEP, should_stop=stop.is_set,
                                progress=_stopper(stop, index_options.get("embed_progress")))
         if result is not None:
-            backlog = result["remaining"] > 0
+            backlog = result.remaining > 0
             if on_embed is not None:
                 on_embed(result)
         return result

@@ -4,7 +4,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from kbase import db
+from kbase import db, paths
 from kbase.errors import DatabaseError, IndexBusyError
 from kbase.migrations import SCHEMA_VERSION
 
@@ -88,10 +88,10 @@ def test_second_writer_is_told_an_index_run_is_in_progress(db_path):
 
 def test_default_db_path_honours_env(monkeypatch, tmp_path):
     monkeypatch.setenv("KBASE_DB", str(tmp_path / "x.db"))
-    assert db.default_db_path() == tmp_path / "x.db"
+    assert paths.default_db_path() == tmp_path / "x.db"
     monkeypatch.delenv("KBASE_DB")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert db.default_db_path() == tmp_path / "xdg" / "kbase" / "index.db"
+    assert paths.default_db_path() == tmp_path / "xdg" / "kbase" / "index.db"
 
 
 V1_SCHEMA = Path(__file__).parent / "data" / "schema_v1.sql"

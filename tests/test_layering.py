@@ -22,3 +22,76 @@ def test_core_does_not_import_presentation_libraries():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             offenders += [f"{rel}: {n}" for n in names if n.split(".")[0] in PRESENTATION]
     assert offenders == []
+
+
+def _imports_of(path: Path, module: str, modules: set[str]) -> set[str]:
+    """The kbase modules ``module`` (at ``path``) imports anywhere in its code, including inside
+    functions: a lazy import is still a dependency."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n in modules and n != module}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    pkg = Path(kbase.__file__).parent
+    paths = {}
+    for path in pkg.rglob("*.py"):
+        parts = path.relative_to(pkg.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {m: _imports_of(p, m, set(paths)) for m, p in paths.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    """Lower modules never import higher ones: no module reaches itself through imports, lazy
+    ones included (the package's __init__, which only re-exports, is left out)."""
+    graph = {m: deps - {"kbase"} for m, deps in import_graph().items() if m != "kbase"}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

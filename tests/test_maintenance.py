@@ -56,7 +56,7 @@ def test_vector_damage_is_found_and_repaired(kb, db_path):
     assert "vectors" in kinds(kb)
     kb.check(fix=True)
     assert kinds(kb) == set()
-    assert kb.embed()["embedded"] == 1  # the lost vector is made again, nothing else
+    assert kb.embed().embedded == 1  # the lost vector is made again, nothing else
 
 
 def test_dangling_link_and_foreign_model_are_found(kb, db_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kbase import embed, model_graph
+from kbase import embedder, model_graph
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
 
@@ -21,7 +21,7 @@ def cosine(a: bytes, b: list[float]) -> float:
 
 @pytest.fixture(scope="module")
 def model():
-    return embed.default_embedder()
+    return embedder.default_embedder()
 
 
 def test_vectors_are_fastembeds(model):
@@ -35,19 +35,19 @@ def test_vectors_are_fastembeds(model):
 
 def test_the_derived_graph_is_cached_fused_and_checksummed(model, tmp_path, monkeypatch):
     folder = model.graph.parent
-    assert folder.parent == embed.model_cache_dir()
+    assert folder.parent == embedder.model_cache_dir()
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["source_sha256"] == embed.MODEL_SHA256
+    assert manifest["source_sha256"] == embedder.MODEL_SHA256
     assert manifest["attention_fused"] is True and manifest["probe_min_cosine"] >= model_graph.MIN_PROBE_COSINE
     assert set(manifest["files"]) == {"model.onnx", "model.onnx.data"}
     monkeypatch.setattr(model_graph, "_build", lambda *a: pytest.fail("rebuilt an intact graph"))
-    assert embed.MiniLMEmbedder().graph == model.graph
-    assert model_graph.derived_graph(embed.MODEL_SHA256, embed.model_cache_dir(), verify=True) == model.graph
+    assert embedder.MiniLMEmbedder().graph == model.graph
+    assert model_graph.derived_graph(embedder.MODEL_SHA256, embedder.model_cache_dir(), verify=True) == model.graph
 
 
 def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))
-    graph = embed.MiniLMEmbedder().graph
+    graph = embedder.MiniLMEmbedder().graph
     data = graph.with_name("model.onnx.data")
     st = data.stat()
     data.chmod(0o644)
@@ -57,18 +57,18 @@ def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
         f.seek(st.st_size // 2)
         f.write(bytes([byte[0] ^ 0xFF]))
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert model_graph.derived_graph(embed.MODEL_SHA256, embed.model_cache_dir()) == graph  # the quick check passes
+    assert model_graph.derived_graph(embedder.MODEL_SHA256, embedder.model_cache_dir()) == graph  # the quick check passes
     built = []
     real_build = model_graph._build
     monkeypatch.setattr(model_graph, "_build", lambda *a: built.append(1) or real_build(*a))
-    e = embed.MiniLMEmbedder()
+    e = embedder.MiniLMEmbedder()
     v = e.embed_batch(REFERENCE["texts"][:2])  # storing vectors: the sha256 is checked first
     assert built == [1]
     assert cosine(v[1], REFERENCE["vectors"][1]) >= 0.9999
     data.chmod(0o644)
     with open(data, "r+b") as f:  # a truncated file is caught by the quick check
         f.truncate(st.st_size - 10)
-    e = embed.MiniLMEmbedder()
+    e = embedder.MiniLMEmbedder()
     assert built == [1, 1] and cosine(e.embed_query("hello"), REFERENCE["vectors"][0]) >= 0.9999
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [graph.parent.name]  # no leftovers
 
@@ -76,7 +76,7 @@ def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
 def test_without_onnx_the_graph_is_only_optimised(tmp_path, monkeypatch):
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
-    e = embed.MiniLMEmbedder()
+    e = embedder.MiniLMEmbedder()
     assert json.loads(e.graph.with_name("manifest.json").read_text())["attention_fused"] is False
     assert cosine(e.embed_batch(["hello", "bye"])[0], REFERENCE["vectors"][0]) >= 0.9999
 
@@ -84,8 +84,8 @@ def test_without_onnx_the_graph_is_only_optimised(tmp_path, monkeypatch):
 def test_a_query_imports_neither_fastembed_nor_the_graph_tools(model, tmp_path):
     script = (
         "import sys\n"
-        "from kbase import embed\n"
-        "embed.MiniLMEmbedder().embed_query('hello')\n"
+        "from kbase import embedder\n"
+        "embedder.MiniLMEmbedder().embed_query('hello')\n"
         "print(sorted(m for m in ('fastembed', 'onnx', 'huggingface_hub') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase import embed, related
+from kbase import embedder, related
 from kbase.cli import cli
 from tests.conftest import bump_mtime, write
 
@@ -24,7 +24,7 @@ NOTES = {
 
 @pytest.fixture(scope="module")
 def model():
-    return embed.default_embedder()
+    return embedder.default_embedder()
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 import kbase
 from kbase import db, ingest
 from kbase.cli import cli
-from kbase.embed import pack
+from kbase.embedder import pack
 from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.query import parse_query
 from tests.conftest import bump_mtime, write
@@ -1038,7 +1038,7 @@ PROPERTY = dict(deadline=None, suppress_health_check=[HealthCheck.function_scope
 @pytest.fixture(scope="module")
 def query_index(tmp_path_factory):
     """A small index with embeddings from the real model (loaded once for the module)."""
-    from kbase.embed import default_embedder
+    from kbase.embedder import default_embedder
 
     tmp = tmp_path_factory.mktemp("queries")
     vault = write(tmp / "vault", {

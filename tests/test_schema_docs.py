@@ -18,7 +18,7 @@ NEEDS_KBASE = ("kbase_embed", "kbase_search")  # functions only kbase provides
 def kb(tmp_path_factory):
     k = kbase.open(tmp_path_factory.mktemp("schema") / "index.db")
     report = k.index([REPO / "examples" / "notes"])
-    assert report.embedding["embedded"] > 0
+    assert report.embedding.embedded > 0
     yield k
     k.close()
 

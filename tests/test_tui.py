@@ -83,6 +83,7 @@ class FakeEmbedder:
     model_id = "fake-bow"
     dimension = 32
     max_tokens = 256
+    batch_size = 8
     fingerprint = json.dumps({"model": "fake-bow", "dim": 32})
 
     def __init__(self, delay: float = 0.0) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 import kbase
 from kbase import db
-from kbase.embed import pack
+from kbase.embedder import pack
 from kbase.watch import WatchBatch, watch
 from tests.conftest import write
 
@@ -162,11 +162,11 @@ def test_embeddings_follow_for_changed_chunks_only(tmp_path, vault):
     embedder = CountingEmbedder()
     kb = kbase.KB(dbp, embedder=embedder)
     with Watcher(kb, [vault], embed=True) as w:
-        first = w.batches[0].report.embedding["embedded"]
+        first = w.batches[0].report.embedding.embedded
         assert first > 0 and embedder.embedded == first
         (vault / "Garden.md").write_text("# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nNew bed text.\n")
         until(lambda: "New bed text" in docs(dbp)["Garden.md"], "an edit")
-        until(lambda: any(b.report and b.report.embedding and b.report.embedding["embedded"] for b in w.batches[1:]),
+        until(lambda: any(b.report and b.report.embedding and b.report.embedding.embedded for b in w.batches[1:]),
               "the edit's embeddings")
     con = db.connect(dbp, readonly=True)
     assert con.execute("SELECT count(*) = sum(embedded) FROM chunks").get == 1
@@ -287,7 +287,7 @@ def test_a_backlog_is_embedded_while_idle_a_step_at_a_time(tmp_path, vault, monk
     steps = []
     embedder = CountingEmbedder()
     with Watcher(kbase.KB(dbp, embedder=embedder), [vault], embed=True, on_embed=steps.append):
-        until(lambda: steps and steps[-1]["remaining"] == 0, "the backlog embedded")
+        until(lambda: steps and steps[-1].remaining == 0, "the backlog embedded")
     assert len(steps) >= chunks // 8 and embedder.embedded == chunks
-    assert all(s["embedded"] <= 8 for s in steps)
+    assert all(s.embedded <= 8 for s in steps)
     assert db.connect(dbp, readonly=True).execute("SELECT count(*) FROM chunks WHERE NOT embedded").get == 0

@@ -514,8 +514,8 @@ class MainScreen(Screen):
                 if result is None:  # another writer
                     time.sleep(2)
                     continue
-                self.post_message(EmbedProgress(result["remaining"]))
-                if result["remaining"] == 0:
+                self.post_message(EmbedProgress(result.remaining))
+                if result.remaining == 0:
                     return
         except Exception as e:  # noqa: BLE001
             self.post_message(WorkFailed("embed", e))
@@ -718,7 +718,6 @@ class HelpScreen(ModalScreen):
         """(section, [(keys, description)]): the bindings of the app, the main screen and the
         panes (read from their BINDINGS, so none is missing), then the keys Textual's own
         widgets handle."""
-        from kbase.tui.app import KbaseApp
 
         def chord(key: str) -> bool:  # works while typing in a box
             return key.startswith(("ctrl+", "alt+")) or (key[:1] == "f" and key[1:].isdigit())
@@ -738,7 +737,7 @@ class HelpScreen(ModalScreen):
                             keys.append(display)
             return [(" ".join(keys), what) for what, keys in merged.items()]
 
-        top = (KbaseApp, MainScreen)
+        top = (type(self.app), MainScreen)
         return [
             ("Anywhere", from_bindings(*top, keep=chord) + [
                 ("^p", "Command palette (modes, filters, help, …)"),
