@@ -160,3 +160,28 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     from kbase.maintenance import check
 
     assert [p for p in check(migrated) if p.kind != "vectors"] == []
+
+
+def test_a_migration_step_does_not_read_todays_schema(tmp_path, monkeypatch):
+    """Each step carries its own DDL: a later change to chunks in schema.sql is not applied to a
+    version-4 file by step 5 (it would be applied twice once a later step adds it)."""
+    from kbase.migrations import MIGRATIONS
+
+    old = tmp_path / "v4.db"
+    con = apsw.Connection(str(old))
+    db._load_sqlite_vec(con)
+    con.execute(V1_SCHEMA.read_text(encoding="utf-8"))
+    for version in (2, 3, 4):
+        con.execute(MIGRATIONS[version])
+    con.execute(f"PRAGMA application_id = {db.APPLICATION_ID}; PRAGMA user_version = 4")
+    con.close()
+    today = db.schema_sql()
+    changed = today.replace("CREATE TABLE chunks (\n", "CREATE TABLE chunks (\n    later INTEGER,\n", 1)
+    assert changed != today
+    monkeypatch.setattr(db, "schema_sql", lambda: changed)
+
+    migrated = db.connect(old)
+    assert migrated.execute("PRAGMA user_version").get == SCHEMA_VERSION
+    assert "later" not in [row[1] for row in migrated.execute("PRAGMA table_info(chunks)")]
+    fresh = db.connect(tmp_path / "new.db", create=True)  # a new index is made from schema.sql
+    assert "later" in [row[1] for row in fresh.execute("PRAGMA table_info(chunks)")]
