@@ -144,7 +144,7 @@ def main() -> None:
     all_notes = sorted(str(p.relative_to(vault)) for p in vault.rglob("*.md"))
     notes = rng.sample(all_notes, 50)
     st = kbase.open(path).status()
-    result = {"notes": st["documents"], "chunks": st["chunks"], "build_s": round(time.perf_counter() - t0, 1),
+    result = {"notes": st.documents, "chunks": st.chunks, "build_s": round(time.perf_counter() - t0, 1),
               "inside_server": asyncio.run(inside(path, queries, notes)),
               "client_over_stdio": asyncio.run(over_stdio(path, queries))}
     print(json.dumps(result, indent=2))

@@ -11,7 +11,8 @@ import apsw
 
 from kbase import db, paths
 from kbase.errors import IndexBusyError, InputError
-from kbase.models import EmbedReport, Hit, IndexReport
+from kbase.models import (CheckReport, CompactReport, EmbedReport, Hit, IndexReport, RootInfo, RootMove,
+                          Status)
 
 
 class KB:
@@ -333,28 +334,28 @@ class KB:
         finally:
             con.close()
 
-    def check(self, fix: bool = False) -> dict:
+    def check(self, fix: bool = False) -> CheckReport:
         """Integrity and invariants; with ``fix``, repair what the stored texts allow. ``warnings``:
         notes indexed without their front matter (not a problem of the index; fix the notes)."""
         from kbase import maintenance
 
         # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
         fixed = self._write(maintenance.fix) if fix else []
-        return {"problems": self._write(maintenance.check, lock=False), "fixed": fixed,
-                "warnings": self._read(maintenance.frontmatter_warnings)}
+        return CheckReport(problems=tuple(self._write(maintenance.check, lock=False)), fixed=tuple(fixed),
+                           warnings=tuple(self._read(maintenance.frontmatter_warnings)))
 
-    def compact(self) -> dict:
+    def compact(self) -> CompactReport:
         from kbase import maintenance
 
         self.close()  # VACUUM needs the readers gone
         return self._write(maintenance.compact, self.path)
 
-    def roots(self) -> list[dict]:
+    def roots(self) -> list[RootInfo]:
         from kbase import maintenance
 
         return self._read(maintenance.roots, self.path)
 
-    def move_root(self, old: str, new: str) -> dict:
+    def move_root(self, old: str, new: str) -> RootMove:
         from kbase import maintenance
 
         return self._write(maintenance.move_root, old, new, self.path)
@@ -376,8 +377,8 @@ class KB:
 
         return self._read(chunk_ref, chunk_id)
 
-    def status(self) -> dict:
-        from kbase.search import status
+    def status(self) -> Status:
+        from kbase.maintenance import status
 
         return self._read(status, self.path)
 

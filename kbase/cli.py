@@ -355,11 +355,13 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
 @click.pass_context
 def status(ctx, as_json):
     """Roots, counts, sizes and the last index time."""
+    from dataclasses import asdict
+
     from kbase.output import render_status
 
     with _kb(ctx) as kb:
         st = kb.status()
-    click.echo(json.dumps(st, indent=2, ensure_ascii=False) if as_json else render_status(st))
+    click.echo(json.dumps(asdict(st), indent=2, ensure_ascii=False) if as_json else render_status(st))
 
 
 @cli.command()
@@ -558,14 +560,13 @@ def check(ctx, fix, as_json):
 
     with _kb(ctx) as kb:
         result = kb.check(fix=fix)
-    problems = result["problems"]
+    problems = result.problems
     if as_json:
-        click.echo(json.dumps({"ok": not problems, "problems": [asdict(p) for p in problems],
-                               "fixed": result["fixed"], "warnings": result["warnings"]}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps({"ok": result.ok, **asdict(result)}, indent=2, ensure_ascii=False))
     else:
-        for w in result["warnings"]:
-            click.echo(f"warning: {_printable(w['path'])}:{w['line']}: {w['detail']}")
-        for line in result["fixed"]:
+        for w in result.warnings:
+            click.echo(f"warning: {_printable(w.path)}:{w.line}: {w.detail}")
+        for line in result.fixed:
             click.echo(f"fixed: {line}")
         for p in problems:
             click.echo(f"problem: {p.kind}: {p.detail} ({p.count})" + ("" if p.fixable else " [not fixable]"))
@@ -583,16 +584,17 @@ def check(ctx, fix, as_json):
 def compact(ctx, as_json):
     """Merge the keyword index, drop dead vector space, VACUUM; print the file's size before and
     after and the space saved, in KiB/MiB/GiB (1 KiB = 1024 bytes)."""
+    from dataclasses import asdict
+
     from kbase.output import human_bytes
 
     with _kb(ctx) as kb:
         r = kb.compact()
-    saved = r["bytes_before"] - r["bytes_after"]
     if as_json:
-        click.echo(json.dumps({**r, "bytes_saved": saved}, indent=2))
+        click.echo(json.dumps({**asdict(r), "bytes_saved": r.bytes_saved}, indent=2))
         return
-    click.echo(f"compacted: {human_bytes(r['bytes_before'])} -> {human_bytes(r['bytes_after'])}"
-               f" ({human_bytes(saved)} saved)")
+    click.echo(f"compacted: {human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}"
+               f" ({human_bytes(r.bytes_saved)} saved)")
 
 
 @cli.group(invoke_without_command=True)
@@ -602,15 +604,17 @@ def roots(ctx, as_json):
     """The indexed roots (folders or files). Subcommand: move."""
     if ctx.invoked_subcommand is not None:
         return
+    from dataclasses import asdict
+
     with _kb(ctx) as kb:
         rs = kb.roots()
     if as_json:
-        click.echo(json.dumps(rs, indent=2))
+        click.echo(json.dumps([asdict(r) for r in rs], indent=2))
         return
     for r in rs:
-        state = "" if r["exists"] else (f"  MOVED? kbase roots move {r['path']!r} {r['moved_with_index']!r}"
-                                        if r["moved_with_index"] else "  MISSING: kbase roots move OLD NEW")
-        click.echo(f"{r['path']}  ({r['documents']} documents){state}")
+        state = "" if r.exists else (f"  MOVED? kbase roots move {r.path!r} {r.moved_with_index!r}"
+                                     if r.moved_with_index else "  MISSING: kbase roots move OLD NEW")
+        click.echo(f"{r.path}  ({r.documents} documents){state}")
 
 
 @roots.command("move")
@@ -621,7 +625,7 @@ def roots_move(ctx, old, new):
     """Re-point root OLD to NEW after moving the notes; nothing is re-indexed."""
     with _kb(ctx) as kb:
         r = kb.move_root(old, str(new))
-    click.echo(f"moved root {r['from']} -> {r['to']}")
+    click.echo(f"moved root {r.old} -> {r.new}")
 
 
 @cli.command()

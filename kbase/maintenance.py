@@ -3,9 +3,9 @@ re-point roots after the notes moved."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
@@ -16,18 +16,9 @@ from kbase.db import located_root, meta_set
 from kbase.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
 from kbase.links import block_ids, parse_links
-from kbase.models import ParsedDoc
+from kbase.models import (CompactReport, FrontmatterWarning, ParsedDoc, Problem, RootInfo,
+                          RootMove, Status)
 from kbase.parse import parse
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A broken invariant: what, how many rows, and whether ``check --fix`` can repair it."""
-
-    kind: str
-    count: int
-    detail: str
-    fixable: bool = True
 
 
 def check(con: apsw.Connection) -> list[Problem]:
@@ -78,9 +69,9 @@ def check(con: apsw.Connection) -> list[Problem]:
     return problems
 
 
-def frontmatter_warnings(con: apsw.Connection) -> list[dict]:
+def frontmatter_warnings(con: apsw.Connection) -> list[FrontmatterWarning]:
     """Notes indexed without their front matter because it could not be read: path, line, why."""
-    return [{"path": path, "line": line, "detail": detail} for path, line, detail in con.execute(
+    return [FrontmatterWarning(*row) for row in con.execute(
         "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path, line")]
 
 
@@ -152,7 +143,7 @@ def file_bytes(path: str | os.PathLike[str]) -> int:
     return sum(os.path.getsize(f) for f in (str(path), f"{path}-wal") if os.path.exists(f))
 
 
-def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> dict:
+def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport:
     """Merge the keyword index, rebuild the vector table without its dead space, VACUUM."""
     before = file_bytes(path)
     with con:
@@ -176,23 +167,23 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> dict:
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.execute("VACUUM")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {"bytes_before": before, "bytes_after": file_bytes(path)}
+    return CompactReport(bytes_before=before, bytes_after=file_bytes(path))
 
 
-def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[dict]:
+def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[RootInfo]:
     """The indexed roots, whether they exist, and where they would be if moved with the index."""
     out = []
-    for root_id, path, rel, n in con.execute(
-        "SELECT r.id, r.path, r.relpath, (SELECT count(*) FROM documents WHERE root_id = r.id) FROM roots r ORDER BY path"
+    for root_id, path, rel, n, last in con.execute(
+        "SELECT r.id, r.path, r.relpath, (SELECT count(*) FROM documents WHERE root_id = r.id), r.last_indexed_at"
+        " FROM roots r ORDER BY path"
     ):
         now = located_root(path, rel, db_path)
-        moved_to = now if now != path else None
-        out.append({"id": root_id, "path": path, "exists": os.path.exists(path), "documents": n,
-                    "moved_with_index": moved_to})
+        out.append(RootInfo(id=root_id, path=path, documents=n, exists=os.path.exists(path),
+                            moved_with_index=now if now != path else None, last_indexed_at=last))
     return out
 
 
-def move_root(con: apsw.Connection, old: str, new: str, db_path: str | os.PathLike[str]) -> dict:
+def move_root(con: apsw.Connection, old: str, new: str, db_path: str | os.PathLike[str]) -> RootMove:
     """Point a root at its new place (the notes moved); nothing is re-indexed."""
     new_path = str(Path(new).expanduser().resolve())
     row = con.execute("SELECT id, path FROM roots WHERE path = ?", (str(Path(old).expanduser().absolute()),)).fetchone()
@@ -207,14 +198,43 @@ def move_root(con: apsw.Connection, old: str, new: str, db_path: str | os.PathLi
     with con:
         con.execute("UPDATE roots SET path = ?, relpath = ? WHERE id = ?",
                     (new_path, store.relpath_from_db(new_path, db_path), row[0]))
-    return {"from": row[1], "to": new_path}
+    return RootMove(old=row[1], new=new_path)
 
 
-def follow_moved_roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[dict]:
+def follow_moved_roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[RootMove]:
     """Roots that are gone from their path but sit at the same place relative to the index
     (the vault and the index were moved together): re-point them."""
     moved = []
     for r in roots(con, db_path):
-        if not r["exists"] and r["moved_with_index"]:
-            moved.append(move_root(con, r["path"], r["moved_with_index"], db_path))
+        if not r.exists and r.moved_with_index:
+            moved.append(move_root(con, r.path, r.moved_with_index, db_path))
     return moved
+
+
+def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
+    """Counts and sizes for ``kbase status``."""
+    one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+    db_bytes = file_bytes(db_path)
+    chunker = con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()
+    text_bytes = one("SELECT coalesce(sum(size), 0) FROM documents")
+    last = con.execute("SELECT value FROM meta WHERE key = 'last_index_at'").fetchone()
+    return Status(
+        db=str(db_path),
+        roots=tuple(roots(con, db_path)),
+        documents=one("SELECT count(*) FROM documents"),
+        chunks=one("SELECT count(*) FROM chunks"),
+        embedded_chunks=one("SELECT count(*) FROM chunks WHERE embedded"),
+        links=one("SELECT count(*) FROM links"),
+        unresolved_links=one("SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"),
+        tags=one("SELECT count(DISTINCT tag) FROM tags"),
+        oversized_chunks=one("SELECT count(*) FROM chunks WHERE flags & 1"),
+        diagnostics=dict(con.execute("SELECT kind, count(*) FROM diagnostics WHERE kind <> 'frontmatter'"
+                                        " GROUP BY 1 ORDER BY 1").fetchall()),
+        frontmatter_warnings=one("SELECT count(DISTINCT doc_id) FROM frontmatter_warnings"),
+        chunker=json.loads(chunker[0]) if chunker else None,
+        encodings=dict(con.execute("SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC").fetchall()),
+        text_bytes=text_bytes,
+        db_bytes=db_bytes,
+        db_to_text=round(db_bytes / text_bytes, 2) if text_bytes else None,
+        last_index_at=last[0] if last else None,
+    )

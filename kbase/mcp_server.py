@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -467,8 +468,9 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
         """What the index holds: its roots, counts of notes, chunks and links, how many chunks have
         embeddings (semantic search covers only those), and when it was last indexed."""
         def run(kb):
-            st = kb.status()
-            st["embedding_coverage"] = round(st["embedded_chunks"] / st["chunks"], 4) if st["chunks"] else None
+            status = kb.status()
+            st = asdict(status)
+            st["embedding_coverage"] = None if status.embedding_coverage is None else round(status.embedding_coverage, 4)
             st["server"] = {"watching": backend.watching, "embedded_while_idle": backend.idle_embedded}
             return _result(st, json.dumps(st, indent=1, ensure_ascii=False))
 

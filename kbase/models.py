@@ -121,7 +121,101 @@ class IndexReport:
     seconds: float = 0.0
     interrupted: bool = False
     embedding: EmbedReport | None = None  # what the embedding step did
-    moved_roots: list[dict] = field(default_factory=list)  # roots found moved along with the index
+    moved_roots: list[RootMove] = field(default_factory=list)  # roots found moved along with the index
+
+
+@dataclass(frozen=True)
+class RootMove:
+    """A root re-pointed after its notes moved (``kbase roots move``, or found moved by index)."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RootInfo:
+    """An indexed root (folder or file): whether it is still there, and where it would be if
+    it moved along with the index file."""
+
+    id: int
+    path: str
+    documents: int
+    exists: bool
+    moved_with_index: str | None  # the root's place relative to the index now, if not ``path``
+    last_indexed_at: str | None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A broken invariant: what, how many rows, and whether ``check --fix`` can repair it."""
+
+    kind: str
+    count: int
+    detail: str
+    fixable: bool = True
+
+
+@dataclass(frozen=True)
+class FrontmatterWarning:
+    """A note indexed without its front matter, which could not be read (malformed YAML...)."""
+
+    path: str
+    line: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """``kbase check``: the index's problems (none: healthy), what ``--fix`` repaired, and
+    warnings about the notes themselves (not problems of the index)."""
+
+    problems: tuple[Problem, ...]
+    fixed: tuple[str, ...] = ()
+    warnings: tuple[FrontmatterWarning, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """``kbase compact``: the file's size (with its WAL) before and after, in bytes."""
+
+    bytes_before: int
+    bytes_after: int
+
+    @property
+    def bytes_saved(self) -> int:
+        return self.bytes_before - self.bytes_after
+
+
+@dataclass(frozen=True)
+class Status:
+    """``kbase status``: what the index holds, counts and sizes."""
+
+    db: str
+    roots: tuple[RootInfo, ...]
+    documents: int
+    chunks: int
+    embedded_chunks: int
+    links: int
+    unresolved_links: int
+    tags: int  # distinct tags
+    oversized_chunks: int
+    diagnostics: dict[str, int]  # chunking diagnostics by kind
+    frontmatter_warnings: int  # notes indexed without their front matter
+    chunker: dict | None  # the chunker's settings (meta 'chunker'), None before the first run
+    encodings: dict[str, int]  # documents by text encoding, most used first
+    text_bytes: int
+    db_bytes: int
+    db_to_text: float | None
+    last_index_at: str | None
+
+    @property
+    def embedding_coverage(self) -> float | None:
+        """The share of chunks semantic search sees (None: no chunks)."""
+        return self.embedded_chunks / self.chunks if self.chunks else None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import click
 
-from kbase.models import Hit
+from kbase.models import Hit, Status
 from kbase.text import excerpt
 
 FORMATS = ("table", "json", "jsonl", "csv")
@@ -165,35 +165,34 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
     return "\n".join(out)
 
 
-def render_status(st: dict) -> str:
-    lines = [f"index      {st['db']}"]
-    for r in st["roots"]:
-        lines.append(f"root       {r['path']}  ({r['documents']} documents, indexed {r['last_indexed_at'] or 'never'})")
-    lines.append(f"documents  {st['documents']:,}")
-    lines.append(f"chunks     {st['chunks']:,}" + (f"  ({st['oversized_chunks']} oversized)" if st["oversized_chunks"] else ""))
-    if st["chunks"]:
-        pct = st["embedded_chunks"] / st["chunks"]
-        lines.append(f"embedded   {st['embedded_chunks']:,} chunks ({pct:.0%})"
-                     + ("" if pct == 1 else "  (kbase embed fills in the rest)"))
-    lines.append(f"links      {st['links']:,}" + (f"  ({st['unresolved_links']} unresolved)" if st["unresolved_links"] else ""))
-    lines.append(f"tags       {st['tags']:,}")
-    if st.get("diagnostics"):
-        lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st["diagnostics"].items())
+def render_status(st: Status) -> str:
+    lines = [f"index      {st.db}"]
+    for r in st.roots:
+        lines.append(f"root       {r.path}  ({r.documents} documents, indexed {r.last_indexed_at or 'never'})")
+    lines.append(f"documents  {st.documents:,}")
+    lines.append(f"chunks     {st.chunks:,}" + (f"  ({st.oversized_chunks} oversized)" if st.oversized_chunks else ""))
+    if st.embedding_coverage is not None:
+        lines.append(f"embedded   {st.embedded_chunks:,} chunks ({st.embedding_coverage:.0%})"
+                     + ("" if st.embedding_coverage == 1 else "  (kbase embed fills in the rest)"))
+    lines.append(f"links      {st.links:,}" + (f"  ({st.unresolved_links} unresolved)" if st.unresolved_links else ""))
+    lines.append(f"tags       {st.tags:,}")
+    if st.diagnostics:
+        lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st.diagnostics.items())
                      + "  (SELECT * FROM diagnostics)")
-    if st.get("frontmatter_warnings"):
-        n = st["frontmatter_warnings"]
+    if st.frontmatter_warnings:
+        n = st.frontmatter_warnings
         lines.append(f"warnings   {n} note{'s' * (n != 1)} indexed without front matter it could not read"
                      "  (kbase check lists them)")
-    if st.get("chunker"):
-        c = st["chunker"]
+    if st.chunker:
+        c = st.chunker
         lines.append(f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "
                      f"{c['min_tokens']} min ({c['counter']})")
-    enc = ", ".join(f"{k} {v}" for k, v in st["encodings"].items())
+    enc = ", ".join(f"{k} {v}" for k, v in st.encodings.items())
     if enc:
         lines.append(f"encodings  {enc}")
-    ratio = f"  ({st['db_to_text']}x the text)" if st["db_to_text"] else ""
-    lines.append(f"size       {human_bytes(st['db_bytes'])} on disk, {human_bytes(st['text_bytes'])} of text{ratio}")
-    lines.append(f"last index {st['last_index_at'] or 'never'}")
+    ratio = f"  ({st.db_to_text}x the text)" if st.db_to_text else ""
+    lines.append(f"size       {human_bytes(st.db_bytes)} on disk, {human_bytes(st.text_bytes)} of text{ratio}")
+    lines.append(f"last index {st.last_index_at or 'never'}")
     return "\n".join(lines)
 
 

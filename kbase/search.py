@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
 import re
@@ -581,39 +580,3 @@ def chunk_ref(con: apsw.Connection, chunk_id: int) -> ChunkRef:
     if row is None:
         raise InputError(f"no chunk {chunk_id} in the index", "it was replaced: search again")
     return ChunkRef(*row)
-
-
-def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> dict:
-    """Counts and sizes for ``kbase status``."""
-    roots = [
-        {"path": p, "documents": n, "last_indexed_at": t}
-        for p, n, t in con.execute(
-            "SELECT r.path, (SELECT count(*) FROM documents WHERE root_id = r.id), r.last_indexed_at"
-            " FROM roots AS r ORDER BY r.path"
-        )
-    ]
-    one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
-    db_bytes = sum(os.path.getsize(f) for f in (str(db_path), f"{db_path}-wal") if os.path.exists(f))
-    text_bytes = one("SELECT coalesce(sum(size), 0) FROM documents")
-    last = con.execute("SELECT value FROM meta WHERE key = 'last_index_at'").fetchone()
-    return {
-        "db": str(db_path),
-        "roots": roots,
-        "documents": one("SELECT count(*) FROM documents"),
-        "chunks": one("SELECT count(*) FROM chunks"),
-        "embedded_chunks": one("SELECT count(*) FROM chunks WHERE embedded"),
-        "links": one("SELECT count(*) FROM links"),
-        "unresolved_links": one("SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"),
-        "tags": one("SELECT count(DISTINCT tag) FROM tags"),
-        "oversized_chunks": one("SELECT count(*) FROM chunks WHERE flags & 1"),
-        "diagnostics": dict(con.execute("SELECT kind, count(*) FROM diagnostics WHERE kind <> 'frontmatter'"
-                                        " GROUP BY 1 ORDER BY 1").fetchall()),
-        "frontmatter_warnings": one("SELECT count(DISTINCT doc_id) FROM frontmatter_warnings"),
-        "chunker": json.loads(con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()[0])
-        if con.execute("SELECT 1 FROM meta WHERE key = 'chunker'").fetchone() else None,
-        "encodings": dict(con.execute("SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC").fetchall()),
-        "text_bytes": text_bytes,
-        "db_bytes": db_bytes,
-        "db_to_text": round(db_bytes / text_bytes, 2) if text_bytes else None,
-        "last_index_at": last[0] if last else None,
-    }

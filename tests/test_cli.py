@@ -272,6 +272,6 @@ def test_a_first_run_failing_midway_removes_only_the_file_it_created(tmp_path, v
         kbase.open(db).index([vault], embed=False)
     if existing:
         with kbase.open(db) as k:
-            assert k.status()["documents"] == 4
+            assert k.status().documents == 4
     else:
         assert list(tmp_path.glob("i.db*")) == []  # nor its -wal and -shm files

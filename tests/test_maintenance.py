@@ -27,11 +27,11 @@ def raw(db_path):
 
 
 def kinds(kb):
-    return {p.kind for p in kb.check()["problems"]}
+    return {p.kind for p in kb.check().problems}
 
 
 def test_healthy_index_checks_ok(kb, db_path):
-    assert kb.check()["problems"] == []
+    assert kb.check().ok
     r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
     assert r.exit_code == 0 and r.stdout == "ok: the index is consistent\n"
 
@@ -45,7 +45,7 @@ def test_fts_damage_is_found_and_rebuilt(kb, db_path):
     r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
     assert r.exit_code == 1 and "problem: fts" in r.stdout
     result = kb.check(fix=True)
-    assert "rebuilt the keyword index" in result["fixed"] and result["problems"] == []
+    assert "rebuilt the keyword index" in result.fixed and result.ok
     assert kb.search("raised", mode="keyword")[0].path == "Garden.md"
 
 
@@ -64,7 +64,7 @@ def test_dangling_link_and_foreign_model_are_found(kb, db_path):
     con.execute("PRAGMA foreign_keys = OFF")
     con.execute("UPDATE links SET target_id = 424242 WHERE rowid = (SELECT min(rowid) FROM links)")
     con.execute("UPDATE meta SET value = '{\"model\": \"other\"}' WHERE key = 'embedder'")
-    found = {p.kind: p for p in kb.check()["problems"]}
+    found = {p.kind: p for p in kb.check().problems}
     assert "links" in found and "embedder" in found and not found["embedder"].fixable
     kb.check(fix=True)
     assert kinds(kb) == {"embedder"}
@@ -78,8 +78,8 @@ def test_bad_offsets_are_found_and_rechunked(kb, db_path):
     con.execute("UPDATE chunks SET end_char = end_char + 100000 WHERE id = (SELECT min(id) FROM chunks)")
     assert "chunk_offsets" in kinds(kb)
     result = kb.check(fix=True)
-    assert any("re-chunked" in f for f in result["fixed"])
-    assert {p.kind for p in result["problems"]} == set()
+    assert any("re-chunked" in f for f in result.fixed)
+    assert {p.kind for p in result.problems} == set()
 
 
 def test_page_corruption_is_reported_not_hidden(kb, db_path):
@@ -110,7 +110,7 @@ def test_compact_shrinks_a_churned_index(db_path, tmp_path):
         p.unlink()
     k.index([v], embed=False)
     r = k.compact()
-    assert r["bytes_after"] < r["bytes_before"]
+    assert r.bytes_after < r.bytes_before
     assert kinds(k) == set()
     assert k.search("round", mode="keyword")
 
@@ -123,7 +123,7 @@ def test_roots_move_and_follow_a_vault_moved_with_its_index(tmp_path):
     shutil.move(home, tmp_path / "moved")  # the notes and the index move together
     k2 = kbase.open(tmp_path / "moved" / "index.db")
     (r,) = k2.roots()
-    assert not r["exists"] and r["moved_with_index"] == str(tmp_path / "moved" / "notes")
+    assert not r.exists and r.moved_with_index == str(tmp_path / "moved" / "notes")
     report = k2.index([], embed=False)
     assert report.moved_roots and report.unchanged == 1 and report.new == 0
     assert k2.search("alpha", mode="keyword")[0].abspath == str(tmp_path / "moved" / "notes" / "a.md")

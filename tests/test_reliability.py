@@ -1052,7 +1052,7 @@ def query_index(tmp_path_factory):
     dbp = tmp / "q.db"
     kb = kbase.KB(dbp, embedder=default_embedder())
     kb.index([vault])
-    assert kb.status()["chunks"] > 0
+    assert kb.status().chunks > 0
     return dbp, kb
 
 

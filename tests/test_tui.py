@@ -14,14 +14,15 @@ import textwrap
 import threading
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import kbase
 from kbase.api import KB
-from tests.conftest import write
 from kbase.errors import DatabaseError
+from kbase.models import Status
 from kbase.tui.app import KbaseApp
 from kbase.tui.backend import (
     Filters,
@@ -37,6 +38,7 @@ from kbase.tui.backend import (
 )
 from kbase.tui.screens import HelpScreen, MainScreen, help_keys
 from kbase.tui.widgets import FilterBar, LinksPane, PreviewScroll, ResultsList
+from tests.conftest import write
 
 VAULT = Path(__file__).parent / "data" / "tui" / "vault"
 REPO = Path(__file__).resolve().parents[1]
@@ -615,7 +617,7 @@ async def test_status_line_counts_stale_hits_and_embedded_chunks(tmp_path):
 
     class WithCoverage(KB):
         def status(self):
-            return {**super().status(), "embedded_chunks": 5}
+            return replace(super().status(), embedded_chunks=5)
 
     garden = vault / "Garden.md"
     garden.write_text(garden.read_text() + "\nEdited after indexing.\n")
@@ -774,10 +776,11 @@ def test_small_helpers():
     leave_out = Filters.parse("journal/ -journal/old -Archive/* -", "")
     assert leave_out.kwargs() == {"path": "journal/", "tags": [], "exclude": ["journal/old", "Archive/*"]}
     assert leave_out.describe() == "path:journal/ -path:journal/old -path:Archive/*"
-    assert embedding_coverage({"chunks": 8, "embedded_chunks": 2}, True) == "embedded 2/8 (25%)"
-    assert embedding_coverage({"chunks": 8}, True) == "embeddings: yes"
-    assert embedding_coverage({"chunks": 8}, False).startswith("no embeddings")
-    assert embedding_coverage({"chunks": 8, "embedded_chunks": 0}, False).startswith("no embeddings")
+    status = Status(db="x.db", roots=(), documents=3, chunks=8, embedded_chunks=2, links=0, unresolved_links=0,
+                    tags=0, oversized_chunks=0, diagnostics={}, frontmatter_warnings=0, chunker=None, encodings={},
+                    text_bytes=0, db_bytes=0, db_to_text=None, last_index_at=None)
+    assert embedding_coverage(status) == "embedded 2/8 (25%)"
+    assert embedding_coverage(replace(status, embedded_chunks=0)).startswith("no embeddings")
     note = Location("tech/SQLite.md", "/v/tech/SQLite.md")
     assert sibling_abspath(note, "Garden.md") == "/v/Garden.md"
     text, spans = clip_snippet("x " * 100 + "MATCH" + " y" * 100, [(200, 205)], 60)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from kbase.models import Status
+
 MODES = ("keyword", "semantic", "hybrid")
 SEARCH_LIMIT = 50
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
@@ -264,14 +266,8 @@ def shorten_path(path: str, width: int) -> str:
     return "…" + set_cell_size(parts[-1][::-1], width - 1)[::-1]  # the end of the file name
 
 
-def embedding_coverage(status: dict, has_embeddings: bool) -> str:
-    """'embedded 40/50 (80%)' from ``status()['embedded_chunks']``; without that key (an older
-    library), whether there are embeddings at all."""
-    chunks = status.get("chunks") or 0
-    embedded = status.get("embedded_chunks")
-    if embedded is None:
-        return "embeddings: yes" if has_embeddings else "no embeddings (keyword search only)"
-    if not embedded:
+def embedding_coverage(status: Status) -> str:
+    """'embedded 40/50 (80%)', or that there are no embeddings."""
+    if not status.embedded_chunks:
         return "no embeddings (keyword search only)"
-    pct = (100 * embedded // chunks) if chunks else 0
-    return f"embedded {embedded:,}/{chunks:,} ({pct}%)"
+    return f"embedded {status.embedded_chunks:,}/{status.chunks:,} ({100 * status.embedded_chunks // status.chunks}%)"

@@ -23,6 +23,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
 from kbase.errors import DatabaseError, KbaseError
+from kbase.models import Status
 from kbase.query import parse_query
 from kbase.tui.backend import (
     MODES,
@@ -46,7 +47,7 @@ from kbase.tui.widgets import (
 
 # --- what the workers report ----------------------------------------------------------------------
 class StatusLoaded(Message):
-    def __init__(self, status: dict, has_embeddings: bool) -> None:
+    def __init__(self, status: Status, has_embeddings: bool) -> None:
         super().__init__()
         self.status = status
         self.has_embeddings = has_embeddings
@@ -153,7 +154,7 @@ class MainScreen(Screen):
         self._outlinks: list = []
         self._index_problem = ""
         self._last_typed = time.monotonic()  # of the last change in the search box (or the start)
-        self._status: dict = {}
+        self._status: Status | None = None
         self._embedding = False  # the background embedding worker runs
 
     # --- layout -------------------------------------------------------------------------------
@@ -475,7 +476,7 @@ class MainScreen(Screen):
         self._status = status
         # An index with vectors gets the rest of them (kbase index interrupted, notes changed
         # meanwhile); one indexed with --no-embed stays keyword-only until kbase embed.
-        if message.has_embeddings and status.get("embedded_chunks", 0) < status.get("chunks", 0) and not self._embedding:
+        if message.has_embeddings and status.embedded_chunks < status.chunks and not self._embedding:
             self._embedding = True
             self.embed_in_background()
         self._show_status()
@@ -491,9 +492,10 @@ class MainScreen(Screen):
 
     def _show_status(self) -> None:
         status = self._status
+        if status is None:
+            return
         self.query_one(StatusLine).show_index(
-            f"{status.get('documents', 0):,} notes · {status.get('chunks', 0):,} chunks · "
-            f"{embedding_coverage(status, self.has_embeddings)}"
+            f"{status.documents:,} notes · {status.chunks:,} chunks · {embedding_coverage(status)}"
             + (" · embedding while idle" if self._embedding else "")
         )
 
@@ -522,8 +524,8 @@ class MainScreen(Screen):
 
     @on(EmbedProgress)
     def _embed_progress(self, message: EmbedProgress) -> None:
-        chunks = self._status.get("chunks", 0)
-        self._status["embedded_chunks"] = max(0, chunks - message.remaining)
+        if self._status is not None:
+            self._status = replace(self._status, embedded_chunks=max(0, self._status.chunks - message.remaining))
         self._embedding = message.remaining > 0
         if not self.has_embeddings or not self._embedding:
             self.load_status()  # the first vectors: semantic search is possible; or all done
