@@ -8,17 +8,26 @@
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING
+
 from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.models import Chunk, Hit, IndexReport
+
+if TYPE_CHECKING:
+    from kbase.api import KB
+    from kbase.embedder import Embedder
 
 __all__ = ["open", "KB", "KbaseError", "DatabaseError", "InputError", "Hit", "Chunk", "IndexReport"]
 
 
-def open(path=None, **options):  # noqa: A001
-    """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder)."""
+def open(  # noqa: A001 - as sqlite3 and io name theirs
+    path: str | os.PathLike[str] | None = None, *, embedder: Embedder | None = None, cache_vectors: bool = True
+) -> KB:
+    """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder); see ``KB``."""
     from kbase.api import KB
 
-    return KB(path, **options)
+    return KB(path, embedder=embedder, cache_vectors=cache_vectors)
 
 
 def __getattr__(name: str):

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
-from kbase import db, paths
+from kbase import db
 from kbase.errors import IndexBusyError, InputError
 from kbase.models import (CheckReport, CompactReport, EmbedReport, Hit, IndexReport, RootInfo, RootMove,
                           Status)
+from kbase.paths import default_db_path
+
+if TYPE_CHECKING:
+    from kbase.chunk import ChunkSettings
+    from kbase.embed import EmbedProgress
+    from kbase.embedder import Embedder
+    from kbase.graph import Note
+    from kbase.ingest import Progress
 
 
 class KB:
@@ -23,19 +32,20 @@ class KB:
     >>> for hit in kb.search("sqlite wal", limit=5): print(hit.path, hit.line, hit.snippet)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, embedder=None,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, embedder: Embedder | None = None,
                  cache_vectors: bool = True) -> None:
         """``cache_vectors``: keep the vectors in memory for fast repeated semantic queries (a
         long-lived process); one-shot commands pass False and query sqlite-vec directly."""
         from kbase.vectors import VectorCache
 
-        self.path = Path(path).expanduser() if path is not None else paths.default_db_path()
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
         self._reader: apsw.Connection | None = None
+        self._sql_ready = False  # kbase_embed() and kbase_search() registered on the reader
         self._embedder = embedder
         self.vector_cache = VectorCache() if cache_vectors else None
 
     @property
-    def embedder(self):
+    def embedder(self) -> Embedder:
         """The embedding model, loaded on first use (milliseconds; the very first use builds its
         cached graph, a few seconds)."""
         if self._embedder is None:
@@ -70,8 +80,11 @@ class KB:
         paths: Sequence[str | os.PathLike[str]] = (),
         *,
         embed: bool = True,
-        embed_progress=None,
-        **options,
+        settings: ChunkSettings | None = None,
+        extensions: Sequence[str] | None = None,
+        max_size: int | None = None,
+        progress: Progress | None = None,
+        embed_progress: EmbedProgress | None = None,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
         then embed the new and changed chunks unless ``embed`` is false. Keyword search works as
@@ -92,7 +105,9 @@ class KB:
         try:
             with db.writer_lock(self.path):
                 try:
-                    report = ingest.index(con, paths, **options)
+                    report = ingest.index(con, paths, settings=settings, progress=progress,
+                                          extensions=extensions or ingest.DEFAULT_EXTENSIONS,
+                                          max_size=ingest.DEFAULT_MAX_SIZE if max_size is None else max_size)
                 except BaseException:
                     if created and con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is None:
                         con.close()  # still under the writer lock: no other run wrote to it
@@ -111,15 +126,27 @@ class KB:
         finally:
             con.close()
 
-    def embed(self, *, rebuild: bool = False, progress=None) -> EmbedReport:
+    def chunk_settings(self, *, max_tokens: int | None = None, overlap: float | None = None,
+                       min_tokens: int | None = None) -> ChunkSettings | None:
+        """The index's chunk settings with the ones given changed, for ``index(settings=...)``;
+        None when none is given (the index keeps its own)."""
+        from kbase.chunk import ChunkSettings
+        from kbase.db import meta_get
+
+        if max_tokens is None and overlap is None and min_tokens is None:
+            return None
+        base = ChunkSettings.from_fingerprint(self._read(meta_get, "chunker") if self.path.exists() else None)
+        return base.with_changes(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
+
+    def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> EmbedReport:
         """Embed every chunk that has no vector yet (all of them with ``rebuild``)."""
-        from kbase import embed as emb
+        from kbase import embed
 
         con = db.connect(self.path)
         try:
             with db.writer_lock(self.path):
                 if rebuild:
-                    emb.drop_vectors(con)
+                    embed.drop_vectors(con)
                 return self._embed(con, progress)
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
@@ -129,31 +156,32 @@ class KB:
     def embed_newest(self, limit: int) -> int:
         """Embed up to ``limit`` chunks that lack vectors, newest notes first; how many (0: none
         missing). Raises IndexBusyError while another process writes (see also ``embed_step``)."""
-        from kbase import embed as emb
+        from kbase import embed
 
         con = db.connect(self.path)
         try:
-            if emb.missing_count(con) == 0:
+            if embed.missing_count(con) == 0:
                 return 0
             with db.writer_lock(self.path):
-                return emb.embed_newest(con, self.embedder, limit)
+                return embed.embed_newest(con, self.embedder, limit)
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
         finally:
             con.close()
 
-    def embed_step(self, *, limit: int | None = None, should_stop=None, progress=None) -> EmbedReport | None:
+    def embed_step(self, *, limit: int | None = None, should_stop: Callable[[], bool] | None = None,
+                   progress: EmbedProgress | None = None) -> EmbedReport | None:
         """Embed up to ``limit`` chunks that have no vector yet (default ``embed.WINDOW``, a few
         seconds of work), newest notes first, one committed batch at a time, ending early once
         ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
         ``kbase watch``, an MCP server) calls while idle, until ``remaining`` is 0. The writer
         lock is held for this step only; None when another process holds it (try again later)."""
-        from kbase import embed as emb
+        from kbase import embed
 
         con = db.connect(self.path)
         try:
             with db.writer_lock(self.path):
-                return self._embed(con, progress, limit=limit or emb.WINDOW, should_stop=should_stop)
+                return self._embed(con, progress, limit=limit or embed.WINDOW, should_stop=should_stop)
         except IndexBusyError:
             return None
         except apsw.Error as e:
@@ -161,12 +189,13 @@ class KB:
         finally:
             con.close()
 
-    def _embed(self, con: apsw.Connection, progress, **options) -> EmbedReport:
-        from kbase import embed as emb
+    def _embed(self, con: apsw.Connection, progress: EmbedProgress | None, *, limit: int | None = None,
+               should_stop: Callable[[], bool] | None = None) -> EmbedReport:
+        from kbase import embed
 
-        if emb.missing_count(con) == 0 and emb.has_vectors(con):
+        if embed.missing_count(con) == 0 and embed.has_vectors(con):
             return EmbedReport()
-        return emb.embed_missing(con, self.embedder, progress=progress, **options)
+        return embed.embed_missing(con, self.embedder, progress=progress, limit=limit, should_stop=should_stop)
 
     # reading -----------------------------------------------------------------------------------
     def search(
@@ -188,7 +217,7 @@ class KB:
 
         A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
         empty query, or one of punctuation only, is an ``InputError`` in every mode."""
-        from kbase import search as s
+        from kbase import search
         from kbase.query import parse_query
 
         if mode not in (None, "keyword", "semantic", "hybrid"):
@@ -198,15 +227,15 @@ class KB:
                              "search for a word or a number; punctuation alone is ignored, and -word only excludes")
         if isinstance(exclude, str):
             exclude = (exclude,)
-        filters = s.Filters(path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude))
+        filters = search.Filters(path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude))
         mode = mode or self.default_mode()
         if mode == "keyword":
-            hits = self._read(s.keyword_search, query, limit=limit, filters=filters)
+            hits = self._read(search.keyword_search, query, limit=limit, filters=filters)
         elif mode == "semantic":
-            hits = self._read(s.semantic_search, self.query_vector(query), limit=limit, filters=filters,
+            hits = self._read(search.semantic_search, self.query_vector(query), limit=limit, filters=filters,
                               cache=self.vector_cache)
         else:
-            hits = self._read(s.hybrid_search, query, self.query_vector(query), limit=limit, filters=filters,
+            hits = self._read(search.hybrid_search, query, self.query_vector(query), limit=limit, filters=filters,
                               cache=self.vector_cache)
         return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
 
@@ -223,13 +252,13 @@ class KB:
 
     def query_vector(self, query: str) -> bytes:
         """The query's embedding, after checking the index was embedded with the same model."""
-        from kbase import embed as emb
+        from kbase import embed
 
-        stored = self._read(emb.stored_fingerprint)
+        stored = self._read(embed.stored_fingerprint)
         if stored is None:
             raise InputError("this index has no embeddings yet", "run: kbase embed")
         embedder = self.embedder
-        self._read(emb.check_fingerprint, embedder)
+        self._read(embed.check_fingerprint, embedder)
         return embedder.embed_query(query)
 
     def document(self, target: str):
@@ -260,7 +289,7 @@ class KB:
         return self._read(note_at, path)
 
     # the link graph ---------------------------------------------------------------------------
-    def note(self, name: str):
+    def note(self, name: str) -> Note:
         """``document``'s note as a graph node (id, path, title): the same resolution."""
         from kbase import graph
 
@@ -366,7 +395,7 @@ class KB:
         from kbase import sqlapi
 
         con = self.reader
-        if not getattr(self, "_sql_ready", False):
+        if not self._sql_ready:
             sqlapi.register(con, self)
             self._sql_ready = True
         return sqlapi.run(con, query, timeout=timeout or sqlapi.SQL_TIMEOUT, max_rows=max_rows)
@@ -396,7 +425,3 @@ def _has_embeddings(con: apsw.Connection) -> bool:
         return False
     return con.execute("SELECT 1 FROM chunks_vec LIMIT 1").fetchone() is not None
 
-
-def open(path: str | os.PathLike[str] | None = None) -> KB:  # noqa: A001 - mirrors sqlite3.connect/open
-    """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder)."""
-    return KB(path)

@@ -26,10 +26,11 @@ import functools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from kbase.errors import InputError
 from kbase.models import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
 
@@ -176,6 +177,19 @@ class ChunkSettings:
 
     def fingerprint(self, counter: TokenCounter) -> str:
         return json.dumps({"version": CHUNKER_VERSION, "counter": counter.name, **asdict(self)}, sort_keys=True)
+
+    def with_changes(self, *, max_tokens: int | None = None, overlap: float | None = None,
+                     min_tokens: int | None = None) -> ChunkSettings:
+        """These settings with the ones given changed. A smaller budget without a minimum keeps
+        the minimum a small part of it (a quarter at most)."""
+        changes = {k: v for k, v in (("max_tokens", max_tokens), ("overlap_ratio", overlap),
+                                     ("min_tokens", min_tokens)) if v is not None}
+        if max_tokens is not None and min_tokens is None:
+            changes["min_tokens"] = min(self.min_tokens, max_tokens // 4)
+        try:
+            return replace(self, **changes)
+        except ValueError as e:
+            raise InputError(f"chunk settings: {e}", "see kbase index --help for the ranges") from None
 
     @classmethod
     def from_fingerprint(cls, fingerprint: str | None) -> ChunkSettings:

@@ -6,12 +6,16 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kbase.errors import KbaseError
 from kbase.models import EmbedReport
 from kbase.output import FORMATS
+
+if TYPE_CHECKING:
+    from kbase.api import KB
 
 
 class _Group(click.Group):
@@ -33,22 +37,32 @@ class _Group(click.Group):
             ctx.exit(0)
 
 
-def _kb(ctx: click.Context):
-    from kbase.api import KB
+def _kb(ctx: click.Context) -> KB:
+    """The command's index, opened once and closed when the command ends."""
+    root = ctx.find_root()
+    if "kb" not in root.obj:
+        from kbase.api import KB
 
-    return KB(ctx.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
+        kb = KB(root.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
+        root.obj["kb"] = kb
+        root.call_on_close(kb.close)
+    return root.obj["kb"]
 
 
-def format_options(f):
-    """--format plus the --json/--jsonl/--csv shortcuts."""
-    f = click.option("--csv", "fmt", flag_value="csv", help="Shortcut for --format csv.")(f)
-    f = click.option("--jsonl", "fmt", flag_value="jsonl", help="Shortcut for --format jsonl.")(f)
-    f = click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")(f)
-    f = click.option(
-        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-        help="Output for people (table) or scripts.",
-    )(f)
-    return f
+def output_options(*formats: str):
+    """``--format`` (the first of ``formats`` is for people and the default) plus a shortcut
+    for each format for scripts the command offers (--json, --jsonl, --csv): every command
+    asks for its output the same way."""
+    def decorate(f):
+        for name in reversed(formats[1:]):
+            f = click.option(f"--{name}", "fmt", flag_value=name, help=f"Shortcut for --format {name}.")(f)
+        return click.option("--format", "fmt", type=click.Choice(formats), default=formats[0], show_default=True,
+                            help="What to print.")(f)
+
+    return decorate
+
+
+format_options = output_options(*FORMATS)  # lists of results: table, json, jsonl, csv
 
 
 def _color() -> bool:
@@ -89,58 +103,29 @@ def chunk_options(f):
     return f
 
 
-def _chunk_settings(base, max_tokens, overlap, min_tokens):
-    from dataclasses import replace
-
-    from kbase.chunk import ChunkSettings
-
-    changes = {k: v for k, v in (("max_tokens", max_tokens), ("overlap_ratio", overlap), ("min_tokens", min_tokens))
-               if v is not None}
-    if not changes:
-        return base
-    base = base or ChunkSettings()
-    if max_tokens is not None and min_tokens is None:  # keep the minimum a small part of a smaller budget
-        changes["min_tokens"] = min(base.min_tokens, max_tokens // 4)
-    try:
-        return replace(base, **changes)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-
-
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--ext", "extensions", multiple=True, metavar="EXT",
               help="File extension to index (repeatable). Default: .md .markdown .txt")
 @click.option("--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run's report as JSON.")
+@output_options("text", "json")
 @click.option("--no-embed", is_flag=True, help="Only the keyword index; embed later with kbase embed.")
 @chunk_options
 @click.pass_context
-def index(ctx, paths, extensions, max_size, quiet, as_json, no_embed, max_tokens, overlap, min_tokens):
+def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, overlap, min_tokens):
     """Index folders or files of notes (incrementally). With no PATHS, update every known root.
 
     Chunk settings given here are kept by the index; changing them re-chunks every document from
     its stored text (no file is read again)."""
-    options = {}
-    if any(v is not None for v in (max_tokens, overlap, min_tokens)):
-        from kbase.chunk import ChunkSettings
-        from kbase.db import meta_get
-
-        base = None
-        if Path(ctx.obj["db"]).exists():
-            base = ChunkSettings.from_fingerprint(meta_get(_kb(ctx).reader, "chunker"))
-        options["settings"] = _chunk_settings(base, max_tokens, overlap, min_tokens)
-    if extensions:
-        options["extensions"] = tuple(extensions)
-    if max_size is not None:
-        options["max_size"] = max_size
     kb = _kb(ctx)
-    options["embed"] = not no_embed
+    as_json = fmt == "json"  # no progress bars, no warnings on stderr: the report says it all
+    settings = kb.chunk_settings(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
     with _Bars(not quiet and not as_json) as bar:
         eta = _EmbedEta(bar.chunks, not quiet and not as_json)
-        report = kb.index(paths, progress=bar.files, embed_progress=eta, **options)
-    if as_json:
+        report = kb.index(paths, progress=bar.files, embed_progress=eta, embed=not no_embed, settings=settings,
+                          extensions=tuple(extensions) or None, max_size=max_size)
+    if fmt == "json":
         from dataclasses import asdict
 
         click.echo(json.dumps(asdict(report), ensure_ascii=False, indent=2))
@@ -282,13 +267,13 @@ def watch(ctx, paths, no_embed, debounce, poll):
             left = f"{r.remaining:,} chunks still to embed" if r.remaining else "every chunk is embedded"
             click.echo(f"{datetime.now().strftime('%H:%M:%S')} embedding while idle: {left}")
 
-    with _kb(ctx) as kb:
-        click.echo(f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)", err=True)
-        try:
-            run_watch(kb, paths, debounce_ms=debounce, on_batch=on_batch, embed=not no_embed,
-                      force_polling=True if poll else None, on_embed=on_embed)
-        except KeyboardInterrupt:
-            pass
+    kb = _kb(ctx)
+    click.echo(f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)", err=True)
+    try:
+        run_watch(kb, paths, debounce_ms=debounce, on_batch=on_batch, embed=not no_embed,
+                  force_polling=True if poll else None, on_embed=on_embed)
+    except KeyboardInterrupt:
+        pass
     click.echo("stopped; the index is consistent", err=True)
 
 
@@ -336,14 +321,14 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
     """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b."""
     from kbase.output import render_hits
 
-    with _kb(ctx) as kb:
-        hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until,
-                         exclude=exclude)
-        if hits and (mode or kb.default_mode()) != "keyword":
-            embedded, chunks = kb.coverage()
-            if embedded < chunks:
-                click.echo(f"note: semantic results cover {embedded:,} of {chunks:,} chunks ({100 * embedded // chunks}%);"
-                           " the rest are still to be embedded (kbase embed)", err=True)
+    kb = _kb(ctx)
+    hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until,
+                     exclude=exclude)
+    if hits and (mode or kb.default_mode()) != "keyword":
+        embedded, chunks = kb.coverage()
+        if embedded < chunks:
+            click.echo(f"note: semantic results cover {embedded:,} of {chunks:,} chunks ({100 * embedded // chunks}%);"
+                       " the rest are still to be embedded (kbase embed)", err=True)
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, _color(), explain=explain))
     else:
@@ -351,17 +336,17 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@output_options("text", "json")
 @click.pass_context
-def status(ctx, as_json):
+def status(ctx, fmt):
     """Roots, counts, sizes and the last index time."""
     from dataclasses import asdict
 
     from kbase.output import render_status
 
-    with _kb(ctx) as kb:
-        st = kb.status()
-    click.echo(json.dumps(asdict(st), indent=2, ensure_ascii=False) if as_json else render_status(st))
+    kb = _kb(ctx)
+    st = kb.status()
+    click.echo(json.dumps(asdict(st), indent=2, ensure_ascii=False) if fmt == "json" else render_status(st))
 
 
 @cli.command()
@@ -375,7 +360,10 @@ def chunks(file, max_tokens, overlap, min_tokens, fmt):
     from kbase.ingest import chunk_file
     from kbase.output import render_chunks
 
-    doc, result, _ = chunk_file(file, _chunk_settings(None, max_tokens, overlap, min_tokens))
+    from kbase.chunk import ChunkSettings
+
+    settings = ChunkSettings().with_changes(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
+    doc, result, _ = chunk_file(file, settings)
     click.echo(render_chunks(doc.text, result.chunks, result.diagnostics, fmt, _color()))
 
 
@@ -387,8 +375,8 @@ def _links_command(name: str, doc: str, show: str):
     def command(ctx, note, fmt):
         from kbase.output import render_links
 
-        with _kb(ctx) as kb:
-            found = getattr(kb, name)(note)
+        kb = _kb(ctx)
+        found = getattr(kb, name)(note)
         if found or fmt != "table":
             click.echo(render_links(found, fmt, _color(), show))
         else:
@@ -410,8 +398,8 @@ def unresolved(ctx, anchors, fmt):
     """Links that point at no note or file (or, with --anchors, at a missing heading or block)."""
     from kbase.output import render_links
 
-    with _kb(ctx) as kb:
-        found = kb.broken_anchors() if anchors else kb.unresolved()
+    kb = _kb(ctx)
+    found = kb.broken_anchors() if anchors else kb.unresolved()
     if found or fmt != "table":
         click.echo(render_links(found, fmt, _color(), "both"))
     else:
@@ -425,8 +413,8 @@ def orphans(ctx, fmt):
     """Notes that no other note links to."""
     from kbase.output import render_notes
 
-    with _kb(ctx) as kb:
-        click.echo(render_notes(kb.orphans(), fmt))
+    kb = _kb(ctx)
+    click.echo(render_notes(kb.orphans(), fmt))
 
 
 @cli.command()
@@ -439,8 +427,8 @@ def neighbors(ctx, note, depth, fmt):
     which way its link goes: out (the note one hop nearer links to it), in (it links there), both."""
     from kbase.output import render_notes
 
-    with _kb(ctx) as kb:
-        click.echo(render_notes(kb.neighbors(note, depth), fmt, with_distance=True))
+    kb = _kb(ctx)
+    click.echo(render_notes(kb.neighbors(note, depth), fmt, with_distance=True))
 
 
 @cli.command()
@@ -455,8 +443,8 @@ def related(ctx, note, limit, include_linked, fmt):
     Without embeddings, the note's most distinctive terms are searched instead (and it says so)."""
     from kbase.output import render_related
 
-    with _kb(ctx) as kb:
-        result = kb.related(note, limit=limit, include_linked=include_linked)
+    kb = _kb(ctx)
+    result = kb.related(note, limit=limit, include_linked=include_linked)
     if result.method == "keyword" and fmt == "table":
         click.echo(f"no embeddings for {result.path}: keyword similarity on {', '.join(result.terms) or 'no terms'}"
                    " (kbase embed for similarity in meaning)", err=True)
@@ -471,16 +459,15 @@ def related(ctx, note, limit, include_linked, fmt):
 @click.option("-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1).")
 @click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out notes matching GLOB or under this folder (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["json", "dot"]), default="json", show_default=True)
-@click.option("--json", "fmt", flag_value="json", help="Shortcut for --format json.")
+@output_options("json", "dot")
 @click.pass_context
 def graph(ctx, note, depth, path_glob, exclude, fmt):
     """The note graph as JSON (nodes and edges) or Graphviz DOT: all of it, or the notes within
     --depth links of NOTE. Links through notes left out by --path or --exclude are not followed."""
     from kbase.graph import to_dot
 
-    with _kb(ctx) as kb:
-        g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
+    kb = _kb(ctx)
+    g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
     click.echo(json.dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
 
 
@@ -539,8 +526,8 @@ def sql(ctx, query, sql_file, timeout, fmt):
         text = sys.stdin.read()
     else:
         text = query
-    with _kb(ctx) as kb:
-        result = kb.sql(text, timeout=timeout)
+    kb = _kb(ctx)
+    result = kb.sql(text, timeout=timeout)
     out = render_sql(result, fmt)
     if out:
         click.echo(out)
@@ -548,9 +535,9 @@ def sql(ctx, query, sql_file, timeout, fmt):
 
 @cli.command()
 @click.option("--fix", is_flag=True, help="Repair what can be rebuilt from the stored texts (no file is read).")
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@output_options("text", "json")
 @click.pass_context
-def check(ctx, fix, as_json):
+def check(ctx, fix, fmt):
     """Check the index: SQLite's integrity check and kbase's invariants (offsets, keyword index,
     vectors, links, chunker and embedder versions). Exit code 1 if a problem remains.
 
@@ -558,10 +545,10 @@ def check(ctx, fix, as_json):
     the notes, not problems of the index (the exit code ignores them)."""
     from dataclasses import asdict
 
-    with _kb(ctx) as kb:
-        result = kb.check(fix=fix)
+    kb = _kb(ctx)
+    result = kb.check(fix=fix)
     problems = result.problems
-    if as_json:
+    if fmt == "json":
         click.echo(json.dumps({"ok": result.ok, **asdict(result)}, indent=2, ensure_ascii=False))
     else:
         for w in result.warnings:
@@ -579,18 +566,18 @@ def check(ctx, fix, as_json):
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the sizes before and after in bytes, as JSON.")
+@output_options("text", "json")
 @click.pass_context
-def compact(ctx, as_json):
+def compact(ctx, fmt):
     """Merge the keyword index, drop dead vector space, VACUUM; print the file's size before and
     after and the space saved, in KiB/MiB/GiB (1 KiB = 1024 bytes)."""
     from dataclasses import asdict
 
     from kbase.output import human_bytes
 
-    with _kb(ctx) as kb:
-        r = kb.compact()
-    if as_json:
+    kb = _kb(ctx)
+    r = kb.compact()
+    if fmt == "json":
         click.echo(json.dumps({**asdict(r), "bytes_saved": r.bytes_saved}, indent=2))
         return
     click.echo(f"compacted: {human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}"
@@ -598,17 +585,17 @@ def compact(ctx, as_json):
 
 
 @cli.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@output_options("text", "json")
 @click.pass_context
-def roots(ctx, as_json):
+def roots(ctx, fmt):
     """The indexed roots (folders or files). Subcommand: move."""
     if ctx.invoked_subcommand is not None:
         return
     from dataclasses import asdict
 
-    with _kb(ctx) as kb:
-        rs = kb.roots()
-    if as_json:
+    kb = _kb(ctx)
+    rs = kb.roots()
+    if fmt == "json":
         click.echo(json.dumps([asdict(r) for r in rs], indent=2))
         return
     for r in rs:
@@ -623,8 +610,8 @@ def roots(ctx, as_json):
 @click.pass_context
 def roots_move(ctx, old, new):
     """Re-point root OLD to NEW after moving the notes; nothing is re-indexed."""
-    with _kb(ctx) as kb:
-        r = kb.move_root(old, str(new))
+    kb = _kb(ctx)
+    r = kb.move_root(old, str(new))
     click.echo(f"moved root {r.old} -> {r.new}")
 
 
@@ -632,17 +619,17 @@ def roots_move(ctx, old, new):
 @click.argument("target")
 @click.option("-C", "--context", type=click.IntRange(0), default=10, show_default=True,
               help="Lines shown around PATH:LINE.")
-@click.option("--json", "as_json", is_flag=True, help="Print the document (or region) as JSON.")
+@output_options("text", "json")
 @click.pass_context
-def show(ctx, target, context, as_json):
+def show(ctx, target, context, fmt):
     """Print a document from the index: PATH, PATH:LINE (with context) or PATH:START-END."""
-    with _kb(ctx) as kb:
-        r = kb.region(target, context)
+    kb = _kb(ctx)
+    r = kb.region(target, context)
     doc = r.doc
     if doc.stale:
         click.echo(f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
                    " (kbase index updates it)", err=True)
-    if as_json:
+    if fmt == "json":
         click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title, "stale": doc.stale,
                                "first_line": r.first, "last_line": r.last, "text": "\n".join(r.lines)},
                               ensure_ascii=False))
