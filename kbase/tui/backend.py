@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from kbase.models import Status
+from kbase.text import LINE_BREAK
 
 MODES = ("keyword", "semantic", "hybrid")
 SEARCH_LIMIT = 50
@@ -154,12 +155,9 @@ def is_markdown(path: str) -> bool:
     return path.lower().endswith(MARKDOWN_SUFFIXES)
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
 def lines_before(text: str, offset: int) -> int:
     """Line breaks in ``text[:offset]`` (LF, CRLF or CR, as kbase counts them)."""
-    return len(_LINE_BREAK.findall(text, 0, offset))
+    return len(LINE_BREAK.findall(text, 0, offset))
 
 
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n|]+?)(?:\|([^\[\]\n]*?))?\]\]")

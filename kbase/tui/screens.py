@@ -8,7 +8,10 @@ dropped (each request carries a generation number).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 
 from textual import on, work
@@ -16,7 +19,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
@@ -34,6 +36,17 @@ from kbase.tui.backend import (
     embedding_coverage,
     sibling_abspath,
 )
+from kbase.tui.messages import (
+    DocumentLoaded,
+    EmbedProgress,
+    LinksLoaded,
+    ModelReady,
+    NoteResolved,
+    RelatedLoaded,
+    SearchDone,
+    StatusLoaded,
+    WorkFailed,
+)
 from kbase.tui.widgets import (
     FilterBar,
     LinksPane,
@@ -45,62 +58,29 @@ from kbase.tui.widgets import (
 )
 
 
-# --- what the workers report ----------------------------------------------------------------------
-class StatusLoaded(Message):
-    def __init__(self, status: Status, has_embeddings: bool) -> None:
-        super().__init__()
-        self.status = status
-        self.has_embeddings = has_embeddings
+def _reports(what: str):
+    """A worker body that returns the message to post, or yields several (None: nothing). Once
+    the worker is cancelled (a newer request of its group started) nothing more is posted; an
+    exception becomes one WorkFailed(what, error, gen), ``gen`` being the worker's first
+    argument when it is a request's generation number."""
+    def decorate(body):
+        @functools.wraps(body)
+        def run(self, *args):
+            worker = get_current_worker()
+            try:
+                out = body(self, *args)
+                for message in out if inspect.isgenerator(out) else (out,):
+                    if worker.is_cancelled:
+                        return
+                    if message is not None:
+                        self.post_message(message)
+            except Exception as e:  # noqa: BLE001 - shown as a notification
+                if not worker.is_cancelled:
+                    self.post_message(WorkFailed(what, e, args[0] if args and isinstance(args[0], int) else 0))
 
+        return run
 
-class SearchDone(Message):
-    def __init__(self, gen: int, source: str, query: str, hits: list) -> None:
-        super().__init__()
-        self.gen, self.source, self.query, self.hits = gen, source, query, hits
-
-
-class DocumentLoaded(Message):
-    def __init__(self, request: int, location: Location, doc) -> None:
-        super().__init__()
-        self.request, self.location, self.doc = request, location, doc
-
-
-class LinksLoaded(Message):
-    def __init__(self, request: int, location: Location, outlinks: list, backlinks: list) -> None:
-        super().__init__()
-        self.request, self.location, self.outlinks, self.backlinks = request, location, outlinks, backlinks
-
-
-class RelatedLoaded(Message):
-    def __init__(self, request: int, location: Location, related) -> None:
-        super().__init__()
-        self.request, self.location, self.related = request, location, related
-
-
-class NoteResolved(Message):
-    def __init__(self, location: Location) -> None:
-        super().__init__()
-        self.location = location
-
-
-class ModelReady(Message):
-    pass
-
-
-class EmbedProgress(Message):
-    """A background embedding step ended: ``remaining`` chunks still have no vector."""
-
-    def __init__(self, remaining: int) -> None:
-        super().__init__()
-        self.remaining = remaining
-
-
-class WorkFailed(Message):
-    """A worker's call raised: ``what`` says which (status, search, vector, document, links, model)."""
-
-    def __init__(self, what: str, error: BaseException, gen: int = 0) -> None:
-        super().__init__()
-        self.what, self.error, self.gen = what, error, gen
+    return decorate
 
 
 MODE_HELP = "Search mode: keyword → semantic → hybrid"
@@ -194,6 +174,11 @@ class MainScreen(Screen):
         return self.query_one(LinksPane)
 
     @property
+    def search_pending(self) -> bool:
+        """A search is scheduled: typing stopped less than the debounce ago."""
+        return self._debounce is not None
+
+    @property
     def vectors_available(self) -> bool:
         return self.has_embeddings and not self.model_failed
 
@@ -255,32 +240,19 @@ class MainScreen(Screen):
             self.workers.cancel_group(self, "search-vector")
 
     @work(thread=True, exclusive=True, group="search-keyword", exit_on_error=False)
-    def search_keyword(self, gen: int, query: str, filters: Filters) -> None:
-        worker = get_current_worker()
-        try:
-            with self.app.pool.kb() as kb:
-                hits = kb.search(query, mode="keyword", limit=SEARCH_LIMIT, **filters.kwargs())
-        except Exception as e:  # noqa: BLE001 - shown as a notification
-            if not worker.is_cancelled:
-                self.post_message(WorkFailed("search", e, gen))
-            return
-        if not worker.is_cancelled:
-            self.post_message(SearchDone(gen, "keyword", query, hits))
+    @_reports("search")
+    def search_keyword(self, gen: int, query: str, filters: Filters) -> SearchDone:
+        with self.app.pool.kb() as kb:
+            return SearchDone(gen, "keyword", query, kb.search(query, mode="keyword", limit=SEARCH_LIMIT,
+                                                               **filters.kwargs()))
 
     @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
-    def search_vector(self, gen: int, query: str, filters: Filters, mode: str) -> None:
-        worker = get_current_worker()
-        try:
-            with self.app.pool.vector_kb() as kb:  # queued behind the model load / older search
-                if worker.is_cancelled:
-                    return
-                hits = kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs())
-        except Exception as e:  # noqa: BLE001
-            if not worker.is_cancelled:
-                self.post_message(WorkFailed("vector", e, gen))
-            return
-        if not worker.is_cancelled:
-            self.post_message(SearchDone(gen, mode, query, hits))
+    @_reports("vector")
+    def search_vector(self, gen: int, query: str, filters: Filters, mode: str) -> SearchDone | None:
+        with self.app.pool.vector_kb() as kb:  # queued behind the model load / older search
+            if get_current_worker().is_cancelled:
+                return None
+            return SearchDone(gen, mode, query, kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs()))
 
     @on(SearchDone)
     def _search_done(self, message: SearchDone) -> None:
@@ -326,49 +298,29 @@ class MainScreen(Screen):
         self.load_links(self._request, location)
 
     @work(thread=True, exclusive=True, group="document", exit_on_error=False)
-    def load_document(self, request: int, location: Location) -> None:
-        worker = get_current_worker()
-        try:
-            with self.app.pool.kb() as kb:
-                doc = kb.document(location.target)
-                if location.chunk_id is not None and location.span is None:
-                    try:
-                        chunk = kb.chunk(location.chunk_id)
-                        location = replace(location, span=(chunk.line, chunk.end_line))
-                    except KbaseError:
-                        pass  # replaced since the search: the hit's line is still shown
-        except Exception as e:  # noqa: BLE001
-            if not worker.is_cancelled:
-                self.post_message(WorkFailed("document", e, request))
-            return
-        if not worker.is_cancelled:
-            self.post_message(DocumentLoaded(request, location, doc))
+    @_reports("document")
+    def load_document(self, request: int, location: Location) -> DocumentLoaded:
+        with self.app.pool.kb() as kb:
+            doc = kb.document(location.target)
+            if location.chunk_id is not None and location.span is None:
+                try:
+                    chunk = kb.chunk(location.chunk_id)
+                    location = replace(location, span=(chunk.line, chunk.end_line))
+                except KbaseError:
+                    pass  # replaced since the search: the hit's line is still shown
+        return DocumentLoaded(request, location, doc)
 
     @work(thread=True, exclusive=True, group="links", exit_on_error=False)
-    def load_links(self, request: int, location: Location) -> None:
-        worker = get_current_worker()
-        try:
-            with self.app.pool.kb() as kb:
-                outlinks = kb.links(location.target)
-                if worker.is_cancelled:
-                    return
-                backlinks = kb.backlinks(location.target)
-        except Exception as e:  # noqa: BLE001
-            if not worker.is_cancelled:
-                self.post_message(WorkFailed("links", e, request))
-            return
-        if worker.is_cancelled:
-            return
-        self.post_message(LinksLoaded(request, location, outlinks, backlinks))
-        try:  # on the KB that holds the vectors in memory (no model needed)
-            with self.app.pool.vector_kb() as kb:
-                related = kb.related(location.target, limit=RELATED_LIMIT) if not worker.is_cancelled else None
-        except Exception as e:  # noqa: BLE001
-            if not worker.is_cancelled:
-                self.post_message(WorkFailed("related notes", e, request))
-            return
-        if related is not None and not worker.is_cancelled:
-            self.post_message(RelatedLoaded(request, location, related))
+    @_reports("links")
+    def load_links(self, request: int, location: Location) -> LinksLoaded:
+        with self.app.pool.kb() as kb:
+            return LinksLoaded(request, location, kb.links(location.target), kb.backlinks(location.target))
+
+    @work(thread=True, exclusive=True, group="related", exit_on_error=False)
+    @_reports("related notes")
+    def load_related(self, request: int, location: Location) -> RelatedLoaded:
+        with self.app.pool.vector_kb() as kb:  # the KB that holds the vectors in memory (no model needed)
+            return RelatedLoaded(request, location, kb.related(location.target, limit=RELATED_LIMIT))
 
     @on(DocumentLoaded)
     def _document_loaded(self, message: DocumentLoaded) -> None:
@@ -386,6 +338,7 @@ class MainScreen(Screen):
             return
         self._links_note, self._outlinks = message.location, message.outlinks
         self.links.show_links(message.location, message.outlinks, message.backlinks)
+        self.load_related(message.request, message.location)  # listed below the links
         row = self._links_choice.get(self.history_pos)
         if row is not None and row < self.links.option_count and not self.links.get_option_at_index(row).disabled:
             self.links.highlighted = row  # back (or forward) here: the link that was followed
@@ -414,14 +367,11 @@ class MainScreen(Screen):
         self.resolve_note(message.name, message.anchor)
 
     @work(thread=True, exclusive=True, group="resolve", exit_on_error=False)
-    def resolve_note(self, name: str, anchor: str | None) -> None:
-        try:
-            with self.app.pool.kb() as kb:
-                note = kb.note(name)
-        except Exception as e:  # noqa: BLE001
-            self.post_message(WorkFailed("resolve", e))
-            return
-        self.post_message(NoteResolved(Location(note.path, None, None, anchor, note.title)))
+    @_reports("resolve")
+    def resolve_note(self, name: str, anchor: str | None) -> NoteResolved:
+        with self.app.pool.kb() as kb:
+            note = kb.note(name)
+        return NoteResolved(Location(note.path, None, None, anchor, note.title))
 
     @on(NoteResolved)
     def _note_resolved(self, message: NoteResolved) -> None:
@@ -458,15 +408,10 @@ class MainScreen(Screen):
 
     # --- index status and the model -----------------------------------------------------------
     @work(thread=True, exclusive=True, group="status", exit_on_error=False)
-    def load_status(self) -> None:
-        try:
-            with self.app.pool.kb() as kb:
-                status = kb.status()
-                has_embeddings = kb.default_mode() != "keyword"
-        except Exception as e:  # noqa: BLE001
-            self.post_message(WorkFailed("status", e))
-            return
-        self.post_message(StatusLoaded(status, has_embeddings))
+    @_reports("status")
+    def load_status(self) -> StatusLoaded:
+        with self.app.pool.kb() as kb:
+            return StatusLoaded(kb.status(), kb.default_mode() != "keyword")
 
     @on(StatusLoaded)
     def _status_loaded(self, message: StatusLoaded) -> None:
@@ -500,27 +445,25 @@ class MainScreen(Screen):
         )
 
     @work(thread=True, exclusive=True, group="embed", exit_on_error=False)
-    def embed_in_background(self) -> None:
+    @_reports("embed")
+    def embed_in_background(self) -> Iterator[EmbedProgress]:
         """Embed the chunks that have no vector yet, newest notes first, a step at a time while
         nobody types (a step stops between two batches once typing starts again). Another
         process writing the index (kbase index, watch) goes first: this waits its turn."""
         worker = get_current_worker()
         busy = lambda: worker.is_cancelled or time.monotonic() - self._last_typed < IDLE_S
-        try:
-            while not worker.is_cancelled:
-                if busy():
-                    time.sleep(0.25)
-                    continue
-                with self.app.pool.vector_kb() as kb:  # the model is loaded once, for both uses
-                    result = kb.embed_step(should_stop=busy)
-                if result is None:  # another writer
-                    time.sleep(2)
-                    continue
-                self.post_message(EmbedProgress(result.remaining))
-                if result.remaining == 0:
-                    return
-        except Exception as e:  # noqa: BLE001
-            self.post_message(WorkFailed("embed", e))
+        while not worker.is_cancelled:
+            if busy():
+                time.sleep(0.25)
+                continue
+            with self.app.pool.vector_kb() as kb:  # the model is loaded once, for both uses
+                result = kb.embed_step(should_stop=busy)
+            if result is None:  # another writer
+                time.sleep(2)
+                continue
+            yield EmbedProgress(result.remaining)
+            if result.remaining == 0:
+                return
 
     @on(EmbedProgress)
     def _embed_progress(self, message: EmbedProgress) -> None:
@@ -532,17 +475,14 @@ class MainScreen(Screen):
         self._show_status()
 
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
-    def load_model(self) -> None:
+    @_reports("model")
+    def load_model(self) -> ModelReady:
         """Load the embedding model (onnxruntime is imported here, never before the first paint)."""
-        try:
-            with self.app.pool.vector_kb() as kb:
-                # Loads the model, checks it made the index's vectors, and reads the vectors
-                # into memory: the first real query is then as fast as the others.
-                kb.search("warm up", mode="semantic", limit=1)
-        except Exception as e:  # noqa: BLE001
-            self.post_message(WorkFailed("model", e))
-            return
-        self.post_message(ModelReady())
+        with self.app.pool.vector_kb() as kb:
+            # Loads the model, checks it made the index's vectors, and reads the vectors
+            # into memory: the first real query is then as fast as the others.
+            kb.search("warm up", mode="semantic", limit=1)
+        return ModelReady()
 
     @on(ModelReady)
     def _model_ready(self, message: ModelReady) -> None:
@@ -582,7 +522,7 @@ class MainScreen(Screen):
             self.results.set_title(pending="")
         elif what == "search" and message.gen != self._gen:
             return
-        elif what in ("document", "links") and message.gen != self._request:
+        elif what in ("document", "links", "related notes") and message.gen != self._request:
             return
         self.app.notify_error(message.error, title=f"kbase ({what})")
 
