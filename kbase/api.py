@@ -12,15 +12,19 @@ import apsw
 
 from kbase import db
 from kbase.errors import IndexBusyError, InputError
-from kbase.models import (CheckReport, CompactReport, EmbedReport, Hit, IndexReport, RootInfo, RootMove,
-                          Status)
+from kbase.models import (CheckReport, CompactReport, EmbedReport, Hit, IndexReport, RelatedResult, RootInfo,
+                          RootMove, Status)
 from kbase.paths import default_db_path
 
 if TYPE_CHECKING:
     from kbase.chunk import ChunkSettings
     from kbase.embed import EmbedProgress
     from kbase.embedder import Embedder
-    from kbase.graph import Note
+    from kbase.documents import DocRef, Region
+    from kbase.graph import LinkHit, Note
+    from kbase.reading import NoteText
+    from kbase.search import ChunkRef
+    from kbase.sqlapi import Result as SqlResult
     from kbase.ingest import Progress
 
 
@@ -261,28 +265,28 @@ class KB:
         self._read(embed.check_fingerprint, embedder)
         return embedder.embed_query(query)
 
-    def document(self, target: str):
+    def document(self, target: str) -> DocRef:
         """The document ``target`` names: a path, a name as a link gives it, or an alias; one
         match, else an ``InputError`` listing the candidates (see ``kbase.documents.resolve``)."""
         from kbase.documents import find_document
 
         return self._read(find_document, target)
 
-    def region(self, target: str, context: int = 10):
+    def region(self, target: str, context: int = 10) -> Region:
         """Lines of a document: ``PATH``, ``PATH:LINE`` (with ``context`` lines either side) or
         ``PATH:START-END``; a line out of range is an ``InputError`` (see ``documents.region``)."""
         from kbase.documents import region
 
         return self._read(region, target, context)
 
-    def read(self, target: str, start_line: int | None = None, end_line: int | None = None):
+    def read(self, target: str, start_line: int | None = None, end_line: int | None = None) -> NoteText:
         """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
         a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut)."""
         from kbase.reading import read_note
 
         return self._read(read_note, self.document(target), start_line, end_line)
 
-    def document_at(self, path: str):
+    def document_at(self, path: str) -> DocRef:
         """The document at exactly ``path`` inside its root (see ``reading.note_at``)."""
         from kbase.reading import note_at
 
@@ -295,41 +299,41 @@ class KB:
 
         return self._read(graph.find_note, name)
 
-    def links(self, note: str):
+    def links(self, note: str) -> list[LinkHit]:
         """Links from ``note`` (resolved or not), in order."""
         from kbase import graph
 
         return self._read(graph.links_from, self.note(note))
 
-    def backlinks(self, note: str):
+    def backlinks(self, note: str) -> list[LinkHit]:
         """Links from other notes to ``note``."""
         from kbase import graph
 
         return self._read(graph.links_to, self.note(note))
 
-    def unresolved(self):
+    def unresolved(self) -> list[LinkHit]:
         from kbase import graph
 
         return self._read(graph.unresolved)
 
-    def broken_anchors(self):
+    def broken_anchors(self) -> list[LinkHit]:
         from kbase import graph
 
         return self._read(graph.broken_anchors)
 
-    def orphans(self):
+    def orphans(self) -> list[Note]:
         from kbase import graph
 
         return self._read(graph.orphans)
 
-    def neighbors(self, note: str, depth: int = 1):
+    def neighbors(self, note: str, depth: int = 1) -> list[Note]:
         """Notes within ``depth`` links of ``note`` either way, nearest first, each with the
         ``direction`` of its link to the note one hop nearer (``via``): 'out', 'in' or 'both'."""
         from kbase import graph
 
         return self._read(graph.neighbors, self.note(note), depth)
 
-    def related(self, note: str, *, limit: int = 10, include_linked: bool = False, strategy: str | None = None):
+    def related(self, note: str, *, limit: int = 10, include_linked: bool = False, strategy: str | None = None) -> RelatedResult:
         """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
         or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
         Notes it links to are left out unless ``include_linked``."""
@@ -390,7 +394,7 @@ class KB:
         return self._write(maintenance.move_root, old, new, self.path)
 
     # SQL -------------------------------------------------------------------------------------------
-    def sql(self, query: str, *, timeout: float | None = None, max_rows: int | None = None):
+    def sql(self, query: str, *, timeout: float | None = None, max_rows: int | None = None) -> SqlResult:
         """Run a read-only query (kbase_embed() and kbase_search() included); see kbase.sqlapi."""
         from kbase import sqlapi
 
@@ -400,7 +404,7 @@ class KB:
             self._sql_ready = True
         return sqlapi.run(con, query, timeout=timeout or sqlapi.SQL_TIMEOUT, max_rows=max_rows)
 
-    def chunk(self, chunk_id: int):
+    def chunk(self, chunk_id: int) -> ChunkRef:
         """A chunk's place in its document (offsets and lines), e.g. to highlight a hit."""
         from kbase.search import chunk_ref
 

@@ -95,3 +95,24 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_public_api_is_typed():
+    """Every public method and property of KB, and kbase.open, declares its parameters' and its
+    result's types, so that an editor and a type checker can follow a script's use of them."""
+    import inspect
+
+    from kbase.api import KB
+
+    untyped = []
+    members = [("kbase.open", kbase.open)] + [
+        (f"KB.{name}", member.fget if isinstance(member, property) else member)
+        for name, member in vars(KB).items()
+        if (not name.startswith("_") or name == "__init__") and (inspect.isfunction(member) or isinstance(member, property))
+    ]
+    for name, fn in members:
+        sig = inspect.signature(fn)
+        untyped += [f"{name}({p})" for p in sig.parameters if p != "self" and sig.parameters[p].annotation is inspect.Parameter.empty]
+        if sig.return_annotation is inspect.Signature.empty and not name.endswith("__init__"):
+            untyped.append(f"{name} -> ?")
+    assert len(members) > 30 and untyped == []
