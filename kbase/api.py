@@ -337,13 +337,13 @@ class KB:
         """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
         or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
         Notes it links to are left out unless ``include_linked``."""
-        from kbase import related as rel
+        from kbase import related as related_notes
 
         if limit < 1:
             raise InputError(f"limit must be at least 1, not {limit}", "ask for 1 or more notes")
-        cache = self.vector_cache or rel.VectorCache()
-        return self._read(rel.related, self.note(note), limit=limit, include_linked=include_linked, cache=cache,
-                          strategy=strategy or rel.DEFAULT_STRATEGY)
+        cache = self.vector_cache or related_notes.VectorCache()
+        return self._read(related_notes.related, self.note(note), limit=limit, include_linked=include_linked,
+                          cache=cache, strategy=strategy or related_notes.DEFAULT_STRATEGY)
 
     def graph(self, note: str | None = None, *, depth: int | None = None, path: str | None = None,
               exclude: Sequence[str] = ()) -> dict:
