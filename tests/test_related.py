@@ -119,5 +119,5 @@ def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
     assert done == {"Soup.md", "Disks.md"}
     while k.embed_newest(8):
         pass
-    assert k.status()["embedded_chunks"] == k.status()["chunks"]
+    assert k.status().embedded_chunks == k.status().chunks
     assert k.embed_newest(8) == 0
