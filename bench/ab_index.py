@@ -30,7 +30,9 @@ def tree(rev: str, tmp: Path) -> Path:
         return REPO
     out = tmp / rev.replace("/", "_")
     out.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
     return out
 
@@ -40,15 +42,21 @@ def run(src: Path, vault: Path, db: Path) -> tuple[float, int]:
     for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         f.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kbase", "--db", str(db), "index", "--no-embed", "-q", str(vault)],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(db), "index", "--no-embed", "-q", str(vault)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     seconds = time.perf_counter() - t0
     con_size = sum(os.path.getsize(f) for f in (str(db), f"{db}-wal") if os.path.exists(f))
     return seconds, con_size
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=7)
@@ -65,13 +73,15 @@ def main() -> None:
             times: dict[str, list[float]] = {"A": [], "B": []}
             sizes: dict[str, int] = {}
             for i in range(args.runs):
-                for side in ("AB" if i % 2 == 0 else "BA"):
+                for side in "AB" if i % 2 == 0 else "BA":
                     s, size = run(src[side], vault, tmp / f"{side}.db")
                     times[side].append(s)
                     sizes[side] = size
             a, b = statistics.median(times["A"]), statistics.median(times["B"])
-            print(f"| {vault.name} | {a:.3f} | {b:.3f} | {b / a:.3f} | {sizes['A']:,} | {sizes['B']:,} |"
-                  f" {sizes['B'] / sizes['A']:.4f} |")
+            print(
+                f"| {vault.name} | {a:.3f} | {b:.3f} | {b / a:.3f} | {sizes['A']:,} | {sizes['B']:,} |"
+                f" {sizes['B'] / sizes['A']:.4f} |"
+            )
 
 
 if __name__ == "__main__":

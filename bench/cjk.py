@@ -46,7 +46,7 @@ def draw_queries(bodies: dict[str, str], n: int, seed: int) -> tuple[list, list]
             continue
         run = rng.choice(runs)
         i = rng.randrange(len(run) - 3)
-        phrase = run[i:i + 4]
+        phrase = run[i : i + 4]
         if sum(phrase in b for b in bodies.values()) <= 3 and (phrase, path) not in phrases:
             phrases.append((phrase, path))
     pairs: list[tuple[str, str]] = []
@@ -54,7 +54,11 @@ def draw_queries(bodies: dict[str, str], n: int, seed: int) -> tuple[list, list]
     while len(pairs) < n and tries < 200 * n:
         tries += 1
         path = rng.choice(paths)
-        lines = [ln for ln in bodies[path].splitlines() if any(len(m.group(0)) >= 2 for m in cjk.RUN.finditer(ln))]
+        lines = [
+            ln
+            for ln in bodies[path].splitlines()
+            if any(len(m.group(0)) >= 2 for m in cjk.RUN.finditer(ln))
+        ]
         if len(lines) < 2:
             continue
         a, b = rng.sample(lines, 2)
@@ -71,7 +75,7 @@ def draw_queries(bodies: dict[str, str], n: int, seed: int) -> tuple[list, list]
 def _word(rng: random.Random, line: str) -> str:
     run = rng.choice([m.group(0) for m in cjk.RUN.finditer(line) if len(m.group(0)) >= 2])
     i = rng.randrange(len(run) - 1)
-    return run[i:i + 2]
+    return run[i : i + 2]
 
 
 def score(kb, queries, top: int, mode: str) -> tuple[int, list[float]]:
@@ -85,14 +89,20 @@ def score(kb, queries, top: int, mode: str) -> tuple[int, list[float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--n", type=int, default=20, help="queries per column")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--hybrid", action="store_true", help="also hybrid mode (embeds the vaults)")
-    ap.add_argument("--vault", action="append", help="vault folder names (default rust-book-zh, rust-book-ja)")
+    ap.add_argument(
+        "--vault", action="append", help="vault folder names (default rust-book-zh, rust-book-ja)"
+    )
     args = ap.parse_args()
     modes = ["keyword"] + (["hybrid"] if args.hybrid else [])
-    print("| vault | mode | 4-char phrase: note in top 3 | two 2-char words: note in top 10 | query p50 ms |")
+    print(
+        "| vault | mode | 4-char phrase: note in top 3 | two 2-char words: note in top 10 | query p50 ms |"
+    )
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.vault or ["rust-book-zh", "rust-book-ja"]:
@@ -108,7 +118,9 @@ def main() -> None:
                 r1, t1 = score(kb, phrases, 3, mode)
                 r2, t2 = score(kb, pairs, 10, mode)
                 p50 = statistics.median(t1 + t2) * 1000
-                print(f"| {name} | {mode} | {r1} of {len(phrases)} | {r2} of {len(pairs)} | {p50:.1f} |")
+                print(
+                    f"| {name} | {mode} | {r1} of {len(phrases)} | {r2} of {len(pairs)} | {p50:.1f} |"
+                )
             kb.close()
 
 

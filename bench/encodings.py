@@ -30,8 +30,15 @@ sys.path.insert(0, str(REPO))
 from kbase.decode import UndecodableError, decode  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data" / "encodings" / "charset-normalizer-samples"
-_CHARDET_NAMES = {"MacCyrillic": "mac_cyrillic", "MacRoman": "mac_roman", "IBM855": "cp855", "IBM866": "cp866",
-                  "UTF-16": "utf_16", "UTF-32": "utf_32", "utf-8-sig": "utf_8_sig"}
+_CHARDET_NAMES = {
+    "MacCyrillic": "mac_cyrillic",
+    "MacRoman": "mac_roman",
+    "IBM855": "cp855",
+    "IBM866": "cp866",
+    "UTF-16": "utf_16",
+    "UTF-32": "utf_32",
+    "utf-8-sig": "utf_8_sig",
+}
 
 
 def cjkencodings() -> Path | None:
@@ -47,19 +54,31 @@ def cjkencodings() -> Path | None:
 def cases_cjk(folder: Path):
     for f in sorted(folder.glob("*.txt")):
         if not f.stem.endswith("-utf8"):
-            yield f"cjkencodings/{f.name}", f.read_bytes(), f.with_name(f.stem + "-utf8.txt").read_text("utf-8")
+            yield (
+                f"cjkencodings/{f.name}",
+                f.read_bytes(),
+                f.with_name(f.stem + "-utf8.txt").read_text("utf-8"),
+            )
 
 
 def cases_shared(folder: Path):
     for row in csv.DictReader((folder / "EXPECTED.tsv").open(encoding="utf-8"), delimiter="\t"):
         data = (folder / row["file"]).read_bytes()
-        yield f"shared/{row['file']}", data, data.decode("utf_8_sig" if row["encoding"] == "utf_8" else row["encoding"])
+        yield (
+            f"shared/{row['file']}",
+            data,
+            data.decode("utf_8_sig" if row["encoding"] == "utf_8" else row["encoding"]),
+        )
 
 
 def cases_chardet(folder: Path):
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        name = re.sub(r"-(croatian|czech|hungarian|polish|slovak|slovene|romanian|bulgarian|russian|arabic|greek"
-                      r"|turkish|hebrew)$", "", sub.name)
+        name = re.sub(
+            r"-(croatian|czech|hungarian|polish|slovak|slovene|romanian|bulgarian|russian|arabic|greek"
+            r"|turkish|hebrew)$",
+            "",
+            sub.name,
+        )
         name = _CHARDET_NAMES.get(name, name)
         try:
             codecs.lookup(name)
@@ -75,7 +94,9 @@ def cases_chardet(folder: Path):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--chardet", type=Path, help="chardet 5.2.0's tests/ folder")
     ap.add_argument("--json", type=Path, help="write per-file results here")
     args = ap.parse_args()

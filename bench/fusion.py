@@ -32,21 +32,29 @@ DEPTH = 100
 Lists = tuple[list[search.Ranked], list[search.Ranked]]
 
 
-def rrf_fusion(k: float, floor: float = search.MIN_SIMILARITY, w_sem: float = 1.0) -> Callable[[Lists], list[int]]:
+def rrf_fusion(
+    k: float, floor: float = search.MIN_SIMILARITY, w_sem: float = 1.0
+) -> Callable[[Lists], list[int]]:
     def fuse(lists: Lists) -> list[int]:
         kw, sem = lists
         sem = [r for r in sem if r.explain["similarity"] >= floor]
-        fused = rrf({"keyword": [r.doc_id for r in kw], "semantic": [r.doc_id for r in sem]}, k=k,
-                    weights={"keyword": 1.0, "semantic": w_sem})
+        fused = rrf(
+            {"keyword": [r.doc_id for r in kw], "semantic": [r.doc_id for r in sem]},
+            k=k,
+            weights={"keyword": 1.0, "semantic": w_sem},
+        )
         return [f.key for f in fused]
+
     return fuse
 
 
-def score_fusion(alpha: float, floor: float = 0.0, tiers: bool = True,
-                 floor_alone: bool = False) -> Callable[[Lists], list[int]]:
+def score_fusion(
+    alpha: float, floor: float = 0.0, tiers: bool = True, floor_alone: bool = False
+) -> Callable[[Lists], list[int]]:
     """Convex combination of normalised scores (Bruch et al. 2023): keyword bm25 / the list's best,
     plus the tier as a step; cosine similarity min-max over the list. ``floor_alone``: the floor
     only keeps out notes that the keyword list does not hold."""
+
     def fuse(lists: Lists) -> list[int]:
         kw, sem = lists
         in_kw = {r.doc_id for r in kw} if floor_alone else set()
@@ -55,12 +63,17 @@ def score_fusion(alpha: float, floor: float = 0.0, tiers: bool = True,
         if kw:
             top = max(r.score % 1 for r in kw) or 1.0
             for r in kw:
-                out[r.doc_id] = (1 - alpha) * ((r.score % 1) / top + (int(r.score) - 1 if tiers else 0))
+                out[r.doc_id] = (1 - alpha) * (
+                    (r.score % 1) / top + (int(r.score) - 1 if tiers else 0)
+                )
         if sem:
             hi, lo = sem[0].score, sem[-1].score
             for r in sem:
-                out[r.doc_id] = out.get(r.doc_id, 0.0) + alpha * ((r.score - lo) / (hi - lo) if hi > lo else 1.0)
+                out[r.doc_id] = out.get(r.doc_id, 0.0) + alpha * (
+                    (r.score - lo) / (hi - lo) if hi > lo else 1.0
+                )
         return sorted(out, key=lambda d: -out[d])
+
     return fuse
 
 
@@ -74,7 +87,10 @@ VARIANTS: dict[str, Callable[[Lists], list[int]]] = {
     "rrf k=20 floor .3": rrf_fusion(20),
     "rrf k=10 floor .3 w_sem 1.5": rrf_fusion(10, w_sem=1.5),
     **{f"score a={a}": score_fusion(a) for a in (0.3, 0.4, 0.5, 0.6, 0.7)},
-    **{f"score a={a} floor .3 alone": score_fusion(a, 0.3, floor_alone=True) for a in (0.4, 0.5, 0.6)},
+    **{
+        f"score a={a} floor .3 alone": score_fusion(a, 0.3, floor_alone=True)
+        for a in (0.4, 0.5, 0.6)
+    },
     **{f"score a={a} floor .3": score_fusion(a, 0.3) for a in (0.5, 0.6)},
     **{f"score a={a} no tiers": score_fusion(a, tiers=False) for a in (0.5, 0.6)},
 }
@@ -86,14 +102,18 @@ def scifact_lists() -> tuple[dict[str, Lists], dict, Callable[[int], str]]:
         sys.exit(f"{db} is absent: run python bench/retrieval.py first")
     kb = kbase.open(db)
     con = kb.reader
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (retrieval.DATA / "queries.jsonl").open())}
+    queries = {
+        q["_id"]: q["text"] for q in map(json.loads, (retrieval.DATA / "queries.jsonl").open())
+    }
     qrels = {q: r for q, r in retrieval.load_qrels().items() if q in queries}
     path_of = dict(con.execute("SELECT id, path FROM documents").fetchall())
     lists = {}
     for q in qrels:
         vector = kb.embedder.embed_query(queries[q])
-        lists[q] = (search.keyword_ranked(con, queries[q], DEPTH),
-                    search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache))
+        lists[q] = (
+            search.keyword_ranked(con, queries[q], DEPTH),
+            search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache),
+        )
     return lists, qrels, lambda doc_id: path_of[doc_id].rsplit(".", 1)[0]
 
 
@@ -107,8 +127,10 @@ def question_lists() -> dict[str, tuple[dict, dict[str, Lists], dict[int, str]]]
         lists = {}
         for q in qset["questions"]:
             vector = kb.query_vector(q["question"])
-            lists[q["id"]] = (search.keyword_ranked(con, q["question"], DEPTH),
-                              search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache))
+            lists[q["id"]] = (
+                search.keyword_ranked(con, q["question"], DEPTH),
+                search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache),
+            )
         out[qset["vault"]] = (qset, lists, path_of)
     return out
 
@@ -125,8 +147,12 @@ def main() -> None:
             table[name]["scifact ndcg@10"] = retrieval.evaluate(runs, qrels)["ndcg@10"]
     for vault, (qset, lists, path_of) in question_lists().items():
         for name, fuse in VARIANTS.items():
-            ranks = [qbench.first_rank([path_of[d] for d in fuse(lists[q["id"]])][:10], set(q["answers"]))
-                     for q in qset["questions"]]
+            ranks = [
+                qbench.first_rank(
+                    [path_of[d] for d in fuse(lists[q["id"]])][:10], set(q["answers"])
+                )
+                for q in qset["questions"]
+            ]
             s = qbench.scores(ranks)
             table[name][f"{vault} top3"] = s["top3"]
             table[name][f"{vault} mrr"] = s["mrr10"]
@@ -138,7 +164,9 @@ def main() -> None:
         best = max(table, key=lambda n: table[n][c])
         print(f"best {c}: {best} {table[best][c]}", file=sys.stderr)
     mean = {n: statistics.mean(v for c, v in row.items()) for n, row in table.items()}
-    print("mean over columns, best first:", sorted(mean, key=lambda n: -mean[n])[:5], file=sys.stderr)
+    print(
+        "mean over columns, best first:", sorted(mean, key=lambda n: -mean[n])[:5], file=sys.stderr
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Link parsing and resolution speed: 10,000 notes with 10 links each.
 
-    python bench/links.py [--notes 10000]
+python bench/links.py [--notes 10000]
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ def main() -> None:
         t0 = time.perf_counter()
         count, resolved = parse_and_resolve(*corpus)
         timings.append(time.perf_counter() - t0)
-    print(f"{a.notes:,} notes, {count:,} links ({resolved:,} resolved): best of 3 {min(timings):.2f} s, "
-          f"{count / min(timings):,.0f} links/s")
+    print(
+        f"{a.notes:,} notes, {count:,} links ({resolved:,} resolved): best of 3 {min(timings):.2f} s, "
+        f"{count / min(timings):,.0f} links/s"
+    )
 
 
 if __name__ == "__main__":

@@ -36,11 +36,19 @@ PRIORS = {  # (keyword bm25 per log unit, semantic cosine per log unit, chunks f
 def list_note(vaults: list[Path], seed: int = 1) -> str:
     """3,000 list items drawn from the lines of ``vaults`` (other vaults than the one searched: the
     note must answer none of the questions, while sharing their everyday words)."""
-    lines = [ln.strip() for v in vaults for p in sorted(v.rglob("*.md"))
-             for ln in p.read_text(encoding="utf-8").splitlines()
-             if len(ln.strip()) > 20 and not ln.lstrip().startswith(("#", "```", "|", ">", "---"))]
+    lines = [
+        ln.strip()
+        for v in vaults
+        for p in sorted(v.rglob("*.md"))
+        for ln in p.read_text(encoding="utf-8").splitlines()
+        if len(ln.strip()) > 20 and not ln.lstrip().startswith(("#", "```", "|", ">", "---"))
+    ]
     rng = random.Random(seed)
-    return "# Everything\n\n" + "\n".join("- " + rng.choice(lines).lstrip("-*+ ") for _ in range(LINES)) + "\n"
+    return (
+        "# Everything\n\n"
+        + "\n".join("- " + rng.choice(lines).lstrip("-*+ ") for _ in range(LINES))
+        + "\n"
+    )
 
 
 def main() -> None:
@@ -52,18 +60,28 @@ def main() -> None:
             shutil.copy(cached, db)
             extra = Path(tmp) / "lists"
             extra.mkdir()
-            others = [qbench.vault_folder(v) for v in ("foam-docs", "obsidian-tasks-docs", "rust-book")
-                      if v != qset["vault"]]
+            others = [
+                qbench.vault_folder(v)
+                for v in ("foam-docs", "obsidian-tasks-docs", "rust-book")
+                if v != qset["vault"]
+            ]
             (extra / "Everything.md").write_text(list_note(others), encoding="utf-8")
             kb = kbase.open(db)
             kb.index([extra])
-            (chunks,) = kb.reader.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-                                          " WHERE d.path = ?", ("Everything.md",)).fetchone()
+            (chunks,) = kb.reader.execute(
+                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                " WHERE d.path = ?",
+                ("Everything.md",),
+            ).fetchone()
             print(f"\n{qset['vault']}: list note of {LINES} lines, {chunks} chunks")
             print(f"{'prior':<38}{'mode':<10}{'list in top 5':>14}{'top-3':>8}{'MRR@10':>8}")
             saved = search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS
             for name, (kw, sem, free) in PRIORS.items():
-                search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = kw, sem, free
+                search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = (
+                    kw,
+                    sem,
+                    free,
+                )
                 for mode in ("keyword", "semantic", "hybrid"):
                     in_top5, ranks = 0, []
                     for q in qset["questions"]:
@@ -71,7 +89,9 @@ def main() -> None:
                         in_top5 += "Everything.md" in paths[:5]
                         ranks.append(qbench.first_rank(paths, set(q["answers"])))
                     s = qbench.scores(ranks)
-                    print(f"{name:<38}{mode:<10}{in_top5:>8} of {len(ranks):<3}{s['top3']:>8.2f}{s['mrr10']:>8.3f}")
+                    print(
+                        f"{name:<38}{mode:<10}{in_top5:>8} of {len(ranks):<3}{s['top3']:>8.2f}{s['mrr10']:>8.3f}"
+                    )
             search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = saved
             kb.close()
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import kbase  # noqa: E402
-from kbase import related as rel  # noqa: E402
-from kbase.graph import Note  # noqa: E402
+import kbase
+from kbase import related as rel
+from kbase.graph import Note
 
 
 def neighbours(kb) -> dict[int, set[int]]:
@@ -64,17 +64,25 @@ def evaluate(db: str, k: int) -> list[dict]:
                 ids = [r[0] for r in ranked or []]
             seconds.append(time.perf_counter() - t0)
             scores.append(metrics(ids, relevant, k))
-        rows.append({
-            "vault": Path(db).stem, "method": name, "notes": len(scores),
-            f"recall@{k}": statistics.fmean(s[0] for s in scores), "mrr": statistics.fmean(s[1] for s in scores),
-            f"ndcg@{k}": statistics.fmean(s[2] for s in scores), "ms": 1000 * statistics.median(seconds),
-        })
+        rows.append(
+            {
+                "vault": Path(db).stem,
+                "method": name,
+                "notes": len(scores),
+                f"recall@{k}": statistics.fmean(s[0] for s in scores),
+                "mrr": statistics.fmean(s[1] for s in scores),
+                f"ndcg@{k}": statistics.fmean(s[2] for s in scores),
+                "ms": 1000 * statistics.median(seconds),
+            }
+        )
     kb.close()
     return rows
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("dbs", nargs="+")
     ap.add_argument("-k", type=int, default=10)
     args = ap.parse_args()
@@ -82,8 +90,11 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     for db in args.dbs:
         for r in evaluate(db, args.k):
-            print(f"| {r['vault']} | {r['method']} | {r['notes']} | {r[f'recall@{args.k}']:.3f} | {r['mrr']:.3f}"
-                  f" | {r[f'ndcg@{args.k}']:.3f} | {r['ms']:.1f} |", flush=True)
+            print(
+                f"| {r['vault']} | {r['method']} | {r['notes']} | {r[f'recall@{args.k}']:.3f} | {r['mrr']:.3f}"
+                f" | {r[f'ndcg@{args.k}']:.3f} | {r['ms']:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

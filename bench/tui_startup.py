@@ -32,11 +32,15 @@ import termios
 import time
 from pathlib import Path
 
-ANSI = re.compile(r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|P[^\x1b]*\x1b\\|[()][0-9A-Za-z]|[=>78cDEHMNOZ])")
+ANSI = re.compile(
+    r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|P[^\x1b]*\x1b\\|[()][0-9A-Za-z]|[=>78cDEHMNOZ])"
+)
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_once(db: Path, query: str, cols: int, rows: int, entry: str = "cli", timeout: float = 30.0) -> dict:
+def run_once(
+    db: Path, query: str, cols: int, rows: int, entry: str = "cli", timeout: float = 30.0
+) -> dict:
     if entry == "cli":
         argv = [sys.executable, "-m", "kbase", "--db", str(db), "browse"]
     else:
@@ -117,13 +121,21 @@ def main() -> None:
     for i in range(args.runs):
         m = run_once(args.db.resolve(), args.query, cols, rows, args.entry)
         results.append(m)
-        print(f"run {i + 1}: first paint {m.get('paint', float('nan')):.3f} s · status shown "
-              f"{m.get('status', float('nan')):.3f} s · typed→results {m.get('search', float('nan')):.3f} s",
-              flush=True)
-    for key, label in (("paint", "first paint"), ("status", "status line"), ("search", "typed→results")):
+        print(
+            f"run {i + 1}: first paint {m.get('paint', float('nan')):.3f} s · status shown "
+            f"{m.get('status', float('nan')):.3f} s · typed→results {m.get('search', float('nan')):.3f} s",
+            flush=True,
+        )
+    for key, label in (
+        ("paint", "first paint"),
+        ("status", "status line"),
+        ("search", "typed→results"),
+    ):
         values = [m[key] for m in results if key in m]
         if values:
-            print(f"median {label}: {statistics.median(values):.3f} s  (min {min(values):.3f}, max {max(values):.3f})")
+            print(
+                f"median {label}: {statistics.median(values):.3f} s  (min {min(values):.3f}, max {max(values):.3f})"
+            )
 
 
 if __name__ == "__main__":

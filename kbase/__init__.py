@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 __all__ = ["open", "KB", "KbaseError", "DatabaseError", "InputError", "Hit", "Chunk", "IndexReport"]
 
 
-def open(  # noqa: A001 - as sqlite3 and io name theirs
-    path: str | os.PathLike[str] | None = None, *, embedder: Embedder | None = None, cache_vectors: bool = True
+def open(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    embedder: Embedder | None = None,
+    cache_vectors: bool = True,
 ) -> KB:
     """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder); see ``KB``."""
     from kbase.api import KB

@@ -12,20 +12,29 @@ import apsw
 
 from kbase import db
 from kbase.errors import IndexBusyError, InputError
-from kbase.models import (CheckReport, CompactReport, EmbedReport, Hit, IndexReport, RelatedResult, RootInfo,
-                          RootMove, Status)
+from kbase.models import (
+    CheckReport,
+    CompactReport,
+    EmbedReport,
+    Hit,
+    IndexReport,
+    RelatedResult,
+    RootInfo,
+    RootMove,
+    Status,
+)
 from kbase.paths import default_db_path
 
 if TYPE_CHECKING:
     from kbase.chunk import ChunkSettings
+    from kbase.documents import DocRef, Region
     from kbase.embed import EmbedProgress
     from kbase.embedder import Embedder
-    from kbase.documents import DocRef, Region
     from kbase.graph import LinkHit, Note
+    from kbase.ingest import Progress
     from kbase.reading import NoteText
     from kbase.search import ChunkRef
     from kbase.sqlapi import Result as SqlResult
-    from kbase.ingest import Progress
 
 
 class KB:
@@ -36,8 +45,13 @@ class KB:
     >>> for hit in kb.search("sqlite wal", limit=5): print(hit.path, hit.line, hit.snippet)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, embedder: Embedder | None = None,
-                 cache_vectors: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        cache_vectors: bool = True,
+    ) -> None:
         """``cache_vectors``: keep the vectors in memory for fast repeated semantic queries (a
         long-lived process); one-shot commands pass False and query sqlite-vec directly."""
         from kbase.vectors import VectorCache
@@ -103,15 +117,22 @@ class KB:
         if paths:
             ingest.resolve_paths(paths)  # a missing folder is an error before any file exists
         elif created:
-            raise InputError("nothing to index yet", "pass the folders of your notes: kbase index PATH...")
+            raise InputError(
+                "nothing to index yet", "pass the folders of your notes: kbase index PATH..."
+            )
         con = db.connect(self.path, create=True)
         report: IndexReport | None = None
         try:
             with db.writer_lock(self.path):
                 try:
-                    report = ingest.index(con, paths, settings=settings, progress=progress,
-                                          extensions=extensions or ingest.DEFAULT_EXTENSIONS,
-                                          max_size=ingest.DEFAULT_MAX_SIZE if max_size is None else max_size)
+                    report = ingest.index(
+                        con,
+                        paths,
+                        settings=settings,
+                        progress=progress,
+                        extensions=extensions or ingest.DEFAULT_EXTENSIONS,
+                        max_size=ingest.DEFAULT_MAX_SIZE if max_size is None else max_size,
+                    )
                 except BaseException:
                     if created and con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is None:
                         con.close()  # still under the writer lock: no other run wrote to it
@@ -130,8 +151,13 @@ class KB:
         finally:
             con.close()
 
-    def chunk_settings(self, *, max_tokens: int | None = None, overlap: float | None = None,
-                       min_tokens: int | None = None) -> ChunkSettings | None:
+    def chunk_settings(
+        self,
+        *,
+        max_tokens: int | None = None,
+        overlap: float | None = None,
+        min_tokens: int | None = None,
+    ) -> ChunkSettings | None:
         """The index's chunk settings with the ones given changed, for ``index(settings=...)``;
         None when none is given (the index keeps its own)."""
         from kbase.chunk import ChunkSettings
@@ -139,7 +165,9 @@ class KB:
 
         if max_tokens is None and overlap is None and min_tokens is None:
             return None
-        base = ChunkSettings.from_fingerprint(self._read(meta_get, "chunker") if self.path.exists() else None)
+        base = ChunkSettings.from_fingerprint(
+            self._read(meta_get, "chunker") if self.path.exists() else None
+        )
         return base.with_changes(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
 
     def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> EmbedReport:
@@ -173,8 +201,13 @@ class KB:
         finally:
             con.close()
 
-    def embed_step(self, *, limit: int | None = None, should_stop: Callable[[], bool] | None = None,
-                   progress: EmbedProgress | None = None) -> EmbedReport | None:
+    def embed_step(
+        self,
+        *,
+        limit: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        progress: EmbedProgress | None = None,
+    ) -> EmbedReport | None:
         """Embed up to ``limit`` chunks that have no vector yet (default ``embed.WINDOW``, a few
         seconds of work), newest notes first, one committed batch at a time, ending early once
         ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
@@ -185,7 +218,9 @@ class KB:
         con = db.connect(self.path)
         try:
             with db.writer_lock(self.path):
-                return self._embed(con, progress, limit=limit or embed.WINDOW, should_stop=should_stop)
+                return self._embed(
+                    con, progress, limit=limit or embed.WINDOW, should_stop=should_stop
+                )
         except IndexBusyError:
             return None
         except apsw.Error as e:
@@ -193,13 +228,21 @@ class KB:
         finally:
             con.close()
 
-    def _embed(self, con: apsw.Connection, progress: EmbedProgress | None, *, limit: int | None = None,
-               should_stop: Callable[[], bool] | None = None) -> EmbedReport:
+    def _embed(
+        self,
+        con: apsw.Connection,
+        progress: EmbedProgress | None,
+        *,
+        limit: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> EmbedReport:
         from kbase import embed
 
         if embed.missing_count(con) == 0 and embed.has_vectors(con):
             return EmbedReport()
-        return embed.embed_missing(con, self.embedder, progress=progress, limit=limit, should_stop=should_stop)
+        return embed.embed_missing(
+            con, self.embedder, progress=progress, limit=limit, should_stop=should_stop
+        )
 
     # reading -----------------------------------------------------------------------------------
     def search(
@@ -227,20 +270,35 @@ class KB:
         if mode not in (None, "keyword", "semantic", "hybrid"):
             raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
         if parse_query(query).empty:
-            raise InputError(f"no words to search for in {query!r}",
-                             "search for a word or a number; punctuation alone is ignored, and -word only excludes")
+            raise InputError(
+                f"no words to search for in {query!r}",
+                "search for a word or a number; punctuation alone is ignored, and -word only excludes",
+            )
         if isinstance(exclude, str):
             exclude = (exclude,)
-        filters = search.Filters(path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude))
+        filters = search.Filters(
+            path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude)
+        )
         mode = mode or self.default_mode()
         if mode == "keyword":
             hits = self._read(search.keyword_search, query, limit=limit, filters=filters)
         elif mode == "semantic":
-            hits = self._read(search.semantic_search, self.query_vector(query), limit=limit, filters=filters,
-                              cache=self.vector_cache)
+            hits = self._read(
+                search.semantic_search,
+                self.query_vector(query),
+                limit=limit,
+                filters=filters,
+                cache=self.vector_cache,
+            )
         else:
-            hits = self._read(search.hybrid_search, query, self.query_vector(query), limit=limit, filters=filters,
-                              cache=self.vector_cache)
+            hits = self._read(
+                search.hybrid_search,
+                query,
+                self.query_vector(query),
+                limit=limit,
+                filters=filters,
+                cache=self.vector_cache,
+            )
         return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
 
     def coverage(self) -> tuple[int, int]:
@@ -279,7 +337,9 @@ class KB:
 
         return self._read(region, target, context)
 
-    def read(self, target: str, start_line: int | None = None, end_line: int | None = None) -> NoteText:
+    def read(
+        self, target: str, start_line: int | None = None, end_line: int | None = None
+    ) -> NoteText:
         """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
         a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut)."""
         from kbase.reading import read_note
@@ -333,7 +393,14 @@ class KB:
 
         return self._read(graph.neighbors, self.note(note), depth)
 
-    def related(self, note: str, *, limit: int = 10, include_linked: bool = False, strategy: str | None = None) -> RelatedResult:
+    def related(
+        self,
+        note: str,
+        *,
+        limit: int = 10,
+        include_linked: bool = False,
+        strategy: str | None = None,
+    ) -> RelatedResult:
         """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
         or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
         Notes it links to are left out unless ``include_linked``."""
@@ -342,17 +409,31 @@ class KB:
         if limit < 1:
             raise InputError(f"limit must be at least 1, not {limit}", "ask for 1 or more notes")
         cache = self.vector_cache or related_notes.VectorCache()
-        return self._read(related_notes.related, self.note(note), limit=limit, include_linked=include_linked,
-                          cache=cache, strategy=strategy or related_notes.DEFAULT_STRATEGY)
+        return self._read(
+            related_notes.related,
+            self.note(note),
+            limit=limit,
+            include_linked=include_linked,
+            cache=cache,
+            strategy=strategy or related_notes.DEFAULT_STRATEGY,
+        )
 
-    def graph(self, note: str | None = None, *, depth: int | None = None, path: str | None = None,
-              exclude: Sequence[str] = ()) -> dict:
+    def graph(
+        self,
+        note: str | None = None,
+        *,
+        depth: int | None = None,
+        path: str | None = None,
+        exclude: Sequence[str] = (),
+    ) -> dict:
         """``{"nodes": [...], "edges": [...]}``: the whole graph, or ``note``'s neighbourhood
         within ``depth`` links (default 1), keeping the notes ``path`` and ``exclude`` allow
         (see ``graph.graph``)."""
         from kbase import graph
 
-        return self._read(graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude))
+        return self._read(
+            graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude)
+        )
 
     # maintenance ------------------------------------------------------------------------------------
     def _write(self, fn, *args, lock: bool = True):
@@ -374,8 +455,11 @@ class KB:
 
         # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
         fixed = self._write(maintenance.fix) if fix else []
-        return CheckReport(problems=tuple(self._write(maintenance.check, lock=False)), fixed=tuple(fixed),
-                           warnings=tuple(self._read(maintenance.frontmatter_warnings)))
+        return CheckReport(
+            problems=tuple(self._write(maintenance.check, lock=False)),
+            fixed=tuple(fixed),
+            warnings=tuple(self._read(maintenance.frontmatter_warnings)),
+        )
 
     def compact(self) -> CompactReport:
         from kbase import maintenance
@@ -394,7 +478,9 @@ class KB:
         return self._write(maintenance.move_root, old, new, self.path)
 
     # SQL -------------------------------------------------------------------------------------------
-    def sql(self, query: str, *, timeout: float | None = None, max_rows: int | None = None) -> SqlResult:
+    def sql(
+        self, query: str, *, timeout: float | None = None, max_rows: int | None = None
+    ) -> SqlResult:
         """Run a read-only query (kbase_embed() and kbase_search() included); see kbase.sqlapi."""
         from kbase import sqlapi
 
@@ -428,4 +514,3 @@ def _has_embeddings(con: apsw.Connection) -> bool:
     if con.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
         return False
     return con.execute("SELECT 1 FROM chunks_vec LIMIT 1").fetchone() is not None
-

@@ -57,7 +57,7 @@ def has_runs(text: str) -> bool:
 
 def pairs(run: str) -> list[str]:
     """A run as its overlapping character pairs; a single character stays itself."""
-    return [run[i:i + 2] for i in range(len(run) - 1)] or [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)] or [run]
 
 
 def index_text(text: str) -> str:
@@ -70,18 +70,25 @@ def write_rows(con: apsw.Connection, rows: list[tuple[int, str, str, str]]) -> N
     only for chunks with a run in any of the three."""
     con.executemany(
         "INSERT INTO chunks_cjk (rowid, body, title, headings) VALUES (?, ?, ?, ?)",
-        [(cid, index_text(body), index_text(title), index_text(headings))
-         for cid, title, headings, body in rows if has_runs(body) or has_runs(title) or has_runs(headings)],
+        [
+            (cid, index_text(body), index_text(title), index_text(headings))
+            for cid, title, headings, body in rows
+            if has_runs(body) or has_runs(title) or has_runs(headings)
+        ],
     )
 
 
 def rebuild(con: apsw.Connection) -> None:
     """chunks_cjk again from chunks_fts_content (a migration, ``kbase check --fix``)."""
     con.execute("DELETE FROM chunks_cjk")
-    write_rows(con, [tuple(r) for r in con.execute("SELECT id, title, headings, body FROM chunks_fts_content")])
+    write_rows(
+        con,
+        [tuple(r) for r in con.execute("SELECT id, title, headings, body FROM chunks_fts_content")],
+    )
 
 
 # ---- queries -------------------------------------------------------------------------------
+
 
 def applies(query: Query) -> bool:
     """True when a positive term of the query has a run: the query goes to chunks_cjk."""
@@ -110,8 +117,11 @@ def pair_query(query: Query) -> Query:
 
 def latin_query(query: Query) -> Query:
     """The clauses of ``query`` without runs (for chunks that have none), or an empty query."""
-    return replace(query, clauses=tuple(c for c in query.clauses if not any(has_runs(w) for t in c for w in t.words)),
-                   excluded=tuple(t for t in query.excluded if not any(has_runs(w) for w in t.words)))
+    return replace(
+        query,
+        clauses=tuple(c for c in query.clauses if not any(has_runs(w) for t in c for w in t.words)),
+        excluded=tuple(t for t in query.excluded if not any(has_runs(w) for w in t.words)),
+    )
 
 
 def excluded_runs(query: Query) -> str | None:
@@ -164,9 +174,15 @@ def highlighted(con: apsw.Connection, chunk_id: int, text: str, match: str) -> s
             spans.append((start, start + len(run)))
             start = text.find(run, start + len(run))
     if words:
-        expr = " OR ".join('"' + w.removesuffix("*").replace('"', '""') + '"' + "*" * w.endswith("*") for w in words)
-        row = con.execute("SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts"
-                          " WHERE chunks_fts MATCH ? AND rowid = ?", (expr, chunk_id)).fetchone()
+        expr = " OR ".join(
+            '"' + w.removesuffix("*").replace('"', '""') + '"' + "*" * w.endswith("*")
+            for w in words
+        )
+        row = con.execute(
+            "SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts"
+            " WHERE chunks_fts MATCH ? AND rowid = ?",
+            (expr, chunk_id),
+        ).fetchone()
         if row and row[0]:
             spans += _marked_spans(row[0])
     return _mark(text, spans)

@@ -53,11 +53,20 @@ def output_options(*formats: str):
     """``--format`` (the first of ``formats`` is for people and the default) plus a shortcut
     for each format for scripts the command offers (--json, --jsonl, --csv): every command
     asks for its output the same way."""
+
     def decorate(f):
         for name in reversed(formats[1:]):
-            f = click.option(f"--{name}", "fmt", flag_value=name, help=f"Shortcut for --format {name}.")(f)
-        return click.option("--format", "fmt", type=click.Choice(formats), default=formats[0], show_default=True,
-                            help="What to print.")(f)
+            f = click.option(
+                f"--{name}", "fmt", flag_value=name, help=f"Shortcut for --format {name}."
+            )(f)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(formats),
+            default=formats[0],
+            show_default=True,
+            help="What to print.",
+        )(f)
 
     return decorate
 
@@ -71,7 +80,10 @@ def _color() -> bool:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--db", type=click.Path(dir_okay=False, path_type=Path), envvar="KBASE_DB", show_envvar=True,
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="KBASE_DB",
+    show_envvar=True,
     help="Index file. Default: $XDG_DATA_HOME/kbase/index.db (~/.local/share/kbase/index.db).",
 )
 @click.version_option(package_name="kbase", prog_name="kbase")
@@ -97,20 +109,41 @@ def _parse_size(ctx, param, value):
 
 def chunk_options(f):
     """The chunker's tunables (defaults: the index's settings, else kbase's)."""
-    f = click.option("--min-tokens", type=click.IntRange(0), help="Merge smaller chunks with a neighbour (default 48).")(f)
-    f = click.option("--overlap", type=click.FloatRange(0, 0.5), help="Overlap between prose chunks (default 0.12).")(f)
-    f = click.option("--max-tokens", type=click.IntRange(4, 10_000), help="Chunk budget in model tokens (default 200).")(f)
+    f = click.option(
+        "--min-tokens",
+        type=click.IntRange(0),
+        help="Merge smaller chunks with a neighbour (default 48).",
+    )(f)
+    f = click.option(
+        "--overlap",
+        type=click.FloatRange(0, 0.5),
+        help="Overlap between prose chunks (default 0.12).",
+    )(f)
+    f = click.option(
+        "--max-tokens",
+        type=click.IntRange(4, 10_000),
+        help="Chunk budget in model tokens (default 200).",
+    )(f)
     return f
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--ext", "extensions", multiple=True, metavar="EXT",
-              help="File extension to index (repeatable). Default: .md .markdown .txt")
-@click.option("--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M).")
+@click.option(
+    "--ext",
+    "extensions",
+    multiple=True,
+    metavar="EXT",
+    help="File extension to index (repeatable). Default: .md .markdown .txt",
+)
+@click.option(
+    "--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
 @output_options("text", "json")
-@click.option("--no-embed", is_flag=True, help="Only the keyword index; embed later with kbase embed.")
+@click.option(
+    "--no-embed", is_flag=True, help="Only the keyword index; embed later with kbase embed."
+)
 @chunk_options
 @click.pass_context
 def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, overlap, min_tokens):
@@ -123,8 +156,15 @@ def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, ov
     settings = kb.chunk_settings(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
     with _Bars(not quiet and not as_json) as bar:
         eta = _EmbedEta(bar.chunks, not quiet and not as_json)
-        report = kb.index(paths, progress=bar.files, embed_progress=eta, embed=not no_embed, settings=settings,
-                          extensions=tuple(extensions) or None, max_size=max_size)
+        report = kb.index(
+            paths,
+            progress=bar.files,
+            embed_progress=eta,
+            embed=not no_embed,
+            settings=settings,
+            extensions=tuple(extensions) or None,
+            max_size=max_size,
+        )
     if fmt == "json":
         from dataclasses import asdict
 
@@ -145,7 +185,9 @@ def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, ov
         if report.embedding and (report.embedding.embedded or report.embedding.reused):
             _say_embedded(report.embedding)
     if report.interrupted:
-        click.echo("Interrupted: the index is consistent; run kbase index again to finish.", err=True)
+        click.echo(
+            "Interrupted: the index is consistent; run kbase index again to finish.", err=True
+        )
         ctx.exit(130)
 
 
@@ -157,15 +199,27 @@ class _Bars:
         self._progress = None
         self._tasks: dict[str, object] = {}
 
-    def __enter__(self) -> "_Bars":
+    def __enter__(self) -> _Bars:
         if self.enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
             self._progress = Progress(
-                TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), TextColumn("{task.fields[current]}", style="dim"),
-                transient=True, console=None,
+                TextColumn("{task.description:<9}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[current]}", style="dim"),
+                transient=True,
+                console=None,
             )
             self._progress.__enter__()
         return self
@@ -209,25 +263,45 @@ class _EmbedEta:
         if self.start is None:
             self.start = now
             if self.enabled:
-                click.echo(f"keyword search is ready; embedding {total:,} chunks for semantic search "
-                           "(Ctrl-C stops safely; kbase embed resumes)", err=True)
+                click.echo(
+                    f"keyword search is ready; embedding {total:,} chunks for semantic search "
+                    "(Ctrl-C stops safely; kbase embed resumes)",
+                    err=True,
+                )
         elif self.enabled and not self.told and done < total and now - self.start >= self.AFTER_S:
             self.told = True
             rate = done / (now - self.start)
-            click.echo(f"embedding: about {_duration((total - done) / rate)} left at {rate:.0f} chunks/s", err=True)
+            click.echo(
+                f"embedding: about {_duration((total - done) / rate)} left at {rate:.0f} chunks/s",
+                err=True,
+            )
         self.inner(done, total)
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 90
+        else f"{seconds / 60:.0f} min"
+        if seconds < 5400
+        else f"{seconds / 3600:.1f} h"
+    )
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
-@click.option("--debounce", type=click.IntRange(10, 60_000), default=300, show_default=True, metavar="MS",
-              help="Changes within this many milliseconds are indexed together.")
-@click.option("--poll", is_flag=True, help="Poll the file system (network drives, some containers).")
+@click.option(
+    "--debounce",
+    type=click.IntRange(10, 60_000),
+    default=300,
+    show_default=True,
+    metavar="MS",
+    help="Changes within this many milliseconds are indexed together.",
+)
+@click.option(
+    "--poll", is_flag=True, help="Poll the file system (network drives, some containers)."
+)
 @click.pass_context
 def watch(ctx, paths, no_embed, debounce, poll):
     """Keep the index current while you edit (PATHS, or every known root). Ctrl-C stops.
@@ -253,8 +327,11 @@ def watch(ctx, paths, no_embed, debounce, poll):
                 click.echo(f"{stamp} skipped {_printable(skip[0])}: {skip[1]}", err=True)
         if b.changed:
             embedded = r.embedding.embedded if r.embedding else 0
-            click.echo(f"{stamp} {render_changes(r.changed)}"
-                       + (f", {embedded} chunks embedded" if embedded else "") + f" ({b.seconds:.2f} s)")
+            click.echo(
+                f"{stamp} {render_changes(r.changed)}"
+                + (f", {embedded} chunks embedded" if embedded else "")
+                + f" ({b.seconds:.2f} s)"
+            )
 
     said = [0.0]
 
@@ -264,14 +341,28 @@ def watch(ctx, paths, no_embed, debounce, poll):
 
         if r.embedded + r.reused and (r.remaining == 0 or time.monotonic() - said[0] >= 60):
             said[0] = time.monotonic()
-            left = f"{r.remaining:,} chunks still to embed" if r.remaining else "every chunk is embedded"
+            left = (
+                f"{r.remaining:,} chunks still to embed"
+                if r.remaining
+                else "every chunk is embedded"
+            )
             click.echo(f"{datetime.now().strftime('%H:%M:%S')} embedding while idle: {left}")
 
     kb = _kb(ctx)
-    click.echo(f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)", err=True)
+    click.echo(
+        f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)",
+        err=True,
+    )
     try:
-        run_watch(kb, paths, debounce_ms=debounce, on_batch=on_batch, embed=not no_embed,
-                  force_polling=True if poll else None, on_embed=on_embed)
+        run_watch(
+            kb,
+            paths,
+            debounce_ms=debounce,
+            on_batch=on_batch,
+            embed=not no_embed,
+            force_polling=True if poll else None,
+            on_embed=on_embed,
+        )
     except KeyboardInterrupt:
         pass
     click.echo("stopped; the index is consistent", err=True)
@@ -284,7 +375,9 @@ def _printable(path: str) -> str:
 
 
 @cli.command()
-@click.option("--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model).")
+@click.option(
+    "--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
 def embed(ctx, rebuild, quiet):
@@ -295,25 +388,65 @@ def embed(ctx, rebuild, quiet):
 
 
 def _say_embedded(e: EmbedReport) -> None:
-    click.echo(f"embedded {e.embedded} chunks in {e.seconds:.1f} s" + (f" ({e.reused} reused)" if e.reused else ""))
+    click.echo(
+        f"embedded {e.embedded} chunks in {e.seconds:.1f} s"
+        + (f" ({e.reused} reused)" if e.reused else "")
+    )
 
 
 def _search_options(f):
-    f = click.option("--until", metavar="DATE", help="Only notes dated on or before DATE (YYYY-MM-DD, or 7d/2w/3m/1y ago).")(f)
-    f = click.option("--since", metavar="DATE", help="Only notes dated on or after DATE (front matter date, else file time).")(f)
-    f = click.option("--tag", "tags", multiple=True, metavar="TAG", help="Only notes with this tag (repeatable; nested tags match).")(f)
-    f = click.option("--exclude", "exclude", multiple=True, metavar="GLOB",
-                     help="Leave out notes whose path matches GLOB, or lies under this folder (repeatable).")(f)
-    f = click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")(f)
-    f = click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Number of notes to return.")(f)
+    f = click.option(
+        "--until",
+        metavar="DATE",
+        help="Only notes dated on or before DATE (YYYY-MM-DD, or 7d/2w/3m/1y ago).",
+    )(f)
+    f = click.option(
+        "--since",
+        metavar="DATE",
+        help="Only notes dated on or after DATE (front matter date, else file time).",
+    )(f)
+    f = click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        metavar="TAG",
+        help="Only notes with this tag (repeatable; nested tags match).",
+    )(f)
+    f = click.option(
+        "--exclude",
+        "exclude",
+        multiple=True,
+        metavar="GLOB",
+        help="Leave out notes whose path matches GLOB, or lies under this folder (repeatable).",
+    )(f)
+    f = click.option(
+        "--path",
+        "path_glob",
+        metavar="GLOB",
+        help="Only notes whose path matches GLOB, or lies under this folder.",
+    )(f)
+    f = click.option(
+        "-n",
+        "--limit",
+        type=click.IntRange(1, 10_000),
+        default=10,
+        show_default=True,
+        help="Number of notes to return.",
+    )(f)
     return f
 
 
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("-m", "--mode", type=click.Choice(["keyword", "semantic", "hybrid"]),
-              help="Default: hybrid once the index has embeddings, keyword before.")
-@click.option("--explain", is_flag=True, help="Show each ranked list's rank and contribution per hit.")
+@click.option(
+    "-m",
+    "--mode",
+    type=click.Choice(["keyword", "semantic", "hybrid"]),
+    help="Default: hybrid once the index has embeddings, keyword before.",
+)
+@click.option(
+    "--explain", is_flag=True, help="Show each ranked list's rank and contribution per hit."
+)
 @_search_options
 @format_options
 @click.pass_context
@@ -322,13 +455,24 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
     from kbase.output import render_hits
 
     kb = _kb(ctx)
-    hits = kb.search(" ".join(query), mode=mode, limit=limit, path=path_glob, tags=tags, since=since, until=until,
-                     exclude=exclude)
+    hits = kb.search(
+        " ".join(query),
+        mode=mode,
+        limit=limit,
+        path=path_glob,
+        tags=tags,
+        since=since,
+        until=until,
+        exclude=exclude,
+    )
     if hits and (mode or kb.default_mode()) != "keyword":
         embedded, chunks = kb.coverage()
         if embedded < chunks:
-            click.echo(f"note: semantic results cover {embedded:,} of {chunks:,} chunks ({100 * embedded // chunks}%);"
-                       " the rest are still to be embedded (kbase embed)", err=True)
+            click.echo(
+                f"note: semantic results cover {embedded:,} of {chunks:,} chunks ({100 * embedded // chunks}%);"
+                " the rest are still to be embedded (kbase embed)",
+                err=True,
+            )
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, _color(), explain=explain))
     else:
@@ -346,7 +490,9 @@ def status(ctx, fmt):
 
     kb = _kb(ctx)
     st = kb.status()
-    click.echo(json.dumps(asdict(st), indent=2, ensure_ascii=False) if fmt == "json" else render_status(st))
+    click.echo(
+        json.dumps(asdict(st), indent=2, ensure_ascii=False) if fmt == "json" else render_status(st)
+    )
 
 
 @cli.command()
@@ -357,12 +503,13 @@ def chunks(file, max_tokens, overlap, min_tokens, fmt):
     """Show how kbase cuts FILE into chunks (offsets, lines, tokens, kind, heading path, flags).
 
     Reads the file itself; no index is needed. --json gives every field and each chunk's text."""
+    from kbase.chunk import ChunkSettings
     from kbase.ingest import chunk_file
     from kbase.output import render_chunks
 
-    from kbase.chunk import ChunkSettings
-
-    settings = ChunkSettings().with_changes(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
+    settings = ChunkSettings().with_changes(
+        max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens
+    )
     doc, result, _ = chunk_file(file, settings)
     click.echo(render_chunks(doc.text, result.chunks, result.diagnostics, fmt, _color()))
 
@@ -385,13 +532,19 @@ def _links_command(name: str, doc: str, show: str):
     return command
 
 
-_links_command("links", "Links from NOTE (as a link names it: 'Note', 'folder/Note', an alias; or a path), "
-               "each with its line.", "target")
+_links_command(
+    "links",
+    "Links from NOTE (as a link names it: 'Note', 'folder/Note', an alias; or a path), "
+    "each with its line.",
+    "target",
+)
 _links_command("backlinks", "Notes that link to NOTE, each with the linking line.", "source")
 
 
 @cli.command()
-@click.option("--anchors", is_flag=True, help="Links to a heading or block that does not exist, instead.")
+@click.option(
+    "--anchors", is_flag=True, help="Links to a heading or block that does not exist, instead."
+)
 @format_options
 @click.pass_context
 def unresolved(ctx, anchors, fmt):
@@ -419,7 +572,14 @@ def orphans(ctx, fmt):
 
 @cli.command()
 @click.argument("note")
-@click.option("-d", "--depth", type=click.IntRange(1, 100), default=1, show_default=True, help="Hops to follow.")
+@click.option(
+    "-d",
+    "--depth",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Hops to follow.",
+)
 @format_options
 @click.pass_context
 def neighbors(ctx, note, depth, fmt):
@@ -433,8 +593,17 @@ def neighbors(ctx, note, depth, fmt):
 
 @cli.command()
 @click.argument("note")
-@click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of notes.")
-@click.option("--all", "include_linked", is_flag=True, help="Include the notes NOTE already links to.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Number of notes.",
+)
+@click.option(
+    "--all", "include_linked", is_flag=True, help="Include the notes NOTE already links to."
+)
 @format_options
 @click.pass_context
 def related(ctx, note, limit, include_linked, fmt):
@@ -446,8 +615,11 @@ def related(ctx, note, limit, include_linked, fmt):
     kb = _kb(ctx)
     result = kb.related(note, limit=limit, include_linked=include_linked)
     if result.method == "keyword" and fmt == "table":
-        click.echo(f"no embeddings for {result.path}: keyword similarity on {', '.join(result.terms) or 'no terms'}"
-                   " (kbase embed for similarity in meaning)", err=True)
+        click.echo(
+            f"no embeddings for {result.path}: keyword similarity on {', '.join(result.terms) or 'no terms'}"
+            " (kbase embed for similarity in meaning)",
+            err=True,
+        )
     if result.hits or fmt != "table":
         click.echo(render_related(result, fmt, _color()))
     else:
@@ -456,9 +628,21 @@ def related(ctx, note, limit, include_linked, fmt):
 
 @cli.command()
 @click.argument("note", required=False)
-@click.option("-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1).")
-@click.option("--path", "path_glob", metavar="GLOB", help="Only notes whose path matches GLOB, or lies under this folder.")
-@click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out notes matching GLOB or under this folder (repeatable).")
+@click.option(
+    "-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1)."
+)
+@click.option(
+    "--path",
+    "path_glob",
+    metavar="GLOB",
+    help="Only notes whose path matches GLOB, or lies under this folder.",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out notes matching GLOB or under this folder (repeatable).",
+)
 @output_options("json", "dot")
 @click.pass_context
 def graph(ctx, note, depth, path_glob, exclude, fmt):
@@ -481,12 +665,24 @@ def browse(ctx):
 
 
 @cli.command()
-@click.option("--http", metavar="[HOST:]PORT",
-              help="Serve streamable HTTP on HOST:PORT (host 127.0.0.1 unless given) instead of stdio.")
-@click.option("--token", envvar="KBASE_MCP_TOKEN", show_envvar=True, metavar="SECRET",
-              help="With --http: require 'Authorization: Bearer SECRET' on every request.")
-@click.option("--watch", is_flag=True, help="Keep the index current while serving (as kbase watch does).")
-@click.option("--no-embed", is_flag=True, help="With --watch: do not embed missing chunks while idle.")
+@click.option(
+    "--http",
+    metavar="[HOST:]PORT",
+    help="Serve streamable HTTP on HOST:PORT (host 127.0.0.1 unless given) instead of stdio.",
+)
+@click.option(
+    "--token",
+    envvar="KBASE_MCP_TOKEN",
+    show_envvar=True,
+    metavar="SECRET",
+    help="With --http: require 'Authorization: Bearer SECRET' on every request.",
+)
+@click.option(
+    "--watch", is_flag=True, help="Keep the index current while serving (as kbase watch does)."
+)
+@click.option(
+    "--no-embed", is_flag=True, help="With --watch: do not embed missing chunks while idle."
+)
 @click.option("--poll", is_flag=True, help="With --watch: poll the file system (network drives).")
 @click.pass_context
 def mcp(ctx, http, token, watch, no_embed, poll):
@@ -499,18 +695,42 @@ def mcp(ctx, http, token, watch, no_embed, poll):
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise
-        raise KbaseError("kbase mcp needs the MCP SDK, which is not installed",
-                         'pip install "mcp>=2.3,<3" (or reinstall kbase: pip install .)') from None
-    if http is None and token and ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE:
+        raise KbaseError(
+            "kbase mcp needs the MCP SDK, which is not installed",
+            'pip install "mcp>=2.3,<3" (or reinstall kbase: pip install .)',
+        ) from None
+    if (
+        http is None
+        and token
+        and ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE
+    ):
         raise click.UsageError("--token applies to --http only (stdio needs no token)")
-    serve(ctx.obj["db"], http=http, token=token if http else None, watch=watch, embed=not no_embed, poll=poll)
+    serve(
+        ctx.obj["db"],
+        http=http,
+        token=token if http else None,
+        watch=watch,
+        embed=not no_embed,
+        poll=poll,
+    )
 
 
 @cli.command()
 @click.argument("query", required=False)
-@click.option("-f", "--file", "sql_file", type=click.File("r", encoding="utf-8"), help="Read the SQL from a file.")
-@click.option("--timeout", type=click.FloatRange(0.01), default=10.0, show_default=True,
-              help="Stop the query after this many seconds.")
+@click.option(
+    "-f",
+    "--file",
+    "sql_file",
+    type=click.File("r", encoding="utf-8"),
+    help="Read the SQL from a file.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.01),
+    default=10.0,
+    show_default=True,
+    help="Stop the query after this many seconds.",
+)
 @format_options
 @click.pass_context
 def sql(ctx, query, sql_file, timeout, fmt):
@@ -534,7 +754,11 @@ def sql(ctx, query, sql_file, timeout, fmt):
 
 
 @cli.command()
-@click.option("--fix", is_flag=True, help="Repair what can be rebuilt from the stored texts (no file is read).")
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Repair what can be rebuilt from the stored texts (no file is read).",
+)
 @output_options("text", "json")
 @click.pass_context
 def check(ctx, fix, fmt):
@@ -556,7 +780,10 @@ def check(ctx, fix, fmt):
         for line in result.fixed:
             click.echo(f"fixed: {line}")
         for p in problems:
-            click.echo(f"problem: {p.kind}: {p.detail} ({p.count})" + ("" if p.fixable else " [not fixable]"))
+            click.echo(
+                f"problem: {p.kind}: {p.detail} ({p.count})"
+                + ("" if p.fixable else " [not fixable]")
+            )
         if not problems:
             click.echo("ok: the index is consistent")
         elif not fix and any(p.fixable for p in problems):
@@ -580,8 +807,10 @@ def compact(ctx, fmt):
     if fmt == "json":
         click.echo(json.dumps({**asdict(r), "bytes_saved": r.bytes_saved}, indent=2))
         return
-    click.echo(f"compacted: {human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}"
-               f" ({human_bytes(r.bytes_saved)} saved)")
+    click.echo(
+        f"compacted: {human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}"
+        f" ({human_bytes(r.bytes_saved)} saved)"
+    )
 
 
 @cli.group(invoke_without_command=True)
@@ -599,8 +828,15 @@ def roots(ctx, fmt):
         click.echo(json.dumps([asdict(r) for r in rs], indent=2))
         return
     for r in rs:
-        state = "" if r.exists else (f"  MOVED? kbase roots move {r.path!r} {r.moved_with_index!r}"
-                                     if r.moved_with_index else "  MISSING: kbase roots move OLD NEW")
+        state = (
+            ""
+            if r.exists
+            else (
+                f"  MOVED? kbase roots move {r.path!r} {r.moved_with_index!r}"
+                if r.moved_with_index
+                else "  MISSING: kbase roots move OLD NEW"
+            )
+        )
         click.echo(f"{r.path}  ({r.documents} documents){state}")
 
 
@@ -617,8 +853,14 @@ def roots_move(ctx, old, new):
 
 @cli.command()
 @click.argument("target")
-@click.option("-C", "--context", type=click.IntRange(0), default=10, show_default=True,
-              help="Lines shown around PATH:LINE.")
+@click.option(
+    "-C",
+    "--context",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="Lines shown around PATH:LINE.",
+)
 @output_options("text", "json")
 @click.pass_context
 def show(ctx, target, context, fmt):
@@ -627,12 +869,26 @@ def show(ctx, target, context, fmt):
     r = kb.region(target, context)
     doc = r.doc
     if doc.stale:
-        click.echo(f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
-                   " (kbase index updates it)", err=True)
+        click.echo(
+            f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
+            " (kbase index updates it)",
+            err=True,
+        )
     if fmt == "json":
-        click.echo(json.dumps({"path": doc.path, "abspath": doc.abspath, "title": doc.title, "stale": doc.stale,
-                               "first_line": r.first, "last_line": r.last, "text": "\n".join(r.lines)},
-                              ensure_ascii=False))
+        click.echo(
+            json.dumps(
+                {
+                    "path": doc.path,
+                    "abspath": doc.abspath,
+                    "title": doc.title,
+                    "stale": doc.stale,
+                    "first_line": r.first,
+                    "last_line": r.last,
+                    "text": "\n".join(r.lines),
+                },
+                ensure_ascii=False,
+            )
+        )
     elif r.whole:
         click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
     else:

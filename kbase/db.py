@@ -37,12 +37,16 @@ def schema_sql() -> str:
 
 def _check_file(path: Path) -> None:
     if path.is_dir():
-        raise DatabaseError(f"{path} is a directory, not an index file", "pass a file path with --db")
+        raise DatabaseError(
+            f"{path} is a directory, not an index file", "pass a file path with --db"
+        )
     try:
         with path.open("rb") as f:
             head = f.read(len(SQLITE_HEADER))
     except OSError as e:
-        raise DatabaseError(f"cannot read index {path}: {e.strerror}", "check its permissions") from e
+        raise DatabaseError(
+            f"cannot read index {path}: {e.strerror}", "check its permissions"
+        ) from e
     if head and head != SQLITE_HEADER:
         raise DatabaseError(
             f"{path} is not a SQLite database, so not a kbase index",
@@ -66,13 +70,16 @@ def _load_sqlite_vec(con: apsw.Connection) -> None:
         con.enable_load_extension(False)
     except apsw.Error as e:
         raise DatabaseError(
-            f"cannot load the sqlite-vec extension: {e}", "reinstall kbase: pip install --force-reinstall sqlite-vec"
+            f"cannot load the sqlite-vec extension: {e}",
+            "reinstall kbase: pip install --force-reinstall sqlite-vec",
         ) from e
     # The first statement opens the file: an error here is the database's (connect translates it).
     con.execute("SELECT vec_version()").fetchall()
 
 
-def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = False) -> apsw.Connection:
+def connect(
+    path: str | os.PathLike[str], *, readonly: bool = False, create: bool = False
+) -> apsw.Connection:
     """Open the index at ``path``.
 
     ``create`` makes a new index when the file does not exist; otherwise a missing file is a
@@ -83,14 +90,22 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
     if path.exists():
         _check_file(path)
     elif not create:
-        raise DatabaseError(f"no index at {path}", "build one with: kbase index PATH (or pass --db)")
+        raise DatabaseError(
+            f"no index at {path}", "build one with: kbase index PATH (or pass --db)"
+        )
     else:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise DatabaseError(f"cannot create folder {path.parent}: {e.strerror}", "pass another --db") from e
+            raise DatabaseError(
+                f"cannot create folder {path.parent}: {e.strerror}", "pass another --db"
+            ) from e
 
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    flags = (
+        apsw.SQLITE_OPEN_READONLY
+        if readonly
+        else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    )
     try:
         con = apsw.Connection(str(path), flags=flags)
         con.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -120,7 +135,9 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
                 "choose another file with --db or KBASE_DB; kbase never overwrites it",
             )
         if readonly:
-            raise DatabaseError(f"no index at {path}", "build one with: kbase index PATH (or pass --db)")
+            raise DatabaseError(
+                f"no index at {path}", "build one with: kbase index PATH (or pass --db)"
+            )
         _create(con)
         app_id = con.execute("PRAGMA application_id").get
         version = con.execute("PRAGMA user_version").get
@@ -144,7 +161,9 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
     if readonly:
         con.execute("PRAGMA query_only = ON")
     else:
-        con.execute("PRAGMA synchronous = NORMAL")  # safe in WAL mode: a crash loses no committed data integrity
+        con.execute(
+            "PRAGMA synchronous = NORMAL"
+        )  # safe in WAL mode: a crash loses no committed data integrity
         # Savepoint journals (one per document written) in memory, not in temporary files: a
         # tenth off a fresh index's time (BENCHMARKS.md).
         con.execute("PRAGMA temp_store = MEMORY")
@@ -214,7 +233,9 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
     ):
         e = e.__context__
     if isinstance(e, apsw.BusyError):
-        return DatabaseError(f"index {path} is locked by another process", "try again when it finishes")
+        return DatabaseError(
+            f"index {path} is locked by another process", "try again when it finishes"
+        )
     if isinstance(e, (apsw.NotADBError, apsw.CorruptError)):
         return DatabaseError(
             f"index {path} is damaged: {e}", "run kbase check, or delete the file and index again"
@@ -225,10 +246,16 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
                 f"the folder of index {path} is read-only",
                 f"SQLite must create {Path(path).name}-wal and -shm files beside it: make the folder writable",
             )
-        return DatabaseError(f"index {path} is read-only", "check the file's and folder's permissions")
+        return DatabaseError(
+            f"index {path} is read-only", "check the file's and folder's permissions"
+        )
     if isinstance(e, apsw.FullError):
-        return DatabaseError(f"disk full while writing {path}", "free some space and run again; the index is intact")
-    if "sqlite-vec" in str(e) and "Could not insert" in str(e):  # vec0 hides SQLITE_FULL behind this
+        return DatabaseError(
+            f"disk full while writing {path}", "free some space and run again; the index is intact"
+        )
+    if "sqlite-vec" in str(e) and "Could not insert" in str(
+        e
+    ):  # vec0 hides SQLITE_FULL behind this
         return DatabaseError(
             f"cannot store vectors in index {path} ({e})",
             "the disk may be full: free some space and run kbase embed again; the index is intact",

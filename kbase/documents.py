@@ -49,7 +49,7 @@ def _key(s: str) -> str:
 def _stem(path: str) -> str:
     """The path without its file's extension, by pathlib's rule (a dot that neither starts nor
     ends the name), in plain string work: pathlib here cost 30 ms per 1,000 notes."""
-    name = path[path.rfind("/") + 1:]
+    name = path[path.rfind("/") + 1 :]
     dot = name.rfind(".")
     return path if not 0 < dot < len(name) - 1 else path[: len(path) - len(name) + dot]
 
@@ -76,10 +76,17 @@ def resolve(con: apsw.Connection, name: str) -> int:
     ).fetchall()
     if len(exact) == 1:
         return exact[0][0]
-    now = {p: located_root(p, rel, con.filename) for p, rel in con.execute("SELECT path, relpath FROM roots")}
-    rows = con.execute("SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id")
-    docs = [_Named(i, p or os.path.basename(now[root]), os.path.join(now[root], p) if p else now[root])
-            for i, p, root in rows]
+    now = {
+        p: located_root(p, rel, con.filename)
+        for p, rel in con.execute("SELECT path, relpath FROM roots")
+    }
+    rows = con.execute(
+        "SELECT d.id, d.path, r.path FROM documents AS d JOIN roots AS r ON r.id = d.root_id"
+    )
+    docs = [
+        _Named(i, p or os.path.basename(now[root]), os.path.join(now[root], p) if p else now[root])
+        for i, p, root in rows
+    ]
     text = name.strip()
     if text.startswith("[[") and text.endswith("]]"):
         text = text[2:-2].split("|", 1)[0].split("#", 1)[0].strip()
@@ -94,20 +101,27 @@ def resolve(con: apsw.Connection, name: str) -> int:
     steps = (  # each: does d match, and does it match in the same case
         lambda d, path, stem, kp, ks: (d.abspath == as_file, True),
         lambda d, path, stem, kp, ks: (t in (kp, ks), rel in (path, stem)),
-        lambda d, path, stem, kp, ks: (kp.endswith("/" + t) or ks.endswith("/" + t),
-                                       path.endswith("/" + rel) or stem.endswith("/" + rel)),
+        lambda d, path, stem, kp, ks: (
+            kp.endswith("/" + t) or ks.endswith("/" + t),
+            path.endswith("/" + rel) or stem.endswith("/" + rel),
+        ),
     )
     for step in steps:
         found = [(f[0], same_case) for f in forms for match, same_case in [step(*f)] if match]
         if found:
             return _one(name, found, docs)
     if t:
-        by_alias = {doc_id: alias.strip() == rel for doc_id, alias in con.execute("SELECT doc_id, alias FROM aliases")
-                    if _key(alias.strip()) == t}
+        by_alias = {
+            doc_id: alias.strip() == rel
+            for doc_id, alias in con.execute("SELECT doc_id, alias FROM aliases")
+            if _key(alias.strip()) == t
+        }
         found = [(d, by_alias[d.id]) for d in docs if d.id in by_alias]
         if found:
             return _one(name, found, docs)
-    raise UnknownDocument(f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search")
+    raise UnknownDocument(
+        f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search"
+    )
 
 
 def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int:
@@ -121,9 +135,15 @@ def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int
     # two roots) its absolute path.
     names = sorted(d.path if per_path[d.path] == 1 else d.abspath for d, _ in found)
     shown = ", ".join(names[:MAX_CANDIDATES_SHOWN])
-    more = f" and {len(names) - MAX_CANDIDATES_SHOWN} more" if len(names) > MAX_CANDIDATES_SHOWN else ""
-    raise InputError(f"{name!r} matches {len(names)} documents: {shown}{more}",
-                     f"name one by its path, e.g. {names[0]!r}")
+    more = (
+        f" and {len(names) - MAX_CANDIDATES_SHOWN} more"
+        if len(names) > MAX_CANDIDATES_SHOWN
+        else ""
+    )
+    raise InputError(
+        f"{name!r} matches {len(names)} documents: {shown}{more}",
+        f"name one by its path, e.g. {names[0]!r}",
+    )
 
 
 def load(con: apsw.Connection, doc_id: int) -> DocRef:
@@ -135,8 +155,16 @@ def load(con: apsw.Connection, doc_id: int) -> DocRef:
     ).fetchone()
     root = located_root(root, relpath, con.filename)
     abspath = os.path.join(root, path) if path else root
-    return DocRef(doc_id, path or Path(root).name, abspath, title, body, body_start, kind,
-                  is_stale(abspath, size, mtime_ns))
+    return DocRef(
+        doc_id,
+        path or Path(root).name,
+        abspath,
+        title,
+        body,
+        body_start,
+        kind,
+        is_stale(abspath, size, mtime_ns),
+    )
 
 
 def find_document(con: apsw.Connection, name: str) -> DocRef:
@@ -190,8 +218,18 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
     if not 1 <= start <= total:
         raise InputError(f"{doc.path} has {valid}, not {start}", f"give a line from 1 to {total}")
     if end is not None and end < start:
-        raise InputError(f"{doc.path}:{start}-{end} is reversed; {doc.path} has {valid}",
-                         f"give START-END with START <= END, e.g. {doc.path}:{max(end, 1)}-{start}")
+        raise InputError(
+            f"{doc.path}:{start}-{end} is reversed; {doc.path} has {valid}",
+            f"give START-END with START <= END, e.g. {doc.path}:{max(end, 1)}-{start}",
+        )
     first, last = (start, end) if end is not None else (start - context, start + context)
     first, last = max(first, 1), min(last, total)
-    return Region(doc, first, last, start if end is None else None, tuple(lines[first - 1:last]), total, False)
+    return Region(
+        doc,
+        first,
+        last,
+        start if end is None else None,
+        tuple(lines[first - 1 : last]),
+        total,
+        False,
+    )

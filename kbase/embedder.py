@@ -31,7 +31,9 @@ BATCH_SIZE = 8
 # 32 tokens, the room the chunker leaves under the model's 256 (see kbase.chunk.MAX_TOKENS).
 CONTEXT_CHARS = 120
 # What identifies the vectors this model makes (stored in meta 'embedder').
-MINILM_FINGERPRINT = json.dumps({"model": MODEL_ID, "sha256": MODEL_SHA256, "dim": MODEL_DIM}, sort_keys=True)
+MINILM_FINGERPRINT = json.dumps(
+    {"model": MODEL_ID, "sha256": MODEL_SHA256, "dim": MODEL_DIM}, sort_keys=True
+)
 
 
 class Embedder(Protocol):
@@ -65,7 +67,9 @@ def embed_input(title: str, heading_path: str, text: str) -> str:
 def input_hash(title: str, heading_path: str, text: str) -> bytes:
     """Identifies what the embedder sees: the first 64 bits of its sha256 (a collision among a
     million chunks has odds of about 1 in 3.7e7, and costs one chunk a near-duplicate's vector)."""
-    return hashlib.sha256(embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")).digest()[:8]
+    return hashlib.sha256(
+        embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")
+    ).digest()[:8]
 
 
 def model_cache_dir() -> Path:
@@ -113,7 +117,9 @@ class MiniLMEmbedder:
 
             if bulk:
                 self.graph = model_graph.derived_graph(MODEL_SHA256, model_cache_dir(), verify=True)
-            self._sessions[key] = model_graph.session(self.graph, threads=self.threads if bulk else 1, prepack=bulk)
+            self._sessions[key] = model_graph.session(
+                self.graph, threads=self.threads if bulk else 1, prepack=bulk
+            )
         return self._sessions[key]
 
     @property
@@ -133,13 +139,15 @@ class MiniLMEmbedder:
         session = self._session(bulk=True)
         out: list[bytes] = [b""] * len(texts)
         for start in range(0, len(order), self.batch_size):
-            part = order[start:start + self.batch_size]
+            part = order[start : start + self.batch_size]
             for i, vec in zip(part, _vectors(session, [encodings[i] for i in part])):
                 out[i] = vec.tobytes()
         return out
 
     def embed_query(self, text: str) -> bytes:
-        return _vectors(self._session(bulk=False), self.tokenizer.encode_batch([_well_formed(text)]))[0].tobytes()
+        return _vectors(
+            self._session(bulk=False), self.tokenizer.encode_batch([_well_formed(text)])
+        )[0].tobytes()
 
 
 def _vectors(session, encodings):
@@ -150,7 +158,9 @@ def _vectors(session, encodings):
     n = max(sum(e.attention_mask) for e in encodings)  # the encodings may be padded further
     ids = np.array([e.ids[:n] for e in encodings], dtype=np.int64)
     mask = np.array([e.attention_mask[:n] for e in encodings], dtype=np.int64)
-    hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    hidden = session.run(
+        None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    )[0]
     pooled = np.sum(hidden, axis=1, where=mask[:, :, None].astype(bool), dtype=np.float64)
     pooled /= np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
     pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)

@@ -43,7 +43,9 @@ class Note:
     title: str
     distance: int = 0  # hops from the start note (neighbors)
     direction: str = ""  # neighbors: 'out' (``via`` links to this note), 'in' (this note links to ``via``) or 'both'
-    via: str = ""  # neighbors: the path of the note one hop nearer the start (for distance 1, the start)
+    via: str = (
+        ""  # neighbors: the path of the note one hop nearer the start (for distance 1, the start)
+    )
 
 
 _LINK_SELECT = """
@@ -56,11 +58,44 @@ _LINK_SELECT = """
 
 def _link_hits(con: apsw.Connection, where: str, args: tuple) -> list[LinkHit]:
     out = []
-    for (sid, spath, stitle, line, start, end, body, target, anchor, alias, embed, kind, tid, tpath, ttitle,
-         ok) in con.execute(f"{_LINK_SELECT} WHERE {where} ORDER BY s.path, l.start_char", args):
+    for (
+        sid,
+        spath,
+        stitle,
+        line,
+        start,
+        end,
+        body,
+        target,
+        anchor,
+        alias,
+        embed,
+        kind,
+        tid,
+        tpath,
+        ttitle,
+        ok,
+    ) in con.execute(f"{_LINK_SELECT} WHERE {where} ORDER BY s.path, l.start_char", args):
         context, span = _line_at(body, start, end)
-        out.append(LinkHit(sid, spath, stitle, line, context, target, anchor, alias, bool(embed), kind,
-                           tid, tpath, ttitle, None if ok is None else bool(ok), span))
+        out.append(
+            LinkHit(
+                sid,
+                spath,
+                stitle,
+                line,
+                context,
+                target,
+                anchor,
+                alias,
+                bool(embed),
+                kind,
+                tid,
+                tpath,
+                ttitle,
+                None if ok is None else bool(ok),
+                span,
+            )
+        )
     return out
 
 
@@ -69,7 +104,7 @@ def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
     where that text lies in it (cut at the line's end)."""
     first = max(body.rfind("\n", 0, start), body.rfind("\r", 0, start)) + 1
     ends = [i for i in (body.find("\n", start), body.find("\r", start)) if i >= 0]
-    raw = body[first:min(ends) if ends else len(body)]
+    raw = body[first : min(ends) if ends else len(body)]
     line = raw.strip()
     lead = len(raw) - len(raw.lstrip())
     a = min(max(start - first - lead, 0), len(line))
@@ -79,7 +114,11 @@ def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
 def find_note(con: apsw.Connection, note: str) -> Note:
     """The note ``note`` names: a path, a name as a link gives it, or an alias (see
     ``kbase.documents.resolve``: one match, else an error listing the candidates)."""
-    return Note(*con.execute("SELECT id, path, title FROM documents WHERE id = ?", (resolve(con, note),)).fetchone())
+    return Note(
+        *con.execute(
+            "SELECT id, path, title FROM documents WHERE id = ?", (resolve(con, note),)
+        ).fetchone()
+    )
 
 
 def links_from(con: apsw.Connection, note: Note) -> list[LinkHit]:
@@ -101,10 +140,13 @@ def broken_anchors(con: apsw.Connection) -> list[LinkHit]:
 
 def orphans(con: apsw.Connection) -> list[Note]:
     """Notes no other note links to."""
-    return [Note(*r) for r in con.execute(
-        "SELECT d.id, d.path, d.title FROM documents d WHERE d.kind = 'markdown' AND NOT EXISTS"
-        " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.source_id <> d.id) ORDER BY d.path"
-    )]
+    return [
+        Note(*r)
+        for r in con.execute(
+            "SELECT d.id, d.path, d.title FROM documents d WHERE d.kind = 'markdown' AND NOT EXISTS"
+            " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.source_id <> d.id) ORDER BY d.path"
+        )
+    ]
 
 
 def neighbors(con: apsw.Connection, note: Note, depth: int = 1) -> list[Note]:
@@ -114,12 +156,17 @@ def neighbors(con: apsw.Connection, note: Note, depth: int = 1) -> list[Note]:
     del reach[note.id]
     paths = _paths(con, [*reach, note.id])
     return sorted(
-        (Note(i, paths[i][0], paths[i][1], d, direction, paths[via][0]) for i, (d, via, direction) in reach.items()),
+        (
+            Note(i, paths[i][0], paths[i][1], d, direction, paths[via][0])
+            for i, (d, via, direction) in reach.items()
+        ),
         key=lambda n: (n.distance, n.path),
     )
 
 
-def _reach(con: apsw.Connection, start: int, depth: int, allowed: set[int] | None = None) -> dict[int, tuple]:
+def _reach(
+    con: apsw.Connection, start: int, depth: int, allowed: set[int] | None = None
+) -> dict[int, tuple]:
     """``{id: (distance, via id, direction)}`` for the notes within ``depth`` links of ``start``
     (itself included, at 0), breadth first. Only notes in ``allowed`` (if given) are entered.
     Of several notes one hop nearer, ``via`` is the first by path, so the answer is stable."""
@@ -152,19 +199,31 @@ def _reach(con: apsw.Connection, start: int, depth: int, allowed: set[int] | Non
 
 def _paths(con: apsw.Connection, ids) -> dict[int, tuple[str, str]]:
     """``{id: (path, title)}``."""
-    return {i: (p, t) for i, p, t in con.execute(
-        "SELECT id, path, title FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))}
+    return {
+        i: (p, t)
+        for i, p, t in con.execute(
+            "SELECT id, path, title FROM documents WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(ids)),),
+        )
+    }
 
 
-def graph(con: apsw.Connection, note: Note | None = None, depth: int | None = None, path: str | None = None,
-          exclude: Sequence[str] = ()) -> dict:
+def graph(
+    con: apsw.Connection,
+    note: Note | None = None,
+    depth: int | None = None,
+    path: str | None = None,
+    exclude: Sequence[str] = (),
+) -> dict:
     """Notes and the resolved note-to-note links between them (``links``: how many join the
     pair): every note, or with ``note`` those within ``depth`` links of it (1 by default; each
     node then has its ``distance``). ``path`` keeps only the notes under a folder or matching a
     glob, and each ``exclude`` pattern drops notes, as ``kbase search --path`` matches paths;
     links through a note left out are not followed. The start note is always kept."""
     if note is None and depth is not None:
-        raise InputError("--depth needs a NOTE to count from", "pass the note: kbase graph NOTE --depth N")
+        raise InputError(
+            "--depth needs a NOTE to count from", "pass the note: kbase graph NOTE --depth N"
+        )
     allowed = _matching(con, path, exclude)
     distance: dict[int, int] | None = None
     if note is not None:
@@ -175,13 +234,24 @@ def graph(con: apsw.Connection, note: Note | None = None, depth: int | None = No
     if keep is not None:
         args = (json.dumps(sorted(keep)),)
         nodes_where = " WHERE id IN (SELECT value FROM json_each(?1))"
-        edges_where = (" AND source_id IN (SELECT value FROM json_each(?1))"
-                       " AND target_id IN (SELECT value FROM json_each(?1))")
-    nodes = [{"id": i, "path": p, "title": t} | ({} if distance is None else {"distance": distance[i]})
-             for i, p, t in con.execute(f"SELECT id, path, title FROM documents{nodes_where} ORDER BY path", args)]
-    edges = [{"source": s, "target": t, "links": n} for s, t, n in con.execute(
-        "SELECT source_id, target_id, count(*) FROM links WHERE target_id IS NOT NULL AND target_id <> source_id"
-        f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2", args)]
+        edges_where = (
+            " AND source_id IN (SELECT value FROM json_each(?1))"
+            " AND target_id IN (SELECT value FROM json_each(?1))"
+        )
+    nodes = [
+        {"id": i, "path": p, "title": t} | ({} if distance is None else {"distance": distance[i]})
+        for i, p, t in con.execute(
+            f"SELECT id, path, title FROM documents{nodes_where} ORDER BY path", args
+        )
+    ]
+    edges = [
+        {"source": s, "target": t, "links": n}
+        for s, t, n in con.execute(
+            "SELECT source_id, target_id, count(*) FROM links WHERE target_id IS NOT NULL AND target_id <> source_id"
+            f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2",
+            args,
+        )
+    ]
     return {"nodes": nodes, "edges": edges}
 
 
@@ -199,14 +269,22 @@ def _matching(con: apsw.Connection, path: str | None, exclude: Sequence[str]) ->
 
 def to_dot(g: dict) -> str:
     """Graphviz DOT of ``graph()``."""
+
     def q(s: str) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     lines = ["digraph kbase {", "  node [shape=box];"]
-    lines += [f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}"
-              + (", penwidth=2" if n.get("distance") == 0 else "") + "];" for n in g["nodes"]]
-    lines += [f"  n{e['source']} -> n{e['target']}" + (f" [label={e['links']}]" if e["links"] > 1 else "") + ";"
-              for e in g["edges"]]
+    lines += [
+        f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}"
+        + (", penwidth=2" if n.get("distance") == 0 else "")
+        + "];"
+        for n in g["nodes"]
+    ]
+    lines += [
+        f"  n{e['source']} -> n{e['target']}"
+        + (f" [label={e['links']}]" if e["links"] > 1 else "")
+        + ";"
+        for e in g["edges"]
+    ]
     lines.append("}")
     return "\n".join(lines)
-

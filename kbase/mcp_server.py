@@ -75,7 +75,9 @@ class SearchHit(BaseModel):
     line: int = Field(description="1-based line of the best match")
     heading_path: str = Field(description="enclosing headings, e.g. 'Guide > Install'")
     snippet: str
-    score: float = Field(description="higher is better; bm25 (keyword), cosine (semantic) or a fusion sum (hybrid)")
+    score: float = Field(
+        description="higher is better; bm25 (keyword), cosine (semantic) or a fusion sum (hybrid)"
+    )
     stale: bool = Field(description="the file changed on disk since it was indexed")
     tags: list[str]
     matched_chunks: int
@@ -139,7 +141,8 @@ class RelatedResult(BaseModel):
     title: str
     method: Literal["semantic", "keyword"] = Field(
         description="semantic: from chunk vectors; keyword: the note has no embeddings, so its most "
-        "distinctive terms were searched instead")
+        "distinctive terms were searched instead"
+    )
     terms: list[str] = Field(description="the terms searched (keyword method)")
     notes: list[RelatedNote]
 
@@ -180,11 +183,15 @@ class Backend:
         with self._calls:
             self._active += 1
         try:
-            with self.read_lock, (self.model_lock if model else _nothing()):
+            with self.read_lock, self.model_lock if model else _nothing():
                 identity = self._file_identity()
                 if identity is None:
-                    raise DatabaseError(f"no index at {self.db_path}", "build it with: kbase index PATH")
-                if identity != self._identity:  # the file was replaced (deleted and rebuilt): reopen
+                    raise DatabaseError(
+                        f"no index at {self.db_path}", "build it with: kbase index PATH"
+                    )
+                if (
+                    identity != self._identity
+                ):  # the file was replaced (deleted and rebuilt): reopen
                     self.kb.close()
                     if self.kb.vector_cache is not None:
                         self.kb.vector_cache = VectorCache()
@@ -228,12 +235,20 @@ class Backend:
                 _log(f"watch: {b.error}")
             elif b.changed:
                 r = b.report
-                _log(f"watch: {r.new} new, {r.updated} updated, {r.renamed} renamed, {r.removed} removed")
+                _log(
+                    f"watch: {r.new} new, {r.updated} updated, {r.renamed} renamed, {r.removed} removed"
+                )
 
         self.watching = True
         try:
             with KB(self.db_path, cache_vectors=False) as kb:
-                watch(kb, stop_event=self.stop, on_batch=on_batch, embed=False, force_polling=True if poll else None)
+                watch(
+                    kb,
+                    stop_event=self.stop,
+                    on_batch=on_batch,
+                    embed=False,
+                    force_polling=True if poll else None,
+                )
         except KbaseError as e:
             _log(f"watch stopped: {e}")
         finally:
@@ -264,7 +279,11 @@ def _validation_message(error: ValidationError) -> str:
     parts = []
     for e in error.errors():
         where = ".".join(str(p) for p in e["loc"]) or "arguments"
-        got = f" (got {json.dumps(e['input'], default=str)[:60]})" if "input" in e and e["type"] != "missing" else ""
+        got = (
+            f" (got {json.dumps(e['input'], default=str)[:60]})"
+            if "input" in e and e["type"] != "missing"
+            else ""
+        )
         parts.append(f"{where}: {e['msg']}{got}")
     return "invalid arguments: " + "; ".join(parts)
 
@@ -273,7 +292,13 @@ class KbaseMCP(MCPServer):
     """MCPServer with kbase's error shape and paginated note resources."""
 
     def __init__(self, backend: Backend, **kwargs) -> None:
-        super().__init__(SERVER_NAME, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING", **kwargs)
+        super().__init__(
+            SERVER_NAME,
+            instructions=INSTRUCTIONS,
+            version=_version(),
+            log_level="WARNING",
+            **kwargs,
+        )
         self.backend = backend
 
     async def call_tool(self, name, arguments, context=None):
@@ -298,12 +323,18 @@ class KbaseMCP(MCPServer):
             with self.backend.use() as kb:
                 return kb.reader.execute(
                     "SELECT path, title, kind FROM documents ORDER BY path, id LIMIT ? OFFSET ?",
-                    (RESOURCES_PAGE + 1, offset)).fetchall()
+                    (RESOURCES_PAGE + 1, offset),
+                ).fetchall()
 
         rows = await anyio.to_thread.run_sync(page)
-        resources = [Resource(uri=note_uri(p), name=p, title=t, mime_type=_mime(k)) for p, t, k in rows[:RESOURCES_PAGE]]
+        resources = [
+            Resource(uri=note_uri(p), name=p, title=t, mime_type=_mime(k))
+            for p, t, k in rows[:RESOURCES_PAGE]
+        ]
         more = len(rows) > RESOURCES_PAGE
-        return ListResourcesResult(resources=resources, next_cursor=str(offset + RESOURCES_PAGE) if more else None)
+        return ListResourcesResult(
+            resources=resources, next_cursor=str(offset + RESOURCES_PAGE) if more else None
+        )
 
 
 def _version() -> str:
@@ -311,7 +342,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("kbase")
-    except Exception:  # noqa: BLE001 - a source checkout without metadata
+    except Exception:
         return "0"
 
 
@@ -323,11 +354,20 @@ def _mime(kind: str) -> str:
     return "text/markdown" if kind == "markdown" else "text/plain"
 
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
-NoteArg = Annotated[str, Field(min_length=1, description=(
-    "The note: its path inside its root as search returns it ('folder/Note.md'), with or without "
-    "'.md' and any unique end of the path ('Note'), or an absolute file path."))]
+NoteArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description=(
+            "The note: its path inside its root as search returns it ('folder/Note.md'), with or without "
+            "'.md' and any unique end of the path ('Note'), or an absolute file path."
+        ),
+    ),
+]
 
 
 def build_server(backend: Backend, **server_options) -> KbaseMCP:
@@ -343,34 +383,95 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
 
     @server.tool(annotations=READ_ONLY)
     def search(
-        query: Annotated[str, Field(description="Words, \"a phrase\", prefix*, -excluded, a OR b. Semantic and "
-                                                "hybrid modes also understand a question in plain language.")],
-        mode: Annotated[Literal["keyword", "semantic", "hybrid"] | None, Field(description=(
-            "keyword: exact words (bm25); semantic: meaning (embeddings); hybrid: both fused. "
-            "Default: hybrid when the index has embeddings, else keyword."))] = None,
-        limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX, description="How many notes to return.")] = 10,
-        path: Annotated[str | None, Field(description="Only notes under this folder, or matching this glob "
-                                                      "('journal/', 'projects/*/notes.md').")] = None,
-        tags: Annotated[list[str], Field(description="Only notes with every one of these tags (nested tags "
-                                                     "match: 'work' matches 'work/meetings').")] = [],  # noqa: B006
-        since: Annotated[str | None, Field(description="Only notes dated on or after: YYYY-MM-DD or an age "
-                                                       "such as 7d, 2w, 3m, 1y.")] = None,
-        until: Annotated[str | None, Field(description="Only notes dated on or before (same forms).")] = None,
-        exclude: Annotated[list[str], Field(description="Leave out notes whose path matches any of these "
-                                                        "globs or folders ('archive/', '*.txt').")] = [],  # noqa: B006
+        query: Annotated[
+            str,
+            Field(
+                description='Words, "a phrase", prefix*, -excluded, a OR b. Semantic and '
+                "hybrid modes also understand a question in plain language."
+            ),
+        ],
+        mode: Annotated[
+            Literal["keyword", "semantic", "hybrid"] | None,
+            Field(
+                description=(
+                    "keyword: exact words (bm25); semantic: meaning (embeddings); hybrid: both fused. "
+                    "Default: hybrid when the index has embeddings, else keyword."
+                )
+            ),
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=SEARCH_LIMIT_MAX, description="How many notes to return.")
+        ] = 10,
+        path: Annotated[
+            str | None,
+            Field(
+                description="Only notes under this folder, or matching this glob "
+                "('journal/', 'projects/*/notes.md')."
+            ),
+        ] = None,
+        tags: Annotated[
+            list[str],
+            Field(
+                description="Only notes with every one of these tags (nested tags "
+                "match: 'work' matches 'work/meetings')."
+            ),
+        ] = [],  # noqa: B006
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only notes dated on or after: YYYY-MM-DD or an age "
+                "such as 7d, 2w, 3m, 1y."
+            ),
+        ] = None,
+        until: Annotated[
+            str | None, Field(description="Only notes dated on or before (same forms).")
+        ] = None,
+        exclude: Annotated[
+            list[str],
+            Field(
+                description="Leave out notes whose path matches any of these "
+                "globs or folders ('archive/', '*.txt')."
+            ),
+        ] = [],  # noqa: B006
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the notes; one hit per note, best first, each with its title, path, the line of the
         best passage, its heading path and a snippet. Use it first to find notes about something; then
         read a hit (path and line) for the full text. Prefer mode semantic or hybrid for questions in
         plain language, keyword for exact names, identifiers and phrases."""
+
         def run(kb):
             extra = {"exclude": list(exclude)} if exclude else {}
             used = mode or kb.default_mode()
-            hits = kb.search(query, mode=used, limit=limit, path=path, tags=tags, since=since, until=until, **extra)
-            out = SearchResult(query=query, mode=used, hits=[SearchHit(
-                rank=i, title=h.title, path=h.path, abspath=h.abspath, line=h.line, heading_path=h.heading_path,
-                snippet=h.snippet, score=round(h.score, 6), stale=h.stale, tags=list(h.tags),
-                matched_chunks=h.matched_chunks) for i, h in enumerate(hits, 1)])
+            hits = kb.search(
+                query,
+                mode=used,
+                limit=limit,
+                path=path,
+                tags=tags,
+                since=since,
+                until=until,
+                **extra,
+            )
+            out = SearchResult(
+                query=query,
+                mode=used,
+                hits=[
+                    SearchHit(
+                        rank=i,
+                        title=h.title,
+                        path=h.path,
+                        abspath=h.abspath,
+                        line=h.line,
+                        heading_path=h.heading_path,
+                        snippet=h.snippet,
+                        score=round(h.score, 6),
+                        stale=h.stale,
+                        tags=list(h.tags),
+                        matched_chunks=h.matched_chunks,
+                    )
+                    for i, h in enumerate(hits, 1)
+                ],
+            )
             return _result(out, _search_text(out))
 
         return call(run, model=mode != "keyword")
@@ -378,45 +479,96 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
     @server.tool(annotations=READ_ONLY)
     def read(
         note: NoteArg,
-        start_line: Annotated[int | None, Field(ge=1, description="First line to return (1-based).")] = None,
-        end_line: Annotated[int | None, Field(ge=1, description="Last line to return (inclusive).")] = None,
+        start_line: Annotated[
+            int | None, Field(ge=1, description="First line to return (1-based).")
+        ] = None,
+        end_line: Annotated[
+            int | None, Field(ge=1, description="Last line to return (inclusive).")
+        ] = None,
     ) -> Annotated[CallToolResult, ReadResult]:
         """Read a note from the index: its text with line numbers, and its title, tags, aliases, dates
         and whether the file changed since it was indexed. Give start_line/end_line to read a part
         (e.g. around a search hit's line); without them at most 400 lines come back and `truncated`
         says whether more follow. A name that matches several notes is an error listing them."""
+
         def run(kb):
             r = kb.read(note, start_line, end_line)
-            out = ReadResult(path=r.path, abspath=r.abspath, title=r.title, kind=r.kind, tags=list(r.tags),
-                             aliases=list(r.aliases), date=r.date, modified=r.modified, indexed_at=r.indexed_at,
-                             stale=r.stale, total_lines=r.total_lines, first_line=r.first_line,
-                             last_line=r.last_line, truncated=r.truncated, text="\n".join(r.lines))
+            out = ReadResult(
+                path=r.path,
+                abspath=r.abspath,
+                title=r.title,
+                kind=r.kind,
+                tags=list(r.tags),
+                aliases=list(r.aliases),
+                date=r.date,
+                modified=r.modified,
+                indexed_at=r.indexed_at,
+                stale=r.stale,
+                total_lines=r.total_lines,
+                first_line=r.first_line,
+                last_line=r.last_line,
+                truncated=r.truncated,
+                text="\n".join(r.lines),
+            )
             return _result(out, _read_text(out, r.numbered()))
 
         return call(run)
 
     @server.tool(annotations=READ_ONLY)
     def links(
-        note: Annotated[str, Field(min_length=1, description=(
-            "The note, named as a [[wikilink]] names it ('Note', 'folder/Note', an alias, any case) "
-            "or by path."))],
-        direction: Annotated[Literal["both", "outgoing", "backlinks"], Field(
-            description="outgoing: links in this note; backlinks: links to it from other notes.")] = "both",
+        note: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description=(
+                    "The note, named as a [[wikilink]] names it ('Note', 'folder/Note', an alias, any case) "
+                    "or by path."
+                ),
+            ),
+        ],
+        direction: Annotated[
+            Literal["both", "outgoing", "backlinks"],
+            Field(
+                description="outgoing: links in this note; backlinks: links to it from other notes."
+            ),
+        ] = "both",
     ) -> Annotated[CallToolResult, LinksResult]:
         """A note's outgoing links (with their targets, resolved the way Obsidian resolves them) and
         its backlinks (the notes linking to it), each with its line and the text of that line. Use it
         to follow the author's own connections from a note."""
+
         def run(kb):
             target = kb.note(note)
             out_links = kb.links(target.path) if direction != "backlinks" else []
             back = kb.backlinks(target.path) if direction != "outgoing" else []
             out = LinksResult(
-                path=target.path, title=target.title,
-                outgoing=[LinkItem(line=lk.line, context=lk.context, target=lk.target, anchor=lk.anchor,
-                                   path=lk.target_path, title=lk.target_title, resolved=lk.target_path is not None)
-                          for lk in out_links],
-                backlinks=[LinkItem(line=lk.line, context=lk.context, target=lk.target, anchor=lk.anchor,
-                                    path=lk.source_path, title=lk.source_title, resolved=True) for lk in back])
+                path=target.path,
+                title=target.title,
+                outgoing=[
+                    LinkItem(
+                        line=lk.line,
+                        context=lk.context,
+                        target=lk.target,
+                        anchor=lk.anchor,
+                        path=lk.target_path,
+                        title=lk.target_title,
+                        resolved=lk.target_path is not None,
+                    )
+                    for lk in out_links
+                ],
+                backlinks=[
+                    LinkItem(
+                        line=lk.line,
+                        context=lk.context,
+                        target=lk.target,
+                        anchor=lk.anchor,
+                        path=lk.source_path,
+                        title=lk.source_title,
+                        resolved=True,
+                    )
+                    for lk in back
+                ],
+            )
             return _result(out, _links_text(out))
 
         return call(run)
@@ -425,31 +577,60 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
     def related(
         note: NoteArg,
         limit: Annotated[int, Field(ge=1, le=50, description="How many notes.")] = 10,
-        include_linked: Annotated[bool, Field(description="Also list notes this note already links to.")] = False,
+        include_linked: Annotated[
+            bool, Field(description="Also list notes this note already links to.")
+        ] = False,
     ) -> Annotated[CallToolResult, RelatedResult]:
         """Notes closest in meaning to a note (from its passages' embeddings), leaving out those it
         already links to: notes worth reading next or linking. Without embeddings, the note's most
         distinctive words are searched instead (method 'keyword')."""
+
         def run(kb):
             r = kb.related(note, limit=limit, include_linked=include_linked)
-            out = RelatedResult(path=r.path, title=r.title, method=r.method, terms=list(r.terms), notes=[
-                RelatedNote(rank=i, title=h.title, path=h.path, line=h.line, heading_path=h.heading_path,
-                            snippet=h.snippet, score=round(h.score, 6), linked=h.doc_id in r.links_to,
-                            links_here=h.doc_id in r.linked_from) for i, h in enumerate(r.hits, 1)])
+            out = RelatedResult(
+                path=r.path,
+                title=r.title,
+                method=r.method,
+                terms=list(r.terms),
+                notes=[
+                    RelatedNote(
+                        rank=i,
+                        title=h.title,
+                        path=h.path,
+                        line=h.line,
+                        heading_path=h.heading_path,
+                        snippet=h.snippet,
+                        score=round(h.score, 6),
+                        linked=h.doc_id in r.links_to,
+                        links_here=h.doc_id in r.linked_from,
+                    )
+                    for i, h in enumerate(r.hits, 1)
+                ],
+            )
             return _result(out, _related_text(out))
 
         return call(run)
 
     @server.tool(annotations=READ_ONLY)
     def sql(
-        query: Annotated[str, Field(min_length=1, description=(
-            "One read-only SQL statement (SQLite). Tables: documents, chunks, links, tags, aliases, headings, "
-            "roots; views: notes, note_tags, chunk_texts, backlinks, resolved_links, unresolved_links. "
-            "kbase_search(query, mode, limit) is a table-valued function."))],
-        max_rows: Annotated[int, Field(ge=1, le=SQL_ROWS_MAX, description="Stop after this many rows.")]
-        = SQL_ROWS_DEFAULT,
-        timeout: Annotated[float, Field(gt=0, le=SQL_TIMEOUT_MAX, description="Seconds before the query is "
-                                                                               "stopped.")] = 10.0,
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description=(
+                    "One read-only SQL statement (SQLite). Tables: documents, chunks, links, tags, aliases, headings, "
+                    "roots; views: notes, note_tags, chunk_texts, backlinks, resolved_links, unresolved_links. "
+                    "kbase_search(query, mode, limit) is a table-valued function."
+                ),
+            ),
+        ],
+        max_rows: Annotated[
+            int, Field(ge=1, le=SQL_ROWS_MAX, description="Stop after this many rows.")
+        ] = SQL_ROWS_DEFAULT,
+        timeout: Annotated[
+            float,
+            Field(gt=0, le=SQL_TIMEOUT_MAX, description="Seconds before the query is stopped."),
+        ] = 10.0,
     ) -> Annotated[CallToolResult, SqlResult]:
         """Run read-only SQL on the index for what the other tools do not answer: counts, lists by
         tag or date, link statistics. Writes are refused; a slow query is stopped at its time limit."""
@@ -467,17 +648,27 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
     def status() -> Annotated[CallToolResult, dict[str, Any]]:
         """What the index holds: its roots, counts of notes, chunks and links, how many chunks have
         embeddings (semantic search covers only those), and when it was last indexed."""
+
         def run(kb):
             status = kb.status()
             st = asdict(status)
-            st["embedding_coverage"] = None if status.embedding_coverage is None else round(status.embedding_coverage, 4)
-            st["server"] = {"watching": backend.watching, "embedded_while_idle": backend.idle_embedded}
+            st["embedding_coverage"] = (
+                None if status.embedding_coverage is None else round(status.embedding_coverage, 4)
+            )
+            st["server"] = {
+                "watching": backend.watching,
+                "embedded_while_idle": backend.idle_embedded,
+            }
             return _result(st, json.dumps(st, indent=1, ensure_ascii=False))
 
         return call(run)
 
-    @server.resource(NOTE_URI + "{+path}", name="note", mime_type="text/markdown",
-                     description="A note's text as indexed (path inside its root, as search returns it).")
+    @server.resource(
+        NOTE_URI + "{+path}",
+        name="note",
+        mime_type="text/markdown",
+        description="A note's text as indexed (path inside its root, as search returns it).",
+    )
     def note_resource(path: str) -> str:
         try:
             with backend.use() as kb:
@@ -496,8 +687,10 @@ def _search_text(r: SearchResult) -> str:
         return f"No notes match {r.query!r} ({r.mode})."
     out = [f"{len(r.hits)} notes for {r.query!r} ({r.mode}):"]
     for h in r.hits:
-        out.append(f"{h.rank}. {h.title} — {h.path}:{h.line} (score {h.score:.3g})"
-                   + (" [changed on disk since indexed]" if h.stale else ""))
+        out.append(
+            f"{h.rank}. {h.title} — {h.path}:{h.line} (score {h.score:.3g})"
+            + (" [changed on disk since indexed]" if h.stale else "")
+        )
         if h.heading_path:
             out.append(f"   {h.heading_path}")
         out.append(f"   {h.snippet}")
@@ -515,25 +708,42 @@ def _read_text(r: ReadResult, numbered: str) -> str:
     meta.append(f"modified: {r.modified}")
     if r.stale:
         meta.append("changed on disk since indexed")
-    tail = f"\n… {r.total_lines - r.last_line} more lines: read with start_line={r.last_line + 1}" if r.truncated else ""
+    tail = (
+        f"\n… {r.total_lines - r.last_line} more lines: read with start_line={r.last_line + 1}"
+        if r.truncated
+        else ""
+    )
     return " · ".join(meta) + "\n" + numbered + tail
 
 
 def _links_text(r: LinksResult) -> str:
     out = [f"{r.title} — {r.path}", f"outgoing links ({len(r.outgoing)}):"]
-    out += [f"  line {lk.line} -> {lk.path or lk.target + ' (unresolved)'}" + (f"#{lk.anchor}" if lk.anchor else "")
-            + f": {lk.context}" for lk in r.outgoing]
+    out += [
+        f"  line {lk.line} -> {lk.path or lk.target + ' (unresolved)'}"
+        + (f"#{lk.anchor}" if lk.anchor else "")
+        + f": {lk.context}"
+        for lk in r.outgoing
+    ]
     out.append(f"backlinks ({len(r.backlinks)}):")
     out += [f"  {lk.path}:{lk.line} ({lk.title}): {lk.context}" for lk in r.backlinks]
     return "\n".join(out)
 
 
 def _related_text(r: RelatedResult) -> str:
-    how = ("by meaning" if r.method == "semantic"
-           else f"by keywords, as the note has no embeddings (terms: {', '.join(r.terms) or 'none'})")
-    out = [f"Notes related to {r.title} — {r.path} ({how}):"] if r.notes else [f"No notes related to {r.path}."]
+    how = (
+        "by meaning"
+        if r.method == "semantic"
+        else f"by keywords, as the note has no embeddings (terms: {', '.join(r.terms) or 'none'})"
+    )
+    out = (
+        [f"Notes related to {r.title} — {r.path} ({how}):"]
+        if r.notes
+        else [f"No notes related to {r.path}."]
+    )
     for n in r.notes:
-        marks = "".join(m for m, on in ((" [linked]", n.linked), (" [links here]", n.links_here)) if on)
+        marks = "".join(
+            m for m, on in ((" [linked]", n.linked), (" [links here]", n.links_here)) if on
+        )
         out.append(f"{n.rank}. {n.title} — {n.path}:{n.line} (score {n.score:.3g}){marks}")
         out.append(f"   {n.snippet}")
     return "\n".join(out)
@@ -543,7 +753,9 @@ def _sql_text(r: SqlResult) -> str:
     from kbase.sqlapi import cell
 
     lines = [" | ".join(r.columns)] + [" | ".join(cell(v, 80) for v in row) for row in r.rows]
-    lines.append(f"({len(r.rows)} rows" + (", more not shown: raise max_rows)" if r.truncated else ")"))
+    lines.append(
+        f"({len(r.rows)} rows" + (", more not shown: raise max_rows)" if r.truncated else ")")
+    )
     return "\n".join(lines)
 
 
@@ -571,7 +783,9 @@ def parse_http(value: str) -> tuple[str, int]:
     except ValueError:
         number = -1
     if not 0 <= number <= 65535:
-        raise InputError(f"--http {value!r} is not [HOST:]PORT", "e.g. --http 8765 or --http 127.0.0.1:8765")
+        raise InputError(
+            f"--http {value!r} is not [HOST:]PORT", "e.g. --http 8765 or --http 127.0.0.1:8765"
+        )
     return host, number
 
 
@@ -590,12 +804,21 @@ def security_settings(host: str) -> TransportSecuritySettings:
     )
 
 
-def serve(db_path: Path, *, http: str | None = None, token: str | None = None, watch: bool = False,
-          embed: bool = True, poll: bool = False) -> None:
+def serve(
+    db_path: Path,
+    *,
+    http: str | None = None,
+    token: str | None = None,
+    watch: bool = False,
+    embed: bool = True,
+    poll: bool = False,
+) -> None:
     """Run ``kbase mcp`` until the client disconnects (stdio) or Ctrl-C (HTTP)."""
     db_path = Path(db_path).expanduser()
     if not db_path.exists():
-        raise DatabaseError(f"no index at {db_path}", "build one with: kbase index PATH (or pass --db)")
+        raise DatabaseError(
+            f"no index at {db_path}", "build one with: kbase index PATH (or pass --db)"
+        )
     backend = Backend(db_path)
     backend.kb.status()  # fail now, not at the first call, if the file is not a usable index
     options: dict[str, Any] = {}
@@ -603,21 +826,34 @@ def serve(db_path: Path, *, http: str | None = None, token: str | None = None, w
     if http is not None:
         host, port = parse_http(http)
         if token:
-            options = {"token_verifier": _StaticToken(token),
-                       "auth": AuthSettings(issuer_url=f"http://{_url_host(host)}:{port or 80}",
-                                            resource_server_url=None)}
+            options = {
+                "token_verifier": _StaticToken(token),
+                "auth": AuthSettings(
+                    issuer_url=f"http://{_url_host(host)}:{port or 80}", resource_server_url=None
+                ),
+            }
         elif host not in ("127.0.0.1", "localhost", "::1"):
-            raise InputError(f"serving on {host} without a token would let anyone who can reach it read your notes",
-                             f"pass --token SECRET (or set {TOKEN_ENV}), or serve on 127.0.0.1")
+            raise InputError(
+                f"serving on {host} without a token would let anyone who can reach it read your notes",
+                f"pass --token SECRET (or set {TOKEN_ENV}), or serve on 127.0.0.1",
+            )
     server = build_server(backend, **options)
     threads = []
     if watch:
-        threads.append(threading.Thread(target=backend.watch, args=(poll,), name="kbase-watch", daemon=True))
+        threads.append(
+            threading.Thread(target=backend.watch, args=(poll,), name="kbase-watch", daemon=True)
+        )
         if embed:
             from kbase.embedder import BATCH_SIZE
 
-            threads.append(threading.Thread(target=backend.embed_while_idle, args=(BATCH_SIZE,),
-                                            name="kbase-idle-embed", daemon=True))
+            threads.append(
+                threading.Thread(
+                    target=backend.embed_while_idle,
+                    args=(BATCH_SIZE,),
+                    name="kbase-idle-embed",
+                    daemon=True,
+                )
+            )
     for t in threads:
         t.start()
     try:
@@ -648,7 +884,9 @@ def _serve_http(server: KbaseMCP, host: str, port: int) -> None:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise InputError(f"cannot listen on {host}:{port}: {e.strerror}", "choose another port with --http") from e
+        raise InputError(
+            f"cannot listen on {host}:{port}: {e.strerror}", "choose another port with --http"
+        ) from e
     app = server.streamable_http_app(host=host, transport_security=security_settings(host))
     _log(f"serving on http://{_url_host(host)}:{sock.getsockname()[1]}/mcp")
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

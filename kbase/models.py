@@ -24,7 +24,9 @@ class Block:
     start: int
     end: int
     level: int = 0  # heading level for kind == 'heading'
-    parts: tuple[tuple[int, int], ...] = ()  # list items or the blocks inside a quote, as (start, end)
+    parts: tuple[
+        tuple[int, int], ...
+    ] = ()  # list items or the blocks inside a quote, as (start, end)
     unclosed: bool = False  # a code fence that never closes (it runs to the end of the document)
 
 
@@ -64,7 +66,9 @@ class Chunk:
 class Diagnostic:
     """Something a person may want to know about how a document was read or chunked."""
 
-    kind: str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word
+    kind: (
+        str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word
+    )
     start: int
     end: int
     detail: str = ""
@@ -121,7 +125,9 @@ class IndexReport:
     seconds: float = 0.0
     interrupted: bool = False
     embedding: EmbedReport | None = None  # what the embedding step did
-    moved_roots: list[RootMove] = field(default_factory=list)  # roots found moved along with the index
+    moved_roots: list[RootMove] = field(
+        default_factory=list
+    )  # roots found moved along with the index
 
 
 @dataclass(frozen=True)
@@ -225,8 +231,14 @@ class RelatedResult:
     doc_id: int  # the note asked about
     path: str
     title: str
-    method: str  # 'semantic' (chunk vectors) or 'keyword' (no vectors for this note: distinctive terms)
+    method: (
+        str  # 'semantic' (chunk vectors) or 'keyword' (no vectors for this note: distinctive terms)
+    )
     terms: tuple[str, ...]  # the keyword method's query terms
-    hits: list[Hit]  # best first; ``score``: cosine similarity (semantic) or bm25, negated (keyword)
-    links_to: frozenset[int] = frozenset()  # documents the note links to (left out unless asked for)
+    hits: list[
+        Hit
+    ]  # best first; ``score``: cosine similarity (semantic) or bm25, negated (keyword)
+    links_to: frozenset[int] = (
+        frozenset()
+    )  # documents the note links to (left out unless asked for)
     linked_from: frozenset[int] = frozenset()  # documents that link to the note

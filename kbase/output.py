@@ -18,8 +18,20 @@ from kbase.text import excerpt
 
 FORMATS = ("table", "json", "jsonl", "csv")
 HIT_FIELDS = (
-    "rank", "score", "title", "path", "abspath", "line", "heading_path", "snippet", "highlights",
-    "matched_chunks", "tags", "stale", "doc_id", "chunk_id",
+    "rank",
+    "score",
+    "title",
+    "path",
+    "abspath",
+    "line",
+    "heading_path",
+    "snippet",
+    "highlights",
+    "matched_chunks",
+    "tags",
+    "stale",
+    "doc_id",
+    "chunk_id",
 )
 
 
@@ -46,26 +58,47 @@ def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> 
         w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         for r in records:
-            w.writerow({k: (" ".join(map(str, v)) if k == "tags" else json.dumps(v, ensure_ascii=False)
-                            if isinstance(v, (list, dict)) else v) for k, v in r.items()})
+            w.writerow(
+                {
+                    k: (
+                        " ".join(map(str, v))
+                        if k == "tags"
+                        else json.dumps(v, ensure_ascii=False)
+                        if isinstance(v, (list, dict))
+                        else v
+                    )
+                    for k, v in r.items()
+                }
+            )
         return buf.getvalue().rstrip("\n")
     raise ValueError(fmt)
 
 
 def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = False) -> str:
     if fmt != "table":
-        fields = HIT_FIELDS + ("explain",) if explain else HIT_FIELDS  # CSV: the explanation as JSON text
-        return render_records([hit_record(i, h, explain) for i, h in enumerate(hits, 1)], fmt, fields)
+        fields = (
+            HIT_FIELDS + ("explain",) if explain else HIT_FIELDS
+        )  # CSV: the explanation as JSON text
+        return render_records(
+            [hit_record(i, h, explain) for i, h in enumerate(hits, 1)], fmt, fields
+        )
     out = []
     width = len(str(len(hits)))
     for i, h in enumerate(hits, 1):
         loc = f"{h.path}:{h.line}"
         title = click.style(h.title, bold=True) if color else h.title
-        flag = (click.style(" [changed on disk]", fg="yellow") if color else " [changed on disk]") if h.stale else ""
+        flag = (
+            (click.style(" [changed on disk]", fg="yellow") if color else " [changed on disk]")
+            if h.stale
+            else ""
+        )
         head = f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}  {h.score:.2f}{flag}"
         out.append(head)
         if h.heading_path:
-            out.append(" " * (width + 2) + (click.style(h.heading_path, dim=True) if color else h.heading_path))
+            out.append(
+                " " * (width + 2)
+                + (click.style(h.heading_path, dim=True) if color else h.heading_path)
+            )
         out.append(" " * (width + 2) + highlight(h.snippet, h.highlights, color))
         if explain and h.explain:
             line = " " * (width + 2) + explain_text(h.explain)
@@ -75,6 +108,7 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
 
 def explain_text(explain: dict) -> str:
     """One line saying how a hit's score was made (see search.keyword_ranked, hybrid_search)."""
+
     def raw(e: dict) -> str:
         parts = []
         if "tier" in e:
@@ -90,7 +124,11 @@ def explain_text(explain: dict) -> str:
     parts = []
     for name in ("keyword", "semantic"):
         e = explain.get(name)
-        parts.append(f"{name}: -" if e is None else f"{name}: #{e['rank']} ({raw(e)}) +{e['contribution']:.4f}")
+        parts.append(
+            f"{name}: -"
+            if e is None
+            else f"{name}: #{e['rank']} ({raw(e)}) +{e['contribution']:.4f}"
+        )
     if explain.get("name_bonus"):
         parts.append(f"name +{explain['name_bonus']:.1f}")
     return "  ".join(parts)
@@ -117,7 +155,18 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-CHUNK_FIELDS = ("seq", "start", "end", "line", "end_line", "tokens", "kind", "flags", "heading_path", "text")
+CHUNK_FIELDS = (
+    "seq",
+    "start",
+    "end",
+    "line",
+    "end_line",
+    "tokens",
+    "kind",
+    "flags",
+    "heading_path",
+    "text",
+)
 
 
 CHANGE_NAMES = 3  # files named per kind of change in a watch line; more are counted
@@ -146,18 +195,27 @@ def _one_line(path: str) -> str:
 def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
     """``kbase chunks``: one line a chunk for people, every field and the text for scripts."""
     if fmt != "table":
-        records = [{**{k: getattr(c, k) for k in CHUNK_FIELDS[:-1]}, "text": text[c.start:c.end]} for c in chunks]
+        records = [
+            {**{k: getattr(c, k) for k in CHUNK_FIELDS[:-1]}, "text": text[c.start : c.end]}
+            for c in chunks
+        ]
         if fmt == "json":
             diags = [dataclasses.asdict(d) for d in diagnostics]
-            return json.dumps({"chunks": records, "diagnostics": diags}, ensure_ascii=False, indent=2)
+            return json.dumps(
+                {"chunks": records, "diagnostics": diags}, ensure_ascii=False, indent=2
+            )
         return render_records(records, fmt, CHUNK_FIELDS)
     out = [f"{'seq':>4} {'lines':>11} {'offsets':>15} {'tokens':>6}  {'kind':<6} heading path"]
     for c in chunks:
         flag = " OVERSIZED" if c.flags & 1 else ""
-        row = (f"{c.seq:>4} {f'{c.line}-{c.end_line}':>11} {f'{c.start}-{c.end}':>15} {c.tokens:>6}  "
-               f"{c.kind:<6} {c.heading_path}{flag}")
+        row = (
+            f"{c.seq:>4} {f'{c.line}-{c.end_line}':>11} {f'{c.start}-{c.end}':>15} {c.tokens:>6}  "
+            f"{c.kind:<6} {c.heading_path}{flag}"
+        )
         out.append(click.style(row, fg="yellow") if color and flag else row)
-        first = text[c.start:c.end].strip().splitlines()[0] if text[c.start:c.end].strip() else ""
+        first = (
+            text[c.start : c.end].strip().splitlines()[0] if text[c.start : c.end].strip() else ""
+        )
         first = excerpt(first, (0, 0), 90)
         out.append(" " * 6 + (click.style(first, dim=True) if color else first))
     for d in diagnostics:
@@ -168,43 +226,78 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
 def render_status(st: Status) -> str:
     lines = [f"index      {st.db}"]
     for r in st.roots:
-        lines.append(f"root       {r.path}  ({r.documents} documents, indexed {r.last_indexed_at or 'never'})")
+        lines.append(
+            f"root       {r.path}  ({r.documents} documents, indexed {r.last_indexed_at or 'never'})"
+        )
     lines.append(f"documents  {st.documents:,}")
-    lines.append(f"chunks     {st.chunks:,}" + (f"  ({st.oversized_chunks} oversized)" if st.oversized_chunks else ""))
+    lines.append(
+        f"chunks     {st.chunks:,}"
+        + (f"  ({st.oversized_chunks} oversized)" if st.oversized_chunks else "")
+    )
     if st.embedding_coverage is not None:
-        lines.append(f"embedded   {st.embedded_chunks:,} chunks ({st.embedding_coverage:.0%})"
-                     + ("" if st.embedding_coverage == 1 else "  (kbase embed fills in the rest)"))
-    lines.append(f"links      {st.links:,}" + (f"  ({st.unresolved_links} unresolved)" if st.unresolved_links else ""))
+        lines.append(
+            f"embedded   {st.embedded_chunks:,} chunks ({st.embedding_coverage:.0%})"
+            + ("" if st.embedding_coverage == 1 else "  (kbase embed fills in the rest)")
+        )
+    lines.append(
+        f"links      {st.links:,}"
+        + (f"  ({st.unresolved_links} unresolved)" if st.unresolved_links else "")
+    )
     lines.append(f"tags       {st.tags:,}")
     if st.diagnostics:
-        lines.append("chunking   " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st.diagnostics.items())
-                     + "  (SELECT * FROM diagnostics)")
+        lines.append(
+            "chunking   "
+            + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in st.diagnostics.items())
+            + "  (SELECT * FROM diagnostics)"
+        )
     if st.frontmatter_warnings:
         n = st.frontmatter_warnings
-        lines.append(f"warnings   {n} note{'s' * (n != 1)} indexed without front matter it could not read"
-                     "  (kbase check lists them)")
+        lines.append(
+            f"warnings   {n} note{'s' * (n != 1)} indexed without front matter it could not read"
+            "  (kbase check lists them)"
+        )
     if st.chunker:
         c = st.chunker
-        lines.append(f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "
-                     f"{c['min_tokens']} min ({c['counter']})")
+        lines.append(
+            f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "
+            f"{c['min_tokens']} min ({c['counter']})"
+        )
     enc = ", ".join(f"{k} {v}" for k, v in st.encodings.items())
     if enc:
         lines.append(f"encodings  {enc}")
     ratio = f"  ({st.db_to_text}x the text)" if st.db_to_text else ""
-    lines.append(f"size       {human_bytes(st.db_bytes)} on disk, {human_bytes(st.text_bytes)} of text{ratio}")
+    lines.append(
+        f"size       {human_bytes(st.db_bytes)} on disk, {human_bytes(st.text_bytes)} of text{ratio}"
+    )
     lines.append(f"last index {st.last_index_at or 'never'}")
     return "\n".join(lines)
 
 
 LINK_CONTEXT_WIDTH = 160  # characters of the link's line shown under it, the link kept in view
-LINK_FIELDS = ("source_path", "line", "context", "target", "anchor", "alias", "embed", "kind", "target_path",
-               "target_title", "anchor_ok", "source_id", "target_id", "source_title")
+LINK_FIELDS = (
+    "source_path",
+    "line",
+    "context",
+    "target",
+    "anchor",
+    "alias",
+    "embed",
+    "kind",
+    "target_path",
+    "target_title",
+    "anchor_ok",
+    "source_id",
+    "target_id",
+    "source_title",
+)
 
 
 def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
     """Links for ``kbase links`` (show the target), ``backlinks`` (the source) or ``unresolved``."""
     if fmt != "table":
-        return render_records([{k: getattr(lk, k) for k in LINK_FIELDS} for lk in links], fmt, LINK_FIELDS)
+        return render_records(
+            [{k: getattr(lk, k) for k in LINK_FIELDS} for lk in links], fmt, LINK_FIELDS
+        )
     out = []
     for lk in links:
         anchor = f"#{lk.anchor}" if lk.anchor else ""
@@ -212,7 +305,11 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
             head = f"{lk.source_path}:{lk.line}"
         else:
             dest = lk.target_path or f"{lk.target or '(this note)'} (unresolved)"
-            head = f"{lk.source_path}:{lk.line} -> {dest}{anchor}" if show == "both" else f"{lk.line:>4} -> {dest}{anchor}"
+            head = (
+                f"{lk.source_path}:{lk.line} -> {dest}{anchor}"
+                if show == "both"
+                else f"{lk.line:>4} -> {dest}{anchor}"
+            )
             if lk.anchor_ok is False:
                 head += " (no such heading or block)"
         if color:
@@ -222,16 +319,37 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
     return "\n".join(out)
 
 
-RELATED_FIELDS = ("rank", "score", "title", "path", "abspath", "line", "heading_path", "snippet", "tags", "stale",
-                  "linked", "links_here", "method", "doc_id", "chunk_id")
+RELATED_FIELDS = (
+    "rank",
+    "score",
+    "title",
+    "path",
+    "abspath",
+    "line",
+    "heading_path",
+    "snippet",
+    "tags",
+    "stale",
+    "linked",
+    "links_here",
+    "method",
+    "doc_id",
+    "chunk_id",
+)
 
 
 def related_records(result) -> list[dict]:
     """``kbase related`` rows: the hit fields, whether NOTE links to the note or it to NOTE, and the
     method (semantic, or keyword when NOTE has no vectors)."""
-    return [{**{k: v for k, v in hit_record(i, h).items() if k in RELATED_FIELDS},
-             "linked": h.doc_id in result.links_to, "links_here": h.doc_id in result.linked_from,
-             "method": result.method} for i, h in enumerate(result.hits, 1)]
+    return [
+        {
+            **{k: v for k, v in hit_record(i, h).items() if k in RELATED_FIELDS},
+            "linked": h.doc_id in result.links_to,
+            "links_here": h.doc_id in result.linked_from,
+            "method": result.method,
+        }
+        for i, h in enumerate(result.hits, 1)
+    ]
 
 
 def render_related(result, fmt: str, color: bool) -> str:
@@ -240,10 +358,16 @@ def render_related(result, fmt: str, color: bool) -> str:
     out = []
     width = len(str(len(result.hits)))
     for i, rec in enumerate(related_records(result), 1):
-        marks = "".join(m for m, on in ((" [linked]", rec["linked"]), (" [links here]", rec["links_here"])) if on)
+        marks = "".join(
+            m
+            for m, on in ((" [linked]", rec["linked"]), (" [links here]", rec["links_here"]))
+            if on
+        )
         loc = f"{rec['path']}:{rec['line']}"
         title = click.style(rec["title"], bold=True) if color else rec["title"]
-        out.append(f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}  {rec['score']:.2f}{marks}")
+        out.append(
+            f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}  {rec['score']:.2f}{marks}"
+        )
         out.append(" " * (width + 2) + rec["snippet"])
     return "\n".join(out)
 
@@ -258,8 +382,11 @@ def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
         fields = NOTE_FIELDS if with_distance else NOTE_FIELDS[:3]
         return render_records([{k: getattr(n, k) for k in fields} for n in notes], fmt, fields)
     if with_distance:
-        return "\n".join(f"{n.distance}  {n.direction:<4}  {n.path}  ({n.title})"
-                         + (f"  via {n.via}" if n.distance > 1 else "") for n in notes)
+        return "\n".join(
+            f"{n.distance}  {n.direction:<4}  {n.path}  ({n.title})"
+            + (f"  via {n.via}" if n.distance > 1 else "")
+            for n in notes
+        )
     return "\n".join(f"{n.path}  ({n.title})" for n in notes)
 
 
@@ -273,7 +400,9 @@ def render_sql(result, fmt: str) -> str:
         return ""
     cells = [[cell(v) for v in row] for row in result.rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(result.columns, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(result.columns, widths)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines)

@@ -9,7 +9,9 @@ from pathlib import Path
 def data_dir() -> Path:
     """kbase's data folder: ``$XDG_DATA_HOME/kbase`` (``~/.local/share/kbase``). The default
     index and the model graph derived from the embedding model live inside it."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return Path(base) / "kbase"
 
 

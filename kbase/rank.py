@@ -16,7 +16,9 @@ RRF_K = 10
 class Fused:
     key: Hashable
     score: float
-    explain: dict  # list name -> {"rank": r, "contribution": c}; lists that missed the key are absent
+    explain: (
+        dict  # list name -> {"rank": r, "contribution": c}; lists that missed the key are absent
+    )
 
 
 def rrf(
@@ -52,7 +54,9 @@ def rrf(
 FUSION_ALPHA = 0.5
 
 
-def convex(lists: Mapping[str, Sequence[tuple[Hashable, float]]], weights: Mapping[str, float]) -> list[Fused]:
+def convex(
+    lists: Mapping[str, Sequence[tuple[Hashable, float]]], weights: Mapping[str, float]
+) -> list[Fused]:
     """score(d) = sum over lists of weight * normalised score of d (0 where the list lacks d).
 
     ``lists`` maps a name to (key, normalised score) pairs in rank order. The explanation gives
@@ -64,7 +68,10 @@ def convex(lists: Mapping[str, Sequence[tuple[Hashable, float]]], weights: Mappi
         for rank, (key, value) in enumerate(pairs, 1):
             c = w * value
             scores[key] = scores.get(key, 0.0) + c
-            explain.setdefault(key, {})[name] = {"rank": rank, "normalised": round(value, 4),
-                                                 "contribution": round(c, 6)}
+            explain.setdefault(key, {})[name] = {
+                "rank": rank,
+                "normalised": round(value, 4),
+                "contribution": round(c, 6),
+            }
     order = sorted(scores, key=lambda key: -scores[key])
     return [Fused(key, scores[key], explain[key]) for key in order]

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import apsw
 
-from kbase.errors import InputError
 from kbase.documents import DocRef, load
+from kbase.errors import InputError
 from kbase.search import is_stale
 from kbase.text import LINE_BREAK
 
@@ -42,7 +42,9 @@ class NoteText:
     def numbered(self) -> str:
         """The region with right-aligned line numbers, as ``kbase show PATH:START-END`` prints it."""
         width = len(str(self.last_line))
-        return "\n".join(f"{n:>{width}} | {line}" for n, line in enumerate(self.lines, self.first_line))
+        return "\n".join(
+            f"{n:>{width}} | {line}" for n, line in enumerate(self.lines, self.first_line)
+        )
 
 
 def split_lines(body: str) -> list[str]:
@@ -53,36 +55,78 @@ def split_lines(body: str) -> list[str]:
     return lines
 
 
-def read_note(con: apsw.Connection, doc: DocRef, start_line: int | None = None, end_line: int | None = None,
-              max_lines: int = MAX_LINES) -> NoteText:
+def read_note(
+    con: apsw.Connection,
+    doc: DocRef,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    max_lines: int = MAX_LINES,
+) -> NoteText:
     """Lines ``start_line``..``end_line`` of ``doc`` (default: the whole note, up to ``max_lines``)."""
     lines = split_lines(doc.body)
     total = len(lines)
     first = start_line or 1
     if first < 1 or (end_line is not None and end_line < first):
-        raise InputError(f"no lines {first}-{end_line} in {doc.path}",
-                         f"give 1 <= start_line <= end_line (the note has {total} lines)")
+        raise InputError(
+            f"no lines {first}-{end_line} in {doc.path}",
+            f"give 1 <= start_line <= end_line (the note has {total} lines)",
+        )
     if first > max(total, 1):
-        raise InputError(f"{doc.path} has {total} lines, not {first}", "give a start_line within the note")
+        raise InputError(
+            f"{doc.path} has {total} lines, not {first}", "give a start_line within the note"
+        )
     last = min(end_line if end_line is not None else first + max_lines - 1, total)
     truncated = end_line is None and last < total
     size, mtime_ns, date, indexed_at = con.execute(
-        "SELECT size, mtime_ns, date, indexed_at FROM documents WHERE id = ?", (doc.id,)).fetchone()
-    tags = tuple(t for (t,) in con.execute("SELECT DISTINCT tag FROM tags WHERE doc_id = ? ORDER BY tag", (doc.id,)))
-    aliases = tuple(a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ? ORDER BY alias", (doc.id,)))
+        "SELECT size, mtime_ns, date, indexed_at FROM documents WHERE id = ?", (doc.id,)
+    ).fetchone()
+    tags = tuple(
+        t
+        for (t,) in con.execute(
+            "SELECT DISTINCT tag FROM tags WHERE doc_id = ? ORDER BY tag", (doc.id,)
+        )
+    )
+    aliases = tuple(
+        a
+        for (a,) in con.execute(
+            "SELECT alias FROM aliases WHERE doc_id = ? ORDER BY alias", (doc.id,)
+        )
+    )
     modified = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
-    return NoteText(doc.id, doc.path, doc.abspath, doc.title, doc.kind, tags, aliases, date, modified, indexed_at,
-                    is_stale(doc.abspath, size, mtime_ns), total, first, last, tuple(lines[first - 1:last]), truncated)
+    return NoteText(
+        doc.id,
+        doc.path,
+        doc.abspath,
+        doc.title,
+        doc.kind,
+        tags,
+        aliases,
+        date,
+        modified,
+        indexed_at,
+        is_stale(doc.abspath, size, mtime_ns),
+        total,
+        first,
+        last,
+        tuple(lines[first - 1 : last]),
+        truncated,
+    )
 
 
 def note_at(con: apsw.Connection, path: str) -> DocRef:
     """The document at exactly ``path`` inside its root (what ``kbase://note/{path}`` names)."""
     rows = con.execute(
         "SELECT d.id, r.path FROM documents AS d"
-        " JOIN roots AS r ON r.id = d.root_id WHERE d.path = ? ORDER BY r.path", (path,)).fetchall()
+        " JOIN roots AS r ON r.id = d.root_id WHERE d.path = ? ORDER BY r.path",
+        (path,),
+    ).fetchall()
     if not rows:
-        raise InputError(f"no indexed note at {path!r}", "list the notes (resources/list) or search for it")
+        raise InputError(
+            f"no indexed note at {path!r}", "list the notes (resources/list) or search for it"
+        )
     if len(rows) > 1:
-        raise InputError(f"{path!r} is in {len(rows)} roots: {', '.join(r[1] for r in rows)}",
-                         "read it with the read tool and its absolute path")
+        raise InputError(
+            f"{path!r} is in {len(rows)} roots: {', '.join(r[1] for r in rows)}",
+            "read it with the read tool and its absolute path",
+        )
     return load(con, rows[0][0])

@@ -30,35 +30,39 @@ _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
     # Every alternative starts with one of these characters: a letter fails at once (3x faster).
-    r"(?=[<%`!\[\]\\$*_~=|> \t#^0-9+\-:])(?:" + "|".join([
-        r"(?P<html_comment><!--.*?(?:-->|\Z))",
-        r"(?P<comment>%%.*?(?:%%|\Z))",
-        r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
-        r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",  # on one line
-        r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
-        r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
-        r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
-        r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
-        r"(?P<footnote>\[\^[^\]\r\n]+\])",
-        # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".
-        r"(?P<orphan>!?\[\[|\]\]|\]\([^)\s]*\)|``+)",
-        r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^>\s]+)>)",
-        r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
-        # Line starts, inside quotes too (a chunk may begin after a quote's '>').
-        r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
-        r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
-        rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
-        r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
-        r"(?P<heading_close>[ \t]+#+[ \t]*$)",
-        r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
-        r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
-        r"(?P<pipe>(?<!\\)\|)",
-        r"(?P<block_id>(?:[ \t]|^|(?<=\]\]))\^[A-Za-z0-9-]+[ \t]*$)",
-        r"(?P<math>\$\$)",
-        r"(?P<strong>\*\*|__(?!\w)|(?<!\w)__|~~|==)",
-        r"(?P<em>(?<![\w*\\])\*(?=[^\s*])|(?<=[^\s*\\])\*(?![\w*])|(?<![\w\\])_(?=[^\s_])|(?<=[^\s_\\])_(?!\w))",
-        r"(?P<escape>\\(?P<escaped>[\\`*_{}\[\]()#+\-.!|~<>=$%^]))",
-    ]) + ")",
+    r"(?=[<%`!\[\]\\$*_~=|> \t#^0-9+\-:])(?:"
+    + "|".join(
+        [
+            r"(?P<html_comment><!--.*?(?:-->|\Z))",
+            r"(?P<comment>%%.*?(?:%%|\Z))",
+            r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
+            r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",  # on one line
+            r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
+            r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
+            r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
+            r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
+            r"(?P<footnote>\[\^[^\]\r\n]+\])",
+            # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".
+            r"(?P<orphan>!?\[\[|\]\]|\]\([^)\s]*\)|``+)",
+            r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^>\s]+)>)",
+            r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
+            # Line starts, inside quotes too (a chunk may begin after a quote's '>').
+            r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+            r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
+            rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
+            r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
+            r"(?P<heading_close>[ \t]+#+[ \t]*$)",
+            r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
+            r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
+            r"(?P<pipe>(?<!\\)\|)",
+            r"(?P<block_id>(?:[ \t]|^|(?<=\]\]))\^[A-Za-z0-9-]+[ \t]*$)",
+            r"(?P<math>\$\$)",
+            r"(?P<strong>\*\*|__(?!\w)|(?<!\w)__|~~|==)",
+            r"(?P<em>(?<![\w*\\])\*(?=[^\s*])|(?<=[^\s*\\])\*(?![\w*])|(?<![\w\\])_(?=[^\s_])|(?<=[^\s_\\])_(?!\w))",
+            r"(?P<escape>\\(?P<escaped>[\\`*_{}\[\]()#+\-.!|~<>=$%^]))",
+        ]
+    )
+    + ")",
     re.S | re.M,
 )
 
@@ -81,7 +85,9 @@ def _wiki(m: re.Match) -> list[_Piece]:
 def _code(m: re.Match) -> list[_Piece]:
     a, b = m.span("code_text")
     text = m.group("code_text")
-    if len(text) > 2 and text[0] == " " and text[-1] == " ":  # CommonMark strips one space each side
+    if (
+        len(text) > 2 and text[0] == " " and text[-1] == " "
+    ):  # CommonMark strips one space each side
         a, b = a + 1, b - 1
     return [(a, b)]
 
@@ -95,7 +101,7 @@ def _embed(m: re.Match) -> list[_Piece]:
 
 def _callout(m: re.Match, text: str) -> list[_Piece]:
     """The callout's own title when the line has one, else its type ('note' -> 'Note')."""
-    rest = text[m.end():m.end() + 1]
+    rest = text[m.end() : m.end() + 1]
     if rest and rest not in "\r\n":
         return []
     kind = m.group("callout_type").strip()
@@ -167,9 +173,25 @@ def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list
     return "".join(out), source
 
 
-_ALTERNATIVES = tuple(name for name in _PATTERN.groupindex if not any(
-    name.startswith(p) for p in ("ticks", "code_text", "embed_target", "wiki_target", "wiki_alias", "image_alt",
-                                 "link_text", "url", "callout_type", "escaped")))
+_ALTERNATIVES = tuple(
+    name
+    for name in _PATTERN.groupindex
+    if not any(
+        name.startswith(p)
+        for p in (
+            "ticks",
+            "code_text",
+            "embed_target",
+            "wiki_target",
+            "wiki_alias",
+            "image_alt",
+            "link_text",
+            "url",
+            "callout_type",
+            "escaped",
+        )
+    )
+)
 
 
 def plain(text: str) -> str:
@@ -195,8 +217,11 @@ def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), ranges
 
 
-def snippet(text: str, ranges: Sequence[tuple[int, int]] = (), markdown: bool = True,
-            ) -> tuple[str, tuple[tuple[int, int], ...], int]:
+def snippet(
+    text: str,
+    ranges: Sequence[tuple[int, int]] = (),
+    markdown: bool = True,
+) -> tuple[str, tuple[tuple[int, int], ...], int]:
     """A one-line reading snippet of ``text`` (rendered if ``markdown``) around the first visible
     match.
 
@@ -267,4 +292,8 @@ def snippet(text: str, ranges: Sequence[tuple[int, int]] = (), markdown: bool = 
     prefix = "…" if start > 0 and text_out else ""
     suffix = "…" if width_hit else ""
     shift = len(prefix)
-    return (prefix + text_out + suffix, tuple((a + shift, b + shift) for a, b in highlights), anchor)
+    return (
+        prefix + text_out + suffix,
+        tuple((a + shift, b + shift) for a, b in highlights),
+        anchor,
+    )

@@ -28,7 +28,7 @@ def excerpt(text: str, span: tuple[int, int], width: int) -> str:
     # The span in the middle of what a window cut at both ends shows (width - 2 characters).
     start = max(0, a - max(0, width - 2 - (b - a)) // 2)
     if start == 0:
-        return text[:width - 1] + "…"
+        return text[: width - 1] + "…"
     if start + width - 1 >= len(text):
-        return "…" + text[len(text) - (width - 1):]
-    return "…" + text[start:start + width - 2] + "…"
+        return "…" + text[len(text) - (width - 1) :]
+    return "…" + text[start : start + width - 2] + "…"

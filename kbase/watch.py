@@ -90,20 +90,28 @@ def watch(
     else:
         roots = [Path(p) for p in _known_roots(kb)]
         if not roots:
-            raise InputError("nothing to watch yet", "pass the folders of your notes: kbase watch PATH...")
+            raise InputError(
+                "nothing to watch yet", "pass the folders of your notes: kbase watch PATH..."
+            )
     stop = stop_event if stop_event is not None else threading.Event()
     flt = _Filter(roots, Path(kb.path))
     targets = sorted({str(r if r.is_dir() else r.parent) for r in roots if r.exists()})
     if not targets:
-        raise InputError("none of the indexed folders exists any more", "pass the folders to watch: kbase watch PATH...")
+        raise InputError(
+            "none of the indexed folders exists any more",
+            "pass the folders to watch: kbase watch PATH...",
+        )
     runs = 0
     backlog = embed  # chunks may be waiting for vectors (an earlier --no-embed, an interrupted run)
 
     def embed_step() -> dict | None:
         """Some of the chunks without vectors, newest notes first (None: another writer is busy)."""
         nonlocal backlog
-        result = kb.embed_step(limit=EMBED_STEP, should_stop=stop.is_set,
-                               progress=_stopper(stop, index_options.get("embed_progress")))
+        result = kb.embed_step(
+            limit=EMBED_STEP,
+            should_stop=stop.is_set,
+            progress=_stopper(stop, index_options.get("embed_progress")),
+        )
         if result is not None:
             backlog = result.remaining > 0
             if on_embed is not None:
@@ -117,11 +125,18 @@ def watch(
         batch = WatchBatch(runs, changes, tuple(sorted(changed)), catch_up=catch_up)
         try:
             batch.report = kb.index(
-                [str(r) for r in roots if r.exists()] or [str(r) for r in roots], embed=False,
+                [str(r) for r in roots if r.exists()] or [str(r) for r in roots],
+                embed=False,
                 progress=_stopper(stop, index_options.get("progress")),
-                **{k: v for k, v in index_options.items() if k not in ("progress", "embed_progress")},
+                **{
+                    k: v
+                    for k, v in index_options.items()
+                    if k not in ("progress", "embed_progress")
+                },
             )
-            if embed and not batch.report.interrupted:  # the changed notes are the newest: first in line
+            if (
+                embed and not batch.report.interrupted
+            ):  # the changed notes are the newest: first in line
                 batch.report.embedding = embed_step()
         except IndexBusyError:
             return None
@@ -145,8 +160,15 @@ def watch(
         need_run, catch_up = True, True
         events, changed = 0, set()
         for batch in watchfiles.watch(
-            *targets, watch_filter=flt, debounce=debounce_ms, step=STEP_MS, stop_event=stop,
-            rust_timeout=RETRY_MS, yield_on_timeout=True, raise_interrupt=True, force_polling=force_polling,
+            *targets,
+            watch_filter=flt,
+            debounce=debounce_ms,
+            step=STEP_MS,
+            stop_event=stop,
+            rust_timeout=RETRY_MS,
+            yield_on_timeout=True,
+            raise_interrupt=True,
+            force_polling=force_polling,
         ):
             for _change, path in batch:
                 events += 1
@@ -159,7 +181,9 @@ def watch(
                     try:
                         embed_step()
                     except KbaseError:
-                        backlog = False  # e.g. vectors of another model: kbase embed --rebuild says so
+                        backlog = (
+                            False  # e.g. vectors of another model: kbase embed --rebuild says so
+                        )
                 continue
             done = run(events, changed, catch_up and not batch)
             if done is None:
@@ -217,6 +241,6 @@ class _Filter:
             if path == root:
                 return True
             if path.startswith(root + os.sep):
-                parts = path[len(root) + 1:].split(os.sep)
+                parts = path[len(root) + 1 :].split(os.sep)
                 return not any(p.startswith(".") and p != IGNORE_FILE for p in parts)
         return False

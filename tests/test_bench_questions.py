@@ -32,15 +32,20 @@ def test_every_answer_is_a_note_of_its_vault_and_every_section_a_heading_of_the_
         if "section" in q:
             best = (vault / q["answers"][0]).read_text(encoding="utf-8")
             heading = re.compile(rf"^#{{1,6}} +{re.escape(q['section'])} *$", re.MULTILINE)
-            assert heading.search(best), f"{q['id']}: no heading {q['section']!r} in {q['answers'][0]}"
+            assert heading.search(best), (
+                f"{q['id']}: no heading {q['section']!r} in {q['answers'][0]}"
+            )
 
 
-@pytest.mark.parametrize("broken, message", [
-    ({"id": "x1", "question": "how?", "answers": []}, "non-empty list of note paths"),
-    ({"id": "x1", "question": "how?", "answers": ["/abs/path.md"]}, "relative to the vault"),
-    ({"id": "x1", "question": "", "answers": ["a.md"]}, '"question" must be'),
-    ({"id": "x1", "question": "how?", "answers": ["a.md"], "kind": "rant"}, '"kind" must be'),
-])
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        ({"id": "x1", "question": "how?", "answers": []}, "non-empty list of note paths"),
+        ({"id": "x1", "question": "how?", "answers": ["/abs/path.md"]}, "relative to the vault"),
+        ({"id": "x1", "question": "", "answers": ["a.md"]}, '"question" must be'),
+        ({"id": "x1", "question": "how?", "answers": ["a.md"], "kind": "rant"}, '"kind" must be'),
+    ],
+)
 def test_a_broken_question_is_refused_with_the_file_and_question_named(tmp_path, broken, message):
     path = tmp_path / "some-vault.json"
     path.write_text(json.dumps({"vault": "some-vault", "questions": [broken]}), encoding="utf-8")
@@ -66,8 +71,10 @@ def test_scores_are_document_level_top1_top3_and_mrr_at_10():
     s = scores([1, 3, 4, None])
     assert (s["n"], s["top1"], s["top3"]) == (4, 0.25, 0.5)
     assert s["mrr10"] == pytest.approx((1 + 1 / 3 + 1 / 4 + 0) / 4, abs=1e-4)
-    two_sets = {"a": {"hybrid": {"questions": [{"rank": 1}, {"rank": None}]}},
-                "b": {"hybrid": {"questions": [{"rank": 2}]}}}
+    two_sets = {
+        "a": {"hybrid": {"questions": [{"rank": 1}, {"rank": None}]}},
+        "b": {"hybrid": {"questions": [{"rank": 2}]}},
+    }
     assert pooled(two_sets)["hybrid"] == scores([1, None, 2])  # over questions, not a mean of sets
 
 
@@ -96,6 +103,8 @@ def test_each_markup_pattern_finds_its_markup_and_plain_text_has_none():
     assert set(SAMPLES) == set(MARKUP_PATTERNS)
     for name, text in SAMPLES.items():
         assert name in markup_in(text), (name, text)
-    plain = ("Recurring tasks: when you complete one, a new task is created with the next date. "
-             "Use a trailing backslash to continue a line; C# and 5 ^ 2 are not markup.")
+    plain = (
+        "Recurring tasks: when you complete one, a new task is created with the next date. "
+        "Use a trailing backslash to continue a line; C# and 5 ^ 2 are not markup."
+    )
     assert markup_in(plain) == []

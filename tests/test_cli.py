@@ -17,7 +17,9 @@ def run(db_path):
     runner = CliRunner()
 
     def invoke(*args, input=None):
-        return runner.invoke(cli, ["--db", str(db_path), *map(str, args)], input=input, catch_exceptions=False)
+        return runner.invoke(
+            cli, ["--db", str(db_path), *map(str, args)], input=input, catch_exceptions=False
+        )
 
     return invoke
 
@@ -33,7 +35,9 @@ def test_index_prints_a_one_line_summary(run, vault):
     r = run("index", "--no-embed", vault)
     assert r.exit_code == 0
     assert r.stdout.startswith("indexed in ")
-    assert r.stdout.rstrip().endswith("4 new, 0 updated, 0 unchanged, 0 renamed, 0 removed, 0 skipped")
+    assert r.stdout.rstrip().endswith(
+        "4 new, 0 updated, 0 unchanged, 0 renamed, 0 removed, 0 skipped"
+    )
     r = run("index", "--no-embed")
     assert "0 new, 0 updated, 4 unchanged" in r.stdout
 
@@ -56,8 +60,12 @@ def test_index_json_report(run, vault):
 def test_search_table(run, indexed):
     r = run("search", "raised", "beds")
     assert r.exit_code == 0
-    assert r.stdout == "1. Garden  Garden.md:5  " + r.stdout.split("Garden.md:5  ")[1].split("\n")[0] + "\n" \
+    assert (
+        r.stdout
+        == "1. Garden  Garden.md:5  " + r.stdout.split("Garden.md:5  ")[1].split("\n")[0]
+        + "\n"
         "   Garden\n   Garden Tomatoes need sun and water. Beds Raised beds drain well.\n"
+    )
 
 
 def test_search_json_jsonl_csv_have_stable_fields(run, indexed):
@@ -69,19 +77,28 @@ def test_search_json_jsonl_csv_have_stable_fields(run, indexed):
     lines = run("search", "tomatoes", "--jsonl").stdout.splitlines()
     assert sorted(json.loads(x)["path"] for x in lines) == ["Garden.md", "tech/notes.txt"]
     rows = list(csv.DictReader(io.StringIO(run("search", "tomatoes", "--format", "csv").stdout)))
-    assert list(rows[0]) == list(HIT_FIELDS) and {r["path"] for r in rows} == {"Garden.md", "tech/notes.txt"}
+    assert list(rows[0]) == list(HIT_FIELDS) and {r["path"] for r in rows} == {
+        "Garden.md",
+        "tech/notes.txt",
+    }
     assert json.loads(run("search", "zzzz", "--json").stdout) == []
 
 
 def test_search_no_match_and_bad_date(run, indexed):
     r = run("search", "zzzz")
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
-    for query in ("", ":", "!!!", "-tomatoes"):  # nothing to search for: the same error for every query
+    for query in (
+        "",
+        ":",
+        "!!!",
+        "-tomatoes",
+    ):  # nothing to search for: the same error for every query
         r = run("search", "--", query)
         assert (r.exit_code, r.stdout) == (1, "")
         assert r.stderr.splitlines() == [
             f"Error: no words to search for in {query!r}",
-            "  hint: search for a word or a number; punctuation alone is ignored, and -word only excludes"]
+            "  hint: search for a word or a number; punctuation alone is ignored, and -word only excludes",
+        ]
     assert run("search").exit_code == 2  # no QUERY at all: a usage error
     r = run("search", "x", "--since", "yesterday-ish")
     assert r.exit_code == 1
@@ -97,25 +114,43 @@ def test_status(run, indexed, db_path):
 
 def test_show_document_and_region(run, indexed):
     assert run("show", "Garden.md").stdout == (indexed / "Garden.md").read_text()
-    assert run("show", "garden").stdout == (indexed / "Garden.md").read_text()  # like a link: no extension, any case
+    assert (
+        run("show", "garden").stdout == (indexed / "Garden.md").read_text()
+    )  # like a link: no extension, any case
     assert run("show", indexed / "tech" / "SQLite.md").exit_code == 0
     out = run("show", "Garden.md:3", "-C", "1").stdout
     assert out == "  2 | \n> 3 | Tomatoes need sun and water.\n  4 | \n"
     assert run("show", "Garden.md:5-7").stdout == "5 | ## Beds\n6 | \n7 | Raised beds drain well.\n"
     assert json.loads(run("show", "Garden.md:1-1", "--json").stdout)["text"] == "# Garden"
-    assert run("show", "Garden.md:6-99").stdout == "6 | \n7 | Raised beds drain well.\n"  # END past the end: to the end
-    assert run("show", "Garden.md:2", "-C", "99").stdout.splitlines()[1] == "> 2 | "  # the line stays marked
+    assert (
+        run("show", "Garden.md:6-99").stdout == "6 | \n7 | Raised beds drain well.\n"
+    )  # END past the end: to the end
+    assert (
+        run("show", "Garden.md:2", "-C", "99").stdout.splitlines()[1] == "> 2 | "
+    )  # the line stays marked
 
 
-@pytest.mark.parametrize("target,message,hint", [
-    ("Garden.md:999", "Garden.md has lines 1-7, not 999", "give a line from 1 to 7"),
-    ("Garden:0", "Garden.md has lines 1-7, not 0", "give a line from 1 to 7"),
-    ("Garden:8-9", "Garden.md has lines 1-7, not 8", "give a line from 1 to 7"),
-    ("Garden:5-3", "Garden.md:5-3 is reversed; Garden.md has lines 1-7", "give START-END with START <= END, e.g. Garden.md:3-5"),
-    ("tech/notes:2-0", "tech/notes.txt:2-0 is reversed; tech/notes.txt has lines 1-3",
-     "give START-END with START <= END, e.g. tech/notes.txt:1-2"),
-])
-def test_show_a_region_out_of_range_is_one_error_line_with_the_valid_range(run, indexed, target, message, hint):
+@pytest.mark.parametrize(
+    "target,message,hint",
+    [
+        ("Garden.md:999", "Garden.md has lines 1-7, not 999", "give a line from 1 to 7"),
+        ("Garden:0", "Garden.md has lines 1-7, not 0", "give a line from 1 to 7"),
+        ("Garden:8-9", "Garden.md has lines 1-7, not 8", "give a line from 1 to 7"),
+        (
+            "Garden:5-3",
+            "Garden.md:5-3 is reversed; Garden.md has lines 1-7",
+            "give START-END with START <= END, e.g. Garden.md:3-5",
+        ),
+        (
+            "tech/notes:2-0",
+            "tech/notes.txt:2-0 is reversed; tech/notes.txt has lines 1-3",
+            "give START-END with START <= END, e.g. tech/notes.txt:1-2",
+        ),
+    ],
+)
+def test_show_a_region_out_of_range_is_one_error_line_with_the_valid_range(
+    run, indexed, target, message, hint
+):
     r = run("show", target)
     assert (r.exit_code, r.stdout) == (1, "")
     assert r.stderr.splitlines() == [f"Error: {message}", f"  hint: {hint}"]
@@ -123,7 +158,14 @@ def test_show_a_region_out_of_range_is_one_error_line_with_the_valid_range(run, 
 
 def test_region_api_and_a_colon_in_a_file_name(kb, vault):
     r = kb.region("Garden:3", context=1)
-    assert (r.first, r.last, r.line, r.lines, r.total, r.whole) == (2, 4, 3, ("", "Tomatoes need sun and water.", ""), 7, False)
+    assert (r.first, r.last, r.line, r.lines, r.total, r.whole) == (
+        2,
+        4,
+        3,
+        ("", "Tomatoes need sun and water.", ""),
+        7,
+        False,
+    )
     assert kb.region("Garden").whole and kb.region("Garden").lines[-1] == "Raised beds drain well."
     (vault / "Meeting 10:30.md").write_text("# Meeting\n\nAgenda.\n")
     kb.index([vault], embed=False)
@@ -167,7 +209,9 @@ def test_env_var_selects_the_index(tmp_path, vault, monkeypatch):
 def test_python_dash_m_and_light_imports(tmp_path, vault):
     """`python -m kbase` works, and keyword search does not import the heavy parts."""
     db = tmp_path / "m.db"
-    subprocess.run([sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True
+    )
     code = (
         "import sys; from kbase.cli import cli\n"
         f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
@@ -175,12 +219,16 @@ def test_python_dash_m_and_light_imports(tmp_path, vault):
         "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', 'fastembed', 'onnxruntime', 'textual') if m in sys.modules)\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert "Garden.md" in out
     assert out.strip().endswith("HEAVY []")
     # Nor does re-checking an unchanged folder: nothing to parse, so no parser is loaded.
     code = code.replace("'search', 'tomatoes'", f"'index', '-q', '--no-embed', {str(vault)!r}")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip().endswith("HEAVY []"), out
 
 
@@ -190,9 +238,13 @@ def test_chunks_command(run, vault):
     assert out[1].split()[:2] == ["0", "1-9"] and out[1].split()[-1] == "SQLite"
     data = json.loads(run("chunks", vault / "tech" / "SQLite.md", "--json").stdout)
     text = (vault / "tech" / "SQLite.md").read_text()
-    assert [text[c["start"]:c["end"]] for c in data["chunks"]] == [c["text"] for c in data["chunks"]]
+    assert [text[c["start"] : c["end"]] for c in data["chunks"]] == [
+        c["text"] for c in data["chunks"]
+    ]
     assert data["diagnostics"] == []
-    small = json.loads(run("chunks", vault / "tech" / "SQLite.md", "--json", "--max-tokens", "8").stdout)
+    small = json.loads(
+        run("chunks", vault / "tech" / "SQLite.md", "--json", "--max-tokens", "8").stdout
+    )
     assert len(small["chunks"]) > len(data["chunks"])
     r = run("chunks", vault / "missing.md")
     assert r.exit_code == 1 and r.stderr.startswith("Error: cannot read")
@@ -214,8 +266,10 @@ def test_show_flags_a_file_changed_on_disk(run, indexed):
     bump_mtime(indexed / "Garden.md")
     r = run("show", "Garden:3-3")
     assert r.exit_code == 0 and r.stdout == "3 | Tomatoes need sun and water.\n"  # the indexed text
-    assert r.stderr == ("warning: Garden.md changed on disk since it was indexed; this is the indexed text"
-                        " (kbase index updates it)\n")
+    assert r.stderr == (
+        "warning: Garden.md changed on disk since it was indexed; this is the indexed text"
+        " (kbase index updates it)\n"
+    )
     assert json.loads(run("show", "Garden", "--json").stdout)["stale"] is True
     (indexed / "Garden.md").unlink()  # a vanished file too
     assert run("show", "Garden").stderr.startswith("warning: Garden.md changed on disk")
@@ -230,9 +284,14 @@ def test_link_context_is_cut_with_an_ellipsis_around_the_link(run, vault):
     context = lines[1][5:]
     assert len(context) == 160 and context.startswith("…") and context.endswith("…")
     assert "see [[Garden]] here" in context
-    (back,) = [line for line in run("backlinks", "Garden").stdout.splitlines() if "see [[Garden]]" in line]
+    (back,) = [
+        line for line in run("backlinks", "Garden").stdout.splitlines() if "see [[Garden]]" in line
+    ]
     assert back[5:] == context
-    assert run("links", "Welcome").stdout.splitlines()[1] == "     Start with the [[Garden]] note. #inbox"  # short: whole
+    assert (
+        run("links", "Welcome").stdout.splitlines()[1]
+        == "     Start with the [[Garden]] note. #inbox"
+    )  # short: whole
 
 
 def test_a_failed_first_index_run_leaves_no_file(tmp_path, vault):
@@ -241,18 +300,24 @@ def test_a_failed_first_index_run_leaves_no_file(tmp_path, vault):
         r = CliRunner().invoke(cli, ["--db", str(db), *args])
         assert r.exit_code == 1 and r.stderr.startswith("Error: "), r.output
         assert not (tmp_path / "new").exists(), args  # neither the file nor its folder
-    assert "no such file or folder: /no/such/folder" in r.stderr or "nothing to index yet" in r.stderr
+    assert (
+        "no such file or folder: /no/such/folder" in r.stderr or "nothing to index yet" in r.stderr
+    )
 
 
 def test_an_existing_index_survives_a_failed_run(run, indexed, db_path):
     before = run("sql", "SELECT count(*) AS n FROM documents", "--csv").stdout
     r = run("index", "/no/such/folder")
-    assert r.exit_code == 1 and r.stderr.startswith("Error: no such file or folder: /no/such/folder")
+    assert r.exit_code == 1 and r.stderr.startswith(
+        "Error: no such file or folder: /no/such/folder"
+    )
     assert run("sql", "SELECT count(*) AS n FROM documents", "--csv").stdout == before == "n\n4\n"
 
 
 @pytest.mark.parametrize("existing", [False, True])
-def test_a_first_run_failing_midway_removes_only_the_file_it_created(tmp_path, vault, monkeypatch, existing):
+def test_a_first_run_failing_midway_removes_only_the_file_it_created(
+    tmp_path, vault, monkeypatch, existing
+):
     import apsw
 
     import kbase

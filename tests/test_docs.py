@@ -33,14 +33,20 @@ def named_in(heading: str, name: str) -> bool:
 
 def test_the_command_list_is_complete():
     names = [name for name, _ in commands()]
-    assert {"index", "search", "show", "mcp", "roots", "roots move"} <= set(names) and len(names) >= 20
+    assert {"index", "search", "show", "mcp", "roots", "roots move"} <= set(names) and len(
+        names
+    ) >= 20
 
 
 @pytest.mark.parametrize(("name", "command"), commands(), ids=[name for name, _ in commands()])
 def test_every_command_and_option_has_help(name, command):
     assert (command.help or "").strip(), f"kbase {name} has no help text"
     assert command.get_short_help_str(80).strip()
-    missing = [p.opts[0] for p in command.params if isinstance(p, click.Option) and not (p.help or "").strip()]
+    missing = [
+        p.opts[0]
+        for p in command.params
+        if isinstance(p, click.Option) and not (p.help or "").strip()
+    ]
     assert missing == [], f"kbase {name}: options without help: {missing}"
 
 
@@ -54,7 +60,9 @@ def test_every_command_has_a_readme_section(name):
 def test_every_subcommand_is_explained_in_its_parents_section(name):
     parent = name.split()[0]
     text = "".join(body for heading, body in readme_sections().items() if named_in(heading, parent))
-    assert f"kbase {name}" in text, f"the README section of `kbase {parent}` does not explain `kbase {name}`"
+    assert f"kbase {name}" in text, (
+        f"the README section of `kbase {parent}` does not explain `kbase {name}`"
+    )
 
 
 def test_global_options_have_help():

@@ -14,15 +14,18 @@ NOTE_COMMANDS = ("show", "links", "backlinks", "neighbors", "graph")
 
 @pytest.fixture
 def vault(tmp_path):
-    return write(tmp_path / "v", {
-        "Work/Security and privacy.md": "---\naliases: [Safety]\n---\n# Work security\n\nSee [[Home]].\n",
-        "Home/Security and privacy.md": "---\naliases: [safety]\n---\n# Home security\n\nLocks. [[Plan]]\n",
-        "Home.md": "# Home\n\n[[Work/Security and privacy]] and [[Home/Security and privacy|locks]].\n",
-        "Plan.md": "# Plan\n\nTop-level plan. [[Home]]\n",
-        "Projects/Plan.md": "# Projects plan\n\nThe other plan.\n",
-        "Case/readme.md": "# lower\n",
-        "Case/README.md": "# upper\n",
-    })
+    return write(
+        tmp_path / "v",
+        {
+            "Work/Security and privacy.md": "---\naliases: [Safety]\n---\n# Work security\n\nSee [[Home]].\n",
+            "Home/Security and privacy.md": "---\naliases: [safety]\n---\n# Home security\n\nLocks. [[Plan]]\n",
+            "Home.md": "# Home\n\n[[Work/Security and privacy]] and [[Home/Security and privacy|locks]].\n",
+            "Plan.md": "# Plan\n\nTop-level plan. [[Home]]\n",
+            "Projects/Plan.md": "# Projects plan\n\nThe other plan.\n",
+            "Case/readme.md": "# lower\n",
+            "Case/README.md": "# upper\n",
+        },
+    )
 
 
 @pytest.fixture
@@ -47,13 +50,17 @@ def test_every_note_command_refuses_an_ambiguous_name_the_same_way(kb, command):
 
 
 def test_resolution_order(kb, vault):
-    assert kb.note("Plan").path == "Plan.md"  # a whole path inside the root beats a file name elsewhere
+    assert (
+        kb.note("Plan").path == "Plan.md"
+    )  # a whole path inside the root beats a file name elsewhere
     assert kb.note("projects/plan").path == "Projects/Plan.md"  # any case, no extension
     assert kb.note("[[Plan#Goals|the plan]]").path == "Plan.md"  # a link as written
     assert kb.note(str(vault / "Projects" / "Plan.md")).path == "Projects/Plan.md"
     assert kb.document("Home").path == "Home.md"
     assert kb.document("Case/README.md").title == "upper"  # the same case wins among case variants
-    with pytest.raises(InputError, match=r"'case/Readme' matches 2 documents: Case/README.md, Case/readme.md"):
+    with pytest.raises(
+        InputError, match=r"'case/Readme' matches 2 documents: Case/README.md, Case/readme.md"
+    ):
         kb.document("case/Readme")
     with pytest.raises(InputError, match=r"'SAFETY' matches 2 documents"):  # aliases are names too
         kb.note("SAFETY")

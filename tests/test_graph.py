@@ -13,24 +13,30 @@ from tests.conftest import bump_mtime, shared, write
 
 
 def graph_rows(con):
-    return sorted(con.execute(
-        "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor, l.alias,"
-        " coalesce(l.target_path, t.path), t.path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
-        " LEFT JOIN documents t ON t.id = l.target_id"
-    ).fetchall(), key=repr)
+    return sorted(
+        con.execute(
+            "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor, l.alias,"
+            " coalesce(l.target_path, t.path), t.path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
+            " LEFT JOIN documents t ON t.id = l.target_id"
+        ).fetchall(),
+        key=repr,
+    )
 
 
 @pytest.fixture
 def vault(tmp_path):
-    return write(tmp_path / "v", {
-        "Home.md": "---\naliases: [Start]\nrelated: \"[[Projects/Plan]]\"\n---\n# Home\n\n"
-                   "See [[Plan#Goals]], [[plan#Nope]], [[Missing note]] and ![[diagram.png|200]].\n"
-                   "Also [the log](Journal/Log.md) and [[#Home]].\n",
-        "Projects/Plan.md": "# Plan\n\n## Goals\n\nShip it. ^goal1\n\nBack to [[Home]] and [[Start|the start]].\n",
-        "Journal/Log.md": "# Log\n\nNothing links out. See [[Plan#^goal1]] and [[Plan#^nope]].\n",
-        "diagram.png": b"\x89PNG\r\n\x1a\n",
-        "Lonely.md": "# Lonely\n\nNo links to me.\n",
-    })
+    return write(
+        tmp_path / "v",
+        {
+            "Home.md": '---\naliases: [Start]\nrelated: "[[Projects/Plan]]"\n---\n# Home\n\n'
+            "See [[Plan#Goals]], [[plan#Nope]], [[Missing note]] and ![[diagram.png|200]].\n"
+            "Also [the log](Journal/Log.md) and [[#Home]].\n",
+            "Projects/Plan.md": "# Plan\n\n## Goals\n\nShip it. ^goal1\n\nBack to [[Home]] and [[Start|the start]].\n",
+            "Journal/Log.md": "# Log\n\nNothing links out. See [[Plan#^goal1]] and [[Plan#^nope]].\n",
+            "diagram.png": b"\x89PNG\r\n\x1a\n",
+            "Lonely.md": "# Lonely\n\nNo links to me.\n",
+        },
+    )
 
 
 def test_links_resolve_with_anchors_aliases_and_attachments(tmp_path, vault):
@@ -66,9 +72,14 @@ def test_graph_follows_files_coming_and_going(tmp_path, vault):
     shutil.move(vault / "Projects" / "Plan.md", vault / "Plan renamed.md")
     ingest.index(con, [vault])
     assert sorted(missing()) == ["Missing note", "Plan", "Projects/Plan", "plan"]
-    shutil.move(vault / "Plan renamed.md", vault / "Archive" / "Plan.md") if (vault / "Archive").mkdir() is None else None
+    shutil.move(vault / "Plan renamed.md", vault / "Archive" / "Plan.md") if (
+        vault / "Archive"
+    ).mkdir() is None else None
     ingest.index(con, [vault])
-    assert sorted(missing()) == ["Missing note", "Projects/Plan"]  # a path link stays bound to its path
+    assert sorted(missing()) == [
+        "Missing note",
+        "Projects/Plan",
+    ]  # a path link stays bound to its path
     (vault / "Projects" / "Plan.md").parent.mkdir(exist_ok=True)
     (vault / "Archive" / "Plan.md").write_text("# Plan\n\nNo goals heading any more.\n")
     bump_mtime(vault / "Archive" / "Plan.md")
@@ -80,7 +91,13 @@ def test_graph_follows_files_coming_and_going(tmp_path, vault):
 def test_incremental_graph_equals_fresh_index(tmp_path, vault):
     con = db.connect(tmp_path / "inc.db", create=True)
     ingest.index(con, [vault])
-    write(vault, {"Added.md": "# Added\n\n[[Lonely]] [[Home#Home]] [[Missing note]]\n", "Missing note.md": "x\n"})
+    write(
+        vault,
+        {
+            "Added.md": "# Added\n\n[[Lonely]] [[Home#Home]] [[Missing note]]\n",
+            "Missing note.md": "x\n",
+        },
+    )
     (vault / "Journal" / "Log.md").unlink()
     shutil.move(vault / "Lonely.md", vault / "Projects" / "Lonely.md")
     (vault / "Home.md").write_text("# Home\n\n[[Plan]] [[Lonely]] ![[gone.png]]\n")
@@ -98,16 +115,25 @@ def test_views_and_api(tmp_path, vault):
     con = kb.reader
     assert con.execute("SELECT count(*) FROM unresolved_links").get == 1
     assert con.execute("SELECT count(*) FROM broken_anchors").get == 2
-    assert {r[0] for r in con.execute("SELECT source_path FROM backlinks WHERE path = 'Home.md'")} == {"Projects/Plan.md"}
+    assert {
+        r[0] for r in con.execute("SELECT source_path FROM backlinks WHERE path = 'Home.md'")
+    } == {"Projects/Plan.md"}
     stats = dict(con.execute("SELECT path, backlinks FROM document_stats"))
     assert stats["Projects/Plan.md"] == 2 and stats["Lonely.md"] == 0
     back = kb.backlinks("plan")
-    assert {(b.source_path, b.line) for b in back} == {("Home.md", 3), ("Home.md", 7), ("Journal/Log.md", 3)}
+    assert {(b.source_path, b.line) for b in back} == {
+        ("Home.md", 3),
+        ("Home.md", 7),
+        ("Journal/Log.md", 3),
+    }
     assert back[0].context == 'related: "[[Projects/Plan]]"'  # front matter links count
     assert back[1].context.startswith("See [[Plan#Goals]]")
     assert [n.path for n in kb.orphans()] == ["Lonely.md"]
     assert [(n.path, n.distance) for n in kb.neighbors("Lonely")] == []
-    assert [(n.path, n.distance) for n in kb.neighbors("Log", depth=2)] == [("Home.md", 1), ("Projects/Plan.md", 1)]
+    assert [(n.path, n.distance) for n in kb.neighbors("Log", depth=2)] == [
+        ("Home.md", 1),
+        ("Projects/Plan.md", 1),
+    ]
     assert kb.note("Start").path == "Home.md"  # by alias, the way a link would
     g = kb.graph()
     assert len(g["nodes"]) == 4 and {(e["source"], e["target"]) for e in g["edges"]}
@@ -123,9 +149,12 @@ def test_cli_graph_commands(tmp_path, vault):
     back = json.loads(run("backlinks", "Home", "--json").stdout)
     assert [b["source_path"] for b in back] == ["Projects/Plan.md", "Projects/Plan.md"]
     assert run("unresolved").stdout.startswith("Home.md:7 -> Missing note (unresolved)")
-    assert [(o["path"], o["title"]) for o in json.loads(run("orphans", "--json").stdout)] == [("Lonely.md", "Lonely")]
-    assert [n["path"] for n in json.loads(run("neighbors", "Plan", "--depth", "2", "--json").stdout)] == \
-        ["Home.md", "Journal/Log.md"]
+    assert [(o["path"], o["title"]) for o in json.loads(run("orphans", "--json").stdout)] == [
+        ("Lonely.md", "Lonely")
+    ]
+    assert [
+        n["path"] for n in json.loads(run("neighbors", "Plan", "--depth", "2", "--json").stdout)
+    ] == ["Home.md", "Journal/Log.md"]
     dot = run("graph", "--format", "dot").stdout
     assert dot.startswith("digraph kbase {") and "->" in dot
     r = run("backlinks", "Nobody")
@@ -141,15 +170,19 @@ def test_obsidian_tasks_docs_graph(tmp_path):
     assert one("SELECT count(*) FROM links WHERE kind = 'wiki' AND embed") == 28
     assert one("SELECT count(*) FROM unresolved_links WHERE NOT embed AND kind = 'wiki'") == 0
     assert one("SELECT count(*) FROM broken_anchors") == 0
-    assert one("SELECT count(*) FROM links WHERE anchor IS NOT NULL AND anchor NOT LIKE '^%'") >= 400
+    assert (
+        one("SELECT count(*) FROM links WHERE anchor IS NOT NULL AND anchor NOT LIKE '^%'") >= 400
+    )
 
 
 def test_same_file_name_in_two_folders(tmp_path):
     folder = shared("wikilinks", "obsidian-export", "input", "same-filename-different-directories")
     con = db.connect(tmp_path / "s.db", create=True)
     ingest.index(con, [folder])
-    rows = con.execute("SELECT s.path, l.target, t.path FROM links l JOIN documents s ON s.id = l.source_id"
-                       " LEFT JOIN documents t ON t.id = l.target_id ORDER BY 1, 2").fetchall()
+    rows = con.execute(
+        "SELECT s.path, l.target, t.path FROM links l JOIN documents s ON s.id = l.source_id"
+        " LEFT JOIN documents t ON t.id = l.target_id ORDER BY 1, 2"
+    ).fetchall()
     assert rows and all(tp is not None for _, _, tp in rows)
     assert len({tp for _, _, tp in rows}) > 1 or len(rows) == 1
 
@@ -164,15 +197,21 @@ def test_neighbors_say_which_way_each_link_goes(tmp_path, vault):
         ("Projects/Sub.md", 2, "in", "Projects/Plan.md"),  # Sub links to Plan
     ]
     assert [(n.path, n.direction) for n in kb.neighbors("Plan")] == [
-        ("Home.md", "both"), ("Journal/Log.md", "in"), ("Projects/Sub.md", "in")]
+        ("Home.md", "both"),
+        ("Journal/Log.md", "in"),
+        ("Projects/Sub.md", "in"),
+    ]
     run = lambda *a: CliRunner().invoke(cli, ["--db", str(kb.path), *a])  # noqa: E731
     assert run("neighbors", "Home", "-d", "2").stdout == (
         "1  out   Journal/Log.md  (Log)\n"
         "1  both  Projects/Plan.md  (Plan)\n"
-        "2  in    Projects/Sub.md  (Sub)  via Projects/Plan.md\n")
+        "2  in    Projects/Sub.md  (Sub)  via Projects/Plan.md\n"
+    )
     rows = json.loads(run("neighbors", "Log", "--json").stdout)
-    assert [(r["path"], r["direction"], r["via"]) for r in rows] == [("Home.md", "in", "Journal/Log.md"),
-                                                                    ("Projects/Plan.md", "out", "Journal/Log.md")]
+    assert [(r["path"], r["direction"], r["via"]) for r in rows] == [
+        ("Home.md", "in", "Journal/Log.md"),
+        ("Projects/Plan.md", "out", "Journal/Log.md"),
+    ]
     kb.close()
 
 
@@ -187,21 +226,38 @@ def test_graph_of_a_neighbourhood_with_path_filters(tmp_path, vault):
         assert r.exit_code == 0, r.output
         g = json.loads(r.stdout)
         path = {n["id"]: n["path"] for n in g["nodes"]}
-        return ({n["path"]: n.get("distance") for n in g["nodes"]},
-                sorted((path[e["source"]], path[e["target"]]) for e in g["edges"]))
+        return (
+            {n["path"]: n.get("distance") for n in g["nodes"]},
+            sorted((path[e["source"]], path[e["target"]]) for e in g["edges"]),
+        )
 
     nodes, edges = graph("Home")
     assert nodes == {"Home.md": 0, "Journal/Log.md": 1, "Projects/Plan.md": 1}
-    assert edges == [("Home.md", "Journal/Log.md"), ("Home.md", "Projects/Plan.md"),
-                     ("Journal/Log.md", "Projects/Plan.md"), ("Projects/Plan.md", "Home.md")]
+    assert edges == [
+        ("Home.md", "Journal/Log.md"),
+        ("Home.md", "Projects/Plan.md"),
+        ("Journal/Log.md", "Projects/Plan.md"),
+        ("Projects/Plan.md", "Home.md"),
+    ]
     assert graph("Home", "--depth", "2")[0]["Projects/Sub.md"] == 2
     # Links through a note left out are not followed: Sub is only reachable through Plan.
-    assert graph("Home", "-d", "2", "--exclude", "Projects/Plan.md")[0] == {"Home.md": 0, "Journal/Log.md": 1}
-    assert graph("Home", "--path", "Projects")[0] == {"Home.md": 0, "Projects/Plan.md": 1}  # the start stays
-    assert graph("--path", "Projects") == ({"Projects/Plan.md": None, "Projects/Sub.md": None},
-                                           [("Projects/Sub.md", "Projects/Plan.md")])
-    assert set(graph("--exclude", "Journal", "--exclude", "Projects/S*")[0]) == {"Home.md", "Lonely.md",
-                                                                                 "Projects/Plan.md"}
+    assert graph("Home", "-d", "2", "--exclude", "Projects/Plan.md")[0] == {
+        "Home.md": 0,
+        "Journal/Log.md": 1,
+    }
+    assert graph("Home", "--path", "Projects")[0] == {
+        "Home.md": 0,
+        "Projects/Plan.md": 1,
+    }  # the start stays
+    assert graph("--path", "Projects") == (
+        {"Projects/Plan.md": None, "Projects/Sub.md": None},
+        [("Projects/Sub.md", "Projects/Plan.md")],
+    )
+    assert set(graph("--exclude", "Journal", "--exclude", "Projects/S*")[0]) == {
+        "Home.md",
+        "Lonely.md",
+        "Projects/Plan.md",
+    }
     assert len(graph()[0]) == 5
     dot = run("graph", "Home", "--format", "dot").stdout
     assert dot.count("penwidth=2") == 1 and dot.count(" -> ") == 4
@@ -211,12 +267,15 @@ def test_graph_of_a_neighbourhood_with_path_filters(tmp_path, vault):
 
 def test_unresolved_anchors_accepts_a_block_id_written_right_after_an_embed(tmp_path):
     # As in Obsidian's help vault: '![[image.png]]^id' names the block; an embed of it is not broken.
-    vault = write(tmp_path / "v", {
-        "Collaborate.md": "# Collaborate\n\n![[version-history-collaboration.png]]^version-history-image\n",
-        "Version history.md": "# Version history\n\n![[Collaborate#^version-history-image]]\n"
-                              "![[Collaborate#^no-such-block]]\n",
-        "version-history-collaboration.png": b"\x89PNG\r\n",
-    })
+    vault = write(
+        tmp_path / "v",
+        {
+            "Collaborate.md": "# Collaborate\n\n![[version-history-collaboration.png]]^version-history-image\n",
+            "Version history.md": "# Version history\n\n![[Collaborate#^version-history-image]]\n"
+            "![[Collaborate#^no-such-block]]\n",
+            "version-history-collaboration.png": b"\x89PNG\r\n",
+        },
+    )
     dbp = tmp_path / "i.db"
     kbase.open(dbp).index([vault], embed=False)
     r = CliRunner().invoke(cli, ["--db", str(dbp), "unresolved", "--anchors"])

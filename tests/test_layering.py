@@ -18,8 +18,13 @@ def test_core_does_not_import_presentation_libraries():
         if rel.name in ALLOWED or rel.parts[0] == "tui":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offenders += [f"{rel}: {n}" for n in names if n.split(".")[0] in PRESENTATION]
     assert offenders == []
 
@@ -108,11 +113,16 @@ def test_the_public_api_is_typed():
     members = [("kbase.open", kbase.open)] + [
         (f"KB.{name}", member.fget if isinstance(member, property) else member)
         for name, member in vars(KB).items()
-        if (not name.startswith("_") or name == "__init__") and (inspect.isfunction(member) or isinstance(member, property))
+        if (not name.startswith("_") or name == "__init__")
+        and (inspect.isfunction(member) or isinstance(member, property))
     ]
     for name, fn in members:
         sig = inspect.signature(fn)
-        untyped += [f"{name}({p})" for p in sig.parameters if p != "self" and sig.parameters[p].annotation is inspect.Parameter.empty]
+        untyped += [
+            f"{name}({p})"
+            for p in sig.parameters
+            if p != "self" and sig.parameters[p].annotation is inspect.Parameter.empty
+        ]
         if sig.return_annotation is inspect.Signature.empty and not name.endswith("__init__"):
             untyped.append(f"{name} -> ?")
     assert len(members) > 30 and untyped == []

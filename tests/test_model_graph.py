@@ -30,7 +30,10 @@ def test_vectors_are_fastembeds(model):
     assert min(cosine(v, w) for v, w in zip(batch, want)) >= 0.9999
     assert min(cosine(model.embed_query(t), w) for t, w in zip(texts, want)) >= 0.9999
     # the batch path and the query path agree with each other as well
-    assert min(cosine(a, struct.unpack("<384f", model.embed_query(t))) for a, t in zip(batch, texts)) >= 0.9999
+    assert (
+        min(cosine(a, struct.unpack("<384f", model.embed_query(t))) for a, t in zip(batch, texts))
+        >= 0.9999
+    )
 
 
 def test_the_derived_graph_is_cached_fused_and_checksummed(model, tmp_path, monkeypatch):
@@ -38,11 +41,17 @@ def test_the_derived_graph_is_cached_fused_and_checksummed(model, tmp_path, monk
     assert folder.parent == embedder.model_cache_dir()
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["source_sha256"] == embedder.MODEL_SHA256
-    assert manifest["attention_fused"] is True and manifest["probe_min_cosine"] >= model_graph.MIN_PROBE_COSINE
+    assert (
+        manifest["attention_fused"] is True
+        and manifest["probe_min_cosine"] >= model_graph.MIN_PROBE_COSINE
+    )
     assert set(manifest["files"]) == {"model.onnx", "model.onnx.data"}
     monkeypatch.setattr(model_graph, "_build", lambda *a: pytest.fail("rebuilt an intact graph"))
     assert embedder.MiniLMEmbedder().graph == model.graph
-    assert model_graph.derived_graph(embedder.MODEL_SHA256, embedder.model_cache_dir(), verify=True) == model.graph
+    assert (
+        model_graph.derived_graph(embedder.MODEL_SHA256, embedder.model_cache_dir(), verify=True)
+        == model.graph
+    )
 
 
 def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
@@ -51,13 +60,17 @@ def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
     data = graph.with_name("model.onnx.data")
     st = data.stat()
     data.chmod(0o644)
-    with open(data, "r+b") as f:  # one flipped byte, same size, same time: only the checksum sees it
+    with open(
+        data, "r+b"
+    ) as f:  # one flipped byte, same size, same time: only the checksum sees it
         f.seek(st.st_size // 2)
         byte = f.read(1)
         f.seek(st.st_size // 2)
         f.write(bytes([byte[0] ^ 0xFF]))
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert model_graph.derived_graph(embedder.MODEL_SHA256, embedder.model_cache_dir()) == graph  # the quick check passes
+    assert (
+        model_graph.derived_graph(embedder.MODEL_SHA256, embedder.model_cache_dir()) == graph
+    )  # the quick check passes
     built = []
     real_build = model_graph._build
     monkeypatch.setattr(model_graph, "_build", lambda *a: built.append(1) or real_build(*a))
@@ -88,6 +101,11 @@ def test_a_query_imports_neither_fastembed_nor_the_graph_tools(model, tmp_path):
         "embedder.MiniLMEmbedder().embed_query('hello')\n"
         "print(sorted(m for m in ('fastembed', 'onnx', 'huggingface_hub') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert out.stdout.strip() == "[]"

@@ -9,8 +9,13 @@ from kbase.query import parse_query
 @pytest.fixture(scope="module")
 def fts():
     con = apsw.Connection(":memory:")
-    con.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
-    con.executemany("INSERT INTO t(body) VALUES (?)", [("c++ and e.g. rust",), ("alpha beta gamma",), ("near and not",)])
+    con.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    con.executemany(
+        "INSERT INTO t(body) VALUES (?)",
+        [("c++ and e.g. rust",), ("alpha beta gamma",), ("near and not",)],
+    )
     return con
 
 
@@ -24,7 +29,7 @@ def fts():
         ("c++ e.g.", '"c" AND "e g"'),
         ("AND NOT NEAR( OR", '"AND" AND "NOT" AND "NEAR"'),
         ('"unbalanced phrase', '"unbalanced phrase"'),
-        ("foo-bar -\"x y\"", '("foo bar") NOT "x y"'),
+        ('foo-bar -"x y"', '("foo bar") NOT "x y"'),
         ('say "hi"" there', '"say" AND "hi" AND "there"'),
         ("🎉 party", '"party"'),
         ("-only", ""),
@@ -41,9 +46,16 @@ def test_any_mode_ors_the_clauses():
 
 def test_any_mode_leaves_out_stop_words_unless_nothing_else_is_left():
     q = parse_query('the role of "the who" in music*')
-    assert q.to_fts() == '"the" AND "role" AND "of" AND "the who" AND "in" AND "music"*'  # all words: as typed
-    assert q.to_fts(match_any=True) == '"role" OR "the who" OR "music"*'  # phrases and prefixes stay
-    assert parse_query("to be or not to be").to_fts(match_any=True) == '"to" OR "be" OR "or" OR "not" OR "to" OR "be"'
+    assert (
+        q.to_fts() == '"the" AND "role" AND "of" AND "the who" AND "in" AND "music"*'
+    )  # all words: as typed
+    assert (
+        q.to_fts(match_any=True) == '"role" OR "the who" OR "music"*'
+    )  # phrases and prefixes stay
+    assert (
+        parse_query("to be or not to be").to_fts(match_any=True)
+        == '"to" OR "be" OR "or" OR "not" OR "to" OR "be"'
+    )
 
 
 @settings(max_examples=2000, deadline=None)
@@ -55,7 +67,14 @@ def test_any_text_makes_a_valid_fts5_query(fts, text):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(['"', "-", "*", "OR", "AND", "NOT", "NEAR(", ")", "(", "c++", "x", ":", "^", " ", "'"]), max_size=12))
+@given(
+    st.lists(
+        st.sampled_from(
+            ['"', "-", "*", "OR", "AND", "NOT", "NEAR(", ")", "(", "c++", "x", ":", "^", " ", "'"]
+        ),
+        max_size=12,
+    )
+)
 def test_operator_soup_never_breaks(fts, parts):
     q = parse_query(" ".join(parts))
     if not q.empty:
@@ -66,5 +85,7 @@ def test_any_mode_leaves_out_single_letters():
     q = parse_query("vitamin d and k levels")
     assert q.to_fts(match_any=True) == '"vitamin" OR "levels"'
     assert q.to_fts() == '"vitamin" AND "d" AND "and" AND "k" AND "levels"'  # all words: as typed
-    assert parse_query("today's x").to_fts(match_any=True) == '"today s"'  # a possessive is a phrase
+    assert (
+        parse_query("today's x").to_fts(match_any=True) == '"today s"'
+    )  # a possessive is a phrase
     assert parse_query("x").to_fts(match_any=True) == '"x"'  # nothing else left: kept

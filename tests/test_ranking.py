@@ -17,25 +17,31 @@ from kbase.parse import parse
 from tests.conftest import write
 
 
-@pytest.mark.parametrize("text, title", [
-    ("# Opening heading\n\nText.", "Opening heading"),
-    ("---\ntitle: From front matter\n---\n# Heading\n", "From front matter"),
-    ("---\ntags: [a]\n---\n\n# After front matter\n", "After front matter"),
-    ("Intro paragraph.\n\n# A later heading\n", "File Name"),  # not the note's first block
-    ("## Open Settings\n\n# H1 later\n", "File Name"),  # only a level-1 heading names a note
-    ("# **Bold** [[Target|alias]] `code`\n", "Bold alias code"),  # plain text
-    ("---\ntitle: \"{{title}}\"\n---\n# Real title\n", "Real title"),  # template placeholder
-    ("# {{title}}\n", "File Name"),
-    ("# <% tp.file.title %>\n", "File Name"),
-    ("aliases:\n===\n\ntext\n", "File Name"),  # a YAML-looking line left by broken front matter
-    ("Setext title\n============\n\ntext\n", "Setext title"),
-])
+@pytest.mark.parametrize(
+    "text, title",
+    [
+        ("# Opening heading\n\nText.", "Opening heading"),
+        ("---\ntitle: From front matter\n---\n# Heading\n", "From front matter"),
+        ("---\ntags: [a]\n---\n\n# After front matter\n", "After front matter"),
+        ("Intro paragraph.\n\n# A later heading\n", "File Name"),  # not the note's first block
+        ("## Open Settings\n\n# H1 later\n", "File Name"),  # only a level-1 heading names a note
+        ("# **Bold** [[Target|alias]] `code`\n", "Bold alias code"),  # plain text
+        ('---\ntitle: "{{title}}"\n---\n# Real title\n', "Real title"),  # template placeholder
+        ("# {{title}}\n", "File Name"),
+        ("# <% tp.file.title %>\n", "File Name"),
+        ("aliases:\n===\n\ntext\n", "File Name"),  # a YAML-looking line left by broken front matter
+        ("Setext title\n============\n\ntext\n", "Setext title"),
+    ],
+)
 def test_title_rule(text, title):
     assert parse(text, "folder/File Name.md").title == title
 
 
 def test_existing_index_gets_new_titles_without_reading_files(tmp_path, monkeypatch):
-    v = write(tmp_path / "v", {"Glossary.md": "Intro.\n\n## Alias\n\nAnother name.\n", "Plain.md": "# Plain\n\nx\n"})
+    v = write(
+        tmp_path / "v",
+        {"Glossary.md": "Intro.\n\n## Alias\n\nAnother name.\n", "Plain.md": "# Plain\n\nx\n"},
+    )
     db = tmp_path / "i.db"
     kb = kbase.open(db)
     kb.index([v], embed=False)
@@ -44,40 +50,56 @@ def test_existing_index_gets_new_titles_without_reading_files(tmp_path, monkeypa
     with con:
         con.execute("DELETE FROM chunks")  # (the title is part of every chunk's keyword row)
         con.execute("UPDATE documents SET title = 'Alias' WHERE path = 'Glossary.md'")
-        meta_set(con, "chunker", json.dumps({**json.loads(ChunkSettings().fingerprint(ingest.default_counter())),
-                                             "version": 2}))
+        meta_set(
+            con,
+            "chunker",
+            json.dumps(
+                {**json.loads(ChunkSettings().fingerprint(ingest.default_counter())), "version": 2}
+            ),
+        )
     con.close()
     monkeypatch.setattr(ingest, "decode", lambda *a, **k: pytest.fail("a file was read again"))
     report = kb.index([v], embed=False)
     assert report.rechunked == 2 and report.updated == 0 and report.new == 0
     assert {d.path: d.title for d in map(kb.document, ["Glossary.md", "Plain.md"])} == {
-        "Glossary.md": "Glossary", "Plain.md": "Plain"}
+        "Glossary.md": "Glossary",
+        "Plain.md": "Plain",
+    }
     assert [h.path for h in kb.search("glossary", mode="keyword")] == ["Glossary.md"]
 
 
 @pytest.fixture
 def names(tmp_path):
-    v = write(tmp_path / "names", {
-        "Introduction to Obsidian Sync.md": "---\naliases: [Sync intro]\n---\nSync keeps your vault on all devices.\n",
-        "Sync settings.md": "# Sync settings\n\nOpen the Introduction to Obsidian Sync note first. Obsidian Sync "
-                            "settings: Obsidian, Sync, introduction.\n",
-        "Other.md": "# Other\n\nIntroduction to Obsidian Sync, introduction to Obsidian Sync, again Obsidian Sync.\n",
-        "deep/Settings.md": "---\ntitle: Preferences\n---\nSettings and more settings, all the settings.\n",
-        "Settings overview.md": "# Settings overview\n\nSettings, settings, settings everywhere; settings.\n",
-    })
+    v = write(
+        tmp_path / "names",
+        {
+            "Introduction to Obsidian Sync.md": "---\naliases: [Sync intro]\n---\nSync keeps your vault on all devices.\n",
+            "Sync settings.md": "# Sync settings\n\nOpen the Introduction to Obsidian Sync note first. Obsidian Sync "
+            "settings: Obsidian, Sync, introduction.\n",
+            "Other.md": "# Other\n\nIntroduction to Obsidian Sync, introduction to Obsidian Sync, again Obsidian Sync.\n",
+            "deep/Settings.md": "---\ntitle: Preferences\n---\nSettings and more settings, all the settings.\n",
+            "Settings overview.md": "# Settings overview\n\nSettings, settings, settings everywhere; settings.\n",
+        },
+    )
     kb = kbase.open(tmp_path / "n.db")
     kb.index([v], embed=False)
     return kb
 
 
-@pytest.mark.parametrize("query, first", [
-    ("Introduction to Obsidian Sync", "Introduction to Obsidian Sync.md"),  # the file name
-    ("introduction to obsidian sync", "Introduction to Obsidian Sync.md"),  # any case
-    ("sync intro", "Introduction to Obsidian Sync.md"),  # an alias
-    ("Settings", "deep/Settings.md"),  # the file name, though the title is another
-    ("preferences", "deep/Settings.md"),  # the title
-    ("introduction to obsid", "Introduction to Obsidian Sync.md"),  # a prefix of the name, as typed
-])
+@pytest.mark.parametrize(
+    "query, first",
+    [
+        ("Introduction to Obsidian Sync", "Introduction to Obsidian Sync.md"),  # the file name
+        ("introduction to obsidian sync", "Introduction to Obsidian Sync.md"),  # any case
+        ("sync intro", "Introduction to Obsidian Sync.md"),  # an alias
+        ("Settings", "deep/Settings.md"),  # the file name, though the title is another
+        ("preferences", "deep/Settings.md"),  # the title
+        (
+            "introduction to obsid",
+            "Introduction to Obsidian Sync.md",
+        ),  # a prefix of the name, as typed
+    ],
+)
 def test_a_note_named_by_the_query_comes_first(names, query, first):
     hits = names.search(query, mode="keyword")
     assert hits[0].path == first
@@ -94,10 +116,27 @@ def test_scores_fall_with_rank_across_tiers(names, tmp_path):
     tiers = [h.explain["tier"] for h in hits]
     assert "all words" in tiers or "some words" in tiers
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    assert all(int(h.score) == {"name": 5, "name prefix": 4, "all words": 3, "some words": 1}[h.explain["tier"]]
-               for h in hits)
-    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "n.db"), "search", "-m", "keyword", "--json",
-                                   "obsidian sync settings everywhere"]).output
+    assert all(
+        int(h.score)
+        == {"name": 5, "name prefix": 4, "all words": 3, "some words": 1}[h.explain["tier"]]
+        for h in hits
+    )
+    out = (
+        CliRunner()
+        .invoke(
+            cli,
+            [
+                "--db",
+                str(tmp_path / "n.db"),
+                "search",
+                "-m",
+                "keyword",
+                "--json",
+                "obsidian sync settings everywhere",
+            ],
+        )
+        .output
+    )
     scores = [h["score"] for h in json.loads(out)]
     assert scores == sorted(scores, reverse=True) and len(scores) == len(hits)
 
@@ -115,10 +154,17 @@ def test_a_long_note_does_not_outrank_a_short_one_by_its_length(tmp_path):
     pays for the note's length (its many chances), the short note's does not."""
     passage = "Knead the dough for ten minutes, let it rise overnight, bake in a dutch oven."
     filler = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
-    items = "\n".join(f"- {' '.join(filler[(i * 7 + j) % len(filler)] for j in range(6))} item {i}"
-                      for i in range(3000))
-    v = write(tmp_path / "v", {"Bread.md": f"# Bread\n\n{passage}\n",
-                               "Everything.md": f"# Everything\n\n{passage}\n\n{items}\n"})
+    items = "\n".join(
+        f"- {' '.join(filler[(i * 7 + j) % len(filler)] for j in range(6))} item {i}"
+        for i in range(3000)
+    )
+    v = write(
+        tmp_path / "v",
+        {
+            "Bread.md": f"# Bread\n\n{passage}\n",
+            "Everything.md": f"# Everything\n\n{passage}\n\n{items}\n",
+        },
+    )
     kb = kbase.open(tmp_path / "l.db")
     kb.index([v], embed=False)
     short, long = kb.search("dough rise overnight", mode="keyword", limit=2)
@@ -138,41 +184,95 @@ def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
     assert "deep/Settings.md" in every
     kept = {h.path for h in names.search("settings", mode="keyword", limit=20, exclude=["DEEP/"])}
     assert kept == every - {"deep/Settings.md"}
-    kept = {h.path for h in names.search("settings", mode="keyword", limit=20, exclude=["settings*", "Deep/*"])}
-    assert kept == every - {"deep/Settings.md", "Settings overview.md"}  # GLOB: "*" also crosses "/"
-    assert {h.path for h in names.search("settings", mode="keyword", path="DEEP")} == {"deep/Settings.md"}
-    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "n.db"), "search", "settings", "-m", "keyword", "--json",
-                                   "--exclude", "deep", "--exclude", "Settings overview.md"]).output
-    assert {h["path"] for h in json.loads(out)} == every - {"deep/Settings.md", "Settings overview.md"}
+    kept = {
+        h.path
+        for h in names.search("settings", mode="keyword", limit=20, exclude=["settings*", "Deep/*"])
+    }
+    assert kept == every - {
+        "deep/Settings.md",
+        "Settings overview.md",
+    }  # GLOB: "*" also crosses "/"
+    assert {h.path for h in names.search("settings", mode="keyword", path="DEEP")} == {
+        "deep/Settings.md"
+    }
+    out = (
+        CliRunner()
+        .invoke(
+            cli,
+            [
+                "--db",
+                str(tmp_path / "n.db"),
+                "search",
+                "settings",
+                "-m",
+                "keyword",
+                "--json",
+                "--exclude",
+                "deep",
+                "--exclude",
+                "Settings overview.md",
+            ],
+        )
+        .output
+    )
+    assert {h["path"] for h in json.loads(out)} == every - {
+        "deep/Settings.md",
+        "Settings overview.md",
+    }
 
 
 def test_hybrid_hit_shows_the_chunk_of_the_list_that_contributes_most(names, monkeypatch):
     """The fusion is real; the two lists are fixed so that each side is stronger for one note."""
     con = names.reader
-    chunks = dict(con.execute("SELECT d.path, group_concat(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-                              " GROUP BY d.path").fetchall())
+    chunks = dict(
+        con.execute(
+            "SELECT d.path, group_concat(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " GROUP BY d.path"
+        ).fetchall()
+    )
     doc = dict(con.execute("SELECT path, id FROM documents").fetchall())
     a, b = "Sync settings.md", "Other.md"
     ca, cb = int(chunks[a].split(",")[0]), int(chunks[b].split(",")[0])
-    kw = [search.Ranked(doc[b], cb, 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}),
-          search.Ranked(doc[a], ca, 3.2, 1, '"sync"', {"tier": "all words", "bm25": 2.5, "chunks": 1})]
+    kw = [
+        search.Ranked(
+            doc[b], cb, 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}
+        ),
+        search.Ranked(
+            doc[a], ca, 3.2, 1, '"sync"', {"tier": "all words", "bm25": 2.5, "chunks": 1}
+        ),
+    ]
     sem_a = search.Ranked(doc[a], ca + 1000, 0.8, 1, None, {"similarity": 0.8, "chunks": 1})
     sem_b = search.Ranked(doc[b], cb + 1000, 0.4, 1, None, {"similarity": 0.4, "chunks": 1})
     monkeypatch.setattr(search, "keyword_ranked", lambda *a, **k: kw)
     monkeypatch.setattr(search, "semantic_ranked", lambda *a, **k: [sem_a, sem_b])
     picked, scores = {}, []
-    monkeypatch.setattr(search, "_hit", lambda con, doc_id, cid, score, *rest: (picked.setdefault(doc_id, cid),
-                                                                              scores.append(score)))
+    monkeypatch.setattr(
+        search,
+        "_hit",
+        lambda con, doc_id, cid, score, *rest: (
+            picked.setdefault(doc_id, cid),
+            scores.append(score),
+        ),
+    )
     search.hybrid_search(con, "sync", b"", limit=2, alpha=0.5)
     # bm25 evidence (fraction / best fraction): a 0.4, b 1; cosine evidence (min-max): a 1, b 0.
     # a: its nearest chunk (semantic 0.5 > keyword 0.2); b: its keyword chunk (0.5 > 0)
     assert picked == {doc[a]: ca + 1000, doc[b]: cb}
-    assert scores == [pytest.approx(0.5 * 2.4 + 0.5 * 1), pytest.approx(0.5 * 3)]  # tier step 2 + bm25: a first
+    assert scores == [
+        pytest.approx(0.5 * 2.4 + 0.5 * 1),
+        pytest.approx(0.5 * 3),
+    ]  # tier step 2 + bm25: a first
 
 
 def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
-    v = write(tmp_path / "v", {"Old name.md": "Just a body, no heading.\n", "Headed.md": "# Headed\n\nbody\n",
-                               "Other.md": "# Other\n\nold name, new name, headed\n"})
+    v = write(
+        tmp_path / "v",
+        {
+            "Old name.md": "Just a body, no heading.\n",
+            "Headed.md": "# Headed\n\nbody\n",
+            "Other.md": "# Other\n\nold name, new name, headed\n",
+        },
+    )
     kb = kbase.open(tmp_path / "r.db")
     kb.index([v], embed=False)
     (v / "Old name.md").rename(v / "New name.md")
@@ -181,17 +281,26 @@ def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
     assert report.renamed == 2 and report.new == 0
     assert kb.document("New name.md").title == "New name"  # titled by its file name: the new one
     assert kb.document("Renamed heading note.md").title == "Headed"  # its heading stays its title
-    for query, path in (("new name", "New name.md"), ("renamed heading note", "Renamed heading note.md")):
+    for query, path in (
+        ("new name", "New name.md"),
+        ("renamed heading note", "Renamed heading note.md"),
+    ):
         assert kb.search(query, mode="keyword")[0].path == path
     old = kb.search("old name", mode="keyword")
     assert old[0].path == "Other.md" and all(h.explain["tier"] != "name" for h in old)
     con = kbase.db.connect(tmp_path / "r.db")
-    assert con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)") is not None
+    assert (
+        con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+        is not None
+    )
     con.close()
 
 
 def test_heading_paths_read_as_text(tmp_path):
-    v = write(tmp_path / "v", {"Agenda.md": "# Agenda\n\n## Example **template** with [[Link|a link]]\n\nquokka\n"})
+    v = write(
+        tmp_path / "v",
+        {"Agenda.md": "# Agenda\n\n## Example **template** with [[Link|a link]]\n\nquokka\n"},
+    )
     kb = kbase.open(tmp_path / "h.db")
     kb.index([v], embed=False)
     (hit,) = kb.search("quokka", mode="keyword")

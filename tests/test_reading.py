@@ -8,15 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kbase
+from kbase.documents import _stem as _without_suffix
 from kbase.errors import InputError
 from kbase.reading import MAX_LINES
-from kbase.documents import _stem as _without_suffix
 from tests.conftest import write
 
 
 def test_read_regions_and_metadata(kb):
     r = kb.read("Welcome")
-    assert (r.path, r.title, r.first_line, r.total_lines, r.truncated) == ("Welcome.md", "Welcome home", 1, 8, False)
+    assert (r.path, r.title, r.first_line, r.total_lines, r.truncated) == (
+        "Welcome.md",
+        "Welcome home",
+        1,
+        8,
+        False,
+    )
     assert set(r.tags) >= {"start", "meta", "inbox"} and r.date == "2024-05-01" and not r.stale
     r = kb.read("tech/SQLite.md", 3, 3)
     assert r.lines == ("Write-ahead logging lets readers and writers work at once.",)
@@ -50,7 +56,11 @@ def test_a_file_root_does_not_break_name_matching(tmp_path):
     assert k.document("Note").title == "Note"
 
 
-@given(st.lists(st.sampled_from(["a", "b", ".", "x.y", "md", ".."]), min_size=1, max_size=4).map("/".join))
+@given(
+    st.lists(st.sampled_from(["a", "b", ".", "x.y", "md", ".."]), min_size=1, max_size=4).map(
+        "/".join
+    )
+)
 def test_without_suffix_is_pathlibs_rule(path):
     if str(PurePosixPath(path)) != path or PurePosixPath(path).name in ("", ".."):
         return  # stored paths are normalised

@@ -25,8 +25,19 @@ def kb(tmp_path_factory):
 
 def test_there_are_examples_for_every_promised_topic():
     joined = "\n".join(EXAMPLES)
-    for needle in ("note_tags", "modified DESC", "chunk_texts", "backlinks", "unresolved_links", "bm25(",
-                   "snippet(", "chunks_vec", "kbase_search(", "1.0 / (60 + rank_no)", "chunks_cjk MATCH"):
+    for needle in (
+        "note_tags",
+        "modified DESC",
+        "chunk_texts",
+        "backlinks",
+        "unresolved_links",
+        "bm25(",
+        "snippet(",
+        "chunks_vec",
+        "kbase_search(",
+        "1.0 / (60 + rank_no)",
+        "chunks_cjk MATCH",
+    ):
         assert needle in joined, needle
 
 
@@ -34,14 +45,24 @@ def test_there_are_examples_for_every_promised_topic():
 def test_example_runs(kb, sql):
     result = kb.sql(sql)
     assert result.columns
-    if not any(empty_here in sql for empty_here in ("broken_anchors", "diagnostics", "unresolved_links",
-                                                     "frontmatter_warnings")):
+    if not any(
+        empty_here in sql
+        for empty_here in (
+            "broken_anchors",
+            "diagnostics",
+            "unresolved_links",
+            "frontmatter_warnings",
+        )
+    ):
         assert result.rows, f"example returned nothing:\n{sql}"
 
 
 def test_examples_answer_what_they_say(kb):
     by_tag = kb.sql(EXAMPLES[0]).rows
-    assert ("Backups.md", "Backups") in by_tag and ("SQLite WAL mode.md", "SQLite WAL mode") in by_tag
+    assert ("Backups.md", "Backups") in by_tag and (
+        "SQLite WAL mode.md",
+        "SQLite WAL mode",
+    ) in by_tag
     chunks = kb.sql(next(e for e in EXAMPLES if "FROM chunk_texts WHERE path" in e)).rows
     assert chunks[0][0] == 0 and chunks[0][-1].startswith("# SQLite WAL mode")
     backlinks = kb.sql(next(e for e in EXAMPLES if "FROM backlinks" in e)).rows

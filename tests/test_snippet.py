@@ -17,29 +17,47 @@ def visible(markdown: str) -> str:
     return " ".join(render(markdown)[0].split())
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("## Recover a **snapshot**", "Recover a snapshot"),
-    ("Use [[Sync settings|the settings]] now", "Use the settings now"),
-    ("See [[Version history#Restore a file]] and [[Note#^abc]]", "See Version history > Restore a file and Note"),
-    ("Jump to [[#Usage]]", "Jump to Usage"),
-    ("![[attachments/diagram.png]]^version-history-image", "diagram.png"),
-    ("> [!info]+ Good to know\n> You can restore it.", "Good to know You can restore it."),
-    ("> [!warning]\n> Careful.", "Warning Careful."),
-    ("> # Quoted heading\n> text", "Quoted heading text"),
-    ("Text %% private %% more <!-- hidden\nacross lines --> end", "Text more end"),
-    ("A paragraph. ^block-1", "A paragraph."),
-    ("```python\nprint(1)\n```", "print(1)"),
-    ("| Col | Other |\n|---|:---:|\n| a | b |", "Col · Other a · b"),
-    ("- [ ] #task water the plants 📅 2024-01-01\n1. first", "#task water the plants 📅 2024-01-01 first"),
-    ("*this* and _that_, not snake_case_name or 2 * 3 or ~~old~~ ==new==", "this and that, not snake_case_name or 2 * 3 or old new"),
-    ("![alt text](https://x.org/a.png) [Obsidian](https://obsidian.md) <https://x.org>", "alt text Obsidian https://x.org"),
-    ("<span class=\"x\">html</span> and `code` and \\*escaped\\*", "html and code and *escaped*"),
-    ('<img alt="A web page saying hello" src="a.png" /> <img src="b.png">', "A web page saying hello"),
-    ("A note[^1] with $$x^2$$", "A note with x^2"),
-    ("[**data attributes**](https://x.org) and [[Note|*alias*]]", "data attributes and alias"),
-    ("Title with closing hashes ##\n===", "Title with closing hashes"),
-    ("offered by task]], then](../img.gif) more [[cut", "offered by task, then more cut"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("## Recover a **snapshot**", "Recover a snapshot"),
+        ("Use [[Sync settings|the settings]] now", "Use the settings now"),
+        (
+            "See [[Version history#Restore a file]] and [[Note#^abc]]",
+            "See Version history > Restore a file and Note",
+        ),
+        ("Jump to [[#Usage]]", "Jump to Usage"),
+        ("![[attachments/diagram.png]]^version-history-image", "diagram.png"),
+        ("> [!info]+ Good to know\n> You can restore it.", "Good to know You can restore it."),
+        ("> [!warning]\n> Careful.", "Warning Careful."),
+        ("> # Quoted heading\n> text", "Quoted heading text"),
+        ("Text %% private %% more <!-- hidden\nacross lines --> end", "Text more end"),
+        ("A paragraph. ^block-1", "A paragraph."),
+        ("```python\nprint(1)\n```", "print(1)"),
+        ("| Col | Other |\n|---|:---:|\n| a | b |", "Col · Other a · b"),
+        (
+            "- [ ] #task water the plants 📅 2024-01-01\n1. first",
+            "#task water the plants 📅 2024-01-01 first",
+        ),
+        (
+            "*this* and _that_, not snake_case_name or 2 * 3 or ~~old~~ ==new==",
+            "this and that, not snake_case_name or 2 * 3 or old new",
+        ),
+        (
+            "![alt text](https://x.org/a.png) [Obsidian](https://obsidian.md) <https://x.org>",
+            "alt text Obsidian https://x.org",
+        ),
+        ('<span class="x">html</span> and `code` and \\*escaped\\*', "html and code and *escaped*"),
+        (
+            '<img alt="A web page saying hello" src="a.png" /> <img src="b.png">',
+            "A web page saying hello",
+        ),
+        ("A note[^1] with $$x^2$$", "A note with x^2"),
+        ("[**data attributes**](https://x.org) and [[Note|*alias*]]", "data attributes and alias"),
+        ("Title with closing hashes ##\n===", "Title with closing hashes"),
+        ("offered by task]], then](../img.gif) more [[cut", "offered by task, then more cut"),
+    ],
+)
 def test_render_removes_markdown_syntax(source, expected):
     assert visible(source) == expected
 
@@ -54,7 +72,9 @@ def test_every_output_character_knows_its_source():
 
 def test_snippet_highlights_are_exact_in_the_rendered_text_and_anchor_gives_the_line():
     text = "Intro line\n\n## Recover a snapshot\n\nOpen [[Sync|Sync settings]] then **restore** the snapshot."
-    marked = text.replace("snapshot", f"{OPEN}snapshot{CLOSE}").replace("restore", f"{OPEN}restore{CLOSE}")
+    marked = text.replace("snapshot", f"{OPEN}snapshot{CLOSE}").replace(
+        "restore", f"{OPEN}restore{CLOSE}"
+    )
     raw, ranges = unmark(marked)
     assert raw == text
     out, highlights, anchor = snippet(raw, ranges)
@@ -87,9 +107,38 @@ def test_long_snippets_are_cut_with_an_ellipsis_but_keep_a_match_whole():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["word", "**", "[[", "]]", "|", "#", "## ", "\n", " ", "`", "%%", "> ", "- ",
-                                 "^id", "<b>", "*", "_", "[x](y)", "!", "\\", "$$", "~~"]), max_size=40),
-       st.data())
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "word",
+                "**",
+                "[[",
+                "]]",
+                "|",
+                "#",
+                "## ",
+                "\n",
+                " ",
+                "`",
+                "%%",
+                "> ",
+                "- ",
+                "^id",
+                "<b>",
+                "*",
+                "_",
+                "[x](y)",
+                "!",
+                "\\",
+                "$$",
+                "~~",
+            ]
+        ),
+        max_size=40,
+    ),
+    st.data(),
+)
 def test_highlights_always_cover_matched_text(parts, data):
     text = "".join(parts)
     words = [m.span() for m in re.finditer(r"word", text)]
@@ -101,7 +150,9 @@ def test_highlights_always_cover_matched_text(parts, data):
 
 
 def test_titles_are_plain_text():
-    assert plain("**Bold** title with [[Link|alias]] and `code`") == "Bold title with alias and code"
+    assert (
+        plain("**Bold** title with [[Link|alias]] and `code`") == "Bold title with alias and code"
+    )
 
 
 @pytest.mark.parametrize("vault", ["obsidian-tasks-docs", "foam-docs"])
@@ -119,15 +170,17 @@ def test_no_snippet_of_a_real_vault_shows_markup(vault):
         body = list(doc.text)
         for b in doc.blocks:
             if b.kind == "code":
-                body[b.start:b.end] = "c" * (b.end - b.start)
+                body[b.start : b.end] = "c" * (b.end - b.start)
         body = "".join(body)
         for c in chunk(doc).chunks:
-            text = re.sub(r"(?<!`)(`+)(?!`)[^\r\n]+?(?<!`)\1(?!`)", "code", body[c.start:c.end])
+            text = re.sub(r"(?<!`)(`+)(?!`)[^\r\n]+?(?<!`)\1(?!`)", "code", body[c.start : c.end])
             word = re.search(r"[A-Za-z]{4,}", text)
             ranges = [word.span()] if word else []
             out = snippet(text, ranges)[0]
             assert not markup_in(out), f"{path.name} line {c.line}: {markup_in(out)} in {out!r}"
             for line in render(text)[0].splitlines():  # a heading marker starts a line
-                assert not re.match(r"\s*#{1,6} ", line), f"{path.name} line {c.line}: heading marker in {line!r}"
+                assert not re.match(r"\s*#{1,6} ", line), (
+                    f"{path.name} line {c.line}: heading marker in {line!r}"
+                )
             seen += 1
     assert seen > 100

@@ -14,44 +14,52 @@ def run(db_path, *args, input=None):
     return CliRunner().invoke(cli, ["--db", str(db_path), "sql", *args], input=input)
 
 
-@pytest.mark.parametrize("statement", [
-    "DELETE FROM documents",
-    "UPDATE documents SET title = 'x'",
-    "INSERT INTO meta VALUES ('a', 'b')",
-    "DROP TABLE tags",
-    "CREATE TABLE t (x)",
-    "CREATE TEMP TABLE t (x)",
-    "ATTACH 'other.db' AS o",
-    "PRAGMA query_only = 0",
-    "PRAGMA journal_mode = DELETE",
-    "PRAGMA journal_mode = delete",
-    "PRAGMA user_version = 3",
-    "PRAGMA main.user_version = 3",
-    "PRAGMA application_id = 1",
-    "PRAGMA schema_version = 1",
-    "PRAGMA writable_schema = ON",
-    "PRAGMA foreign_keys = OFF",
-    "PRAGMA cache_size = 10",
-    "PRAGMA wal_checkpoint(TRUNCATE)",
-    "PRAGMA wal_checkpoint",
-    "PRAGMA optimize",
-    "PRAGMA incremental_vacuum",
-    "SELECT * FROM pragma_table_info('links'); PRAGMA user_version = 3",
-    "VACUUM",
-    "SELECT 1; DELETE FROM documents",
-    "INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM documents",
+        "UPDATE documents SET title = 'x'",
+        "INSERT INTO meta VALUES ('a', 'b')",
+        "DROP TABLE tags",
+        "CREATE TABLE t (x)",
+        "CREATE TEMP TABLE t (x)",
+        "ATTACH 'other.db' AS o",
+        "PRAGMA query_only = 0",
+        "PRAGMA journal_mode = DELETE",
+        "PRAGMA journal_mode = delete",
+        "PRAGMA user_version = 3",
+        "PRAGMA main.user_version = 3",
+        "PRAGMA application_id = 1",
+        "PRAGMA schema_version = 1",
+        "PRAGMA writable_schema = ON",
+        "PRAGMA foreign_keys = OFF",
+        "PRAGMA cache_size = 10",
+        "PRAGMA wal_checkpoint(TRUNCATE)",
+        "PRAGMA wal_checkpoint",
+        "PRAGMA optimize",
+        "PRAGMA incremental_vacuum",
+        "SELECT * FROM pragma_table_info('links'); PRAGMA user_version = 3",
+        "VACUUM",
+        "SELECT 1; DELETE FROM documents",
+        "INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
+    ],
+)
 def test_writes_are_refused_and_nothing_changes(kb, db_path, statement):
     before = kb.sql("SELECT count(*), sum(length(title)) FROM documents").rows
     r = run(db_path, statement)
     assert r.exit_code == 1
-    assert r.stderr.startswith("Error: kbase sql is read-only; refused:") or r.stderr.startswith("Error: SQL error")
+    assert r.stderr.startswith("Error: kbase sql is read-only; refused:") or r.stderr.startswith(
+        "Error: SQL error"
+    )
     assert kb.sql("SELECT count(*), sum(length(title)) FROM documents").rows == before
 
 
 def test_time_limit_interrupts_a_runaway_query(kb):
     with pytest.raises(InputError, match="time limit"):
-        kb.sql("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r", timeout=0.3)
+        kb.sql(
+            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+            timeout=0.3,
+        )
     assert kb.sql("SELECT count(*) FROM documents").rows == [(4,)]  # the connection is still usable
 
 
@@ -60,9 +68,18 @@ def test_formats_and_inputs(kb, db_path, tmp_path):
     table = run(db_path, q).stdout.splitlines()
     assert table[0].split() == ["path", "title"] and table[2].startswith("Garden.md")
     assert json.loads(run(db_path, q, "--json").stdout) == [
-        {"path": "Garden.md", "title": "Garden"}, {"path": "Welcome.md", "title": "Welcome home"}]
-    assert [json.loads(x)["path"] for x in run(db_path, q, "--jsonl").stdout.splitlines()] == ["Garden.md", "Welcome.md"]
-    assert run(db_path, q, "--csv").stdout.splitlines() == ["path,title", "Garden.md,Garden", "Welcome.md,Welcome home"]
+        {"path": "Garden.md", "title": "Garden"},
+        {"path": "Welcome.md", "title": "Welcome home"},
+    ]
+    assert [json.loads(x)["path"] for x in run(db_path, q, "--jsonl").stdout.splitlines()] == [
+        "Garden.md",
+        "Welcome.md",
+    ]
+    assert run(db_path, q, "--csv").stdout.splitlines() == [
+        "path,title",
+        "Garden.md,Garden",
+        "Welcome.md,Welcome home",
+    ]
     assert run(db_path, "-", "--csv", input=q).stdout.startswith("path,title")
     f = tmp_path / "q.sql"
     f.write_text(q)
@@ -77,43 +94,55 @@ def test_sqlite_vec_and_kbase_functions(db_path, vault):
     assert k.sql("SELECT vec_version()").rows[0][0].startswith("v")
     (dim,) = k.sql("SELECT vec_length(kbase_embed('tomatoes in the garden'))").rows[0]
     assert dim == 384
-    rows = k.sql("SELECT c.path FROM chunks_vec v JOIN chunk_texts c ON c.id = v.rowid"
-                 " WHERE v.embedding MATCH kbase_embed('vegetables that need sun') AND k = 1").rows
+    rows = k.sql(
+        "SELECT c.path FROM chunks_vec v JOIN chunk_texts c ON c.id = v.rowid"
+        " WHERE v.embedding MATCH kbase_embed('vegetables that need sun') AND k = 1"
+    ).rows
     assert rows == [("Garden.md",)]
     found = k.sql("SELECT rank, path FROM kbase_search('raised beds', 'keyword', 3)").rows
     assert found == [(1, "Garden.md")]
     hybrid = k.sql("SELECT path FROM kbase_search('sun for tomatoes')").rows
     assert hybrid[0] == ("Garden.md",)
-    blob = json.loads(CliRunner().invoke(cli, ["--db", str(db_path), "sql", "SELECT kbase_embed('x') AS v", "--json"]).stdout)
+    blob = json.loads(
+        CliRunner()
+        .invoke(cli, ["--db", str(db_path), "sql", "SELECT kbase_embed('x') AS v", "--json"])
+        .stdout
+    )
     assert len(blob[0]["v"]) == 2048  # 384 float32 as base64
     k.close()
 
 
 def test_sql_errors_are_one_line(kb, db_path):
     r = run(db_path, "SELECT * FROM no_such_table")
-    assert r.exit_code == 1 and r.stderr.splitlines()[0] == "Error: SQL error: no such table: no_such_table"
+    assert (
+        r.exit_code == 1
+        and r.stderr.splitlines()[0] == "Error: SQL error: no such table: no_such_table"
+    )
     r = run(db_path, "   ")
     assert r.exit_code == 1 and r.stderr.startswith("Error: no SQL given")
 
 
-@pytest.mark.parametrize("query,expected", [
-    ("PRAGMA table_info(links)", "source_id"),
-    ("PRAGMA table_info = links", "source_id"),
-    ("PRAGMA main.table_xinfo('chunks')", "start_char"),
-    ("SELECT name, type FROM pragma_table_info('links') ORDER BY cid", "target_id"),
-    ("PRAGMA index_list(links)", "links_source"),
-    ("SELECT name FROM pragma_index_list('links')", "links_target"),
-    ("PRAGMA index_info(links_source)", "source_id"),
-    ("SELECT * FROM pragma_index_xinfo('links_target')", "target_id"),
-    ("PRAGMA foreign_key_list(links)", "documents"),
-    ("SELECT \"table\", \"from\" FROM pragma_foreign_key_list('chunks')", "documents"),
-    ("SELECT name, type FROM pragma_table_list WHERE schema = 'main' ORDER BY name", "notes"),
-    ("PRAGMA user_version", None),
-    ("SELECT user_version FROM pragma_user_version", None),
-    ("PRAGMA journal_mode", "wal"),
-    ("PRAGMA foreign_keys", None),
-    ("PRAGMA quick_check", "ok"),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("PRAGMA table_info(links)", "source_id"),
+        ("PRAGMA table_info = links", "source_id"),
+        ("PRAGMA main.table_xinfo('chunks')", "start_char"),
+        ("SELECT name, type FROM pragma_table_info('links') ORDER BY cid", "target_id"),
+        ("PRAGMA index_list(links)", "links_source"),
+        ("SELECT name FROM pragma_index_list('links')", "links_target"),
+        ("PRAGMA index_info(links_source)", "source_id"),
+        ("SELECT * FROM pragma_index_xinfo('links_target')", "target_id"),
+        ("PRAGMA foreign_key_list(links)", "documents"),
+        ('SELECT "table", "from" FROM pragma_foreign_key_list(\'chunks\')', "documents"),
+        ("SELECT name, type FROM pragma_table_list WHERE schema = 'main' ORDER BY name", "notes"),
+        ("PRAGMA user_version", None),
+        ("SELECT user_version FROM pragma_user_version", None),
+        ("PRAGMA journal_mode", "wal"),
+        ("PRAGMA foreign_keys", None),
+        ("PRAGMA quick_check", "ok"),
+    ],
+)
 def test_read_only_pragmas_describe_the_schema(kb, db_path, query, expected):
     r = run(db_path, query, "--csv")
     assert r.exit_code == 0, r.output
@@ -124,8 +153,17 @@ def test_read_only_pragmas_describe_the_schema(kb, db_path, query, expected):
 
 
 def test_a_refused_pragma_changes_nothing_on_the_connection(kb):
-    before = kb.sql("SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version").rows
-    for statement in ("PRAGMA foreign_keys = OFF", "PRAGMA cache_size = 10", "PRAGMA user_version = 3"):
+    before = kb.sql(
+        "SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version"
+    ).rows
+    for statement in (
+        "PRAGMA foreign_keys = OFF",
+        "PRAGMA cache_size = 10",
+        "PRAGMA user_version = 3",
+    ):
         with pytest.raises(InputError, match="read-only"):
             kb.sql(statement)
-    assert kb.sql("SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version").rows == before
+    assert (
+        kb.sql("SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version").rows
+        == before
+    )

@@ -4,7 +4,12 @@ from hypothesis import strategies as st
 from kbase.text import excerpt
 
 
-@given(length=st.integers(0, 300), a=st.integers(0, 300), n=st.integers(0, 40), width=st.integers(10, 200))
+@given(
+    length=st.integers(0, 300),
+    a=st.integers(0, 300),
+    n=st.integers(0, 40),
+    width=st.integers(10, 200),
+)
 def test_excerpt_keeps_the_span_in_view_and_marks_each_cut(length, a, n, width):
     text = "".join(chr(0x4E00 + i) for i in range(length))  # distinct characters: a cut is findable
     a = min(a, length)

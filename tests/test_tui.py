@@ -64,18 +64,33 @@ def index(tmp_path_factory) -> Path:
 
 
 SECURITY = "Knowledge/Computer Science/Information Security"
-TOPICS = ("Public Key Cryptography", "Symmetric Ciphers", "Hash Functions", "Digital Signatures", "Key Exchange",
-          "Certificate Authorities", "Threat Modelling", "Password Storage", "Side Channels", "Random Numbers",
-          "Zero Knowledge Proofs", "Post-Quantum Schemes")
+TOPICS = (
+    "Public Key Cryptography",
+    "Symmetric Ciphers",
+    "Hash Functions",
+    "Digital Signatures",
+    "Key Exchange",
+    "Certificate Authorities",
+    "Threat Modelling",
+    "Password Storage",
+    "Side Channels",
+    "Random Numbers",
+    "Zero Knowledge Proofs",
+    "Post-Quantum Schemes",
+)
 
 
 @pytest.fixture(scope="module")
 def nested_index(tmp_path_factory) -> Path:
     """Twelve notes three folders deep, each mentioning 'cipher' (long paths, as in real vaults)."""
     root = tmp_path_factory.mktemp("nested")
-    vault = write(root / "vault", {
-        f"{SECURITY}/{t}.md": f"# {t}\n\nNotes on {t.lower()} and how the cipher keeps secrets safe in practice.\n"
-        for t in TOPICS})
+    vault = write(
+        root / "vault",
+        {
+            f"{SECURITY}/{t}.md": f"# {t}\n\nNotes on {t.lower()} and how the cipher keeps secrets safe in practice.\n"
+            for t in TOPICS
+        },
+    )
     kbase.open(root / "index.db").index([vault], embed=False)
     return root / "index.db"
 
@@ -122,7 +137,10 @@ async def settle(pilot, timeout: float = 10.0) -> None:
     """Wait until the main screen is up, no search is pending and every worker has finished."""
     app = pilot.app
     deadline = time.monotonic() + timeout
-    while not any(isinstance(s, MainScreen) and s.is_mounted and s.query(ResultsList) for s in app.screen_stack):
+    while not any(
+        isinstance(s, MainScreen) and s.is_mounted and s.query(ResultsList)
+        for s in app.screen_stack
+    ):
         if time.monotonic() > deadline:
             raise AssertionError("the main screen never came up")
         await pilot.pause(0.01)
@@ -187,14 +205,18 @@ async def test_typing_shows_results_with_highlighted_matches(index):
         await type_query(pilot, "tomatoes", keys=True)
         results = screen.results
         paths = [h.path for h in results.hits]
-        assert paths[0] == "Garden.md" and set(paths) == {"Garden.md", "tech/notes.txt", "journal/2024-05-02.md",
-                                                           "Compost.md"}
+        assert paths[0] == "Garden.md" and set(paths) == {
+            "Garden.md",
+            "tech/notes.txt",
+            "journal/2024-05-02.md",
+            "Compost.md",
+        }
         assert results.source == "keyword" and results.border_title == "4 results · keyword"
         # title, path:line and score on each entry; the matched words styled in the snippet
         first = results.get_option_at_index(0).prompt
         assert first.plain.startswith("Garden  ") and "Garden.md:3" in first.plain
         hit = results.hits[0]
-        marked = [first.plain[s.start:s.end] for s in first.spans if "underline" in str(s.style)]
+        marked = [first.plain[s.start : s.end] for s in first.spans if "underline" in str(s.style)]
         assert marked and all(m.lower() == "tomatoes" for m in marked), marked
         assert hit.highlights
         text = screen_text(app)
@@ -243,10 +265,16 @@ async def test_moving_through_results_moves_the_preview(index):
             else:  # plain text: the hit's line is selected in a line-numbered view
                 view = app.query_one("#preview-text")
                 # the hit's whole chunk is selected, and the hit's line is in it
-                assert view.display and view.selection.start[0] <= hit.line - 1 <= view.selection.end[0]
+                assert (
+                    view.display
+                    and view.selection.start[0] <= hit.line - 1 <= view.selection.end[0]
+                )
                 with screen.app.pool.kb() as kb:
                     chunk = kb.chunk(hit.chunk_id)
-                assert (view.selection.start[0], view.selection.end[0]) == (chunk.line - 1, chunk.end_line - 1)
+                assert (view.selection.start[0], view.selection.end[0]) == (
+                    chunk.line - 1,
+                    chunk.end_line - 1,
+                )
         assert seen == [h.path for h in screen.results.hits]
         await pilot.press("k")
         await settle(pilot)
@@ -263,14 +291,22 @@ async def test_filters_restrict_the_search(index):
     async with app.run_test(size=(100, 30)) as pilot:
         await type_query(pilot, "checkpoint")
         screen = main(app)
-        assert {h.path for h in screen.results.hits} == {"tech/SQLite.md", "tech/Backups.md", "tech/notes.txt",
-                                                          "journal/2024-05-02.md"}
+        assert {h.path for h in screen.results.hits} == {
+            "tech/SQLite.md",
+            "tech/Backups.md",
+            "tech/notes.txt",
+            "journal/2024-05-02.md",
+        }
         await pilot.press("ctrl+f")
         bar = app.query_one(FilterBar)
         assert bar.display and app.focused.id == "filter-path"
         await pilot.press(*"tech/")
         await settle(pilot)
-        assert {h.path for h in screen.results.hits} == {"tech/SQLite.md", "tech/Backups.md", "tech/notes.txt"}
+        assert {h.path for h in screen.results.hits} == {
+            "tech/SQLite.md",
+            "tech/Backups.md",
+            "tech/notes.txt",
+        }
         await pilot.press("tab")  # to the tags box
         await pilot.press(*"ops")
         await settle(pilot)
@@ -280,7 +316,12 @@ async def test_filters_restrict_the_search(index):
         await settle(pilot)
         assert [h.path for h in screen.results.hits] == ["journal/2024-05-02.md"]
         commands = {c.title: c.callback for c in app.get_system_commands(app.screen)}
-        assert {"Search mode: next", "Filters: edit", "Open note in $EDITOR", "Help: key bindings"} <= set(commands)
+        assert {
+            "Search mode: next",
+            "Filters: edit",
+            "Open note in $EDITOR",
+            "Help: key bindings",
+        } <= set(commands)
         commands["Filters: clear"]()  # the command palette's entry
         await settle(pilot)
         assert len(screen.results.hits) == 4 and not bar.display
@@ -299,7 +340,11 @@ async def test_escape_from_the_filter_bar_leaves_the_query_alone(index, monkeypa
         assert app.focused is screen.results  # not the search box, which would select its query
         await pilot.press("e")  # so a command key is a command, not the start of a new query
         assert screen.search_input.value == "checkpoint" and len(opened) == 1
-        assert {h.path for h in screen.results.hits} == {"tech/SQLite.md", "tech/Backups.md", "tech/notes.txt"}
+        assert {h.path for h in screen.results.hits} == {
+            "tech/SQLite.md",
+            "tech/Backups.md",
+            "tech/notes.txt",
+        }
         await pilot.press("ctrl+f", "ctrl+f")  # the key that opened the bar closes it the same way
         assert app.focused is screen.results and screen.search_input.value == "checkpoint"
 
@@ -312,12 +357,20 @@ async def test_each_hit_takes_three_lines_with_its_path_shortened_from_the_left(
         results = main(app).results
         assert len(results.hits) == 12
         width = results.scrollable_content_region.width
-        lines = [results.get_option_at_index(i).prompt.plain.split("\n") for i in range(results.option_count)]
+        lines = [
+            results.get_option_at_index(i).prompt.plain.split("\n")
+            for i in range(results.option_count)
+        ]
         assert all(len(hit) == 3 and all(len(line) <= width for line in hit) for hit in lines)
-        assert {hit[1] for hit in lines} >= {"…/Public Key Cryptography.md:3", "…/Symmetric Ciphers.md:1"}
+        assert {hit[1] for hit in lines} >= {
+            "…/Public Key Cryptography.md:3",
+            "…/Symmetric Ciphers.md:1",
+        }
         # On a 40-line terminal the list shows ten hits or more (it showed four: each path took
         # two or three lines, the snippet two, and a blank line followed).
-        shown = [line for line in screen_text(app).splitlines() if re.search(r"│ …/[^│]*\.md:\d", line)]
+        shown = [
+            line for line in screen_text(app).splitlines() if re.search(r"│ …/[^│]*\.md:\d", line)
+        ]
         assert len(shown) >= 10
 
 
@@ -332,8 +385,13 @@ async def test_follow_links_back_and_forward(index):
         links = screen.links
         assert links.border_title == "Links 1 out · 3 in"
         options = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
-        assert options[1].startswith("Compost") and "Feed them with [[Compost]] in spring." in options[1]
-        assert any("Thursday  journal/2024-05-02.md:6" in o for o in options)  # a backlink, with its line
+        assert (
+            options[1].startswith("Compost")
+            and "Feed them with [[Compost]] in spring." in options[1]
+        )
+        assert any(
+            "Thursday  journal/2024-05-02.md:6" in o for o in options
+        )  # a backlink, with its line
         await pilot.press("escape", "3")  # leave the search box, go to the links pane
         assert app.focused is links
         await pilot.press("enter")  # follow the outlink
@@ -343,7 +401,9 @@ async def test_follow_links_back_and_forward(index):
         # the outlink [[Garden#Beds|raised beds]] scrolls to the heading
         await pilot.press("enter")
         await settle(pilot)
-        assert screen.preview.location.path == "Garden.md" and screen.preview.location.anchor == "Beds"
+        assert (
+            screen.preview.location.path == "Garden.md" and screen.preview.location.anchor == "Beds"
+        )
         assert (screen.preview.hit_block.source or "").startswith("## Beds")
         await pilot.press("alt+left")
         await settle(pilot)
@@ -357,12 +417,16 @@ async def test_follow_links_back_and_forward(index):
         # a backlink opens its source at the line of the link
         await pilot.press("alt+left", "alt+left")
         await settle(pilot)
-        links.highlighted = next(i for i in range(links.option_count)
-                                 if "journal/2024-05-02.md:6" in links.get_option_at_index(i).prompt.plain)
+        links.highlighted = next(
+            i
+            for i in range(links.option_count)
+            if "journal/2024-05-02.md:6" in links.get_option_at_index(i).prompt.plain
+        )
         await pilot.press("enter")
         await settle(pilot)
-        assert screen.preview.location == Location("journal/2024-05-02.md",
-                                                   screen.preview.location.abspath, 6, None, "Thursday")
+        assert screen.preview.location == Location(
+            "journal/2024-05-02.md", screen.preview.location.abspath, 6, None, "Thursday"
+        )
         assert "[Garden](kbase-note:Garden)" in screen.preview.hit_block.source
 
 
@@ -374,8 +438,11 @@ async def test_going_back_restores_the_link_that_was_followed(index):
         screen = main(app)
         links = screen.links
         await pilot.press("escape", "3")
-        row = next(i for i in range(links.option_count)
-                   if "journal/2024-05-02.md:6" in links.get_option_at_index(i).prompt.plain)
+        row = next(
+            i
+            for i in range(links.option_count)
+            if "journal/2024-05-02.md:6" in links.get_option_at_index(i).prompt.plain
+        )
         assert row > 1  # a backlink, below the first selectable row
         links.highlighted = row
         await pilot.press("enter")
@@ -400,7 +467,9 @@ async def test_links_pane_lists_related_notes_and_follows_one(index):
         links = screen.links
         prompts = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
         header = next(i for i, p in enumerate(prompts) if p.startswith("≈ related"))
-        assert prompts[header].startswith("≈ related by keywords")  # the test index has no embeddings
+        assert prompts[header].startswith(
+            "≈ related by keywords"
+        )  # the test index has no embeddings
         related = [k for k in links.entries if k.startswith("rel-")]
         assert related and all("Garden.md" not in links.entries[k].label for k in related)
         first = links.entries["rel-0"]
@@ -425,7 +494,9 @@ async def test_wikilink_clicked_in_the_preview_is_followed(index):
         md.post_message(Markdown.LinkClicked(md, "kbase-note:SQLite"))
         await settle(pilot)
         assert screen.preview.location.path == "tech/SQLite.md"
-        md.post_message(Markdown.LinkClicked(md, "kbase-note:Greenhouse"))  # unresolved: not in the index
+        md.post_message(
+            Markdown.LinkClicked(md, "kbase-note:Greenhouse")
+        )  # unresolved: not in the index
         await settle(pilot)
         assert screen.preview.location.path == "tech/SQLite.md"
         assert any("Greenhouse" in m for m, _ in app.error_log)
@@ -445,7 +516,10 @@ async def test_mode_switch_without_embeddings_says_so(index):
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert screen.mode == "keyword"
-        assert any("need embeddings" in n.message and "kbase embed" in n.message for n in notifications(app))
+        assert any(
+            "need embeddings" in n.message and "kbase embed" in n.message
+            for n in notifications(app)
+        )
         await type_query(pilot, "tomatoes")
         assert screen.results.source == "keyword" and screen.results.hits
 
@@ -501,7 +575,10 @@ async def test_model_failure_falls_back_to_keyword(tmp_path):
         await settle(pilot)
         screen = main(app)
         assert screen.model_failed
-        assert any("another embedding model" in m and h and "kbase embed --rebuild" in h for m, h in app.error_log)
+        assert any(
+            "another embedding model" in m and h and "kbase embed --rebuild" in h
+            for m, h in app.error_log
+        )
         await type_query(pilot, "tomatoes")
         assert screen.results.source == "keyword" and screen.results.hits
         assert "model unavailable" in str(app.query_one("#mode").render())
@@ -542,7 +619,9 @@ async def test_a_slow_search_never_blocks_typing(index):
         await settle(pilot)
         assert started[0] == "tom" and started[-1] == "tomatoes"
         answers = sent(posted, SearchDone)
-        assert [m.query for m in answers] == ["tomatoes"]  # the cancelled 'tom' worker posted nothing
+        assert [m.query for m in answers] == [
+            "tomatoes"
+        ]  # the cancelled 'tom' worker posted nothing
         assert screen.results.query_text == "tomatoes"
         assert [h.path for h in screen.results.hits][0] == "Garden.md"
         assert app.pool.size() >= 2  # the two searches ran side by side, each on its own connection
@@ -562,9 +641,13 @@ async def test_a_failing_call_posts_one_work_failed_for_its_request(index):
         await settle(pilot)
         failed = sent(posted, WorkFailed)
         shown = [m.request for m in sent(posted, DocumentLoaded)]
-        assert [(m.what, m.gen, m.error.message) for m in failed] == [("links", shown[-1], "disk I/O error")]
+        assert [(m.what, m.gen, m.error.message) for m in failed] == [
+            ("links", shown[-1], "disk I/O error")
+        ]
         assert not any(isinstance(m, LinksLoaded) for m in posted)
-        assert any(isinstance(m, DocumentLoaded) for m in posted)  # the other workers were not affected
+        assert any(
+            isinstance(m, DocumentLoaded) for m in posted
+        )  # the other workers were not affected
         assert any("disk I/O error" in m for m, _ in app.error_log)
 
 
@@ -582,15 +665,23 @@ async def test_help_lists_every_key_binding(index):
         for cls in (AppClass, MainScreen, ResultsList, LinksPane, PreviewScroll, HelpScreen):
             for binding in cls.BINDINGS:
                 key = help_keys(app.get_key_display(binding))
-                assert key in text, f"{cls.__name__}: {binding.key} ({binding.description}) missing from help"
+                assert key in text, (
+                    f"{cls.__name__}: {binding.key} ({binding.description}) missing from help"
+                )
                 assert (binding.tooltip or binding.description) in text
-        for words in ("Command palette", "Follow the link", "Clear the query", "Next / previous pane"):
+        for words in (
+            "Command palette",
+            "Follow the link",
+            "Clear the query",
+            "Next / previous pane",
+        ):
             assert words in text
         # Every description starts in the same column on any terminal: the keys column holds no
         # character a terminal may draw two cells wide (arrows are ambiguous-width: spelled out).
         rows = [row for row in text.splitlines() if row.startswith("  ")]
-        assert rows and all(row[:24].isascii() and row[24] != " " for row in rows), \
-            [row for row in rows if not row[:24].isascii()]
+        assert rows and all(row[:24].isascii() and row[24] != " " for row in rows), [
+            row for row in rows if not row[:24].isascii()
+        ]
         assert "alt+left" in text and "up down pgup pgdn" in text
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
@@ -617,7 +708,9 @@ async def test_quit_with_q_only_when_not_typing(index):
 async def test_open_in_editor_at_the_hit_line(index, tmp_path, monkeypatch):
     record = tmp_path / "editor-args.json"
     script = tmp_path / "editor.py"
-    script.write_text(f"import json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    script.write_text(
+        f"import json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
     app = make_app(index)
@@ -679,7 +772,9 @@ async def test_no_index_opens_and_says_how_to_build_one(tmp_path):
 async def test_database_errors_become_notifications(index):
     class Locked(KB):
         def search(self, query, **kwargs):
-            raise DatabaseError(f"index {self.path} is locked by another process", "try again when it finishes")
+            raise DatabaseError(
+                f"index {self.path} is locked by another process", "try again when it finishes"
+            )
 
     app = make_app(index, kb_factory=Locked)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -688,7 +783,9 @@ async def test_database_errors_become_notifications(index):
         assert app.is_running
         errors = [n for n in notifications(app) if n.severity == "error"]
         assert len(errors) == 1
-        assert "is locked by another process" in errors[0].message and "try again" in errors[0].message
+        assert (
+            "is locked by another process" in errors[0].message and "try again" in errors[0].message
+        )
 
 
 def test_first_paint_imports_no_model(index):
@@ -711,7 +808,9 @@ def test_first_paint_imports_no_model(index):
         asyncio.run(main())
         print('heavy', heavy())
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert "hits 4" in out.stdout and "heavy []" in out.stdout
 
@@ -730,8 +829,11 @@ async def _search(pilot, query: str, *keys: str) -> None:
 
 
 def test_snapshot_results_80x24(index, snap_compare):
-    assert snap_compare(_snapshot_app(index), terminal_size=(80, 24),
-                        run_before=lambda pilot: _search(pilot, "tomatoes"))
+    assert snap_compare(
+        _snapshot_app(index),
+        terminal_size=(80, 24),
+        run_before=lambda pilot: _search(pilot, "tomatoes"),
+    )
 
 
 def test_snapshot_second_hit_with_links_120x36(index, snap_compare):
@@ -742,13 +844,19 @@ def test_snapshot_second_hit_with_links_120x36(index, snap_compare):
 
 
 def test_snapshot_nested_paths_100x40(nested_index, snap_compare):
-    assert snap_compare(_snapshot_app(nested_index), terminal_size=(100, 40),
-                        run_before=lambda pilot: _search(pilot, "cipher"))
+    assert snap_compare(
+        _snapshot_app(nested_index),
+        terminal_size=(100, 40),
+        run_before=lambda pilot: _search(pilot, "cipher"),
+    )
 
 
 def test_snapshot_nested_paths_140x40(nested_index, snap_compare):
-    assert snap_compare(_snapshot_app(nested_index), terminal_size=(140, 40),
-                        run_before=lambda pilot: _search(pilot, "cipher"))
+    assert snap_compare(
+        _snapshot_app(nested_index),
+        terminal_size=(140, 40),
+        run_before=lambda pilot: _search(pilot, "cipher"),
+    )
 
 
 def test_snapshot_help_80x24(index, snap_compare):
@@ -774,7 +882,10 @@ def test_wikilinks_become_clickable_links_outside_code():
     out = wikilinks_to_markdown(src)
     assert out.splitlines() == [
         "See [Garden](kbase-note:Garden), [the wal](kbase-note:tech%2FSQLite%23WAL) and `[[code]]`.",
-        "```", "[[fenced]]", "```", "[img.png](kbase-note:img.png)",
+        "```",
+        "[[fenced]]",
+        "```",
+        "[img.png](kbase-note:img.png)",
     ]
     assert link_from_href("kbase-note:tech/SQLite#WAL") == ("tech/SQLite", "WAL")
     assert link_from_href("Other%20note.md") == ("Other note.md", None)
@@ -786,23 +897,55 @@ def test_shorten_path_drops_leading_folders_first():
     assert shorten_path(path, 200) == path
     assert shorten_path(path, 60) == "…/Information Security/Public Key Cryptography.md:1"
     assert shorten_path(path, 40) == "…/Public Key Cryptography.md:1"
-    assert shorten_path(path, 10) == "…aphy.md:1"  # a file name too long for the space loses its start
-    assert shorten_path("ノート/長い名前のファイル.md:3", 12) == "…ァイル.md:3"  # counted in cells: 12
+    assert (
+        shorten_path(path, 10) == "…aphy.md:1"
+    )  # a file name too long for the space loses its start
+    assert (
+        shorten_path("ノート/長い名前のファイル.md:3", 12) == "…ァイル.md:3"
+    )  # counted in cells: 12
     assert shorten_path(path, 1) == "…" and shorten_path(path, 0) == ""
 
 
 def test_small_helpers():
-    assert editor_command("/n/a b.md", 12, {"EDITOR": "code --wait"}) == ["code", "--wait", "+12", "/n/a b.md"]
+    assert editor_command("/n/a b.md", 12, {"EDITOR": "code --wait"}) == [
+        "code",
+        "--wait",
+        "+12",
+        "/n/a b.md",
+    ]
     assert editor_command("/n/a.md", None, {}) == ["vi", "/n/a.md"]
     assert editor_command("/n/a.md", 3, {"VISUAL": "nvim", "EDITOR": "nano"})[0] == "nvim"
     assert Filters.parse(" journal/ ", "a, b/c  #d") == Filters("journal/", ("a", "b/c", "#d"))
-    assert Filters.parse("", "").kwargs() == {"path": None, "tags": [], "exclude": []} and not Filters()
+    assert (
+        Filters.parse("", "").kwargs() == {"path": None, "tags": [], "exclude": []}
+        and not Filters()
+    )
     leave_out = Filters.parse("journal/ -journal/old -Archive/* -", "")
-    assert leave_out.kwargs() == {"path": "journal/", "tags": [], "exclude": ["journal/old", "Archive/*"]}
+    assert leave_out.kwargs() == {
+        "path": "journal/",
+        "tags": [],
+        "exclude": ["journal/old", "Archive/*"],
+    }
     assert leave_out.describe() == "path:journal/ -path:journal/old -path:Archive/*"
-    status = Status(db="x.db", roots=(), documents=3, chunks=8, embedded_chunks=2, links=0, unresolved_links=0,
-                    tags=0, oversized_chunks=0, diagnostics={}, frontmatter_warnings=0, chunker=None, encodings={},
-                    text_bytes=0, db_bytes=0, db_to_text=None, last_index_at=None)
+    status = Status(
+        db="x.db",
+        roots=(),
+        documents=3,
+        chunks=8,
+        embedded_chunks=2,
+        links=0,
+        unresolved_links=0,
+        tags=0,
+        oversized_chunks=0,
+        diagnostics={},
+        frontmatter_warnings=0,
+        chunker=None,
+        encodings={},
+        text_bytes=0,
+        db_bytes=0,
+        db_to_text=None,
+        last_index_at=None,
+    )
     assert embedding_coverage(status) == "embedded 2/8 (25%)"
     assert embedding_coverage(replace(status, embedded_chunks=0)).startswith("no embeddings")
     note = Location("tech/SQLite.md", "/v/tech/SQLite.md")
@@ -861,7 +1004,12 @@ async def test_missing_vectors_are_embedded_in_the_background_while_idle(tmp_pat
         assert steps() == sorted(steps(), reverse=True) and len(steps()) >= 1
         await settle(pilot)
         assert f"embedded {total}/{total} (100%)" in screen_text(app)
-    assert kbase.db.connect(db, readonly=True).execute("SELECT count(*) FROM chunks WHERE NOT embedded").fetchone()[0] == 0
+    assert (
+        kbase.db.connect(db, readonly=True)
+        .execute("SELECT count(*) FROM chunks WHERE NOT embedded")
+        .fetchone()[0]
+        == 0
+    )
     assert missing > 0
 
 
@@ -870,5 +1018,7 @@ async def test_an_index_built_without_embeddings_stays_keyword_only(index):
     app = make_app(index)
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(pilot)
-        assert "no embeddings" in screen_text(app) and "embedding while idle" not in screen_text(app)
+        assert "no embeddings" in screen_text(app) and "embedding while idle" not in screen_text(
+            app
+        )
         assert not any(w.group == "embed" for w in app.workers)

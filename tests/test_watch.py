@@ -33,7 +33,9 @@ class CountingEmbedder:
 
     def embed_batch(self, texts):
         self.embedded += len(texts)
-        return [pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts]
+        return [
+            pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts
+        ]
 
     def embed_query(self, text):
         return self.embed_batch([text])[0]
@@ -47,13 +49,21 @@ class Watcher:
         self.batches: list[WatchBatch] = []
         self.result: int | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(kb, paths), kwargs=options, daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, args=(kb, paths), kwargs=options, daemon=True
+        )
 
     def _run(self, kb, paths, **options) -> None:
         try:
-            self.result = watch(kb, paths, stop_event=self.stop, on_batch=self.batches.append, debounce_ms=100,
-                                **options)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.result = watch(
+                kb,
+                paths,
+                stop_event=self.stop,
+                on_batch=self.batches.append,
+                debounce_ms=100,
+                **options,
+            )
+        except BaseException as e:
             self.error = e
 
     def __enter__(self) -> Watcher:
@@ -101,7 +111,11 @@ def test_the_index_follows_creates_edits_renames_and_deletes(tmp_path, vault):
     with Watcher(kb, [vault], embed=False) as w:
         first = w.batches[0]
         assert first.catch_up and first.report.new == 4  # what changed while nothing watched
-        garden_id = db.connect(dbp, readonly=True).execute("SELECT id FROM documents WHERE path = 'Garden.md'").get
+        garden_id = (
+            db.connect(dbp, readonly=True)
+            .execute("SELECT id FROM documents WHERE path = 'Garden.md'")
+            .get
+        )
 
         write(vault, {"ideas/New idea.md": "# New idea\n\nzeppelins everywhere\n"})
         until(lambda: search(dbp, "zeppelins") == ["ideas/New idea.md"], "a new file")
@@ -112,8 +126,15 @@ def test_the_index_follows_creates_edits_renames_and_deletes(tmp_path, vault):
 
         (vault / "archive").mkdir()
         os.rename(vault / "Garden.md", vault / "archive" / "Garden.md")
-        until(lambda: "archive/Garden.md" in docs(dbp) and "Garden.md" not in docs(dbp), "a renamed file")
-        moved = db.connect(dbp, readonly=True).execute("SELECT id FROM documents WHERE path = 'archive/Garden.md'").get
+        until(
+            lambda: "archive/Garden.md" in docs(dbp) and "Garden.md" not in docs(dbp),
+            "a renamed file",
+        )
+        moved = (
+            db.connect(dbp, readonly=True)
+            .execute("SELECT id FROM documents WHERE path = 'archive/Garden.md'")
+            .get
+        )
         assert moved == garden_id  # a rename moves the row: same document, same chunks
 
         (vault / "tech" / "notes.txt").unlink()
@@ -133,7 +154,9 @@ def test_the_index_follows_creates_edits_renames_and_deletes(tmp_path, vault):
     assert sorted(docs(dbp)) == ["Welcome.md", "archive/Garden.md", "ideas/New idea.md"]
 
 
-def test_a_burst_of_changes_is_one_debounced_batch_and_the_index_equals_a_fresh_one(tmp_path, vault):
+def test_a_burst_of_changes_is_one_debounced_batch_and_the_index_equals_a_fresh_one(
+    tmp_path, vault
+):
     dbp = tmp_path / "w.db"
     with Watcher(kbase.open(dbp), [vault], embed=False) as w:
         until(lambda: len(w.batches) >= 2, "the second catch-up run")  # the watcher is listening
@@ -164,10 +187,17 @@ def test_embeddings_follow_for_changed_chunks_only(tmp_path, vault):
     with Watcher(kb, [vault], embed=True) as w:
         first = w.batches[0].report.embedding.embedded
         assert first > 0 and embedder.embedded == first
-        (vault / "Garden.md").write_text("# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nNew bed text.\n")
+        (vault / "Garden.md").write_text(
+            "# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nNew bed text.\n"
+        )
         until(lambda: "New bed text" in docs(dbp)["Garden.md"], "an edit")
-        until(lambda: any(b.report and b.report.embedding and b.report.embedding.embedded for b in w.batches[1:]),
-              "the edit's embeddings")
+        until(
+            lambda: any(
+                b.report and b.report.embedding and b.report.embedding.embedded
+                for b in w.batches[1:]
+            ),
+            "the edit's embeddings",
+        )
     con = db.connect(dbp, readonly=True)
     assert con.execute("SELECT count(*) = sum(embedded) FROM chunks").get == 1
     assert embedder.embedded - first <= 2  # the edited chunk(s), not the whole vault again
@@ -212,7 +242,9 @@ def test_ctrl_c_stops_watching_cleanly(tmp_path, vault):
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer.start()
     try:
-        runs = watch(kbase.open(dbp), [vault], embed=False, on_batch=batches.append)  # in the main thread
+        runs = watch(
+            kbase.open(dbp), [vault], embed=False, on_batch=batches.append
+        )  # in the main thread
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, before)
@@ -231,9 +263,24 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
     (vault / "a.md").write_text("# A\n\nfirst\n")
     db = tmp_path / "w.db"
     kbase.open(db).index([vault], embed=False)  # up to date: watch must start without a line
-    proc = subprocess.Popen([sys.executable, "-m", "kbase", "--db", str(db), "watch", "--no-embed", "--debounce", "50",
-                             str(vault)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kbase",
+            "--db",
+            str(db),
+            "watch",
+            "--no-embed",
+            "--debounce",
+            "50",
+            str(vault),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as from a terminal
     try:
         deadline = time.monotonic() + 20
         while not db.exists() and time.monotonic() < deadline:
@@ -256,22 +303,34 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
 def test_a_watch_line_names_a_few_files_and_counts_the_rest():
     from kbase.output import render_changes
 
-    changed = [("new", f"burst/n{i:02}.md") for i in range(50)] + [("updated", "Garden.md"), ("removed", "old.md"),
-                                                                     ("renamed", "archive/Plan.md")]
-    assert render_changes(changed) == ("50 new (burst/n00.md, burst/n01.md, burst/n02.md and 47 more), "
-                                       "1 updated (Garden.md), 1 renamed (archive/Plan.md), 1 removed (old.md)")
+    changed = [("new", f"burst/n{i:02}.md") for i in range(50)] + [
+        ("updated", "Garden.md"),
+        ("removed", "old.md"),
+        ("renamed", "archive/Plan.md"),
+    ]
+    assert render_changes(changed) == (
+        "50 new (burst/n00.md, burst/n01.md, burst/n02.md and 47 more), "
+        "1 updated (Garden.md), 1 renamed (archive/Plan.md), 1 removed (old.md)"
+    )
 
 
 def test_the_report_names_each_changed_document(tmp_path, vault):
     dbp = tmp_path / "r.db"
     kb = kbase.open(dbp)
     assert sorted(kb.index([vault], embed=False).changed) == [
-        ("new", "Garden.md"), ("new", "Welcome.md"), ("new", "tech/SQLite.md"), ("new", "tech/notes.txt")]
+        ("new", "Garden.md"),
+        ("new", "Welcome.md"),
+        ("new", "tech/SQLite.md"),
+        ("new", "tech/notes.txt"),
+    ]
     (vault / "Welcome.md").write_text("# Welcome\n\nchanged\n")
     os.rename(vault / "Garden.md", vault / "Garden2.md")
     (vault / "tech" / "notes.txt").unlink()
     assert kb.index([vault], embed=False).changed == [
-        ("renamed", "Garden2.md"), ("updated", "Welcome.md"), ("removed", "tech/notes.txt")]
+        ("renamed", "Garden2.md"),
+        ("updated", "Welcome.md"),
+        ("removed", "tech/notes.txt"),
+    ]
     assert kb.index([vault], embed=False).changed == []
 
 
@@ -280,7 +339,13 @@ def test_a_backlog_is_embedded_while_idle_a_step_at_a_time(tmp_path, vault, monk
 
     dbp = tmp_path / "w.db"
     for i in range(12):
-        write(vault, {f"more/n{i}.md": f"# Note {i}\n\n" + f"Paragraph {i} about tomatoes and beds.\n\n" * 3})
+        write(
+            vault,
+            {
+                f"more/n{i}.md": f"# Note {i}\n\n"
+                + f"Paragraph {i} about tomatoes and beds.\n\n" * 3
+            },
+        )
     kbase.open(dbp).index([vault], embed=False)  # keyword only: every chunk waits for a vector
     chunks = db.connect(dbp, readonly=True).execute("SELECT count(*) FROM chunks").get
     monkeypatch.setattr(kw, "EMBED_STEP", 8)  # so the backlog takes several idle steps
@@ -290,4 +355,7 @@ def test_a_backlog_is_embedded_while_idle_a_step_at_a_time(tmp_path, vault, monk
         until(lambda: steps and steps[-1].remaining == 0, "the backlog embedded")
     assert len(steps) >= chunks // 8 and embedder.embedded == chunks
     assert all(s.embedded <= 8 for s in steps)
-    assert db.connect(dbp, readonly=True).execute("SELECT count(*) FROM chunks WHERE NOT embedded").get == 0
+    assert (
+        db.connect(dbp, readonly=True).execute("SELECT count(*) FROM chunks WHERE NOT embedded").get
+        == 0
+    )

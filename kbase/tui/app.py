@@ -31,7 +31,9 @@ class KbaseApp(App):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, db_path: str | Path, *, kb_factory: KBFactory | None = None, debounce: float = 0.15) -> None:
+    def __init__(
+        self, db_path: str | Path, *, kb_factory: KBFactory | None = None, debounce: float = 0.15
+    ) -> None:
         """``kb_factory(db_path)`` makes the ``KB`` each worker thread uses (tests inject one);
         ``debounce`` is how long typing must pause before a search starts (seconds)."""
         super().__init__()
@@ -78,23 +80,40 @@ class KbaseApp(App):
                 if not self.is_headless:
                     self.notify("This terminal cannot hand over to an editor.", severity="error")
                     return
-                subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                subprocess.run(
+                    argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
         except OSError as e:
             from kbase.errors import KbaseError
 
-            self.notify_error(KbaseError(f"cannot run the editor {argv[0]!r}: {e.strerror or e}",
-                                         "set $EDITOR (or $VISUAL), e.g. export EDITOR=nano"))
+            self.notify_error(
+                KbaseError(
+                    f"cannot run the editor {argv[0]!r}: {e.strerror or e}",
+                    "set $EDITOR (or $VISUAL), e.g. export EDITOR=nano",
+                )
+            )
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         main = next((s for s in self.screen_stack if isinstance(s, MainScreen)), None)
         if main is None:
             return
-        yield SystemCommand("Search mode: next", "Cycle keyword / semantic / hybrid (ctrl+t)", main.action_cycle_mode)
-        yield SystemCommand("Filters: edit", "Path prefix and tags (ctrl+f)", main.action_toggle_filters)
+        yield SystemCommand(
+            "Search mode: next",
+            "Cycle keyword / semantic / hybrid (ctrl+t)",
+            main.action_cycle_mode,
+        )
+        yield SystemCommand(
+            "Filters: edit", "Path prefix and tags (ctrl+f)", main.action_toggle_filters
+        )
         yield SystemCommand("Filters: clear", "Search everything again", main.action_clear_filters)
-        yield SystemCommand("Open note in $EDITOR", "At the hit's line (ctrl+o)", main.action_open_editor)
+        yield SystemCommand(
+            "Open note in $EDITOR", "At the hit's line (ctrl+o)", main.action_open_editor
+        )
         yield SystemCommand("Back", "Previous note in the history (alt+left)", main.action_back)
         yield SystemCommand("Forward", "Next note in the history (alt+right)", main.action_forward)
         yield SystemCommand("Reload", "Read the index status again (ctrl+r)", main.action_reload)

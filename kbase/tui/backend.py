@@ -91,7 +91,7 @@ class KBPool:
         for kb in free:
             try:
                 kb.close()
-            except Exception:  # noqa: BLE001 - closing at exit must never raise
+            except Exception:
                 pass
 
 
@@ -195,7 +195,7 @@ def _wikilink_sub(m: re.Match) -> str:
 def link_from_href(href: str) -> tuple[str, str | None] | None:
     """(note name, anchor) for a link clicked in the preview, or None for an outside URL."""
     if href.startswith(WIKI_SCHEME):
-        name = unquote(href[len(WIKI_SCHEME):])
+        name = unquote(href[len(WIKI_SCHEME) :])
     elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
         return None  # http:, mailto:, ...
     else:
@@ -204,7 +204,9 @@ def link_from_href(href: str) -> tuple[str, str | None] | None:
     return name, (anchor or None)
 
 
-def editor_command(path: str, line: int | None, environ: os._Environ | dict | None = None) -> list[str]:
+def editor_command(
+    path: str, line: int | None, environ: os._Environ | dict | None = None
+) -> list[str]:
     """``$VISUAL`` / ``$EDITOR`` (else vi) as argv, with ``+LINE`` before the file."""
     env = os.environ if environ is None else environ
     editor = env.get("VISUAL") or env.get("EDITOR") or "vi"
@@ -225,7 +227,9 @@ def highlight_spans(snippet: str, highlights) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def clip_snippet(snippet: str, spans: list[tuple[int, int]], width: int = 140) -> tuple[str, list[tuple[int, int]]]:
+def clip_snippet(
+    snippet: str, spans: list[tuple[int, int]], width: int = 140
+) -> tuple[str, list[tuple[int, int]]]:
     """At most ``width`` characters of ``snippet``, starting a little before the first match."""
     if len(snippet) <= width:
         return snippet, spans
@@ -260,7 +264,7 @@ def shorten_path(path: str, width: int) -> str:
         if cell_len(tail) <= width:
             return tail
     if width < 2:
-        return "…"[:max(width, 0)]
+        return "…"[: max(width, 0)]
     return "…" + set_cell_size(parts[-1][::-1], width - 1)[::-1]  # the end of the file name
 
 

@@ -63,6 +63,7 @@ def _reports(what: str):
     the worker is cancelled (a newer request of its group started) nothing more is posted; an
     exception becomes one WorkFailed(what, error, gen), ``gen`` being the worker's first
     argument when it is a request's generation number."""
+
     def decorate(body):
         @functools.wraps(body)
         def run(self, *args):
@@ -74,9 +75,11 @@ def _reports(what: str):
                         return
                     if message is not None:
                         self.post_message(message)
-            except Exception as e:  # noqa: BLE001 - shown as a notification
+            except Exception as e:
                 if not worker.is_cancelled:
-                    self.post_message(WorkFailed(what, e, args[0] if args and isinstance(args[0], int) else 0))
+                    self.post_message(
+                        WorkFailed(what, e, args[0] if args and isinstance(args[0], int) else 0)
+                    )
 
         return run
 
@@ -95,17 +98,27 @@ class MainScreen(Screen):
 
     BINDINGS = [
         Binding("ctrl+t", "cycle_mode", "Mode", priority=True, tooltip=MODE_HELP),
-        Binding("ctrl+f", "toggle_filters", "Filters", priority=True, tooltip="Path and tag filters"),
+        Binding(
+            "ctrl+f", "toggle_filters", "Filters", priority=True, tooltip="Path and tag filters"
+        ),
         Binding("ctrl+o", "open_editor", "Edit", priority=True, tooltip=EDIT_HELP),
-        Binding("ctrl+r", "reload", "Reload", show=False, priority=True,
-                tooltip="Read the index again (after kbase index)"),
+        Binding(
+            "ctrl+r",
+            "reload",
+            "Reload",
+            show=False,
+            priority=True,
+            tooltip="Read the index again (after kbase index)",
+        ),
         Binding("alt+left", "back", "Back", show=False, tooltip="Back to the previous note"),
         Binding("alt+right", "forward", "Forward", show=False, tooltip="Forward again"),
         Binding("slash", "focus_search", "Search", show=False, tooltip="Go to the search box"),
         Binding("escape", "escape", "Search box ⇄ results", show=False),
         Binding("m", "cycle_mode", "Mode", show=False, tooltip=MODE_HELP),
         Binding("e", "open_editor", "Edit", show=False, tooltip=EDIT_HELP),
-        Binding("left_square_bracket", "back", "Back", show=False, tooltip="Back to the previous note"),
+        Binding(
+            "left_square_bracket", "back", "Back", show=False, tooltip="Back to the previous note"
+        ),
         Binding("right_square_bracket", "forward", "Forward", show=False, tooltip="Forward again"),
         Binding("1", "focus_pane('results')", "Results pane", show=False),
         Binding("2", "focus_pane('preview')", "Preview pane", show=False),
@@ -124,7 +137,9 @@ class MainScreen(Screen):
         self.filters = Filters()
         self.history: list[Location] = []
         self.history_pos = -1
-        self._links_choice: dict[int, int | None] = {}  # history position -> links pane row when left
+        self._links_choice: dict[
+            int, int | None
+        ] = {}  # history position -> links pane row when left
         self.doc = None  # the DocRef in the preview
         self._gen = 0  # search generation
         self._final_gen = 0  # generation whose final (non-keyword-placeholder) results are shown
@@ -188,8 +203,9 @@ class MainScreen(Screen):
             note = "(model unavailable)"
         elif self.mode != "keyword" and self.has_embeddings and not self.model_ready:
             note = "(loading model)"
-        self.query_one(SearchBar).show_mode(self.mode, available=self.vectors_available or self.mode == "keyword",
-                                            note=note)
+        self.query_one(SearchBar).show_mode(
+            self.mode, available=self.vectors_available or self.mode == "keyword", note=note
+        )
 
     # --- searching ----------------------------------------------------------------------------
     @on(Input.Changed, "#query")
@@ -243,8 +259,12 @@ class MainScreen(Screen):
     @_reports("search")
     def search_keyword(self, gen: int, query: str, filters: Filters) -> SearchDone:
         with self.app.pool.kb() as kb:
-            return SearchDone(gen, "keyword", query, kb.search(query, mode="keyword", limit=SEARCH_LIMIT,
-                                                               **filters.kwargs()))
+            return SearchDone(
+                gen,
+                "keyword",
+                query,
+                kb.search(query, mode="keyword", limit=SEARCH_LIMIT, **filters.kwargs()),
+            )
 
     @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
     @_reports("vector")
@@ -252,19 +272,28 @@ class MainScreen(Screen):
         with self.app.pool.vector_kb() as kb:  # queued behind the model load / older search
             if get_current_worker().is_cancelled:
                 return None
-            return SearchDone(gen, mode, query, kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs()))
+            return SearchDone(
+                gen,
+                mode,
+                query,
+                kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs()),
+            )
 
     @on(SearchDone)
     def _search_done(self, message: SearchDone) -> None:
         if message.gen != self._gen:
             return  # superseded by a newer query
-        vector_pending = message.source == "keyword" and self.mode != "keyword" and self.vectors_available
+        vector_pending = (
+            message.source == "keyword" and self.mode != "keyword" and self.vectors_available
+        )
         if message.source == "keyword" and self._final_gen == message.gen:
             return  # the hybrid/semantic results arrived first; keep them
         if not vector_pending:
             self._final_gen = message.gen
         pending = f"{self.mode} results coming…" if vector_pending else ""
-        self.results.show_hits(message.hits, source=message.source, query=message.query, pending=pending)
+        self.results.show_hits(
+            message.hits, source=message.source, query=message.query, pending=pending
+        )
         self.query_one(StatusLine).show_stale(sum(1 for h in message.hits if h.stale))
         hit = self.results.current
         if hit is None:
@@ -314,13 +343,19 @@ class MainScreen(Screen):
     @_reports("links")
     def load_links(self, request: int, location: Location) -> LinksLoaded:
         with self.app.pool.kb() as kb:
-            return LinksLoaded(request, location, kb.links(location.target), kb.backlinks(location.target))
+            return LinksLoaded(
+                request, location, kb.links(location.target), kb.backlinks(location.target)
+            )
 
     @work(thread=True, exclusive=True, group="related", exit_on_error=False)
     @_reports("related notes")
     def load_related(self, request: int, location: Location) -> RelatedLoaded:
-        with self.app.pool.vector_kb() as kb:  # the KB that holds the vectors in memory (no model needed)
-            return RelatedLoaded(request, location, kb.related(location.target, limit=RELATED_LIMIT))
+        with (
+            self.app.pool.vector_kb() as kb
+        ):  # the KB that holds the vectors in memory (no model needed)
+            return RelatedLoaded(
+                request, location, kb.related(location.target, limit=RELATED_LIMIT)
+            )
 
     @on(DocumentLoaded)
     def _document_loaded(self, message: DocumentLoaded) -> None:
@@ -340,7 +375,11 @@ class MainScreen(Screen):
         self.links.show_links(message.location, message.outlinks, message.backlinks)
         self.load_related(message.request, message.location)  # listed below the links
         row = self._links_choice.get(self.history_pos)
-        if row is not None and row < self.links.option_count and not self.links.get_option_at_index(row).disabled:
+        if (
+            row is not None
+            and row < self.links.option_count
+            and not self.links.get_option_at_index(row).disabled
+        ):
             self.links.highlighted = row  # back (or forward) here: the link that was followed
 
     @on(RelatedLoaded)
@@ -351,8 +390,11 @@ class MainScreen(Screen):
     @on(LinksPane.Follow)
     def _follow(self, message: LinksPane.Follow) -> None:
         if message.entry.location is None:
-            self.app.notify(f"[[{message.entry.label}]] does not lead to a note in the index",
-                            title="Unresolved link", severity="warning")
+            self.app.notify(
+                f"[[{message.entry.label}]] does not lead to a note in the index",
+                title="Unresolved link",
+                severity="warning",
+            )
             return
         self.follow(message.entry.location)
 
@@ -361,8 +403,16 @@ class MainScreen(Screen):
         # The links pane already resolved this note's links: use that answer when it has one.
         for link in self._outlinks:
             if link.target == message.name and link.target_path and link.target_id is not None:
-                abspath = sibling_abspath(self._links_note, link.target_path) if self._links_note else None
-                self.follow(Location(link.target_path, abspath, None, message.anchor, link.target_title or ""))
+                abspath = (
+                    sibling_abspath(self._links_note, link.target_path)
+                    if self._links_note
+                    else None
+                )
+                self.follow(
+                    Location(
+                        link.target_path, abspath, None, message.anchor, link.target_title or ""
+                    )
+                )
                 return
         self.resolve_note(message.name, message.anchor)
 
@@ -381,7 +431,9 @@ class MainScreen(Screen):
         """Show ``location`` and remember it after the current one (forward history is dropped)."""
         self._remember_links_choice()
         self.history = self.history[: self.history_pos + 1] + [location]
-        self._links_choice = {pos: row for pos, row in self._links_choice.items() if pos <= self.history_pos}
+        self._links_choice = {
+            pos: row for pos, row in self._links_choice.items() if pos <= self.history_pos
+        }
         self.history_pos = len(self.history) - 1
         self.show_location(location)
 
@@ -421,7 +473,11 @@ class MainScreen(Screen):
         self._status = status
         # An index with vectors gets the rest of them (kbase index interrupted, notes changed
         # meanwhile); one indexed with --no-embed stays keyword-only until kbase embed.
-        if message.has_embeddings and status.embedded_chunks < status.chunks and not self._embedding:
+        if (
+            message.has_embeddings
+            and status.embedded_chunks < status.chunks
+            and not self._embedding
+        ):
             self._embedding = True
             self.embed_in_background()
         self._show_status()
@@ -468,7 +524,9 @@ class MainScreen(Screen):
     @on(EmbedProgress)
     def _embed_progress(self, message: EmbedProgress) -> None:
         if self._status is not None:
-            self._status = replace(self._status, embedded_chunks=max(0, self._status.chunks - message.remaining))
+            self._status = replace(
+                self._status, embedded_chunks=max(0, self._status.chunks - message.remaining)
+            )
         self._embedding = message.remaining > 0
         if not self.has_embeddings or not self._embedding:
             self.load_status()  # the first vectors: semantic search is possible; or all done
@@ -495,7 +553,10 @@ class MainScreen(Screen):
         if what == "embed":
             self._embedding = False
             self._show_status()
-            self.app.notify(f"Embedding in the background stopped: {_one_line(message.error)}", severity="warning")
+            self.app.notify(
+                f"Embedding in the background stopped: {_one_line(message.error)}",
+                severity="warning",
+            )
             return
         if what == "status":
             self.index_ok = False
@@ -506,7 +567,8 @@ class MainScreen(Screen):
             self._index_problem = "No index yet" if missing else "Index unavailable"
             self.results.clear_hits(self._index_problem)
             self.preview.show_message(
-                problem + (f"\n\nhint: {hint}" if hint else "")
+                problem
+                + (f"\n\nhint: {hint}" if hint else "")
                 + ("\n\nBuild it with:  kbase index PATH" if missing else "")
                 + "\n\nThen press ctrl+r."
             )
@@ -531,18 +593,24 @@ class MainScreen(Screen):
         if self.index_ok and not self.has_embeddings:
             self.app.notify(
                 "Semantic and hybrid search need embeddings; this index has none.\nhint: run kbase embed",
-                title="Keyword search only", severity="warning",
+                title="Keyword search only",
+                severity="warning",
             )
             return
         if self.model_failed:
-            self.app.notify("The embedding model could not be loaded; only keyword search works.",
-                            title="Keyword search only", severity="warning")
+            self.app.notify(
+                "The embedding model could not be loaded; only keyword search works.",
+                title="Keyword search only",
+                severity="warning",
+            )
             return
         if self.index_ok is None:
             self.app.notify("Still opening the index…", severity="information")
             return
         if not self.index_ok:
-            self.app.notify(f"{self._index_problem}.\nhint: kbase index PATH, then ctrl+r", severity="warning")
+            self.app.notify(
+                f"{self._index_problem}.\nhint: kbase index PATH, then ctrl+r", severity="warning"
+            )
             return
         self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
         self.mode_chosen = True
@@ -641,8 +709,10 @@ class HelpScreen(ModalScreen):
             yield Static("kbase browse: keys", id="help-title")
             with VerticalScroll(id="help-scroll"):
                 yield Static(self.help_text(), id="help-text")
-            yield Static("esc closes · the mouse works too: click results, links and panes, scroll with the wheel",
-                         id="help-hint")
+            yield Static(
+                "esc closes · the mouse works too: click results, links and panes, scroll with the wheel",
+                id="help-hint",
+            )
 
     def on_mount(self) -> None:
         self.query_one("#help-scroll").focus()
@@ -673,7 +743,9 @@ class HelpScreen(ModalScreen):
                     for key in (k.strip() for k in b.key.split(",")):
                         if not keep(key):
                             continue
-                        display = help_keys(self.app.get_key_display(Binding(key, b.action, b.description)))
+                        display = help_keys(
+                            self.app.get_key_display(Binding(key, b.action, b.description))
+                        )
                         keys = merged.setdefault(b.tooltip or b.description, [])
                         if display not in keys:
                             keys.append(display)
@@ -681,34 +753,63 @@ class HelpScreen(ModalScreen):
 
         top = (type(self.app), MainScreen)
         return [
-            ("Anywhere", from_bindings(*top, keep=chord) + [
-                ("^p", "Command palette (modes, filters, help, …)"),
-                ("tab shift+tab", "Next / previous pane"),
-            ]),
-            ("When not typing in a box", from_bindings(*top, keep=lambda k: not chord(k) and k != "down")),
-            ("Search box", [("enter", "Search now and go to the results")]
-             + from_bindings(MainScreen, keep=lambda k: k == "down") + [
-                ("esc", "Leave the box (to the results)"),
-                ("^u", "Clear the query"),
-            ]),
-            ("Results", from_bindings(ResultsList) + [
-                ("up down pgup pgdn", "Move; the preview follows"),
-                ("home end", "First / last result"),
-                ("enter", "Read the note in the preview"),
-                ("click", "Pick a result"),
-            ]),
-            ("Preview", from_bindings(PreviewScroll) + [
-                ("up down pgup pgdn", "Scroll"),
-                ("click a link", "Follow it (alt+left comes back)"),
-            ]),
-            ("Links", from_bindings(LinksPane) + [
-                ("up down", "Move"),
-                ("enter or click", "Follow the link (outlink or backlink)"),
-            ]),
-            ("Filter bar (^f)", [
-                ("path", "Folder prefix or glob, e.g. journal/ or tech/*.md; -archive/ leaves a folder out"),
-                ("tags", "Tags separated by spaces; nested tags match"),
-                ("esc", "To the results"),
-            ]),
+            (
+                "Anywhere",
+                from_bindings(*top, keep=chord)
+                + [
+                    ("^p", "Command palette (modes, filters, help, …)"),
+                    ("tab shift+tab", "Next / previous pane"),
+                ],
+            ),
+            (
+                "When not typing in a box",
+                from_bindings(*top, keep=lambda k: not chord(k) and k != "down"),
+            ),
+            (
+                "Search box",
+                [("enter", "Search now and go to the results")]
+                + from_bindings(MainScreen, keep=lambda k: k == "down")
+                + [
+                    ("esc", "Leave the box (to the results)"),
+                    ("^u", "Clear the query"),
+                ],
+            ),
+            (
+                "Results",
+                from_bindings(ResultsList)
+                + [
+                    ("up down pgup pgdn", "Move; the preview follows"),
+                    ("home end", "First / last result"),
+                    ("enter", "Read the note in the preview"),
+                    ("click", "Pick a result"),
+                ],
+            ),
+            (
+                "Preview",
+                from_bindings(PreviewScroll)
+                + [
+                    ("up down pgup pgdn", "Scroll"),
+                    ("click a link", "Follow it (alt+left comes back)"),
+                ],
+            ),
+            (
+                "Links",
+                from_bindings(LinksPane)
+                + [
+                    ("up down", "Move"),
+                    ("enter or click", "Follow the link (outlink or backlink)"),
+                ],
+            ),
+            (
+                "Filter bar (^f)",
+                [
+                    (
+                        "path",
+                        "Folder prefix or glob, e.g. journal/ or tech/*.md; -archive/ leaves a folder out",
+                    ),
+                    ("tags", "Tags separated by spaces; nested tags match"),
+                    ("esc", "To the results"),
+                ],
+            ),
             ("Help", from_bindings(HelpScreen)),
         ]

@@ -37,7 +37,9 @@ class SearchBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("keyword", id="mode")
-        yield Input(placeholder="Search your notes   (? help, ctrl+t mode, ctrl+f filters)", id="query")
+        yield Input(
+            placeholder="Search your notes   (? help, ctrl+t mode, ctrl+f filters)", id="query"
+        )
 
     @property
     def input(self) -> Input:
@@ -61,13 +63,17 @@ class FilterBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("path", classes="filter-label")
-        yield Input(placeholder="folder/ or glob; -folder/ leaves out", id="filter-path", compact=True)
+        yield Input(
+            placeholder="folder/ or glob; -folder/ leaves out", id="filter-path", compact=True
+        )
         yield Label("tags", classes="filter-label")
         yield Input(placeholder="tag tag/sub", id="filter-tags", compact=True)
 
     @property
     def filters(self) -> Filters:
-        return Filters.parse(self.query_one("#filter-path", Input).value, self.query_one("#filter-tags", Input).value)
+        return Filters.parse(
+            self.query_one("#filter-path", Input).value, self.query_one("#filter-tags", Input).value
+        )
 
     def set_filters(self, path: str = "", tags: str = "") -> None:
         self.query_one("#filter-path", Input).value = path
@@ -105,7 +111,11 @@ class ResultsList(OptionList):
 
     def show_hits(self, hits: list, *, source: str, query: str, pending: str = "") -> None:
         keep = None
-        if self.highlighted is not None and self.highlighted < len(self.hits) and query == self.query_text:
+        if (
+            self.highlighted is not None
+            and self.highlighted < len(self.hits)
+            and query == self.query_text
+        ):
             keep = self.hits[self.highlighted].abspath
         self.hits, self.source, self.query_text = list(hits), source, query
         self._fill(next((i for i, h in enumerate(self.hits) if h.abspath == keep), 0))
@@ -113,7 +123,9 @@ class ResultsList(OptionList):
 
     def _fill(self, index: int) -> None:
         width = self._line_width()
-        self.set_options(Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits))
+        self.set_options(
+            Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits)
+        )
         self._rendered_width = width
         if self.hits:
             self.highlighted = min(index, len(self.hits) - 1)
@@ -132,7 +144,9 @@ class ResultsList(OptionList):
         elif not self.query_text:
             self.border_title = "Results"
         else:
-            self.border_title = f"{len(self.hits)} result{'s' * (len(self.hits) != 1)} · {self.source}"
+            self.border_title = (
+                f"{len(self.hits)} result{'s' * (len(self.hits) != 1)} · {self.source}"
+            )
         self.border_subtitle = pending
 
     def clear_hits(self, message: str = "") -> None:
@@ -150,22 +164,39 @@ class ResultsList(OptionList):
     def _prompt(hit, width: int = 140) -> Content:
         """The three lines of a hit, each at most ``width`` cells."""
         spans = highlight_spans(hit.snippet, hit.highlights)
-        snippet, spans = clip_snippet(hit.snippet, spans, width - 2)  # (it may add an ellipsis at each end)
+        snippet, spans = clip_snippet(
+            hit.snippet, spans, width - 2
+        )  # (it may add an ellipsis at each end)
         body = Content(snippet)
         for start, end in spans:
             body = body.stylize("$text-warning bold underline", start, end)
-        body = body.stylize_before("$text-muted" if not spans else "").truncate(width, ellipsis=True)
+        body = body.stylize_before("$text-muted" if not spans else "").truncate(
+            width, ellipsis=True
+        )
         extra = []
         if hit.matched_chunks > 1:
             extra.append(f"{hit.matched_chunks} passages")
         if hit.heading_path and hit.heading_path != hit.title:
             extra.append(hit.heading_path)
-        where = Content.assemble((shorten_path(f"{hit.path}:{hit.line}", width), "$text-accent"),
-                                 ("  " + " · ".join(extra), "$text-muted") if extra else "")
-        tail = Content.assemble("  ", (f"{hit.score:.2f}", "$text-muted"),
-                                ("  ⚠ changed on disk", "$text-error") if hit.stale else "")
-        title = Content.styled(hit.title, "bold").truncate(max(1, width - tail.cell_length), ellipsis=True)
-        return Content("\n").join([(title + tail).truncate(width, ellipsis=True), where.truncate(width, ellipsis=True), body])
+        where = Content.assemble(
+            (shorten_path(f"{hit.path}:{hit.line}", width), "$text-accent"),
+            ("  " + " · ".join(extra), "$text-muted") if extra else "",
+        )
+        tail = Content.assemble(
+            "  ",
+            (f"{hit.score:.2f}", "$text-muted"),
+            ("  ⚠ changed on disk", "$text-error") if hit.stale else "",
+        )
+        title = Content.styled(hit.title, "bold").truncate(
+            max(1, width - tail.cell_length), ellipsis=True
+        )
+        return Content("\n").join(
+            [
+                (title + tail).truncate(width, ellipsis=True),
+                where.truncate(width, ellipsis=True),
+                body,
+            ]
+        )
 
 
 class PreviewScroll(VerticalScroll):
@@ -224,7 +255,9 @@ class PreviewPane(Container):
         if text is None:
             from textual.widgets import TextArea
 
-            text = TextArea("", id="preview-text", read_only=True, soft_wrap=True, show_line_numbers=True)
+            text = TextArea(
+                "", id="preview-text", read_only=True, soft_wrap=True, show_line_numbers=True
+            )
             await self.mount(text)
         return text
 
@@ -239,7 +272,11 @@ class PreviewPane(Container):
     @property
     def scroller(self):
         text = self._view("#preview-text")
-        return text if text is not None and text.display else self.query_one("#md-scroll", VerticalScroll)
+        return (
+            text
+            if text is not None and text.display
+            else self.query_one("#md-scroll", VerticalScroll)
+        )
 
     def current_line(self) -> int | None:
         """The 1-based line of the stored body the preview is at (the hit's, else its block's)."""
@@ -263,14 +300,16 @@ class PreviewPane(Container):
         self.location = location
         self.border_title = doc.title or doc.path
         self.border_subtitle = f"{doc.path}:{location.line}" if location.line else doc.path
-        self.run_worker(self._render_document(doc, location), exclusive=True, group="preview-render")
+        self.run_worker(
+            self._render_document(doc, location), exclusive=True, group="preview-render"
+        )
 
     async def _render_document(self, doc, location: Location) -> None:
         self.hit_block, self.hit_line = None, location.line
         if is_markdown(doc.path) and len(doc.body) <= MARKDOWN_MAX_CHARS:
             md = await self._markdown_view()
             offset = self.line_offset = lines_before(doc.body, doc.body_start)
-            await md.update(wikilinks_to_markdown(doc.body[doc.body_start:]))
+            await md.update(wikilinks_to_markdown(doc.body[doc.body_start :]))
             self._show_only(text=False, markdown=True)
             block = self._find_block(md, location, offset)
             self.hit_block = block
@@ -279,8 +318,13 @@ class PreviewPane(Container):
                 other.add_class("-hit")  # the whole chunk the hit came from
             if block is not None:
                 block.add_class("-hit")
-                self.call_after_refresh(scroll.scroll_to_center, block, animate=False, origin_visible=True,
-                                        immediate=True)
+                self.call_after_refresh(
+                    scroll.scroll_to_center,
+                    block,
+                    animate=False,
+                    origin_visible=True,
+                    immediate=True,
+                )
             else:
                 self.call_after_refresh(scroll.scroll_home, animate=False)
         else:
@@ -292,7 +336,9 @@ class PreviewPane(Container):
                 from textual.widgets.text_area import Selection
 
                 first, last = location.span
-                text.selection = Selection((first - 1, 0), (last - 1, len(text.document.get_line(last - 1))))
+                text.selection = Selection(
+                    (first - 1, 0), (last - 1, len(text.document.get_line(last - 1)))
+                )
             elif location.line:
                 text.select_line(max(0, location.line - 1))
             else:
@@ -307,8 +353,14 @@ class PreviewPane(Container):
         from textual.widgets.markdown import MarkdownBlock
 
         first, last = location.span[0] - 1 - offset, location.span[1] - 1 - offset  # 0-based
-        return [b for b in md.query(MarkdownBlock) if b.parent is md and b.source_range[1] > b.source_range[0]
-                and b.source_range[0] <= last and b.source_range[1] > first]
+        return [
+            b
+            for b in md.query(MarkdownBlock)
+            if b.parent is md
+            and b.source_range[1] > b.source_range[0]
+            and b.source_range[0] <= last
+            and b.source_range[1] > first
+        ]
 
     @staticmethod
     def _find_block(md, location: Location, offset: int):
@@ -370,11 +422,18 @@ class LinksPane(OptionList):
 
     def show_links(self, note: Location, outlinks: list, backlinks: list) -> None:
         self.entries = {}
-        options: list = [Option(Content.styled(f"→ links ({len(outlinks)})", "bold $text-accent"), disabled=True)]
+        options: list = [
+            Option(Content.styled(f"→ links ({len(outlinks)})", "bold $text-accent"), disabled=True)
+        ]
         for i, link in enumerate(outlinks):
             if link.target_id is not None and link.target_path:
-                loc = Location(link.target_path, sibling_abspath(note, link.target_path), None, link.anchor,
-                               link.target_title or link.target_path)
+                loc = Location(
+                    link.target_path,
+                    sibling_abspath(note, link.target_path),
+                    None,
+                    link.anchor,
+                    link.target_title or link.target_path,
+                )
                 name = link.target_title or link.target_path
             else:
                 loc = None
@@ -382,13 +441,32 @@ class LinksPane(OptionList):
             if link.anchor:
                 name += f" › {link.anchor}"
             self.entries[f"out-{i}"] = LinkEntry(loc, link.target)
-            options.append(Option(self._prompt(name, link.context, broken=loc is None), id=f"out-{i}"))
-        options.append(Option(Content.styled(f"← backlinks ({len(backlinks)})", "bold $text-accent"), disabled=True))
+            options.append(
+                Option(self._prompt(name, link.context, broken=loc is None), id=f"out-{i}")
+            )
+        options.append(
+            Option(
+                Content.styled(f"← backlinks ({len(backlinks)})", "bold $text-accent"),
+                disabled=True,
+            )
+        )
         for i, link in enumerate(backlinks):
-            loc = Location(link.source_path, sibling_abspath(note, link.source_path), link.line, None, link.source_title)
+            loc = Location(
+                link.source_path,
+                sibling_abspath(note, link.source_path),
+                link.line,
+                None,
+                link.source_title,
+            )
             self.entries[f"in-{i}"] = LinkEntry(loc, link.source_path)
-            options.append(Option(self._prompt(f"{link.source_title}  {link.source_path}:{link.line}", link.context),
-                                  id=f"in-{i}"))
+            options.append(
+                Option(
+                    self._prompt(
+                        f"{link.source_title}  {link.source_path}:{link.line}", link.context
+                    ),
+                    id=f"in-{i}",
+                )
+            )
         self.set_options(options)
         self.border_title = f"Links {len(outlinks)} out · {len(backlinks)} in"
         first = next((i for i, o in enumerate(options) if not o.disabled), None)
@@ -397,16 +475,26 @@ class LinksPane(OptionList):
     def show_related(self, note: Location, related) -> None:
         """Append the related notes (a kbase RelatedResult) below the links."""
         how = " by keywords" if related.method == "keyword" else ""
-        options: list = [Option(Content.styled(f"≈ related{how} ({len(related.hits)})", "bold $text-accent"),
-                                disabled=True)]
+        options: list = [
+            Option(
+                Content.styled(f"≈ related{how} ({len(related.hits)})", "bold $text-accent"),
+                disabled=True,
+            )
+        ]
         for i, hit in enumerate(related.hits):
             loc = Location(hit.path, hit.abspath, hit.line, None, hit.title, hit.chunk_id)
             self.entries[f"rel-{i}"] = LinkEntry(loc, hit.path)
-            options.append(Option(self._prompt(f"{hit.title}  {hit.path}:{hit.line}", hit.snippet), id=f"rel-{i}"))
+            options.append(
+                Option(
+                    self._prompt(f"{hit.title}  {hit.path}:{hit.line}", hit.snippet), id=f"rel-{i}"
+                )
+            )
         self.add_options(options)
         if self.highlighted is None:
-            self.highlighted = next((i for i in range(self.option_count)
-                                     if not self.get_option_at_index(i).disabled), None)
+            self.highlighted = next(
+                (i for i in range(self.option_count) if not self.get_option_at_index(i).disabled),
+                None,
+            )
 
     def clear_links(self) -> None:
         self.entries = {}
@@ -416,7 +504,9 @@ class LinksPane(OptionList):
     @staticmethod
     def _prompt(name: str, context: str, broken: bool = False) -> Content:
         context = context if len(context) <= 160 else context[:159] + "…"
-        return Content.assemble((name, "$text-error" if broken else "bold"), "\n", (context, "$text-muted"))
+        return Content.assemble(
+            (name, "$text-error" if broken else "bold"), "\n", (context, "$text-muted")
+        )
 
     @on(OptionList.OptionSelected)
     def _selected(self, event: OptionList.OptionSelected) -> None:
@@ -440,8 +530,12 @@ class StatusLine(Horizontal):
         label.set_class(error, "-error")
 
     def show_filters(self, filters: Filters) -> None:
-        self.query_one("#status-filters", Label).update(f"filter {filters.describe()}" if filters else "")
+        self.query_one("#status-filters", Label).update(
+            f"filter {filters.describe()}" if filters else ""
+        )
 
     def show_stale(self, count: int) -> None:
         label = self.query_one("#status-stale", Label)
-        label.update(f"⚠ {count} hit{'s' * (count != 1)} changed on disk: kbase index" if count else "")
+        label.update(
+            f"⚠ {count} hit{'s' * (count != 1)} changed on disk: kbase index" if count else ""
+        )
