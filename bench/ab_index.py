@@ -79,7 +79,8 @@ def main() -> None:
                     sizes[side] = size
             a, b = statistics.median(times["A"]), statistics.median(times["B"])
             print(
-                f"| {vault.name} | {a:.3f} | {b:.3f} | {b / a:.3f} | {sizes['A']:,} | {sizes['B']:,} |"
+                f"| {vault.name} | {a:.3f} | {b:.3f} | {b / a:.3f} | {sizes['A']:,} |"
+                f" {sizes['B']:,} |"
                 f" {sizes['B'] / sizes['A']:.4f} |"
             )
 

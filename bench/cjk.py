@@ -101,7 +101,8 @@ def main() -> None:
     args = ap.parse_args()
     modes = ["keyword"] + (["hybrid"] if args.hybrid else [])
     print(
-        "| vault | mode | 4-char phrase: note in top 3 | two 2-char words: note in top 10 | query p50 ms |"
+        "| vault | mode | 4-char phrase: note in top 3 | two 2-char words: note in top 10 |"
+        " query p50 ms |"
     )
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,7 +120,8 @@ def main() -> None:
                 r2, t2 = score(kb, pairs, 10, mode)
                 p50 = statistics.median(t1 + t2) * 1000
                 print(
-                    f"| {name} | {mode} | {r1} of {len(phrases)} | {r2} of {len(pairs)} | {p50:.1f} |"
+                    f"| {name} | {mode} | {r1} of {len(phrases)} | {r2} of {len(pairs)} |"
+                    f" {p50:.1f} |"
                 )
             kb.close()
 

@@ -1,6 +1,7 @@
 """Fusion functions for hybrid search, side by side on SciFact and on the question sets (issue 12).
 
-    python bench/fusion.py              # SciFact (bench/retrieval.py's cached index) + question sets
+    python bench/fusion.py              # SciFact (bench/retrieval.py's cached index)
+                                        # + question sets
     python bench/fusion.py --no-scifact # the question sets only
 
 The keyword and semantic document lists are computed once per query through kbase's own ranked

@@ -27,7 +27,8 @@ def main() -> None:
         count, resolved = parse_and_resolve(*corpus)
         timings.append(time.perf_counter() - t0)
     print(
-        f"{a.notes:,} notes, {count:,} links ({resolved:,} resolved): best of 3 {min(timings):.2f} s, "
+        f"{a.notes:,} notes, {count:,} links ({resolved:,} resolved): "
+        f"best of 3 {min(timings):.2f} s, "
         f"{count / min(timings):,.0f} links/s"
     )
 

@@ -90,7 +90,8 @@ def main() -> None:
                         ranks.append(qbench.first_rank(paths, set(q["answers"])))
                     s = qbench.scores(ranks)
                     print(
-                        f"{name:<38}{mode:<10}{in_top5:>8} of {len(ranks):<3}{s['top3']:>8.2f}{s['mrr10']:>8.3f}"
+                        f"{name:<38}{mode:<10}{in_top5:>8} of {len(ranks):<3}"
+                        f"{s['top3']:>8.2f}{s['mrr10']:>8.3f}"
                     )
             search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = saved
             kb.close()

@@ -29,7 +29,8 @@ from kbase.graph import Note
 def neighbours(kb) -> dict[int, set[int]]:
     out: dict[int, set[int]] = {}
     for s, t in kb.reader.execute(
-        "SELECT DISTINCT l.source_id, l.target_id FROM links l JOIN documents d ON d.id = l.target_id"
+        "SELECT DISTINCT l.source_id, l.target_id"
+        " FROM links l JOIN documents d ON d.id = l.target_id"
         " WHERE l.target_id IS NOT NULL AND l.target_id <> l.source_id AND d.kind = 'markdown'"
     ):
         out.setdefault(s, set()).add(t)
@@ -91,7 +92,8 @@ def main() -> None:
     for db in args.dbs:
         for r in evaluate(db, args.k):
             print(
-                f"| {r['vault']} | {r['method']} | {r['notes']} | {r[f'recall@{args.k}']:.3f} | {r['mrr']:.3f}"
+                f"| {r['vault']} | {r['method']} | {r['notes']} | {r[f'recall@{args.k}']:.3f}"
+                f" | {r['mrr']:.3f}"
                 f" | {r[f'ndcg@{args.k}']:.3f} | {r['ms']:.1f} |",
                 flush=True,
             )

@@ -1,6 +1,7 @@
 """Time from launching ``kbase browse`` to its first paint, in a real pseudo-terminal.
 
-    python bench/tui_startup.py INDEX.db [--runs 5] [--query memory] [--size 80x24] [--entry cli|run]
+    python bench/tui_startup.py INDEX.db [--runs 5] [--query memory] [--size 80x24]
+        [--entry cli|run]
 
 Each run starts a fresh Python process on a pty (as a terminal would): ``python -m kbase --db
 INDEX.db browse`` (``--entry cli``, what a user runs) or ``kbase.tui.app.run`` directly
@@ -33,7 +34,8 @@ import time
 from pathlib import Path
 
 ANSI = re.compile(
-    r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|P[^\x1b]*\x1b\\|[()][0-9A-Za-z]|[=>78cDEHMNOZ])"
+    r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)"
+    r"|P[^\x1b]*\x1b\\|[()][0-9A-Za-z]|[=>78cDEHMNOZ])"
 )
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,7 +46,10 @@ def run_once(
     if entry == "cli":
         argv = [sys.executable, "-m", "kbase", "--db", str(db), "browse"]
     else:
-        code = "import sys; from pathlib import Path; from kbase.tui.app import run; run(Path(sys.argv[1]))"
+        code = (
+            "import sys; from pathlib import Path; from kbase.tui.app import run;"
+            " run(Path(sys.argv[1]))"
+        )
         argv = [sys.executable, "-c", code, str(db)]
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
     env.pop("TEXTUAL", None)
@@ -123,7 +128,8 @@ def main() -> None:
         results.append(m)
         print(
             f"run {i + 1}: first paint {m.get('paint', float('nan')):.3f} s · status shown "
-            f"{m.get('status', float('nan')):.3f} s · typed→results {m.get('search', float('nan')):.3f} s",
+            f"{m.get('status', float('nan')):.3f} s · typed→results "
+            f"{m.get('search', float('nan')):.3f} s",
             flush=True,
         )
     for key, label in (
@@ -134,7 +140,8 @@ def main() -> None:
         values = [m[key] for m in results if key in m]
         if values:
             print(
-                f"median {label}: {statistics.median(values):.3f} s  (min {min(values):.3f}, max {max(values):.3f})"
+                f"median {label}: {statistics.median(values):.3f} s  "
+                f"(min {min(values):.3f}, max {max(values):.3f})"
             )
 
 

@@ -27,7 +27,8 @@ def open(
     embedder: Embedder | None = None,
     cache_vectors: bool = True,
 ) -> KB:
-    """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder); see ``KB``."""
+    """Open the index at ``path`` (default: ``$KBASE_DB`` or the per-user data folder);
+    see ``KB``."""
     from kbase.api import KB
 
     return KB(path, embedder=embedder, cache_vectors=cache_vectors)

@@ -272,7 +272,8 @@ class KB:
         if parse_query(query).empty:
             raise InputError(
                 f"no words to search for in {query!r}",
-                "search for a word or a number; punctuation alone is ignored, and -word only excludes",
+                "search for a word or a number; punctuation alone is ignored,"
+                " and -word only excludes",
             )
         if isinstance(exclude, str):
             exclude = (exclude,)
@@ -435,7 +436,7 @@ class KB:
             graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude)
         )
 
-    # maintenance ------------------------------------------------------------------------------------
+    # maintenance ----------------------------------------------------------------------------------
     def _write(self, fn, *args, lock: bool = True):
         con = db.connect(self.path)
         try:
@@ -477,7 +478,7 @@ class KB:
 
         return self._write(maintenance.move_root, old, new, self.path)
 
-    # SQL -------------------------------------------------------------------------------------------
+    # SQL ------------------------------------------------------------------------------------------
     def sql(
         self, query: str, *, timeout: float | None = None, max_rows: int | None = None
     ) -> SqlResult:

@@ -176,7 +176,8 @@ def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, ov
             for path, msg in report.warnings:
                 click.echo(f"warning {_printable(path)}: {msg}", err=True)
         click.echo(
-            f"{'interrupted after' if report.interrupted else 'indexed in'} {report.seconds:.2f} s: "
+            f"{'interrupted after' if report.interrupted else 'indexed in'} "
+            f"{report.seconds:.2f} s: "
             f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
             f"{report.renamed} renamed, {report.removed} removed, {len(report.skipped)} skipped"
             + (f", {len(report.warnings)} warnings" if report.warnings else "")
@@ -469,7 +470,8 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
         embedded, chunks = kb.coverage()
         if embedded < chunks:
             click.echo(
-                f"note: semantic results cover {embedded:,} of {chunks:,} chunks ({100 * embedded // chunks}%);"
+                f"note: semantic results cover {embedded:,} of {chunks:,} chunks"
+                f" ({100 * embedded // chunks}%);"
                 " the rest are still to be embedded (kbase embed)",
                 err=True,
             )
@@ -584,7 +586,8 @@ def orphans(ctx, fmt):
 @click.pass_context
 def neighbors(ctx, note, depth, fmt):
     """Notes within --depth links of NOTE, following links both ways (distance first). Each says
-    which way its link goes: out (the note one hop nearer links to it), in (it links there), both."""
+    which way its link goes: out (the note one hop nearer links to it), in (it links
+    there), both."""
     from kbase.output import render_notes
 
     kb = _kb(ctx)
@@ -616,7 +619,8 @@ def related(ctx, note, limit, include_linked, fmt):
     result = kb.related(note, limit=limit, include_linked=include_linked)
     if result.method == "keyword" and fmt == "table":
         click.echo(
-            f"no embeddings for {result.path}: keyword similarity on {', '.join(result.terms) or 'no terms'}"
+            f"no embeddings for {result.path}: keyword similarity on "
+            f"{', '.join(result.terms) or 'no terms'}"
             " (kbase embed for similarity in meaning)",
             err=True,
         )

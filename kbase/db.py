@@ -148,7 +148,8 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
         )
     if version > SCHEMA_VERSION:
         raise DatabaseError(
-            f"{path} was written by a newer kbase (schema {version}, this one knows {SCHEMA_VERSION})",
+            f"{path} was written by a newer kbase "
+            f"(schema {version}, this one knows {SCHEMA_VERSION})",
             "upgrade kbase: pip install -U kbase",
         )
     if version < SCHEMA_VERSION:
@@ -244,7 +245,8 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
         if getattr(e, "extendedresult", None) == SQLITE_READONLY_DIRECTORY:
             return DatabaseError(
                 f"the folder of index {path} is read-only",
-                f"SQLite must create {Path(path).name}-wal and -shm files beside it: make the folder writable",
+                f"SQLite must create {Path(path).name}-wal and -shm files beside it: "
+                "make the folder writable",
             )
         return DatabaseError(
             f"index {path} is read-only", "check the file's and folder's permissions"
@@ -263,7 +265,8 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
     if isinstance(e, apsw.IOError):
         return DatabaseError(
             f"disk I/O error on index {path}",
-            "the disk may be full, over quota or failing: free some space and run again; the index is intact",
+            "the disk may be full, over quota or failing: free some space and run again;"
+            " the index is intact",
         )
     if isinstance(e, apsw.CantOpenError):
         return DatabaseError(f"cannot open index {path}", "check the path and its permissions")
@@ -283,7 +286,8 @@ HELD_LOCKS: set[int] = set()
 
 
 def release_inherited_locks() -> None:
-    """In a forked child: drop the copies of the parent's lock descriptors (the parent keeps its lock)."""
+    """In a forked child: drop the copies of the parent's lock descriptors
+    (the parent keeps its lock)."""
     for fd in list(HELD_LOCKS):
         try:
             os.close(fd)
@@ -337,6 +341,7 @@ def meta_get(con: apsw.Connection, key: str, default: str | None = None) -> str 
 
 def meta_set(con: apsw.Connection, key: str, value: str) -> None:
     con.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        "INSERT INTO meta (key, value) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         (key, value),
     )

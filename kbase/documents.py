@@ -147,9 +147,11 @@ def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int
 
 
 def load(con: apsw.Connection, doc_id: int) -> DocRef:
-    """A stored document, flagged ``stale`` when its file changed since it was indexed (one stat)."""
+    """A stored document, flagged ``stale`` when its file changed since it was indexed
+    (one stat)."""
     doc_id, path, root, relpath, title, body, body_start, kind, size, mtime_ns = con.execute(
-        "SELECT d.id, d.path, r.path, r.relpath, d.title, d.body, d.body_start, d.kind, d.size, d.mtime_ns"
+        "SELECT d.id, d.path, r.path, r.relpath, d.title, d.body, d.body_start, d.kind, d.size,"
+        " d.mtime_ns"
         " FROM documents AS d JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()

@@ -42,7 +42,8 @@ class Note:
     path: str
     title: str
     distance: int = 0  # hops from the start note (neighbors)
-    direction: str = ""  # neighbors: 'out' (``via`` links to this note), 'in' (this note links to ``via``) or 'both'
+    # neighbors: 'out' (``via`` links to this note), 'in' (this note links to ``via``) or 'both'
+    direction: str = ""
     via: str = (
         ""  # neighbors: the path of the note one hop nearer the start (for distance 1, the start)
     )
@@ -52,7 +53,8 @@ _LINK_SELECT = """
     SELECT l.source_id, s.path, s.title, l.line, l.start_char, l.end_char,
            s.body, l.target, l.anchor, l.alias, l.embed, l.kind, l.target_id,
            coalesce(t.path, l.target_path), t.title, l.anchor_ok
-    FROM links AS l JOIN documents AS s ON s.id = l.source_id LEFT JOIN documents AS t ON t.id = l.target_id
+    FROM links AS l JOIN documents AS s ON s.id = l.source_id
+    LEFT JOIN documents AS t ON t.id = l.target_id
 """
 
 
@@ -144,7 +146,8 @@ def orphans(con: apsw.Connection) -> list[Note]:
         Note(*r)
         for r in con.execute(
             "SELECT d.id, d.path, d.title FROM documents d WHERE d.kind = 'markdown' AND NOT EXISTS"
-            " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.source_id <> d.id) ORDER BY d.path"
+            " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.source_id <> d.id)"
+            " ORDER BY d.path"
         )
     ]
 
@@ -178,9 +181,11 @@ def _reach(
         ids = json.dumps(sorted(frontier))
         found: dict[int, dict[int, set[str]]] = {}  # new note -> {note one hop nearer: directions}
         for source, target in con.execute(
-            "SELECT source_id, target_id FROM links WHERE source_id IN (SELECT value FROM json_each(?1))"
+            "SELECT source_id, target_id FROM links"
+            " WHERE source_id IN (SELECT value FROM json_each(?1))"
             " AND target_id IS NOT NULL AND target_id <> source_id"
-            " UNION ALL SELECT source_id, target_id FROM links WHERE target_id IN (SELECT value FROM json_each(?1))"
+            " UNION ALL SELECT source_id, target_id FROM links"
+            " WHERE target_id IN (SELECT value FROM json_each(?1))"
             " AND source_id <> target_id",
             (ids,),
         ):
@@ -247,7 +252,8 @@ def graph(
     edges = [
         {"source": s, "target": t, "links": n}
         for s, t, n in con.execute(
-            "SELECT source_id, target_id, count(*) FROM links WHERE target_id IS NOT NULL AND target_id <> source_id"
+            "SELECT source_id, target_id, count(*) FROM links"
+            " WHERE target_id IS NOT NULL AND target_id <> source_id"
             f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2",
             args,
         )

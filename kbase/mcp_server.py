@@ -140,8 +140,8 @@ class RelatedResult(BaseModel):
     path: str
     title: str
     method: Literal["semantic", "keyword"] = Field(
-        description="semantic: from chunk vectors; keyword: the note has no embeddings, so its most "
-        "distinctive terms were searched instead"
+        description="semantic: from chunk vectors; keyword: the note has no embeddings, so its "
+        "most distinctive terms were searched instead"
     )
     terms: list[str] = Field(description="the terms searched (keyword method)")
     notes: list[RelatedNote]
@@ -236,7 +236,8 @@ class Backend:
             elif b.changed:
                 r = b.report
                 _log(
-                    f"watch: {r.new} new, {r.updated} updated, {r.renamed} renamed, {r.removed} removed"
+                    f"watch: {r.new} new, {r.updated} updated, {r.renamed} renamed,"
+                    f" {r.removed} removed"
                 )
 
         self.watching = True
@@ -363,8 +364,9 @@ NoteArg = Annotated[
     Field(
         min_length=1,
         description=(
-            "The note: its path inside its root as search returns it ('folder/Note.md'), with or without "
-            "'.md' and any unique end of the path ('Note'), or an absolute file path."
+            "The note: its path inside its root as search returns it ('folder/Note.md'), "
+            "with or without '.md' and any unique end of the path ('Note'), "
+            "or an absolute file path."
         ),
     ),
 ]
@@ -394,7 +396,8 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
             Literal["keyword", "semantic", "hybrid"] | None,
             Field(
                 description=(
-                    "keyword: exact words (bm25); semantic: meaning (embeddings); hybrid: both fused. "
+                    "keyword: exact words (bm25); semantic: meaning (embeddings); "
+                    "hybrid: both fused. "
                     "Default: hybrid when the index has embeddings, else keyword."
                 )
             ),
@@ -434,10 +437,10 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
             ),
         ] = [],  # noqa: B006
     ) -> Annotated[CallToolResult, SearchResult]:
-        """Search the notes; one hit per note, best first, each with its title, path, the line of the
-        best passage, its heading path and a snippet. Use it first to find notes about something; then
-        read a hit (path and line) for the full text. Prefer mode semantic or hybrid for questions in
-        plain language, keyword for exact names, identifiers and phrases."""
+        """Search the notes; one hit per note, best first, each with its title, path, the line of
+        the best passage, its heading path and a snippet. Use it first to find notes about
+        something; then read a hit (path and line) for the full text. Prefer mode semantic or hybrid
+        for questions in plain language, keyword for exact names, identifiers and phrases."""
 
         def run(kb):
             extra = {"exclude": list(exclude)} if exclude else {}
@@ -486,10 +489,11 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
             int | None, Field(ge=1, description="Last line to return (inclusive).")
         ] = None,
     ) -> Annotated[CallToolResult, ReadResult]:
-        """Read a note from the index: its text with line numbers, and its title, tags, aliases, dates
-        and whether the file changed since it was indexed. Give start_line/end_line to read a part
-        (e.g. around a search hit's line); without them at most 400 lines come back and `truncated`
-        says whether more follow. A name that matches several notes is an error listing them."""
+        """Read a note from the index: its text with line numbers, and its title, tags, aliases,
+        dates and whether the file changed since it was indexed. Give start_line/end_line to read a
+        part (e.g. around a search hit's line); without them at most 400 lines come back and
+        `truncated` says whether more follow. A name that matches several notes is an
+        error listing them."""
 
         def run(kb):
             r = kb.read(note, start_line, end_line)
@@ -521,8 +525,8 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
             Field(
                 min_length=1,
                 description=(
-                    "The note, named as a [[wikilink]] names it ('Note', 'folder/Note', an alias, any case) "
-                    "or by path."
+                    "The note, named as a [[wikilink]] names it "
+                    "('Note', 'folder/Note', an alias, any case) or by path."
                 ),
             ),
         ],
@@ -534,8 +538,8 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
         ] = "both",
     ) -> Annotated[CallToolResult, LinksResult]:
         """A note's outgoing links (with their targets, resolved the way Obsidian resolves them) and
-        its backlinks (the notes linking to it), each with its line and the text of that line. Use it
-        to follow the author's own connections from a note."""
+        its backlinks (the notes linking to it), each with its line and the text of that line. Use
+        it to follow the author's own connections from a note."""
 
         def run(kb):
             target = kb.note(note)
@@ -618,8 +622,9 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
             Field(
                 min_length=1,
                 description=(
-                    "One read-only SQL statement (SQLite). Tables: documents, chunks, links, tags, aliases, headings, "
-                    "roots; views: notes, note_tags, chunk_texts, backlinks, resolved_links, unresolved_links. "
+                    "One read-only SQL statement (SQLite). Tables: documents, chunks, links, "
+                    "tags, aliases, headings, roots; views: notes, note_tags, chunk_texts, "
+                    "backlinks, resolved_links, unresolved_links. "
                     "kbase_search(query, mode, limit) is a table-valued function."
                 ),
             ),
@@ -633,7 +638,8 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
         ] = 10.0,
     ) -> Annotated[CallToolResult, SqlResult]:
         """Run read-only SQL on the index for what the other tools do not answer: counts, lists by
-        tag or date, link statistics. Writes are refused; a slow query is stopped at its time limit."""
+        tag or date, link statistics. Writes are refused; a slow query is stopped at its
+        time limit."""
         from kbase.sqlapi import jsonable
 
         def run(kb):
@@ -773,7 +779,8 @@ class _StaticToken:
 
 
 def parse_http(value: str) -> tuple[str, int]:
-    """'PORT', ':PORT', 'HOST:PORT' or '[V6]:PORT' -> (host, port); the host defaults to 127.0.0.1."""
+    """'PORT', ':PORT', 'HOST:PORT' or '[V6]:PORT' -> (host, port);
+    the host defaults to 127.0.0.1."""
     host, sep, port = value.rpartition(":")
     if not sep:
         host, port = "", value
@@ -834,7 +841,8 @@ def serve(
             }
         elif host not in ("127.0.0.1", "localhost", "::1"):
             raise InputError(
-                f"serving on {host} without a token would let anyone who can reach it read your notes",
+                f"serving on {host} without a token would let anyone who can reach it"
+                " read your notes",
                 f"pass --token SECRET (or set {TOKEN_ENV}), or serve on 127.0.0.1",
             )
     server = build_server(backend, **options)

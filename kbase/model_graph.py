@@ -111,7 +111,7 @@ def load_tokenizer():
     return tok
 
 
-# --- checking --------------------------------------------------------------------------------------
+# --- checking -------------------------------------------------------------------------------------
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -158,7 +158,7 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-# --- building --------------------------------------------------------------------------------------
+# --- building -------------------------------------------------------------------------------------
 def _build(sha256: str, folder: Path) -> None:
     import onnxruntime as ort
 

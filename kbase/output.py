@@ -92,7 +92,10 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
             if h.stale
             else ""
         )
-        head = f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}  {h.score:.2f}{flag}"
+        head = (
+            f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
+            f"  {h.score:.2f}{flag}"
+        )
         out.append(head)
         if h.heading_path:
             out.append(
@@ -227,7 +230,8 @@ def render_status(st: Status) -> str:
     lines = [f"index      {st.db}"]
     for r in st.roots:
         lines.append(
-            f"root       {r.path}  ({r.documents} documents, indexed {r.last_indexed_at or 'never'})"
+            f"root       {r.path}  ({r.documents} documents,"
+            f" indexed {r.last_indexed_at or 'never'})"
         )
     lines.append(f"documents  {st.documents:,}")
     lines.append(
@@ -267,7 +271,8 @@ def render_status(st: Status) -> str:
         lines.append(f"encodings  {enc}")
     ratio = f"  ({st.db_to_text}x the text)" if st.db_to_text else ""
     lines.append(
-        f"size       {human_bytes(st.db_bytes)} on disk, {human_bytes(st.text_bytes)} of text{ratio}"
+        f"size       {human_bytes(st.db_bytes)} on disk,"
+        f" {human_bytes(st.text_bytes)} of text{ratio}"
     )
     lines.append(f"last index {st.last_index_at or 'never'}")
     return "\n".join(lines)
@@ -366,7 +371,8 @@ def render_related(result, fmt: str, color: bool) -> str:
         loc = f"{rec['path']}:{rec['line']}"
         title = click.style(rec["title"], bold=True) if color else rec["title"]
         out.append(
-            f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}  {rec['score']:.2f}{marks}"
+            f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
+            f"  {rec['score']:.2f}{marks}"
         )
         out.append(" " * (width + 2) + rec["snippet"])
     return "\n".join(out)

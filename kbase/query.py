@@ -20,11 +20,12 @@ _WORD = re.compile(r"(?:\w|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff])+")
 # chunk (bm25 is then computed for each) and ranks notes up for sharing "the" and "of" with a
 # question. SciFact keyword nDCG@10: 0.675 -> 0.678 with the same weights (BENCHMARKS.md).
 STOPWORDS = frozenset(
-    "a about after all also am an and any are as at be been before being between both but by can could did do "
-    "does doing during each few for from had has have having he her here hers him his how i if in into is it "
-    "its itself just me more most my no nor not of off on once only or other our ours out over own same she "
-    "should so some such than that the their theirs them then there these they this those through to too "
-    "under until up very was we were what when where which while who whom why will with would you your yours".split()
+    "a about after all also am an and any are as at be been before being between both but by can "
+    "could did do does doing during each few for from had has have having he her here hers him "
+    "his how i if in into is it its itself just me more most my no nor not of off on once only or "
+    "other our ours out over own same she should so some such than that the their theirs them "
+    "then there these they this those through to too under until up very was we were what when "
+    "where which while who whom why will with would you your yours".split()
 )
 _TOKEN = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)("|$)|(?P<bare>[^\s"]+)')
 
@@ -41,7 +42,8 @@ class Term:
 
 @dataclass(frozen=True)
 class Query:
-    """Parsed search text: ``clauses`` must all match (each is an OR of terms), ``excluded`` none."""
+    """Parsed search text: ``clauses`` must all match (each is an OR of terms),
+    ``excluded`` none."""
 
     clauses: tuple[tuple[Term, ...], ...] = ()
     excluded: tuple[Term, ...] = ()

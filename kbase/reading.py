@@ -40,7 +40,8 @@ class NoteText:
     truncated: bool  # the region was cut at ``MAX_LINES`` (no range asked for)
 
     def numbered(self) -> str:
-        """The region with right-aligned line numbers, as ``kbase show PATH:START-END`` prints it."""
+        """The region with right-aligned line numbers, as ``kbase show PATH:START-END``
+        prints it."""
         width = len(str(self.last_line))
         return "\n".join(
             f"{n:>{width}} | {line}" for n, line in enumerate(self.lines, self.first_line)
@@ -62,7 +63,8 @@ def read_note(
     end_line: int | None = None,
     max_lines: int = MAX_LINES,
 ) -> NoteText:
-    """Lines ``start_line``..``end_line`` of ``doc`` (default: the whole note, up to ``max_lines``)."""
+    """Lines ``start_line``..``end_line`` of ``doc`` (default: the whole note,
+    up to ``max_lines``)."""
     lines = split_lines(doc.body)
     total = len(lines)
     first = start_line or 1

@@ -36,7 +36,8 @@ _PATTERN = re.compile(
             r"(?P<html_comment><!--.*?(?:-->|\Z))",
             r"(?P<comment>%%.*?(?:%%|\Z))",
             r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
-            r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",  # on one line
+            # on one line
+            r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",
             r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
             r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
             r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
@@ -52,7 +53,8 @@ _PATTERN = re.compile(
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
             r"(?P<heading_close>[ \t]+#+[ \t]*$)",
-            r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
+            r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}"
+            r"|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
             r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
             r"(?P<pipe>(?<!\\)\|)",
             r"(?P<block_id>(?:[ \t]|^|(?<=\]\]))\^[A-Za-z0-9-]+[ \t]*$)",

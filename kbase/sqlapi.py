@@ -206,7 +206,8 @@ def run(
     except apsw.AuthError as e:
         raise ReadOnlyViolation(
             f"kbase sql is read-only; refused: {_first_line(sql)}",
-            "change the index with kbase commands (index, embed, check --fix); query it with SELECT",
+            "change the index with kbase commands (index, embed, check --fix);"
+            " query it with SELECT",
         ) from e
     except apsw.ReadOnlyError as e:
         raise ReadOnlyViolation(

@@ -272,4 +272,7 @@ def embedding_coverage(status: Status) -> str:
     """'embedded 40/50 (80%)', or that there are no embeddings."""
     if not status.embedded_chunks:
         return "no embeddings (keyword search only)"
-    return f"embedded {status.embedded_chunks:,}/{status.chunks:,} ({100 * status.embedded_chunks // status.chunks}%)"
+    return (
+        f"embedded {status.embedded_chunks:,}/{status.chunks:,}"
+        f" ({100 * status.embedded_chunks // status.chunks}%)"
+    )

@@ -507,7 +507,10 @@ class MainScreen(Screen):
         nobody types (a step stops between two batches once typing starts again). Another
         process writing the index (kbase index, watch) goes first: this waits its turn."""
         worker = get_current_worker()
-        busy = lambda: worker.is_cancelled or time.monotonic() - self._last_typed < IDLE_S
+
+        def busy() -> bool:
+            return worker.is_cancelled or time.monotonic() - self._last_typed < IDLE_S
+
         while not worker.is_cancelled:
             if busy():
                 time.sleep(0.25)
@@ -592,7 +595,8 @@ class MainScreen(Screen):
     def action_cycle_mode(self) -> None:
         if self.index_ok and not self.has_embeddings:
             self.app.notify(
-                "Semantic and hybrid search need embeddings; this index has none.\nhint: run kbase embed",
+                "Semantic and hybrid search need embeddings; this index has none."
+                "\nhint: run kbase embed",
                 title="Keyword search only",
                 severity="warning",
             )
@@ -710,7 +714,8 @@ class HelpScreen(ModalScreen):
             with VerticalScroll(id="help-scroll"):
                 yield Static(self.help_text(), id="help-text")
             yield Static(
-                "esc closes · the mouse works too: click results, links and panes, scroll with the wheel",
+                "esc closes · the mouse works too: click results, links and panes,"
+                " scroll with the wheel",
                 id="help-hint",
             )
 
@@ -805,7 +810,8 @@ class HelpScreen(ModalScreen):
                 [
                     (
                         "path",
-                        "Folder prefix or glob, e.g. journal/ or tech/*.md; -archive/ leaves a folder out",
+                        "Folder prefix or glob, e.g. journal/ or tech/*.md;"
+                        " -archive/ leaves a folder out",
                     ),
                     ("tags", "Tags separated by spaces; nested tags match"),
                     ("esc", "To the results"),
