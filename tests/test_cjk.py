@@ -1,4 +1,5 @@
-"""Search in scripts without spaces between words (kbase/cjk.py): Chinese, Japanese, Korean, Thai."""
+"""Search in scripts without spaces between words (kbase/cjk.py):
+Chinese, Japanese, Korean, Thai."""
 
 import random
 
@@ -10,15 +11,18 @@ from kbase.query import parse_query
 from tests.conftest import shared, write
 
 NOTES = {
-    "zh/同步.md": "# 同步设置\n\n我们用 Obsidian 同步笔记，手机和电脑保持一致。\n\n冲突时保留较新的版本。\n",
+    "zh/同步.md": "# 同步设置\n\n我们用 Obsidian 同步笔记，手机和电脑保持一致。\n\n"
+    "冲突时保留较新的版本。\n",
     "zh/插件.md": "# 插件\n\n社区插件可以扩展编辑器的功能。\n\n设置页面列出所有插件。\n",
     "zh/备份.md": "# 备份\n\n备份笔记库到外部硬盘，每周一次。\n",
-    "ja/所有権.md": "# 所有権\n\n所有権は Rust の中心的な機能です。\n\n借用 (borrowing) では所有権を移さずに値を参照します。\n",
+    "ja/所有権.md": "# 所有権\n\n所有権は Rust の中心的な機能です。\n\n"
+    "借用 (borrowing) では所有権を移さずに値を参照します。\n",
     "ja/型.md": "# データ型\n\nRust は静的型付け言語です。コンパイラが型を推論します。\n",
     "ko/서울.md": "# 서울\n\n서울은 한국의 수도입니다. 서울에서 지하철을 탑니다.\n",
     "ko/부산.md": "# 부산\n\n부산은 항구 도시입니다.\n",
     "th/ไทย.md": "# ภาษาไทย\n\nภาษาไทยเขียนติดกันโดยไม่เว้นวรรคระหว่างคำ\n",
-    "en/Sync.md": "# Sync\n\nObsidian sync keeps the vault the same on every device; borrowing a laptop works too.\n",
+    "en/Sync.md": "# Sync\n\nObsidian sync keeps the vault the same on every device; "
+    "borrowing a laptop works too.\n",
 }
 
 

@@ -97,7 +97,8 @@ def test_search_no_match_and_bad_date(run, indexed):
         assert (r.exit_code, r.stdout) == (1, "")
         assert r.stderr.splitlines() == [
             f"Error: no words to search for in {query!r}",
-            "  hint: search for a word or a number; punctuation alone is ignored, and -word only excludes",
+            "  hint: search for a word or a number; punctuation alone is ignored,"
+            " and -word only excludes",
         ]
     assert run("search").exit_code == 2  # no QUERY at all: a usage error
     r = run("search", "x", "--since", "yesterday-ish")
@@ -216,7 +217,8 @@ def test_python_dash_m_and_light_imports(tmp_path, vault):
         "import sys; from kbase.cli import cli\n"
         f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
         "except SystemExit: pass\n"
-        "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', 'fastembed', 'onnxruntime', 'textual') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', "
+        "'fastembed', 'onnxruntime', 'textual') if m in sys.modules)\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run(

@@ -17,9 +17,12 @@ def vault(tmp_path):
     return write(
         tmp_path / "v",
         {
-            "Work/Security and privacy.md": "---\naliases: [Safety]\n---\n# Work security\n\nSee [[Home]].\n",
-            "Home/Security and privacy.md": "---\naliases: [safety]\n---\n# Home security\n\nLocks. [[Plan]]\n",
-            "Home.md": "# Home\n\n[[Work/Security and privacy]] and [[Home/Security and privacy|locks]].\n",
+            "Work/Security and privacy.md": "---\naliases: [Safety]\n---\n"
+            "# Work security\n\nSee [[Home]].\n",
+            "Home/Security and privacy.md": "---\naliases: [safety]\n---\n"
+            "# Home security\n\nLocks. [[Plan]]\n",
+            "Home.md": "# Home\n\n[[Work/Security and privacy]] and "
+            "[[Home/Security and privacy|locks]].\n",
             "Plan.md": "# Plan\n\nTop-level plan. [[Home]]\n",
             "Projects/Plan.md": "# Projects plan\n\nThe other plan.\n",
             "Case/readme.md": "# lower\n",
@@ -41,7 +44,8 @@ def test_every_note_command_refuses_an_ambiguous_name_the_same_way(kb, command):
     r = CliRunner().invoke(cli, ["--db", str(kb.path), command, "Security and privacy"])
     assert r.exit_code == 1
     assert r.stderr.splitlines() == [
-        "Error: 'Security and privacy' matches 2 documents: Home/Security and privacy.md, Work/Security and privacy.md",
+        "Error: 'Security and privacy' matches 2 documents: Home/Security and privacy.md,"
+        " Work/Security and privacy.md",
         "  hint: name one by its path, e.g. 'Home/Security and privacy.md'",
     ]
     for path in ("Home/Security and privacy.md", "Work/Security and privacy"):

@@ -15,8 +15,9 @@ from tests.conftest import bump_mtime, shared, write
 def graph_rows(con):
     return sorted(
         con.execute(
-            "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor, l.alias,"
-            " coalesce(l.target_path, t.path), t.path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
+            "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor,"
+            " l.alias, coalesce(l.target_path, t.path), t.path, l.anchor_ok"
+            " FROM links l JOIN documents s ON s.id = l.source_id"
             " LEFT JOIN documents t ON t.id = l.target_id"
         ).fetchall(),
         key=repr,
@@ -31,8 +32,10 @@ def vault(tmp_path):
             "Home.md": '---\naliases: [Start]\nrelated: "[[Projects/Plan]]"\n---\n# Home\n\n'
             "See [[Plan#Goals]], [[plan#Nope]], [[Missing note]] and ![[diagram.png|200]].\n"
             "Also [the log](Journal/Log.md) and [[#Home]].\n",
-            "Projects/Plan.md": "# Plan\n\n## Goals\n\nShip it. ^goal1\n\nBack to [[Home]] and [[Start|the start]].\n",
-            "Journal/Log.md": "# Log\n\nNothing links out. See [[Plan#^goal1]] and [[Plan#^nope]].\n",
+            "Projects/Plan.md": "# Plan\n\n## Goals\n\nShip it. ^goal1\n\n"
+            "Back to [[Home]] and [[Start|the start]].\n",
+            "Journal/Log.md": "# Log\n\nNothing links out. "
+            "See [[Plan#^goal1]] and [[Plan#^nope]].\n",
             "diagram.png": b"\x89PNG\r\n\x1a\n",
             "Lonely.md": "# Lonely\n\nNo links to me.\n",
         },
@@ -266,11 +269,13 @@ def test_graph_of_a_neighbourhood_with_path_filters(tmp_path, vault):
 
 
 def test_unresolved_anchors_accepts_a_block_id_written_right_after_an_embed(tmp_path):
-    # As in Obsidian's help vault: '![[image.png]]^id' names the block; an embed of it is not broken.
+    # As in Obsidian's help vault: '![[image.png]]^id' names the block;
+    # an embed of it is not broken.
     vault = write(
         tmp_path / "v",
         {
-            "Collaborate.md": "# Collaborate\n\n![[version-history-collaboration.png]]^version-history-image\n",
+            "Collaborate.md": "# Collaborate\n\n"
+            "![[version-history-collaboration.png]]^version-history-image\n",
             "Version history.md": "# Version history\n\n![[Collaborate#^version-history-image]]\n"
             "![[Collaborate#^no-such-block]]\n",
             "version-history-collaboration.png": b"\x89PNG\r\n",

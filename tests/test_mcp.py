@@ -25,7 +25,8 @@ from tests.conftest import write
 
 NOTES = {
     "Garden.md": "---\ntags: [garden]\naliases: [Veg patch]\ndate: 2024-04-01\n---\n# Garden\n\n"
-    "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]].\n\n## Beds\n\nRaised beds drain well.\n",
+    "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]].\n\n"
+    "## Beds\n\nRaised beds drain well.\n",
     "Compost.md": "# Compost\n\nKitchen scraps rot into compost that feeds tomatoes and beans.\n\n"
     "Turn the heap weekly; [[Garden]] beds love it.\n",
     "Beds.md": "# Beds\n\n## Soil\n\nLoam with compost suits tomatoes; clay soil drains badly.\n",

@@ -73,12 +73,17 @@ def names(tmp_path):
     v = write(
         tmp_path / "names",
         {
-            "Introduction to Obsidian Sync.md": "---\naliases: [Sync intro]\n---\nSync keeps your vault on all devices.\n",
-            "Sync settings.md": "# Sync settings\n\nOpen the Introduction to Obsidian Sync note first. Obsidian Sync "
+            "Introduction to Obsidian Sync.md": "---\naliases: [Sync intro]\n---\n"
+            "Sync keeps your vault on all devices.\n",
+            "Sync settings.md": "# Sync settings\n\n"
+            "Open the Introduction to Obsidian Sync note first. Obsidian Sync "
             "settings: Obsidian, Sync, introduction.\n",
-            "Other.md": "# Other\n\nIntroduction to Obsidian Sync, introduction to Obsidian Sync, again Obsidian Sync.\n",
-            "deep/Settings.md": "---\ntitle: Preferences\n---\nSettings and more settings, all the settings.\n",
-            "Settings overview.md": "# Settings overview\n\nSettings, settings, settings everywhere; settings.\n",
+            "Other.md": "# Other\n\nIntroduction to Obsidian Sync, introduction to Obsidian Sync, "
+            "again Obsidian Sync.\n",
+            "deep/Settings.md": "---\ntitle: Preferences\n---\n"
+            "Settings and more settings, all the settings.\n",
+            "Settings overview.md": "# Settings overview\n\n"
+            "Settings, settings, settings everywhere; settings.\n",
         },
     )
     kb = kbase.open(tmp_path / "n.db")
@@ -153,7 +158,9 @@ def test_a_long_note_does_not_outrank_a_short_one_by_its_length(tmp_path):
     """The same passage in a short note and in a 3,000-line list note: the list note's best chunk
     pays for the note's length (its many chances), the short note's does not."""
     passage = "Knead the dough for ten minutes, let it rise overnight, bake in a dutch oven."
-    filler = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
+    filler = (
+        "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november"
+    ).split()
     items = "\n".join(
         f"- {' '.join(filler[(i * 7 + j) % len(filler)] for j in range(6))} item {i}"
         for i in range(3000)

@@ -71,7 +71,10 @@ def test_every_output_character_knows_its_source():
 
 
 def test_snippet_highlights_are_exact_in_the_rendered_text_and_anchor_gives_the_line():
-    text = "Intro line\n\n## Recover a snapshot\n\nOpen [[Sync|Sync settings]] then **restore** the snapshot."
+    text = (
+        "Intro line\n\n## Recover a snapshot\n\n"
+        "Open [[Sync|Sync settings]] then **restore** the snapshot."
+    )
     marked = text.replace("snapshot", f"{OPEN}snapshot{CLOSE}").replace(
         "restore", f"{OPEN}restore{CLOSE}"
     )

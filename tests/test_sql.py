@@ -57,7 +57,8 @@ def test_writes_are_refused_and_nothing_changes(kb, db_path, statement):
 def test_time_limit_interrupts_a_runaway_query(kb):
     with pytest.raises(InputError, match="time limit"):
         kb.sql(
-            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r)"
+            " SELECT count(*) FROM r",
             timeout=0.3,
         )
     assert kb.sql("SELECT count(*) FROM documents").rows == [(4,)]  # the connection is still usable

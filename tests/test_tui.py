@@ -87,7 +87,8 @@ def nested_index(tmp_path_factory) -> Path:
     vault = write(
         root / "vault",
         {
-            f"{SECURITY}/{t}.md": f"# {t}\n\nNotes on {t.lower()} and how the cipher keeps secrets safe in practice.\n"
+            f"{SECURITY}/{t}.md": f"# {t}\n\nNotes on {t.lower()} and how the cipher keeps secrets"
+            " safe in practice.\n"
             for t in TOPICS
         },
     )
@@ -651,7 +652,7 @@ async def test_a_failing_call_posts_one_work_failed_for_its_request(index):
         assert any("disk I/O error" in m for m, _ in app.error_log)
 
 
-# --- help, quit, editor, status, errors ------------------------------------------------------------
+# --- help, quit, editor, status, errors -----------------------------------------------------------
 @pytest.mark.asyncio
 async def test_help_lists_every_key_binding(index):
     from kbase.tui.app import KbaseApp as AppClass
@@ -794,7 +795,8 @@ def test_first_paint_imports_no_model(index):
     code = textwrap.dedent(f"""
         import asyncio, sys
         from kbase.tui.app import KbaseApp
-        heavy = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('fastembed', 'onnxruntime'))
+        heavy = lambda: sorted(
+            m for m in sys.modules if m.split('.')[0] in ('fastembed', 'onnxruntime'))
         assert not heavy(), heavy()
         async def main():
             app = KbaseApp({str(index)!r})
@@ -878,10 +880,14 @@ def test_run_starts_the_app_on_the_index(monkeypatch, tmp_path):
 
 # --- the pieces without a screen ------------------------------------------------------------------
 def test_wikilinks_become_clickable_links_outside_code():
-    src = "See [[Garden]], [[tech/SQLite#WAL|the wal]] and `[[code]]`.\n```\n[[fenced]]\n```\n![[img.png]]\n"
+    src = (
+        "See [[Garden]], [[tech/SQLite#WAL|the wal]] and `[[code]]`.\n"
+        "```\n[[fenced]]\n```\n![[img.png]]\n"
+    )
     out = wikilinks_to_markdown(src)
     assert out.splitlines() == [
-        "See [Garden](kbase-note:Garden), [the wal](kbase-note:tech%2FSQLite%23WAL) and `[[code]]`.",
+        "See [Garden](kbase-note:Garden), [the wal](kbase-note:tech%2FSQLite%23WAL)"
+        " and `[[code]]`.",
         "```",
         "[[fenced]]",
         "```",
