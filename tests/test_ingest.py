@@ -316,3 +316,20 @@ def test_nul_padded_note_is_indexed_with_a_warning(con, tmp_path):
     assert r.warnings == [(str(v / "synced.md"), "3,836 NUL bytes after the text (an interrupted sync or copy?) left out")]
     assert con.execute("SELECT body FROM documents").get == "# Synced\n\nThe quokka survived the sync.\n"
     assert [h.path for h in kbase.open(con.filename).search("quokka", mode="keyword")] == ["synced.md"]
+
+
+def test_a_cjk_name_or_alias_on_an_english_note_is_found_by_its_words(tmp_path):
+    """The pair index rows are written for a note whose text has no CJK run when its file name
+    or an alias has one (the writer checks the text once, then the names)."""
+    vault = write(tmp_path / "v", {
+        "東京.md": "# Tokyo\n\nOnly English words in this note.\n",
+        "b.md": "---\naliases: [北京市]\n---\nEnglish text as well.\n",
+        "c.md": "Plain English, nothing else.\n",
+    })
+    kb = kbase.open(tmp_path / "i.db")
+    kb.index([vault], embed=False)
+    assert [h.path for h in kb.search("東京", mode="keyword")] == ["東京.md"]
+    assert [h.path for h in kb.search("北京", mode="keyword")] == ["b.md"]
+    rows = kb.reader.execute("SELECT count(*) FROM chunks_cjk").fetchone()[0]
+    assert rows == 2  # one chunk each for the two notes with a CJK name; none for c.md
+    kb.close()
