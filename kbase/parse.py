@@ -157,10 +157,10 @@ def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int
 # ("> a\n2) b": markdown-it-py takes it in as the text's continuation), and a table or a number
 # among the lazy continuation lines of a quote. Both patterns err on the safe side.
 # (Patterns start at a line break: Python's re finds those fast, a "^" under re.M slowly.)
-_ORDERED_NOT_ONE = re.compile(r"[\r\n][ \t]*(?!1[.)])\d+[.)]")
+_ORDERED_NOT_ONE = re.compile(r"[\r\n][ \t]*(?!1[.)])\d{1,9}[.)](?=[ \t\r\n]|\Z)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d+[.)])(?:[ \t]|$)")
 _QUOTE_LINE = re.compile(r"(?:\A|[\r\n])[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
-_BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n|\Z)|\Z")
+_BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)|\Z")
 _LAZY_TROUBLE = re.compile(r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|)")
 
 
@@ -169,9 +169,7 @@ def _needs_py(body: str) -> bool:
     if "$$" in body:
         return True
     for m in _ORDERED_NOT_ONE.finditer(body):
-        end = m.start() - (body[m.start()] == "\n" and body[m.start() - 1:m.start()] == "\r")
-        prev = body[max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1:end]
-        if prev.strip() and not _LIST_ITEM.match(prev):
+        if not _in_list_item(body, m.start()):
             return True
     if ">" not in body:
         return False
@@ -182,6 +180,24 @@ def _needs_py(body: str) -> bool:
             return True
         pos = max(end, m.end())
     return False
+
+
+def _in_list_item(body: str, end: int) -> bool:
+    """Is the line before the line break at ``end`` blank, or in a list item: the item's own line
+    followed by indented lines without '|' or '>'?"""
+    first = True
+    while True:
+        if body[end] == "\n" and body[end - 1:end] == "\r":
+            end -= 1  # a CRLF is one line break
+        start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
+        line = body[start:end]
+        if not line.strip():
+            return first
+        if _LIST_ITEM.match(line):
+            return True
+        if line[0] not in " \t" or "|" in line or ">" in line or start == 0:
+            return False
+        first, end = False, start - 1
 
 
 def _blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:

@@ -76,6 +76,8 @@ _piece = st.sampled_from([
     "    indented code", "\tcode", "> quote", "> [!note] callout", ">", "```py", "```", "~~~", "````",
     "| a | b |", "|---|---|", "| 1 | 2 |", "a | b", "<div>", "</div>", "<!-- c -->", "[ref]: http://x",
     "plain words here", "émoji 🙂 Ünïcode", "東京 text", "x\x00y", "", "  ", "#no heading", "- [ ] task",
+    "- > quote", "  > nested", "  2) two", "  | a | b |", "> - in quote", "   continued", "   2. sub",
+    "3. three", "1994), a year",
 ])
 _line_break = st.sampled_from(["\n", "\r\n", "\r"])
 
