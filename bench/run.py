@@ -306,6 +306,8 @@ def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dic
             target.mkdir()
             r = run(full, env)
             r["db_bytes"] = sum(db_bytes(p) for p in target.rglob("*") if p.suffix in (".db", ".sqlite"))
+            if name == "kbase" and i == rounds - 1:
+                r["dbstat"] = dbstat(target / "index.db")
             r["load"] = os.getloadavg()[0]
             runs[name].append(r)
             shutil.rmtree(target)
@@ -316,7 +318,17 @@ def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dic
                      "fresh_s_all": [round(r["s"], 3) for r in rs],
                      "fresh_cpu_s_all": [round(r["cpu_s"], 3) for r in rs],
                      "db_bytes": rs[-1]["db_bytes"], "load": [round(r["load"], 1) for r in rs]}
+        if "dbstat" in rs[-1]:
+            out[name]["dbstat"] = rs[-1]["dbstat"]
     return out
+
+
+def dbstat(db: Path) -> dict[str, int]:
+    """Bytes of pages per table and index (SQLite's dbstat), largest first."""
+    con = apsw.Connection(str(db))
+    rows = con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+    con.close()
+    return dict(rows)
 
 
 def ingest_table(name: str, vault: Path, res: dict) -> str:
@@ -331,6 +343,11 @@ def ingest_table(name: str, vault: Path, res: dict) -> str:
         lines.append(f"| {side} | {r['fresh_s']:.3f} | {r['fresh_cpu_s']:.3f} | {r['fresh_cpu_s'] / notes * 1000:.3f}"
                      f" | {r['db_bytes'] / 1e6:.2f} | {vs} | {db} |")
     loads = [x for r in res.values() for x in r["load"]]
+    if "dbstat" in res.get("kbase", {}):
+        stat = res["kbase"]["dbstat"]
+        lines += ["", "kbase's file by table and index (dbstat, MB): " + ", ".join(
+            f"{k} {v / 1e6:.2f}" for k, v in list(stat.items())[:12]) + f"; the other {len(stat) - 12}"
+            f" {sum(list(stat.values())[12:]) / 1e6:.2f}."]
     each = ", ".join(f"{s} " + " ".join(f"{x:.3f}" for x in r["fresh_s_all"]) for s, r in res.items())
     lines += ["", f"Each run: {each} s; 1-min load {min(loads):.1f}-{max(loads):.1f}."]
     return "\n".join(lines)
