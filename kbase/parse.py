@@ -162,11 +162,17 @@ _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d+[.)])(?:[ \t]|$)")
 _QUOTE_LINE = re.compile(r"(?:\A|[\r\n])[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
 _BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)|\Z")
 _LAZY_TROUBLE = re.compile(r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|)")
+# markdown-it-pyrs recurses once a container level and overflows the stack (the process dies) past
+# some 100,000 levels ('> > > ...'). Each level takes a character, a '>' or a list marker with its
+# space or tab: a note shorter than this, or with fewer of those, goes nowhere near that.
+# (markdown-it-py stops nesting at its limit, or raises RecursionError: the file is skipped.)
+MAX_FAST_DEPTH = 20_000
+_MARKERS = (">", "- ", "* ", "+ ", ". ", ") ", "\t")
 
 
 def _needs_py(body: str) -> bool:
     """True when markdown-it-pyrs might give other blocks than markdown-it-py (or no math)."""
-    if "$$" in body:
+    if "$$" in body or (len(body) > MAX_FAST_DEPTH and sum(map(body.count, _MARKERS)) > MAX_FAST_DEPTH):
         return True
     for m in _ORDERED_NOT_ONE.finditer(body):
         if not _in_list_item(body, m.start()):
