@@ -5,6 +5,7 @@
     python bench/run.py --peer qmd       # also time qmd (install it with bench/install_qmd.sh)
     python bench/run.py --profile        # also cProfile the in-process index (bench/out/profile-*.txt)
     python bench/run.py --rev HEAD       # kbase as committed at a revision, not the working tree
+    python bench/run.py --ingest 5 --peer qmd --base main   # fresh index only: A/B/C alternated
 
 Run it with the project's Python (the one whose bin/ holds the ``kbase`` script). Child processes
 cache their bytecode under bench/out/pycache, as an installed kbase would have it.
@@ -261,17 +262,20 @@ def find_qmd(qmd_dir: Path) -> list[str] | None:
     return [str(bun), str(js)] if js.exists() and bun.exists() else None
 
 
+def qmd_env(qmd: list[str], home: str, work: Path) -> dict:
+    """A private HOME keeps qmd's index and config out of yours; bun's transpiler cache is shared."""
+    return {**os.environ, "HOME": home, "XDG_CACHE_HOME": f"{home}/.cache", "XDG_CONFIG_HOME": f"{home}/.config",
+            "BUN_RUNTIME_TRANSPILER_CACHE_PATH": str(work / "bun-cache"),
+            "PATH": f"{Path(qmd[0]).parent}:{os.environ['PATH']}"}
+
+
 def bench_qmd(qmd: list[str], vault: Path, work: Path, queries: list[str], a: argparse.Namespace) -> dict:
     """qmd's keyword path: collection add (index), update (re-check), search (BM25), db size."""
-    def qmd_env(home: str) -> dict:  # a private HOME keeps qmd's index and config out of yours
-        return {**os.environ, "HOME": home, "XDG_CACHE_HOME": f"{home}/.cache", "XDG_CONFIG_HOME": f"{home}/.config",
-                "BUN_RUNTIME_TRANSPILER_CACHE_PATH": str(work / "bun-cache"), "PATH": f"{Path(qmd[0]).parent}:{os.environ['PATH']}"}
-
     with tempfile.TemporaryDirectory(prefix="kbase-bench-qmd-") as home:
-        warm = qmd_env(f"{home}/warm")  # fill bun's transpiler cache, as any second use would have it
+        warm = qmd_env(qmd, f"{home}/warm", work)  # fill bun's transpiler cache, as any second use would have it
         run([*qmd, "collection", "add", str(warm_vault(work)), "--name", "w"], warm)
         run([*qmd, "search", "-c", "w", "note", "-n", "10"], warm)
-        env = qmd_env(f"{home}/run")
+        env = qmd_env(qmd, f"{home}/run", work)
         r = run([*qmd, "collection", "add", str(vault), "--name", "v"], env, rss=True)
         m = re.search(r"Indexed: (\d+) new", r["stdout"])
         notes = int(m.group(1)) if m else None
@@ -284,6 +288,69 @@ def bench_qmd(qmd: list[str], vault: Path, work: Path, queries: list[str], a: ar
         res["cli_version_s"] = median_run([[*qmd, "--help"]] * 5, env)[0]
         res["db_bytes"] = sum(db_bytes(p) for p in Path(f"{home}/run").rglob("*.sqlite"))
     return res
+
+
+def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dict]], rounds: int) -> dict:
+    """Fresh index only, each side in turn, ``rounds`` times (A B C A B C ...: the machine's speed
+    drifts, so every side sees the same drift). ``sides``: name -> (command without the database
+    or vault, environment); a side is given a new database (kbase) or HOME (qmd) each round."""
+    runs: dict[str, list[dict]] = {name: [] for name in sides}
+    for i in range(rounds):
+        for name, (cmd, env) in sides.items():
+            target = work / f"ingest-{name}-{i}"
+            if name == "qmd":
+                full = [*cmd, "collection", "add", str(vault), "--name", "v"]
+                env = qmd_env(cmd, str(target), work)
+            else:
+                full = [*cmd, "--db", str(target / "index.db"), "index", str(vault), "-q", "--no-embed"]
+            target.mkdir()
+            r = run(full, env)
+            r["db_bytes"] = sum(db_bytes(p) for p in target.rglob("*") if p.suffix in (".db", ".sqlite"))
+            if name == "kbase" and i == rounds - 1:
+                r["dbstat"] = dbstat(target / "index.db")
+            r["load"] = os.getloadavg()[0]
+            runs[name].append(r)
+            shutil.rmtree(target)
+    out = {}
+    for name, rs in runs.items():
+        out[name] = {"fresh_s": statistics.median(r["s"] for r in rs),
+                     "fresh_cpu_s": statistics.median(r["cpu_s"] for r in rs),
+                     "fresh_s_all": [round(r["s"], 3) for r in rs],
+                     "fresh_cpu_s_all": [round(r["cpu_s"], 3) for r in rs],
+                     "db_bytes": rs[-1]["db_bytes"], "load": [round(r["load"], 1) for r in rs]}
+        if "dbstat" in rs[-1]:
+            out[name]["dbstat"] = rs[-1]["dbstat"]
+    return out
+
+
+def dbstat(db: Path) -> dict[str, int]:
+    """Bytes of pages per table and index (SQLite's dbstat), largest first."""
+    con = apsw.Connection(str(db))
+    rows = con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+    con.close()
+    return dict(rows)
+
+
+def ingest_table(name: str, vault: Path, res: dict) -> str:
+    notes = sum(1 for p in vault.rglob("*") if p.suffix.lower() in (".md", ".markdown", ".txt"))
+    ref = res.get("qmd")
+    lines = [f"### {name}: {notes:,} files", "",
+             "| side | fresh index s (median) | CPU s (median) | CPU ms per note | db MB | wall / qmd | db / qmd |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for side, r in res.items():
+        vs = f"{r['fresh_s'] / ref['fresh_s']:.2f}" if ref else "–"
+        db = f"{r['db_bytes'] / ref['db_bytes']:.2f}" if ref and ref["db_bytes"] else "–"
+        lines.append(f"| {side} | {r['fresh_s']:.3f} | {r['fresh_cpu_s']:.3f} | {r['fresh_cpu_s'] / notes * 1000:.3f}"
+                     f" | {r['db_bytes'] / 1e6:.2f} | {vs} | {db} |")
+    loads = [x for r in res.values() for x in r["load"]]
+    if "dbstat" in res.get("kbase", {}):
+        stat = res["kbase"]["dbstat"]
+        lines += ["", "kbase's file by table and index (dbstat, MB): " + ", ".join(
+            f"{k} {v / 1e6:.2f}" for k, v in list(stat.items())[:12]) + f"; the other {len(stat) - 12}"
+            f" {sum(list(stat.values())[12:]) / 1e6:.2f}."]
+    each = ", ".join(f"{s} " + " ".join(f"{x:.3f}" for x in r["fresh_s_all"]) for s, r in res.items())
+    lines += ["", f"Each run: {each} s; 1-min load {min(loads):.1f}-{max(loads):.1f}."]
+    return "\n".join(lines)
 
 
 def warm_vault(work: Path) -> Path:
@@ -316,11 +383,7 @@ def setup_kbase(rev: str | None, work: Path) -> str:
     ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     ENV["PYTHONPYCACHEPREFIX"] = str(OUT / "pycache")
     if rev:
-        src = work / "src"
-        src.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "kbase", "schema.sql"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        src = export(rev, work / "src")
         sys.path.insert(0, str(src))
         ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), ENV.get("PYTHONPATH")]))
     import kbase as kb
@@ -337,6 +400,15 @@ def setup_kbase(rev: str | None, work: Path) -> str:
     dirty = git("status", "--porcelain", "--", "kbase", "schema.sql").splitlines()
     return f"working tree, HEAD {git('rev-parse', '--short', 'HEAD')}" + (
         f" + {len(dirty)} uncommitted changes in kbase/ or schema.sql" if dirty else " (clean)")
+
+
+def export(rev: str, dest: Path) -> Path:
+    """kbase as committed at ``rev`` (git archive), in ``dest``."""
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "kbase", "schema.sql"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
 
 
 def git(*args: str) -> str:
@@ -423,6 +495,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="also cProfile an in-process index into bench/out/")
     ap.add_argument("--rev", help="benchmark kbase as committed at this git revision (via git archive)")
     ap.add_argument("--peer", choices=["qmd"], help="also measure a peer on the same vaults")
+    ap.add_argument("--ingest", type=int, metavar="ROUNDS",
+                    help="only the fresh index, ROUNDS times per side, sides alternating (kbase, --base, qmd)")
+    ap.add_argument("--base", help="with --ingest: also time kbase at this git revision")
     ap.add_argument("--qmd-dir", type=Path, default=Path(os.environ.get("QMD_DIR", "~/.cache/kbase-bench/qmd")).expanduser())
     a = ap.parse_args()
 
@@ -451,6 +526,16 @@ def main() -> None:
         except (RuntimeError, subprocess.CalledProcessError) as e:
             sys.exit(f"kbase does not run: {e}")
         results["cpu_check_s"] = [cpu_check()]
+        sides = {"kbase": (KBASE, ENV)}
+        if a.ingest and a.base:
+            base_env = {**ENV, "PYTHONPATH": str(export(a.base, work / "base"))}
+            run([*KBASE, "--db", str(work / "warm-base.db"), "index", str(warm_vault(work)), "-q", "--no-embed"],
+                base_env)
+            sides[f"kbase {a.base}"] = (KBASE, base_env)
+            results["base"] = f"{a.base} = {git('rev-parse', '--short', a.base)}"
+        if a.ingest and qmd:
+            run([*qmd, "collection", "add", str(warm_vault(work)), "--name", "w"], qmd_env(qmd, str(work / "qw"), work))
+            sides["qmd"] = (qmd, {})
         for name, source in corpora:
             print(f"== {name}", file=sys.stderr)
             if source is None:
@@ -459,6 +544,10 @@ def main() -> None:
                 vault = work / "vaults" / name
                 shutil.copytree(source, vault)
             entry = results["corpora"][name] = {"vault": str(source or vault), "loadavg": os.getloadavg()}
+            if a.ingest:
+                entry["ingest"] = ingest_rounds(vault, work, sides, a.ingest)
+                tables.append(ingest_table(name, vault, entry["ingest"]))
+                continue
             try:
                 entry["kbase"] = bench_kbase(name, vault, work, a)
                 if qmd:
@@ -477,7 +566,8 @@ def main() -> None:
         p.write_text(json.dumps(results, indent=2))
     m = results["machine"]
     print(f"kbase benchmarks: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}, SQLite {m['sqlite']}; "
-          f"kbase {results['kbase']}; {results['seconds']} s; JSON in {OUT.relative_to(REPO)}/results-{stamp}.json")
+          f"kbase {results['kbase']}" + (f", base {results['base']}" if "base" in results else "")
+          + f"; {results['seconds']} s; JSON in {OUT.relative_to(REPO)}/results-{stamp}.json")
     loads = ", ".join(f"{n} {c['loadavg'][0]:.1f}" for n, c in results["corpora"].items())
     print(f"CPU check {results['cpu_check_s'][0]} s before, {results['cpu_check_s'][1]} s after; "
           f"1-min load average at the start of each corpus: {loads}\n")

@@ -254,7 +254,7 @@ def _index_scope(
                     if old is not None:
                         vanished[c.relpath] = old  # it was text once; now it is not: drop the stale copy
                     continue
-                encoding, doc, chunking, links, blocks = prepared
+                encoding, doc, chunking, links, blocks, hashes = prepared
                 for w in doc.warnings:
                     report.warnings.append((c.abspath, w))
                 if old is not None and not full_resolve:
@@ -265,7 +265,7 @@ def _index_scope(
                         con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath,
                         size=st.st_size, mtime_ns=st.st_mtime_ns, hash=digest, encoding=encoding, doc=doc,
                         chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=links, block_ids=blocks,
-                        savepoint=False,
+                        savepoint=False, hashes=hashes,
                     )
                 changed_ids.append(doc_id)
                 batches.count("updated" if old else "new", name)
@@ -368,7 +368,8 @@ def _pool(files: int, size: int, counter: TokenCounter):
         return None
     from concurrent.futures import ProcessPoolExecutor
 
-    parse("---\na: 1\n---\n# Warm up\n", "warm-up.md")  # loads the parsers once, for every worker
+    # Load the parsers and the tokenizer once, here, for every worker (each loaded its own: 40 ms).
+    chunk(parse("---\na: 1\n---\n# Warm up\n", "warm-up.md"), counter)
     return ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
 
 
@@ -416,8 +417,8 @@ def _read(c: Candidate, max_size: int):
 
 
 def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
-    """bytes -> (encoding, ParsedDoc, Chunking, links, block ids), or the reason to skip the file.
-    Pure, so that it can run in a worker process."""
+    """bytes -> (encoding, ParsedDoc, Chunking, links, block ids, the chunks' embed hashes), or
+    the reason to skip the file. Pure, so that it can run in a worker process."""
     try:
         decoded = decode(data)
     except UndecodableError as e:
@@ -429,7 +430,9 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
                 f" lines up to {MAX_LINE_CHARS:,}")
     try:
         doc = _parse(decoded, name)
-        return decoded.encoding, doc, chunk(doc, counter, settings), parse_links(doc), block_ids(doc)
+        chunking = chunk(doc, counter, settings)
+        return (decoded.encoding, doc, chunking, parse_links(doc), block_ids(doc),
+                store.chunk_hashes(doc, chunking.chunks))
     except (RecursionError, MemoryError) as e:
         return f"too deeply nested or too large to parse ({type(e).__name__})"
 

@@ -1,8 +1,10 @@
 """text -> ParsedDoc: front matter, title, tags, aliases, date, headings and block structure.
 
-Markdown block structure comes from markdown-it-py (CommonMark + tables, block level only);
-its line map is turned into character offsets into the original text, whose line breaks
-(LF, CRLF or a lone CR) are kept as they are.
+Markdown block structure comes from markdown-it (CommonMark + tables, block level only): its Rust
+port, markdown-it-pyrs, for most notes (6x faster), and markdown-it-py, whose dollarmath plugin
+keeps ``$$`` math blocks whole, for notes that have one. Each block's first and last line are
+turned into character offsets into the original text, whose line breaks (LF, CRLF or a lone CR)
+are kept as they are; both parsers give the same lines (tests/test_parse.py compares them).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import re
+from bisect import bisect_right
 from pathlib import PurePosixPath
 
 from kbase.models import Block, Diagnostic, Heading, ParsedDoc
@@ -40,6 +43,20 @@ def _markdown():
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     md.use(dollarmath_plugin, allow_space=True, allow_digits=True)  # $$ math blocks stay whole
     md.disable(["inline", "text_join"])  # block structure is all we need; inline parsing is 3x the cost
+    return md
+
+
+# The block rules of markdown-it's CommonMark preset, plus tables (markdown-it-pyrs, see above).
+_FAST_RULES = ("blockquote", "code", "fence", "heading", "hr", "lheading", "list", "paragraph", "reference",
+               "html_block", "table")
+
+
+@functools.cache
+def _fast_markdown():
+    from markdown_it_pyrs import MarkdownIt
+
+    md = MarkdownIt("zero")
+    md.enable_many(list(_FAST_RULES))
     return md
 
 
@@ -82,31 +99,7 @@ def parse(text: str, path: str) -> ParsedDoc:
     fm, body_start = _front_matter(text, warnings)
     starts = line_starts(text)
     first_line = line_of(starts, body_start) - 1
-    tokens = _markdown().parse(text[body_start:])
-
-    blocks: list[Block] = []
-    headings: list[Heading] = []
-    for i, tok in enumerate(tokens):
-        if tok.level != 0 or tok.map is None or tok.type not in _BLOCK_KINDS:
-            continue
-        kind = _BLOCK_KINDS[tok.type]
-        first, last = first_line + tok.map[0], first_line + tok.map[1] - 1
-        start, end = starts[first], _line_end(text, starts, last)
-        while end > start and text[end - 1].isspace():  # maps may include trailing blank lines
-            end -= 1
-        if kind == "heading":
-            level = int(tok.tag[1])
-            blocks.append(Block(kind, start, end, level))
-            headings.append(Heading(level, tokens[i + 1].content.strip(), start, end, first + 1))
-        elif kind in ("list", "quote"):
-            if kind == "quote" and _CALLOUT.match(text, start):
-                kind = "callout"
-            parts = _children(tokens, i, text, starts, first_line)
-            blocks.append(Block(kind, start, end, parts=parts))
-        elif tok.type == "fence":
-            blocks.append(Block(kind, start, end, unclosed=not _fence_closed(text[start:end], tok.markup)))
-        else:
-            blocks.append(Block(kind, start, end))
+    blocks, headings = _blocks(text[body_start:], text, starts, first_line)
 
     meta = fm or {}
     title = _title(meta, blocks, headings, stem)
@@ -148,6 +141,164 @@ def _title(meta: dict, blocks: list[Block], headings: list[Heading], stem: str) 
         if text and not _NOT_A_TITLE.search(text):
             return text
     return stem
+
+
+def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int]:
+    """Offsets of lines ``first`` to ``last`` (0-based, inclusive), without trailing whitespace
+    (a block's lines may include blank lines after it)."""
+    start, end = starts[first], _line_end(text, starts, last)
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+# Where markdown-it-pyrs (0.4) parts from markdown-it-py, such notes go to markdown-it-py: a line
+# opening an ordered list that does not start at 1 right after a line of text, a table or a quote
+# ("> a\n2) b": markdown-it-py takes it in as the text's continuation), and a table or a number
+# among the lazy continuation lines of a quote. Both patterns err on the safe side.
+# (Patterns start at a line break: Python's re finds those fast, a "^" under re.M slowly.)
+_ORDERED_NOT_ONE = re.compile(r"[\r\n][ \t]*(?!1[.)])\d{1,9}[.)](?=[ \t\r\n]|\Z)")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d+[.)])(?:[ \t]|$)")
+_QUOTE_LINE = re.compile(r"(?:\A|[\r\n])[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
+_BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)|\Z")
+_LAZY_TROUBLE = re.compile(r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|)")
+# markdown-it-pyrs recurses once a container level and overflows the stack (the process dies) past
+# some 100,000 levels ('> > > ...'). Each level takes a character, a '>' or a list marker with its
+# space or tab: a note shorter than this, or with fewer of those, goes nowhere near that.
+# (markdown-it-py stops nesting at its limit, or raises RecursionError: the file is skipped.)
+MAX_FAST_DEPTH = 20_000
+_MARKERS = (">", "- ", "* ", "+ ", ". ", ") ", "\t")
+
+
+def _needs_py(body: str) -> bool:
+    """True when markdown-it-pyrs might give other blocks than markdown-it-py (or no math)."""
+    if "$$" in body or (len(body) > MAX_FAST_DEPTH and sum(map(body.count, _MARKERS)) > MAX_FAST_DEPTH):
+        return True
+    for m in _ORDERED_NOT_ONE.finditer(body):
+        if not _in_list_item(body, m.start()):
+            return True
+    if ">" not in body:
+        return False
+    pos = 0
+    while m := _QUOTE_LINE.search(body, pos):
+        end = _BLANK_LINE.search(body, m.end()).start()  # the quote's paragraph ends there
+        if _LAZY_TROUBLE.search(body, m.end(), end):
+            return True
+        pos = max(end, m.end())
+    return False
+
+
+def _in_list_item(body: str, end: int) -> bool:
+    """Is the line before the line break at ``end`` blank, or in a list item: the item's own line
+    followed by indented lines without '|' or '>'?"""
+    first = True
+    while True:
+        if body[end] == "\n" and body[end - 1:end] == "\r":
+            end -= 1  # a CRLF is one line break
+        start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
+        line = body[start:end]
+        if not line.strip():
+            return first
+        if _LIST_ITEM.match(line):
+            return True
+        if line[0] not in " \t" or "|" in line or ">" in line or start == 0:
+            return False
+        first, end = False, start - 1
+
+
+def _blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:
+    """Top-level blocks and headings of ``body`` (``text`` from line ``first_line`` on)."""
+    if not _needs_py(body):
+        try:
+            return _fast_blocks(body, text, starts, first_line)
+        except UnicodeEncodeError:  # a lone surrogate cannot go to Rust as UTF-8
+            pass
+    return _py_blocks(body, text, starts, first_line)
+
+
+def _py_blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:
+    """``_blocks`` by markdown-it-py: its tokens carry [first line, last line + 1) maps."""
+    tokens = _markdown().parse(body)
+    blocks: list[Block] = []
+    headings: list[Heading] = []
+    for i, tok in enumerate(tokens):
+        if tok.level != 0 or tok.map is None or tok.type not in _BLOCK_KINDS:
+            continue
+        kind = _BLOCK_KINDS[tok.type]
+        first = first_line + tok.map[0]
+        start, end = _span(text, starts, first, first_line + tok.map[1] - 1)
+        if kind == "heading":
+            level = int(tok.tag[1])
+            blocks.append(Block(kind, start, end, level))
+            headings.append(Heading(level, tokens[i + 1].content.strip(), start, end, first + 1))
+        elif kind in ("list", "quote"):
+            if kind == "quote" and _CALLOUT.match(text, start):
+                kind = "callout"
+            parts = _children(tokens, i, text, starts, first_line)
+            blocks.append(Block(kind, start, end, parts=parts))
+        elif tok.type == "fence":
+            blocks.append(Block(kind, start, end, unclosed=not _fence_closed(text[start:end], tok.markup)))
+        else:
+            blocks.append(Block(kind, start, end))
+    return blocks, headings
+
+
+_FAST_KINDS = {
+    "paragraph": "paragraph", "bullet_list": "list", "ordered_list": "list", "blockquote": "quote",
+    "fence": "code", "code_block": "code", "table": "table", "html_block": "html", "hr": "hr",
+    "heading": "heading", "lheading": "heading",
+}
+_BYTE_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+_CR = re.compile(r"\r\n?")
+
+
+def _fast_blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:
+    """What ``_py_blocks`` gives, from markdown-it-pyrs, whose nodes carry UTF-8 byte ranges:
+    each range becomes the lines it covers."""
+    data = body.encode("utf-8")
+    if len(data) == len(body):  # ASCII: bytes are characters
+        base = starts[first_line]
+        bstarts = [s - base for s in starts[first_line:]]
+    else:
+        bstarts = [0] + [m.end() for m in _BYTE_LINE_BREAK.finditer(data)]
+
+    def lines(node) -> tuple[int, int]:
+        a, b = node.srcmap
+        return first_line + bisect_right(bstarts, a) - 1, first_line + bisect_right(bstarts, max(a, b - 1)) - 1
+
+    blocks: list[Block] = []
+    headings: list[Heading] = []
+    for node in _fast_markdown().tree(body).children:
+        kind = _FAST_KINDS.get(node.name)
+        if kind is None or node.srcmap is None:
+            continue  # link reference definitions
+        first, last = lines(node)
+        start, end = _span(text, starts, first, last)
+        if kind == "heading":
+            level = node.meta["level"]
+            blocks.append(Block(kind, start, end, level))
+            content = ""
+            if node.children:  # the heading's text, as markdown-it-py gives it (\r\n -> \n, NUL -> U+FFFD)
+                a, b = node.children[0].srcmap[0], node.children[-1].srcmap[1]
+                content = _CR.sub("\n", data[a:b].decode("utf-8")).replace("\0", "\ufffd")
+            headings.append(Heading(level, content.strip(), start, end, first + 1))
+        elif kind in ("list", "quote"):
+            if kind == "quote" and _CALLOUT.match(text, start):
+                kind = "callout"
+            parts = []
+            for child in node.children:
+                if child.srcmap is None or child.name == "definition":
+                    continue
+                a, b = _span(text, starts, *lines(child))
+                if b > a:
+                    parts.append((a, b))
+            blocks.append(Block(kind, start, end, parts=tuple(parts)))
+        elif kind == "code" and node.name == "fence":
+            markup = node.meta.get("marker", "`") * node.meta.get("marker_len", 3)
+            blocks.append(Block(kind, start, end, unclosed=not _fence_closed(text[start:end], markup)))
+        else:
+            blocks.append(Block(kind, start, end))
+    return blocks, headings
 
 
 def _children(tokens, i: int, text: str, starts: list[int], first_line: int) -> tuple[tuple[int, int], ...]:

@@ -6,7 +6,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import apsw
 
@@ -36,6 +36,28 @@ def fts_headings(title: str, heading_path: str) -> str:
     return heading_path
 
 
+def fts_names(con: apsw.Connection, doc_id: int, title: str, path: str, has_aliases: bool = True) -> str:
+    """The title column of a document's chunks_fts rows, as the chunks_fts_content view makes it:
+    the title, the file name without its extension unless it is the title in other (ASCII) case,
+    then the aliases as stored (written before). Here in Python: the view's nested subqueries
+    took 50-100 us a document (tests/test_ingest.py compares the two)."""
+    base = path[path.rfind("/") + 1:]
+    stem = base[:base.rfind(".")] if base.find(".") > 0 else base
+    names = title
+    if stem and _sql_lower(stem) != _sql_lower(title):
+        names += " " + stem
+    if has_aliases:
+        (aliases,) = con.execute("SELECT group_concat(alias, ' ') FROM aliases WHERE doc_id = ?", (doc_id,)).fetchone()
+        if aliases is not None:
+            names += " " + aliases
+    return names
+
+
+def _sql_lower(text: str) -> bytes:
+    """SQLite's lower() without ICU: ASCII letters only."""
+    return text.encode("utf-8", "surrogatepass").lower()
+
+
 def write_document(
     con: apsw.Connection,
     *,
@@ -52,10 +74,13 @@ def write_document(
     links: Sequence[LinkRef] = (),
     block_ids: Sequence[tuple[str, int, int]] = (),
     savepoint: bool = True,
+    hashes: Sequence[bytes] | None = None,
 ) -> int:
     """Insert or replace one document with everything derived from it, in one transaction (or
     savepoint). ``savepoint=False``: in the caller's transaction, which must roll back if this
-    raises (kbase.ingest does so; a savepoint per document costs a tenth of an index run)."""
+    raises (kbase.ingest does so; a savepoint per document costs a tenth of an index run).
+    ``hashes``: the chunks' ``chunk_hashes``, when the caller has them already (kbase.ingest's
+    workers make them, which takes them off the writer)."""
     text = doc.text
     values = (
         doc.kind, doc.title, size, mtime_ns, hash, encoding, frontmatter_json(doc.frontmatter),
@@ -89,31 +114,38 @@ def write_document(
         con.executemany(
             "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
         )
-        hashes = [input_hash(doc.title, c.heading_path, text[c.start:c.end]) for c in chunks]
-        ids = [cid for (cid,) in con.executemany(
-            "INSERT INTO chunks (doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
-            " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-            [(doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags, h)
-             for c, h in zip(chunks, hashes)],
-        )]
+        if hashes is None:
+            hashes = chunk_hashes(doc, chunks)
+        # The ids SQLite would choose (max + 1 each), given here: with RETURNING, apsw's executemany
+        # took 30 us a row instead of 2.
+        (first,) = con.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()
+        ids = range(first, first + len(chunks))
+        con.executemany(
+            "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
+            " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(cid, doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags, h)
+             for cid, c, h in zip(ids, chunks, hashes)],
+        )
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
-        # delete trigger reads them from there). The view says how it joins the note's names
-        # (title, file name, aliases: written above) into the title column.
-        if ids:
-            (title,) = con.execute("SELECT title FROM chunks_fts_content WHERE id = ?", (ids[0],)).fetchone()
+        # delete trigger reads them from there).
+        if chunks:
+            title = fts_names(con, doc_id, doc.title, path, bool(doc.aliases))
             rows = [(cid, title, fts_headings(doc.title, c.heading_path), text[c.start:c.end])
                     for cid, c in zip(ids, chunks)]
             con.executemany("INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)", rows)
-            cjk.write_rows(con, rows)
+            # Headings are lines of the text: a document without a run has no row to write (one
+            # search instead of three a chunk, which took a tenth of the writer's time).
+            if cjk.has_runs(text) or cjk.has_runs(title):
+                cjk.write_rows(con, rows)
         if old_vectors:
             embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
-        starts = line_starts(text) if diagnostics or links else []
+        line = _line_finder(text) if diagnostics or links else None
         # Links start unresolved; resolve_links() settles them once the whole root is known.
         con.executemany(
             "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor, alias)"
             " VALUES (?,?,?,?,?,?,?,?,?)",
-            [(doc_id, lk.start, lk.end, line_of(starts, lk.start), lk.kind, int(lk.embed), lk.target, lk.anchor,
+            [(doc_id, lk.start, lk.end, line(lk.start), lk.kind, int(lk.embed), lk.target, lk.anchor,
               lk.alias) for lk in links],
         )
         con.executemany(
@@ -122,13 +154,28 @@ def write_document(
         )
         con.executemany(
             "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
-            [(doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail) for d in diagnostics],
+            [(doc_id, d.kind, d.start, d.end, line(d.start), d.detail) for d in diagnostics],
         )
         con.executemany(
             "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line) VALUES (?,?,?,?,?,?,?)",
             [(doc_id, i, h.level, h.text, h.start, h.end, h.line) for i, h in enumerate(doc.headings)],
         )
     return doc_id
+
+
+def chunk_hashes(doc: ParsedDoc, chunks: Sequence[Chunk]) -> list[bytes]:
+    """chunks.embed_hash of each chunk: what the embedder would see (kbase.embedder.input_hash)."""
+    text = doc.text
+    return [input_hash(doc.title, c.heading_path, text[c.start:c.end]) for c in chunks]
+
+
+def _line_finder(text: str) -> Callable[[int], int]:
+    """offset -> 1-based line. Without a CR, counting LFs in C beats building the line table for
+    the few offsets a document has (links, diagnostics)."""
+    if "\r" not in text:
+        return lambda offset: text.count("\n", 0, offset) + 1
+    starts = line_starts(text)
+    return lambda offset: line_of(starts, offset)
 
 
 def touch_document(con: apsw.Connection, doc_id: int, size: int, mtime_ns: int) -> None:

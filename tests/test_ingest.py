@@ -2,6 +2,8 @@ import os
 import shutil
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import kbase
 from kbase import db, ingest
@@ -316,3 +318,51 @@ def test_nul_padded_note_is_indexed_with_a_warning(con, tmp_path):
     assert r.warnings == [(str(v / "synced.md"), "3,836 NUL bytes after the text (an interrupted sync or copy?) left out")]
     assert con.execute("SELECT body FROM documents").get == "# Synced\n\nThe quokka survived the sync.\n"
     assert [h.path for h in kbase.open(con.filename).search("quokka", mode="keyword")] == ["synced.md"]
+
+
+def test_a_cjk_name_or_alias_on_an_english_note_is_found_by_its_words(tmp_path):
+    """The pair index rows are written for a note whose text has no CJK run when its file name
+    or an alias has one (the writer checks the text once, then the names)."""
+    vault = write(tmp_path / "v", {
+        "東京.md": "# Tokyo\n\nOnly English words in this note.\n",
+        "b.md": "---\naliases: [北京市]\n---\nEnglish text as well.\n",
+        "c.md": "Plain English, nothing else.\n",
+    })
+    kb = kbase.open(tmp_path / "i.db")
+    kb.index([vault], embed=False)
+    assert [h.path for h in kb.search("東京", mode="keyword")] == ["東京.md"]
+    assert [h.path for h in kb.search("北京", mode="keyword")] == ["b.md"]
+    rows = kb.reader.execute("SELECT count(*) FROM chunks_cjk").fetchone()[0]
+    assert rows == 2  # one chunk each for the two notes with a CJK name; none for c.md
+    kb.close()
+
+
+_name = st.sampled_from(["Note", "note", "NOTE", "Éclair", "éclair", "ÉCLAIR", "a.b", ".hidden", "x.tar.gz",
+                         "東京", "Straße", "STRASSE", "", " ", "v1.2", "Ωmega", "ωMEGA"])
+
+
+@settings(max_examples=150, deadline=None)
+@example(title="Éclair", folder="", stem="éclair", ext=".md", aliases=[])  # SQLite's lower() is ASCII only
+@example(title="Note", folder="a.b/c/", stem="note", ext=".txt", aliases=["x", "A"])
+@given(title=_name, folder=st.sampled_from(["", "a/", "a.b/c/"]), stem=_name, ext=st.sampled_from([".md", ".txt", ""]),
+       aliases=st.lists(_name, max_size=3))
+def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, aliases):
+    """store.fts_names gives the chunks_fts title value that the chunks_fts_content view (which
+    FTS5 reads to delete a row) gives: file name, extension, case, aliases."""
+    from kbase import store
+    from kbase.chunk import chunk
+    from kbase.parse import parse
+
+    con = db.connect(":memory:", create=True)
+    root = store.ensure_root(con, "/vault")
+    path = f"{folder}{stem}{ext}"
+    fm = "---\n" + (f"title: '{title}'\n" if title.strip() else "") + f"aliases: {aliases!r}\n---\n"
+    doc = parse(fm + "Some text.\n", path)
+    doc_id = store.write_document(con, doc_id=None, root_id=root, path=path, size=1, mtime_ns=1, hash="h",
+                                  encoding="utf_8", doc=doc, chunks=chunk(doc).chunks)
+    (view,) = con.execute("SELECT title FROM chunks_fts_content WHERE id IN"
+                          " (SELECT id FROM chunks WHERE doc_id = ?) LIMIT 1", (doc_id,)).fetchone()
+    assert store.fts_names(con, doc_id, doc.title, path) == view
+    # The row written matches its content (FTS5 reads the view to delete it again).
+    con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+    con.close()

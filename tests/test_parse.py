@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbase.parse import parse
 
@@ -65,3 +67,45 @@ def test_heading_offsets_hold_with_crlf_and_lone_cr():
             assert text[h.start:h.end].replace("\r", "\n").split("\n")[0] in ("# One", "Two", "## Three")
         for b in doc.blocks:
             assert text[b.start:b.end] == text[b.start:b.end].strip("\r\n")
+
+
+# Both block parsers (markdown-it-pyrs for speed, markdown-it-py for notes with $$ math) must
+# give the same blocks and headings: the chunks and the links depend on them.
+_piece = st.sampled_from([
+    "# Title", "## Sub ##", "Setext", "===", "---", "***", "- item", "* star", "1. one", "2) two", "   - nested",
+    "    indented code", "\tcode", "> quote", "> [!note] callout", ">", "```py", "```", "~~~", "````",
+    "| a | b |", "|---|---|", "| 1 | 2 |", "a | b", "<div>", "</div>", "<!-- c -->", "[ref]: http://x",
+    "plain words here", "émoji 🙂 Ünïcode", "東京 text", "x\x00y", "", "  ", "#no heading", "- [ ] task",
+    "- > quote", "  > nested", "  2) two", "  | a | b |", "> - in quote", "   continued", "   2. sub",
+    "3. three", "1994), a year",
+])
+_line_break = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_piece, _line_break), max_size=30))
+def test_fast_block_parser_matches_markdown_it_py(lines):
+    from kbase.parse import _blocks, _py_blocks
+    from kbase.text import line_starts
+
+    text = "".join(piece + nl for piece, nl in lines)
+    starts = line_starts(text)
+    assert _blocks(text, text, starts, 0) == _py_blocks(text, text, starts, 0)
+
+
+def test_math_blocks_stay_whole_and_everything_else_goes_the_fast_way():
+    text = "# Maths\n\n$$\na = b\n\nc = d\n$$\n\nAfter.\n"
+    assert [b.kind for b in parse(text, "m.md").blocks] == ["heading", "math", "paragraph"]
+    assert [b.kind for b in parse(text.replace("$$", "```"), "m.md").blocks] == ["heading", "code", "paragraph"]
+
+
+@pytest.mark.parametrize("line", [">" * 300_000 + " x", "- " * 150_000 + "x", "> " * 150_000 + "x",
+                                  "1. " * 100_000 + "x", "-\t" * 150_000 + "x"])
+def test_containers_nested_past_any_parser_limit_do_not_crash(line):
+    # markdown-it-pyrs overflows its stack on these (the process would die): they go to
+    # markdown-it-py, which parses them or gives up with a RecursionError (the file is skipped).
+    try:
+        doc = parse(line + "\n\nAfter.\n", "deep.md")
+    except RecursionError:
+        return
+    assert doc.blocks[-1].end == len(doc.text.rstrip())
