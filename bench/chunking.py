@@ -30,8 +30,12 @@ SHARED = REPO.parent / "shared" / "data" / "vaults"
 
 
 def load(folder: Path) -> list[tuple[str, str]]:
-    files = sorted(p for p in folder.rglob("*") if p.suffix in (".md", ".markdown", ".txt")
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix in (".md", ".markdown", ".txt")
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
     return [(p.name, p.read_text(encoding="utf-8", errors="replace")) for p in files]
 
 
@@ -40,12 +44,16 @@ def structural_problems(doc, chunks) -> Counter:
     for blk in doc.blocks:
         if blk.kind in ("code", "table"):
             for c in chunks:
-                if c.start < blk.end and blk.start < c.end and not (c.start <= blk.start and blk.end <= c.end):
+                if (
+                    c.start < blk.end
+                    and blk.start < c.end
+                    and not (c.start <= blk.start and blk.end <= c.end)
+                ):
                     bad[f"split_{blk.kind}"] += 1
     heads = [(b.start, b.end) for b in doc.blocks if b.kind == "heading"]
     last_content = max((b.end for b in doc.blocks if b.kind not in ("heading", "hr")), default=-1)
     for c in chunks:
-        rest = doc.text[c.start:c.end]
+        rest = doc.text[c.start : c.end]
         for a, b in heads:
             if c.start <= a and b <= c.end:
                 rest = rest.replace(doc.text[a:b], "", 1)
@@ -78,13 +86,21 @@ def measure(name: str, files: list[tuple[str, str]]) -> dict:
     fences = sum(1 for d in docs for b in d.blocks if b.kind == "code")
     tables = sum(1 for d in docs for b in d.blocks if b.kind == "table")
     return {
-        "vault": name, "documents": len(docs), "mb": round(mb, 2), "code_blocks": fences, "tables": tables,
-        "chunks": len(tokens), "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0,
+        "vault": name,
+        "documents": len(docs),
+        "mb": round(mb, 2),
+        "code_blocks": fences,
+        "tables": tables,
+        "chunks": len(tokens),
+        "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0,
         "p95_tokens": tokens[int(0.95 * (len(tokens) - 1))] if tokens else 0,
         "oversized": sum(1 for r in results for c in r.chunks if c.flags & OVERSIZED),
-        "split_code": problems["split_code"], "split_table": problems["split_table"],
-        "heading_only": problems["heading_only"], "diagnostics": dict(diags),
-        "chunk_mb_s_cold": round(mb / cold, 1), "chunk_mb_s_warm": round(mb / warm, 1),
+        "split_code": problems["split_code"],
+        "split_table": problems["split_table"],
+        "heading_only": problems["heading_only"],
+        "diagnostics": dict(diags),
+        "chunk_mb_s_cold": round(mb / cold, 1),
+        "chunk_mb_s_warm": round(mb / warm, 1),
         "parse_chunk_mb_s": round(mb / both, 1),
     }
 
@@ -103,9 +119,23 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             generate(Path(tmp), a.notes, seed=1)
             rows.append(measure(f"synthetic-{a.notes}", load(Path(tmp))))
-    cols = ["vault", "documents", "mb", "code_blocks", "tables", "chunks", "mean_tokens", "p95_tokens",
-            "oversized", "split_code", "split_table", "heading_only", "chunk_mb_s_cold", "chunk_mb_s_warm",
-            "parse_chunk_mb_s"]
+    cols = [
+        "vault",
+        "documents",
+        "mb",
+        "code_blocks",
+        "tables",
+        "chunks",
+        "mean_tokens",
+        "p95_tokens",
+        "oversized",
+        "split_code",
+        "split_table",
+        "heading_only",
+        "chunk_mb_s_cold",
+        "chunk_mb_s_warm",
+        "parse_chunk_mb_s",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

@@ -33,7 +33,9 @@ workflow habit daily weekly journal goal task tasks priority status decision con
 concept principle argument evidence observation experiment measure metric benchmark latency
 throughput budget cost risk""".split()
 
-SYLLABLES = [c + v for c in "bcdfghklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou", "ee")]
+SYLLABLES = [
+    c + v for c in "bcdfghklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou", "ee")
+]
 CODAS = ["", "", "", "n", "r", "s", "l", "t", "x", "m", "nd", "st", "ck"]
 LANGS = ["python", "bash", "sql", "js", "rust", "yaml", ""]
 
@@ -42,7 +44,9 @@ def make_vocab(rng: random.Random, size: int) -> list[str]:
     """HEAD words first, then made-up words; rank order = frequency order."""
     vocab, seen = list(HEAD), set(HEAD)
     while len(vocab) < size:
-        w = "".join(rng.choice(SYLLABLES) for _ in range(rng.choice((1, 2, 2, 3, 3, 4)))) + rng.choice(CODAS)
+        w = "".join(
+            rng.choice(SYLLABLES) for _ in range(rng.choice((1, 2, 2, 3, 3, 4)))
+        ) + rng.choice(CODAS)
         if len(w) > 2 and w not in seen:
             seen.add(w)
             vocab.append(w)
@@ -54,7 +58,7 @@ class Zipf:
 
     def __init__(self, rng: random.Random, items: list, s: float = 1.05) -> None:
         self.rng, self.items = rng, items
-        self.cum = list(itertools.accumulate(1 / (r ** s) for r in range(1, len(items) + 1)))
+        self.cum = list(itertools.accumulate(1 / (r**s) for r in range(1, len(items) + 1)))
 
     def __call__(self, k: int = 1) -> list:
         return self.rng.choices(self.items, cum_weights=self.cum, k=k)
@@ -76,7 +80,9 @@ class Vault:
             for b in sorted(set(self.content(rng.randint(2, 6)))):
                 folders.append(f"{a}/{b}")
                 if rng.random() < 0.3:
-                    folders += [f"{a}/{b}/{c}" for c in sorted(set(self.content(rng.randint(1, 3))))]
+                    folders += [
+                        f"{a}/{b}/{c}" for c in sorted(set(self.content(rng.randint(1, 3))))
+                    ]
         self.folders = folders
         # Plan every note first so that links can point at real titles and headings.
         self.titles: list[str] = []
@@ -87,7 +93,10 @@ class Vault:
                 t = f"{t} {i}"
             taken.add(t.lower())
             self.titles.append(t)
-        self.headings = [[self._words_title(rng.randint(1, 4)) for _ in range(rng.randint(2, 5))] for _ in range(notes)]
+        self.headings = [
+            [self._words_title(rng.randint(1, 4)) for _ in range(rng.randint(2, 5))]
+            for _ in range(notes)
+        ]
         self.link_target = Zipf(rng, list(range(notes)), 0.9)  # a few hub notes get most links
         self.hub = list(range(notes))
         rng.shuffle(self.hub)  # link popularity independent of the file order
@@ -130,7 +139,11 @@ class Vault:
             bullet = rng.choice(("- ", "* ", "1. ", "- [ ] "))
             items = []
             for i in range(rng.randint(2, 6)):
-                mark = f"{i + 1}. " if bullet == "1. " else ("- [x] " if bullet == "- [ ] " and rng.random() < 0.4 else bullet)
+                mark = (
+                    f"{i + 1}. "
+                    if bullet == "1. "
+                    else ("- [x] " if bullet == "- [ ] " and rng.random() < 0.4 else bullet)
+                )
                 items.append(mark + self.sentence().rstrip(".?!"))
             return "\n".join(items)
         if r < 0.91:
@@ -138,14 +151,26 @@ class Vault:
             lines = []
             for _ in range(rng.randint(2, 8)):
                 a, b, c = self.words(3)
-                lines.append(rng.choice((f"{a}_{b} = {c}({a}, {rng.randint(0, 99)})", f"if {a} > {b}: return {c}",
-                                         f"# {' '.join(self.words(4))}", f"{a}.{b}({c!r})")))
+                lines.append(
+                    rng.choice(
+                        (
+                            f"{a}_{b} = {c}({a}, {rng.randint(0, 99)})",
+                            f"if {a} > {b}: return {c}",
+                            f"# {' '.join(self.words(4))}",
+                            f"{a}.{b}({c!r})",
+                        )
+                    )
+                )
             return f"```{lang}\n" + "\n".join(lines) + "\n```"
         cols = rng.randint(2, 4)
         head = [self._words_title(1) for _ in range(cols)]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * cols]
         for _ in range(rng.randint(2, 5)):
-            rows.append("| " + " | ".join(" ".join(self.words(rng.randint(1, 3))) for _ in range(cols)) + " |")
+            rows.append(
+                "| "
+                + " | ".join(" ".join(self.words(rng.randint(1, 3))) for _ in range(cols))
+                + " |"
+            )
         return "\n".join(rows)
 
     def note(self, i: int) -> str:
@@ -189,7 +214,13 @@ def generate(out: str | Path, notes: int = 10_000, seed: int = 1, size: int = 20
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
         total += len(data)
-    return {"notes": notes, "seed": seed, "size": size, "bytes": total, "folders": len(vault.folders)}
+    return {
+        "notes": notes,
+        "seed": seed,
+        "size": size,
+        "bytes": total,
+        "folders": len(vault.folders),
+    }
 
 
 def main() -> None:

@@ -94,7 +94,9 @@ def load_questions(path: Path) -> dict:
         if not isinstance(q.get("question"), str) or not q["question"].strip():
             raise ValueError(f'{at}: "question" must be a non-empty string')
         answers = q.get("answers")
-        if not (isinstance(answers, list) and answers and all(isinstance(a, str) and a for a in answers)):
+        if not (
+            isinstance(answers, list) and answers and all(isinstance(a, str) and a for a in answers)
+        ):
             raise ValueError(f'{at}: "answers" must be a non-empty list of note paths')
         for a in answers:
             if a.startswith("/") or "\\" in a or ".." in PurePosixPath(a).parts:
@@ -147,9 +149,11 @@ def index_key() -> str:
 
 def git_revision() -> str:
     """The last commit that changed the engine (kbase/, schema.sql), '+dirty' with local changes."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
         return done.stdout.strip()
+
     rev = git("log", "-1", "--format=%h", "--", "kbase", "schema.sql") or "unknown"
     return rev + ("+dirty" if git("status", "--porcelain", "--", "kbase", "schema.sql") else "")
 
@@ -187,8 +191,11 @@ def open_index(vault: str, db: Path | None, rebuild: bool) -> kbase.KB:
     report = kb.index([vault_folder(vault)], embed_progress=progress)
     what = "built" if fresh else "reused"
     changed = report.new + report.updated + report.removed
-    print(f"\r{what} {path.relative_to(REPO) if path.is_relative_to(REPO) else path}"
-          f" ({changed} notes indexed, {time.perf_counter() - t0:.0f} s)".ljust(70), file=sys.stderr)
+    print(
+        f"\r{what} {path.relative_to(REPO) if path.is_relative_to(REPO) else path}"
+        f" ({changed} notes indexed, {time.perf_counter() - t0:.0f} s)".ljust(70),
+        file=sys.stderr,
+    )
     return kb
 
 
@@ -215,12 +222,19 @@ def run_questions(kb: kbase.KB, qset: dict, modes: tuple[str, ...]) -> dict:
         for q in qset["questions"]:
             hits = kb.search(q["question"], mode=mode, limit=DEPTH)
             paths = [h.path for h in hits]
-            rows.append({
-                "id": q["id"], "kind": q.get("kind", "howto"), "question": q["question"],
-                "answers": q["answers"], "rank": first_rank(paths, set(q["answers"])),
-                "top": [{"path": h.path, "title": h.title, "line": h.line, "snippet": h.snippet}
-                        for h in hits[:TOP]],
-            })
+            rows.append(
+                {
+                    "id": q["id"],
+                    "kind": q.get("kind", "howto"),
+                    "question": q["question"],
+                    "answers": q["answers"],
+                    "rank": first_rank(paths, set(q["answers"])),
+                    "top": [
+                        {"path": h.path, "title": h.title, "line": h.line, "snippet": h.snippet}
+                        for h in hits[:TOP]
+                    ],
+                }
+            )
         out[mode] = {**scores([r["rank"] for r in rows]), "questions": rows}
     return out
 
@@ -238,8 +252,14 @@ def run_names(kb: kbase.KB, modes: tuple[str, ...]) -> dict:
             rank = next((i for i, s in enumerate(names, 1) if s == name.casefold()), None)
             ranks.append(rank)
             if rank != 1:
-                failures.append({"name": name, "path": path, "rank": rank,
-                                 "first": hits[0].path if hits else None})
+                failures.append(
+                    {
+                        "name": name,
+                        "path": path,
+                        "rank": rank,
+                        "first": hits[0].path if hits else None,
+                    }
+                )
         out[mode] = {"notes": len(docs), **scores(ranks), "failures": failures}
     return out
 
@@ -247,8 +267,17 @@ def run_names(kb: kbase.KB, modes: tuple[str, ...]) -> dict:
 def pooled(results: dict) -> dict:
     """Per mode, the scores over the questions of every set together."""
     modes = dict.fromkeys(m for per_mode in results.values() for m in per_mode)
-    return {m: scores([q["rank"] for per_mode in results.values() if m in per_mode
-                       for q in per_mode[m]["questions"]]) for m in modes}
+    return {
+        m: scores(
+            [
+                q["rank"]
+                for per_mode in results.values()
+                if m in per_mode
+                for q in per_mode[m]["questions"]
+            ]
+        )
+        for m in modes
+    }
 
 
 def snippet_markup(results: dict) -> dict:
@@ -257,18 +286,24 @@ def snippet_markup(results: dict) -> dict:
     total: dict[str, dict] = {}
     for vault, per_mode in results.items():
         for mode, res in per_mode.items():
-            checked = [(q["id"], t["path"], t["snippet"], markup_in(t["snippet"]))
-                       for q in res["questions"] for t in q["top"]]
+            checked = [
+                (q["id"], t["path"], t["snippet"], markup_in(t["snippet"]))
+                for q in res["questions"]
+                for t in q["top"]
+            ]
             marked = [c for c in checked if c[3]]
             patterns: dict[str, int] = {}
             for *_, found in marked:
                 for name in found:
                     patterns[name] = patterns.get(name, 0) + 1
             out.setdefault(vault, {})[mode] = {
-                "snippets": len(checked), "with_markup": len(marked),
+                "snippets": len(checked),
+                "with_markup": len(marked),
                 "share": round(len(marked) / max(len(checked), 1), 4),
                 "patterns": dict(sorted(patterns.items(), key=lambda kv: -kv[1])),
-                "examples": [{"id": i, "path": p, "snippet": s, "markup": f} for i, p, s, f in marked],
+                "examples": [
+                    {"id": i, "path": p, "snippet": s, "markup": f} for i, p, s, f in marked
+                ],
             }
             t = total.setdefault(mode, {"snippets": 0, "with_markup": 0})
             t["snippets"] += len(checked)
@@ -286,7 +321,9 @@ def print_questions(results: dict, verbose: bool) -> None:
     if len(results) > 1:
         rows += [("all", m, r) for m, r in pooled(results).items()]
     for vault, mode, r in rows:
-        print(f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}")
+        print(
+            f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}"
+        )
     if not verbose:
         return
     for vault, per_mode in results.items():
@@ -295,10 +332,14 @@ def print_questions(results: dict, verbose: bool) -> None:
             print(f"\n{vault} / {mode}: {len(missed)} of {r['n']} missed in the top {TOP}")
             for q in missed:
                 got = q["top"][0]["path"] if q["top"] else "(nothing)"
-                where = f"answer at rank {q['rank']}" if q["rank"] else f"no answer in the top {DEPTH}"
-                print(f"  {q['id']} [{q['kind']}] {q['question']}\n"
-                      f"      expected: {' | '.join(q['answers'])}\n"
-                      f"      first:    {got}   ({where})")
+                where = (
+                    f"answer at rank {q['rank']}" if q["rank"] else f"no answer in the top {DEPTH}"
+                )
+                print(
+                    f"  {q['id']} [{q['kind']}] {q['question']}\n"
+                    f"      expected: {' | '.join(q['answers'])}\n"
+                    f"      first:    {got}   ({where})"
+                )
 
 
 def print_names(names: dict, verbose: bool) -> None:
@@ -330,12 +371,15 @@ def print_snippets(snip: dict, verbose: bool) -> None:
             print(f"  {vault} / {mode}: {common or 'none'}")
             if verbose:
                 for e in r["examples"]:
-                    print(f"      {e['id']} {e['path']}: {e['snippet']!r}  [{', '.join(e['markup'])}]")
+                    print(
+                        f"      {e['id']} {e['path']}: {e['snippet']!r}  [{', '.join(e['markup'])}]"
+                    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--vault", action="append", help="only this vault (repeatable); default: all")
     ap.add_argument("--mode", action="append", choices=MODES, help="only this mode (repeatable)")
     ap.add_argument("--names", action="store_true", help="also: query = each note's file name")
@@ -358,13 +402,19 @@ def main(argv: list[str] | None = None) -> int:
     n_vaults = [v for v in (args.vault or NAME_VAULTS)] if args.names else []
     unknown = [v for v in args.vault or [] if v not in qsets and not args.names]
     if unknown:
-        sys.exit(f"error: no question file for {', '.join(unknown)} in {QUESTIONS} (or add --names)")
+        sys.exit(
+            f"error: no question file for {', '.join(unknown)} in {QUESTIONS} (or add --names)"
+        )
     vaults = list(dict.fromkeys(q_vaults + n_vaults))
     if args.db and len(vaults) != 1:
         sys.exit("error: --db names one index file; choose its vault with --vault NAME")
 
-    report: dict = {"revision": git_revision(), "index_key": index_key(),
-                    "date": datetime.date.today().isoformat(), "depth": DEPTH}
+    report: dict = {
+        "revision": git_revision(),
+        "index_key": index_key(),
+        "date": datetime.date.today().isoformat(),
+        "depth": DEPTH,
+    }
     results, names = {}, {}
     t0 = time.perf_counter()
     for vault in vaults:
@@ -393,10 +443,14 @@ def main(argv: list[str] | None = None) -> int:
         print("Questions (document level: a hit counts when its path is one of the answers)")
         print_questions(results, args.verbose)
     if names:
-        print("\nNote names (query = file name without extension; first = a note of that name ranks 1)")
+        print(
+            "\nNote names (query = file name without extension; first = a note of that name ranks 1)"
+        )
         print_names(names, args.verbose)
     if args.snippets:
-        print(f"\nSnippets showing Markdown markup (top {TOP} hits of every question; bench/markup.py)")
+        print(
+            f"\nSnippets showing Markdown markup (top {TOP} hits of every question; bench/markup.py)"
+        )
         print_snippets(report["snippets"], args.verbose)
     return 0
 

@@ -23,8 +23,8 @@ import os
 import platform
 import pstats
 import random
-import resource
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -35,7 +35,6 @@ from collections import Counter
 from pathlib import Path
 
 import apsw
-
 from gen_vault import generate
 
 kbase = None  # imported in main(), from the working tree or from --rev
@@ -46,7 +45,9 @@ OUT = BENCH / "out"
 REAL_VAULTS = REPO / ".." / "shared" / "data" / "vaults"
 KBASE = [str(Path(sys.executable).parent / "kbase")]
 GNU_TIME = "/usr/bin/time" if os.path.exists("/usr/bin/time") else None
-ENV = dict(os.environ)  # for kbase processes; main() adds the bytecode cache (and PYTHONPATH for --rev)
+ENV = dict(
+    os.environ
+)  # for kbase processes; main() adds the bytecode cache (and PYTHONPATH for --rev)
 # The keyword index only: no embedding while indexing (bench/retrieval.py measures embeddings).
 NO_EMBED: dict = {"cli": [], "api": {}}  # set by setup_kbase() when kbase embeds by default
 TARGETS = {  # metric: (comparison, limit, label)
@@ -64,8 +65,11 @@ def run(cmd: list[str], env: dict | None = None, rss: bool = False) -> dict:
 
     Peak RSS comes from GNU time: a child's own rusage would report this (large) process's RSS,
     because Linux carries the high-water mark of the forking process across exec."""
-    with tempfile.NamedTemporaryFile() as out, tempfile.NamedTemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r") as mem:
+    with (
+        tempfile.NamedTemporaryFile() as out,
+        tempfile.NamedTemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as mem,
+    ):
         full = [GNU_TIME, "-f", "%M", "-o", mem.name, *cmd] if rss and GNU_TIME else cmd
         before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         code = subprocess.run(full, stdout=out, stderr=err, env=env or ENV).returncode
@@ -76,7 +80,12 @@ def run(cmd: list[str], env: dict | None = None, rss: bool = False) -> dict:
     if code:
         raise RuntimeError(f"{' '.join(cmd)} exited {code}: {stderr.strip()[-800:]}")
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return {"s": wall, "cpu_s": cpu, "maxrss_mb": maxrss / 1024 if maxrss else None, "stdout": stdout}
+    return {
+        "s": wall,
+        "cpu_s": cpu,
+        "maxrss_mb": maxrss / 1024 if maxrss else None,
+        "stdout": stdout,
+    }
 
 
 def median_run(cmds: list[list[str]], env: dict | None = None) -> tuple[float, float]:
@@ -106,7 +115,9 @@ class Edit:
 
     def __call__(self) -> None:
         self.n += 1
-        self.path.write_bytes(self.original + f"\nEdited again ({self.n}): zzbenchedit{self.n}.\n".encode())
+        self.path.write_bytes(
+            self.original + f"\nEdited again ({self.n}): zzbenchedit{self.n}.\n".encode()
+        )
 
     def restore(self) -> None:
         self.path.write_bytes(self.original)
@@ -133,7 +144,14 @@ def make_queries(vault: Path, n: int, seed: int) -> list[tuple[str, str]]:
     pool = ranked[: max(50, len(ranked) // 2)]  # the more frequent half of the vocabulary
     phrases = [" ".join(b) for b, c in bigrams.most_common(2000) if c >= 2 and b[0] != b[1]]
     word = lambda: rng.choice(pool)  # noqa: E731
-    mix = [("1 word", 25), ("2 words", 25), ("3 words", 15), ("phrase", 15), ("prefix", 10), ("exclusion", 10)]
+    mix = [
+        ("1 word", 25),
+        ("2 words", 25),
+        ("3 words", 15),
+        ("phrase", 15),
+        ("prefix", 10),
+        ("exclusion", 10),
+    ]
     out = []
     for kind, share in mix:
         for _ in range(round(n * share / 100)):
@@ -164,8 +182,10 @@ def query_latency(db: Path, queries: list[tuple[str, str]]) -> dict:
         hits.append(len(found))
     kb.close()
     return {
-        "query_p50_ms": statistics.median(times), "query_p95_ms": percentile(times, 95),
-        "query_max_ms": max(times), "query_mean_hits": statistics.mean(hits),
+        "query_p50_ms": statistics.median(times),
+        "query_p95_ms": percentile(times, 95),
+        "query_max_ms": max(times),
+        "query_mean_hits": statistics.mean(hits),
         "query_p50_ms_by_kind": {k: round(statistics.median(v), 2) for k, v in by_kind.items()},
     }
 
@@ -179,9 +199,17 @@ def bench_kbase(name: str, vault: Path, work: Path, a: argparse.Namespace) -> di
     notes, text = con.execute("SELECT count(*), coalesce(sum(size), 0) FROM documents").fetchone()
     chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     con.close()
-    res = {"notes": notes, "chunks": chunks, "text_bytes": text, "fresh_s": r["s"], "fresh_cpu_s": r["cpu_s"],
-           "fresh_notes_per_s": notes / r["s"], "fresh_notes_per_cpu_s": notes / r["cpu_s"],
-           "fresh_mb_per_s": text / 1e6 / r["s"], "fresh_maxrss_mb": r["maxrss_mb"]}
+    res = {
+        "notes": notes,
+        "chunks": chunks,
+        "text_bytes": text,
+        "fresh_s": r["s"],
+        "fresh_cpu_s": r["cpu_s"],
+        "fresh_notes_per_s": notes / r["s"],
+        "fresh_notes_per_cpu_s": notes / r["cpu_s"],
+        "fresh_mb_per_s": text / 1e6 / r["s"],
+        "fresh_maxrss_mb": r["maxrss_mb"],
+    }
     res["db_bytes"] = db_bytes(db)
     res["db_to_text"] = res["db_bytes"] / text
 
@@ -195,8 +223,12 @@ def bench_kbase(name: str, vault: Path, work: Path, a: argparse.Namespace) -> di
     res.update(query_latency(db, queries))
     plain = [q for kind, q in queries if kind.endswith(("word", "words"))][: a.cli_runs]
     res["cli_queries"] = plain
-    res["cli_search_s"], res["cli_search_cpu_s"] = median_run([[*KBASE, "--db", str(db), "search", q] for q in plain])
-    res["cli_version_s"] = median_run([[*KBASE, "--version"]] * 5)[0]  # process floor: Python + click
+    res["cli_search_s"], res["cli_search_cpu_s"] = median_run(
+        [[*KBASE, "--db", str(db), "search", q] for q in plain]
+    )
+    res["cli_version_s"] = median_run([[*KBASE, "--version"]] * 5)[
+        0
+    ]  # process floor: Python + click
 
     res.update(inproc_index(vault, work / f"{name}-inproc.db"))
     if a.profile:  # a separate run: cProfile roughly doubles the time
@@ -224,10 +256,19 @@ def inproc_index(vault: Path, db: Path) -> dict:
                 return fn(*args, **kwargs)
             finally:
                 spent[name] += time.perf_counter() - t0
+
         return wrapper
 
-    hooks = [(m, n) for m, n in [(ingest, "decode"), (ingest, "parse"), (ingest, "chunk"), (store, "write_document")]
-             if hasattr(m, n)]
+    hooks = [
+        (m, n)
+        for m, n in [
+            (ingest, "decode"),
+            (ingest, "parse"),
+            (ingest, "chunk"),
+            (store, "write_document"),
+        ]
+        if hasattr(m, n)
+    ]
     saved = [getattr(m, n) for m, n in hooks]
     for (m, n), fn in zip(hooks, saved):
         setattr(m, n, timed(n, fn))
@@ -239,8 +280,12 @@ def inproc_index(vault: Path, db: Path) -> dict:
         for (m, n), fn in zip(hooks, saved):
             setattr(m, n, fn)
     spent["rest (walk, stat, read, hash, open)"] = total - sum(spent.values())
-    return {"inproc_fresh_s": total, "inproc_fresh_cpu_s": cpu, "inproc_fresh_notes_per_s": report.new / total,
-            "inproc_stages_s": {k: round(v, 3) for k, v in spent.items()}}
+    return {
+        "inproc_fresh_s": total,
+        "inproc_fresh_cpu_s": cpu,
+        "inproc_fresh_notes_per_s": report.new / total,
+        "inproc_stages_s": {k: round(v, 3) for k, v in spent.items()},
+    }
 
 
 def reindex_one_changed(vault: Path, cmds: list[list[str]], env: dict | None = None) -> float:
@@ -264,33 +309,54 @@ def find_qmd(qmd_dir: Path) -> list[str] | None:
 
 def qmd_env(qmd: list[str], home: str, work: Path) -> dict:
     """A private HOME keeps qmd's index and config out of yours; bun's transpiler cache is shared."""
-    return {**os.environ, "HOME": home, "XDG_CACHE_HOME": f"{home}/.cache", "XDG_CONFIG_HOME": f"{home}/.config",
-            "BUN_RUNTIME_TRANSPILER_CACHE_PATH": str(work / "bun-cache"),
-            "PATH": f"{Path(qmd[0]).parent}:{os.environ['PATH']}"}
+    return {
+        **os.environ,
+        "HOME": home,
+        "XDG_CACHE_HOME": f"{home}/.cache",
+        "XDG_CONFIG_HOME": f"{home}/.config",
+        "BUN_RUNTIME_TRANSPILER_CACHE_PATH": str(work / "bun-cache"),
+        "PATH": f"{Path(qmd[0]).parent}:{os.environ['PATH']}",
+    }
 
 
-def bench_qmd(qmd: list[str], vault: Path, work: Path, queries: list[str], a: argparse.Namespace) -> dict:
+def bench_qmd(
+    qmd: list[str], vault: Path, work: Path, queries: list[str], a: argparse.Namespace
+) -> dict:
     """qmd's keyword path: collection add (index), update (re-check), search (BM25), db size."""
     with tempfile.TemporaryDirectory(prefix="kbase-bench-qmd-") as home:
-        warm = qmd_env(qmd, f"{home}/warm", work)  # fill bun's transpiler cache, as any second use would have it
+        warm = qmd_env(
+            qmd, f"{home}/warm", work
+        )  # fill bun's transpiler cache, as any second use would have it
         run([*qmd, "collection", "add", str(warm_vault(work)), "--name", "w"], warm)
         run([*qmd, "search", "-c", "w", "note", "-n", "10"], warm)
         env = qmd_env(qmd, f"{home}/run", work)
         r = run([*qmd, "collection", "add", str(vault), "--name", "v"], env, rss=True)
         m = re.search(r"Indexed: (\d+) new", r["stdout"])
         notes = int(m.group(1)) if m else None
-        res = {"notes": notes, "fresh_s": r["s"], "fresh_cpu_s": r["cpu_s"], "fresh_maxrss_mb": r["maxrss_mb"],
-               "fresh_notes_per_s": notes / r["s"] if notes else None}
-        res["reindex_nochange_s"], res["reindex_nochange_cpu_s"] = median_run([[*qmd, "update"]] * a.repeat, env)
-        res["reindex_one_changed_s"] = reindex_one_changed(vault, [[*qmd, "update"]] * a.repeat, env)
+        res = {
+            "notes": notes,
+            "fresh_s": r["s"],
+            "fresh_cpu_s": r["cpu_s"],
+            "fresh_maxrss_mb": r["maxrss_mb"],
+            "fresh_notes_per_s": notes / r["s"] if notes else None,
+        }
+        res["reindex_nochange_s"], res["reindex_nochange_cpu_s"] = median_run(
+            [[*qmd, "update"]] * a.repeat, env
+        )
+        res["reindex_one_changed_s"] = reindex_one_changed(
+            vault, [[*qmd, "update"]] * a.repeat, env
+        )
         res["cli_search_s"], res["cli_search_cpu_s"] = median_run(
-            [[*qmd, "search", "-c", "v", q, "-n", "10"] for q in queries], env)
+            [[*qmd, "search", "-c", "v", q, "-n", "10"] for q in queries], env
+        )
         res["cli_version_s"] = median_run([[*qmd, "--help"]] * 5, env)[0]
         res["db_bytes"] = sum(db_bytes(p) for p in Path(f"{home}/run").rglob("*.sqlite"))
     return res
 
 
-def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dict]], rounds: int) -> dict:
+def ingest_rounds(
+    vault: Path, work: Path, sides: dict[str, tuple[list[str], dict]], rounds: int
+) -> dict:
     """Fresh index only, each side in turn, ``rounds`` times (A B C A B C ...: the machine's speed
     drifts, so every side sees the same drift). ``sides``: name -> (command without the database
     or vault, environment); a side is given a new database (kbase) or HOME (qmd) each round."""
@@ -302,10 +368,20 @@ def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dic
                 full = [*cmd, "collection", "add", str(vault), "--name", "v"]
                 env = qmd_env(cmd, str(target), work)
             else:
-                full = [*cmd, "--db", str(target / "index.db"), "index", str(vault), "-q", "--no-embed"]
+                full = [
+                    *cmd,
+                    "--db",
+                    str(target / "index.db"),
+                    "index",
+                    str(vault),
+                    "-q",
+                    "--no-embed",
+                ]
             target.mkdir()
             r = run(full, env)
-            r["db_bytes"] = sum(db_bytes(p) for p in target.rglob("*") if p.suffix in (".db", ".sqlite"))
+            r["db_bytes"] = sum(
+                db_bytes(p) for p in target.rglob("*") if p.suffix in (".db", ".sqlite")
+            )
             if name == "kbase" and i == rounds - 1:
                 r["dbstat"] = dbstat(target / "index.db")
             r["load"] = os.getloadavg()[0]
@@ -313,11 +389,14 @@ def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dic
             shutil.rmtree(target)
     out = {}
     for name, rs in runs.items():
-        out[name] = {"fresh_s": statistics.median(r["s"] for r in rs),
-                     "fresh_cpu_s": statistics.median(r["cpu_s"] for r in rs),
-                     "fresh_s_all": [round(r["s"], 3) for r in rs],
-                     "fresh_cpu_s_all": [round(r["cpu_s"], 3) for r in rs],
-                     "db_bytes": rs[-1]["db_bytes"], "load": [round(r["load"], 1) for r in rs]}
+        out[name] = {
+            "fresh_s": statistics.median(r["s"] for r in rs),
+            "fresh_cpu_s": statistics.median(r["cpu_s"] for r in rs),
+            "fresh_s_all": [round(r["s"], 3) for r in rs],
+            "fresh_cpu_s_all": [round(r["cpu_s"], 3) for r in rs],
+            "db_bytes": rs[-1]["db_bytes"],
+            "load": [round(r["load"], 1) for r in rs],
+        }
         if "dbstat" in rs[-1]:
             out[name]["dbstat"] = rs[-1]["dbstat"]
     return out
@@ -326,7 +405,9 @@ def ingest_rounds(vault: Path, work: Path, sides: dict[str, tuple[list[str], dic
 def dbstat(db: Path) -> dict[str, int]:
     """Bytes of pages per table and index (SQLite's dbstat), largest first."""
     con = apsw.Connection(str(db))
-    rows = con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+    rows = con.execute(
+        "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+    ).fetchall()
     con.close()
     return dict(rows)
 
@@ -334,21 +415,32 @@ def dbstat(db: Path) -> dict[str, int]:
 def ingest_table(name: str, vault: Path, res: dict) -> str:
     notes = sum(1 for p in vault.rglob("*") if p.suffix.lower() in (".md", ".markdown", ".txt"))
     ref = res.get("qmd")
-    lines = [f"### {name}: {notes:,} files", "",
-             "| side | fresh index s (median) | CPU s (median) | CPU ms per note | db MB | wall / qmd | db / qmd |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"### {name}: {notes:,} files",
+        "",
+        "| side | fresh index s (median) | CPU s (median) | CPU ms per note | db MB | wall / qmd | db / qmd |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for side, r in res.items():
         vs = f"{r['fresh_s'] / ref['fresh_s']:.2f}" if ref else "–"
         db = f"{r['db_bytes'] / ref['db_bytes']:.2f}" if ref and ref["db_bytes"] else "–"
-        lines.append(f"| {side} | {r['fresh_s']:.3f} | {r['fresh_cpu_s']:.3f} | {r['fresh_cpu_s'] / notes * 1000:.3f}"
-                     f" | {r['db_bytes'] / 1e6:.2f} | {vs} | {db} |")
+        lines.append(
+            f"| {side} | {r['fresh_s']:.3f} | {r['fresh_cpu_s']:.3f} | {r['fresh_cpu_s'] / notes * 1000:.3f}"
+            f" | {r['db_bytes'] / 1e6:.2f} | {vs} | {db} |"
+        )
     loads = [x for r in res.values() for x in r["load"]]
     if "dbstat" in res.get("kbase", {}):
         stat = res["kbase"]["dbstat"]
-        lines += ["", "kbase's file by table and index (dbstat, MB): " + ", ".join(
-            f"{k} {v / 1e6:.2f}" for k, v in list(stat.items())[:12]) + f"; the other {len(stat) - 12}"
-            f" {sum(list(stat.values())[12:]) / 1e6:.2f}."]
-    each = ", ".join(f"{s} " + " ".join(f"{x:.3f}" for x in r["fresh_s_all"]) for s, r in res.items())
+        lines += [
+            "",
+            "kbase's file by table and index (dbstat, MB): "
+            + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in list(stat.items())[:12])
+            + f"; the other {len(stat) - 12}"
+            f" {sum(list(stat.values())[12:]) / 1e6:.2f}.",
+        ]
+    each = ", ".join(
+        f"{s} " + " ".join(f"{x:.3f}" for x in r["fresh_s_all"]) for s, r in res.items()
+    )
     lines += ["", f"Each run: {each} s; 1-min load {min(loads):.1f}-{max(loads):.1f}."]
     return "\n".join(lines)
 
@@ -389,31 +481,43 @@ def setup_kbase(rev: str | None, work: Path) -> str:
     import kbase as kb
 
     kbase = kb
-    if "--no-embed" in run([*KBASE, "index", "--help"])["stdout"]:  # kbase that embeds while indexing
+    if (
+        "--no-embed" in run([*KBASE, "index", "--help"])["stdout"]
+    ):  # kbase that embeds while indexing
         NO_EMBED.update(cli=["--no-embed"], api={"embed": False})
     db = work / "warm.db"
-    for cmd in (["index", str(warm_vault(work)), "-q", *NO_EMBED["cli"]], ["search", "note"], ["status"]):
+    for cmd in (
+        ["index", str(warm_vault(work)), "-q", *NO_EMBED["cli"]],
+        ["search", "note"],
+        ["status"],
+    ):
         run([*KBASE, "--db", str(db), *cmd])
     run([*KBASE, "--version"])
     if rev:
         return f"{rev} = {git('rev-parse', '--short', rev)} (git archive)"
     dirty = git("status", "--porcelain", "--", "kbase", "schema.sql").splitlines()
     return f"working tree, HEAD {git('rev-parse', '--short', 'HEAD')}" + (
-        f" + {len(dirty)} uncommitted changes in kbase/ or schema.sql" if dirty else " (clean)")
+        f" + {len(dirty)} uncommitted changes in kbase/ or schema.sql" if dirty else " (clean)"
+    )
 
 
 def export(rev: str, dest: Path) -> Path:
     """kbase as committed at ``rev`` (git archive), in ``dest``."""
     dest.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "kbase", "schema.sql"],
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "kbase", "schema.sql"],
+        capture_output=True,
+        check=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
 
 
 def git(*args: str) -> str:
     """A read-only git command in the repository; its output."""
-    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True
+    ).stdout.strip()
 
 
 # reporting -------------------------------------------------------------------------------------
@@ -431,40 +535,66 @@ def verdict(key: str, v: float) -> str:
 
 
 def table(name: str, r: dict, peer: dict | None) -> str:
-    lines = [f"### {name}: {r['notes']:,} notes, {r['text_bytes'] / 1e6:.1f} MB of text, {r['chunks']:,} chunks", ""]
+    lines = [
+        f"### {name}: {r['notes']:,} notes, {r['text_bytes'] / 1e6:.1f} MB of text, {r['chunks']:,} chunks",
+        "",
+    ]
     lines += ["| metric | kbase | target | result |", "|---|---:|---:|---|"]
     for key, (op, limit, label) in TARGETS.items():
         lines.append(f"| {label} | {fmt(r[key])} | {op} {limit} | {verdict(key, r[key])} |")
-    extra = [("fresh index (CLI) s", "fresh_s"), ("fresh index (CLI) CPU s (user + sys)", "fresh_cpu_s"),
-             ("fresh index (CLI) notes per CPU s", "fresh_notes_per_cpu_s"),
-             ("fresh index (CLI) MB of text/s", "fresh_mb_per_s"),
-             ("fresh index in-process notes/s", "inproc_fresh_notes_per_s"),
-             ("fresh index peak RSS MB", "fresh_maxrss_mb"), ("no-change re-index CPU s", "reindex_nochange_cpu_s"),
-             ("one-file-changed re-index s", "reindex_one_changed_s"), ("in-process query p95 ms", "query_p95_ms"),
-             ("`kbase search` process CPU s", "cli_search_cpu_s"), ("`kbase --version` process s", "cli_version_s"),
-             ("db size MB", "db_bytes")]
+    extra = [
+        ("fresh index (CLI) s", "fresh_s"),
+        ("fresh index (CLI) CPU s (user + sys)", "fresh_cpu_s"),
+        ("fresh index (CLI) notes per CPU s", "fresh_notes_per_cpu_s"),
+        ("fresh index (CLI) MB of text/s", "fresh_mb_per_s"),
+        ("fresh index in-process notes/s", "inproc_fresh_notes_per_s"),
+        ("fresh index peak RSS MB", "fresh_maxrss_mb"),
+        ("no-change re-index CPU s", "reindex_nochange_cpu_s"),
+        ("one-file-changed re-index s", "reindex_one_changed_s"),
+        ("in-process query p95 ms", "query_p95_ms"),
+        ("`kbase search` process CPU s", "cli_search_cpu_s"),
+        ("`kbase --version` process s", "cli_version_s"),
+        ("db size MB", "db_bytes"),
+    ]
     for label, key in extra:
         if key in r:
             v = r[key] / 1e6 if key == "db_bytes" else r[key]
             lines.append(f"| {label} | {fmt(v)} | | |")
     if r.get("inproc_stages_s"):
         stages = sorted(r["inproc_stages_s"].items(), key=lambda kv: -kv[1])
-        lines += ["", f"In-process fresh index, {r['inproc_fresh_s']:.1f} s: "
-                  + ", ".join(f"{k} {v:.1f} s ({v / r['inproc_fresh_s']:.0%})" for k, v in stages) + "."]
+        lines += [
+            "",
+            f"In-process fresh index, {r['inproc_fresh_s']:.1f} s: "
+            + ", ".join(f"{k} {v:.1f} s ({v / r['inproc_fresh_s']:.0%})" for k, v in stages)
+            + ".",
+        ]
     if peer:
-        lines += ["", f"qmd 2.8.3 (bun) on the same files ({fmt(peer['notes'])} notes):", "",
-                  "| metric | kbase | qmd | kbase / qmd |", "|---|---:|---:|---:|"]
-        for label, key in [("fresh index s", "fresh_s"), ("fresh index CPU s", "fresh_cpu_s"),
-                           ("fresh index notes/s", "fresh_notes_per_s"),
-                           ("fresh index peak RSS MB", "fresh_maxrss_mb"), ("no-change re-index s", "reindex_nochange_s"),
-                           ("no-change re-index CPU s", "reindex_nochange_cpu_s"),
-                           ("one-file-changed re-index s", "reindex_one_changed_s"), ("CLI search s", "cli_search_s"),
-                           ("CLI search CPU s", "cli_search_cpu_s"),
-                           ("process floor s (--version / --help)", "cli_version_s"), ("db size MB", "db_bytes")]:
+        lines += [
+            "",
+            f"qmd 2.8.3 (bun) on the same files ({fmt(peer['notes'])} notes):",
+            "",
+            "| metric | kbase | qmd | kbase / qmd |",
+            "|---|---:|---:|---:|",
+        ]
+        for label, key in [
+            ("fresh index s", "fresh_s"),
+            ("fresh index CPU s", "fresh_cpu_s"),
+            ("fresh index notes/s", "fresh_notes_per_s"),
+            ("fresh index peak RSS MB", "fresh_maxrss_mb"),
+            ("no-change re-index s", "reindex_nochange_s"),
+            ("no-change re-index CPU s", "reindex_nochange_cpu_s"),
+            ("one-file-changed re-index s", "reindex_one_changed_s"),
+            ("CLI search s", "cli_search_s"),
+            ("CLI search CPU s", "cli_search_cpu_s"),
+            ("process floor s (--version / --help)", "cli_version_s"),
+            ("db size MB", "db_bytes"),
+        ]:
             k, q = r.get(key), peer.get(key)
             scale = 1e6 if key == "db_bytes" else 1
             ratio = f"{k / q:.2f}" if k and q else "–"
-            lines.append(f"| {label} | {fmt(k / scale if k else k)} | {fmt(q / scale if q else q)} | {ratio} |")
+            lines.append(
+                f"| {label} | {fmt(k / scale if k else k)} | {fmt(q / scale if q else q)} | {ratio} |"
+            )
     return "\n".join(lines)
 
 
@@ -478,10 +608,26 @@ def cpu_check() -> float:
 
 
 def machine() -> dict:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu,
-            "sqlite": apsw.sqlite_lib_version(), "apsw": apsw.apsw_version()}
+    cpu = (
+        next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else ""
+    )
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "sqlite": apsw.sqlite_lib_version(),
+        "apsw": apsw.apsw_version(),
+    }
 
 
 def main() -> None:
@@ -492,13 +638,25 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100, help="in-process queries per corpus")
     ap.add_argument("--cli-runs", type=int, default=10, help="`kbase search` processes per corpus")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each re-index measurement")
-    ap.add_argument("--profile", action="store_true", help="also cProfile an in-process index into bench/out/")
-    ap.add_argument("--rev", help="benchmark kbase as committed at this git revision (via git archive)")
+    ap.add_argument(
+        "--profile", action="store_true", help="also cProfile an in-process index into bench/out/"
+    )
+    ap.add_argument(
+        "--rev", help="benchmark kbase as committed at this git revision (via git archive)"
+    )
     ap.add_argument("--peer", choices=["qmd"], help="also measure a peer on the same vaults")
-    ap.add_argument("--ingest", type=int, metavar="ROUNDS",
-                    help="only the fresh index, ROUNDS times per side, sides alternating (kbase, --base, qmd)")
+    ap.add_argument(
+        "--ingest",
+        type=int,
+        metavar="ROUNDS",
+        help="only the fresh index, ROUNDS times per side, sides alternating (kbase, --base, qmd)",
+    )
     ap.add_argument("--base", help="with --ingest: also time kbase at this git revision")
-    ap.add_argument("--qmd-dir", type=Path, default=Path(os.environ.get("QMD_DIR", "~/.cache/kbase-bench/qmd")).expanduser())
+    ap.add_argument(
+        "--qmd-dir",
+        type=Path,
+        default=Path(os.environ.get("QMD_DIR", "~/.cache/kbase-bench/qmd")).expanduser(),
+    )
     a = ap.parse_args()
 
     OUT.mkdir(exist_ok=True)
@@ -506,8 +664,13 @@ def main() -> None:
     if a.peer == "qmd":
         qmd = find_qmd(a.qmd_dir)
         if not qmd:
-            print(f"qmd not found in {a.qmd_dir}: run bench/install_qmd.sh first; skipping the peer.", file=sys.stderr)
-    corpora: list[tuple[str, Path | None]] = []  # name, real vault to copy (None: the synthetic one)
+            print(
+                f"qmd not found in {a.qmd_dir}: run bench/install_qmd.sh first; skipping the peer.",
+                file=sys.stderr,
+            )
+    corpora: list[
+        tuple[str, Path | None]
+    ] = []  # name, real vault to copy (None: the synthetic one)
     if a.notes:
         corpora.append((f"synthetic-{a.notes}", None))
     if not a.no_real:
@@ -516,8 +679,13 @@ def main() -> None:
         else:
             print(f"no real vaults at {REAL_VAULTS.resolve()}: skipping them", file=sys.stderr)
 
-    results = {"started": dt.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
-               "args": {k: str(v) for k, v in vars(a).items()}, "targets": TARGETS, "corpora": {}}
+    results = {
+        "started": dt.datetime.now().isoformat(timespec="seconds"),
+        "machine": machine(),
+        "args": {k: str(v) for k, v in vars(a).items()},
+        "targets": TARGETS,
+        "corpora": {},
+    }
     tables = []
     with tempfile.TemporaryDirectory(prefix="kbase-bench-") as tmp:
         work = Path(tmp)
@@ -529,12 +697,25 @@ def main() -> None:
         sides = {"kbase": (KBASE, ENV)}
         if a.ingest and a.base:
             base_env = {**ENV, "PYTHONPATH": str(export(a.base, work / "base"))}
-            run([*KBASE, "--db", str(work / "warm-base.db"), "index", str(warm_vault(work)), "-q", "--no-embed"],
-                base_env)
+            run(
+                [
+                    *KBASE,
+                    "--db",
+                    str(work / "warm-base.db"),
+                    "index",
+                    str(warm_vault(work)),
+                    "-q",
+                    "--no-embed",
+                ],
+                base_env,
+            )
             sides[f"kbase {a.base}"] = (KBASE, base_env)
             results["base"] = f"{a.base} = {git('rev-parse', '--short', a.base)}"
         if a.ingest and qmd:
-            run([*qmd, "collection", "add", str(warm_vault(work)), "--name", "w"], qmd_env(qmd, str(work / "qw"), work))
+            run(
+                [*qmd, "collection", "add", str(warm_vault(work)), "--name", "w"],
+                qmd_env(qmd, str(work / "qw"), work),
+            )
             sides["qmd"] = (qmd, {})
         for name, source in corpora:
             print(f"== {name}", file=sys.stderr)
@@ -543,7 +724,10 @@ def main() -> None:
             else:  # a real vault is edited during the run, so work on a copy
                 vault = work / "vaults" / name
                 shutil.copytree(source, vault)
-            entry = results["corpora"][name] = {"vault": str(source or vault), "loadavg": os.getloadavg()}
+            entry = results["corpora"][name] = {
+                "vault": str(source or vault),
+                "loadavg": os.getloadavg(),
+            }
             if a.ingest:
                 entry["ingest"] = ingest_rounds(vault, work, sides, a.ingest)
                 tables.append(ingest_table(name, vault, entry["ingest"]))
@@ -565,12 +749,17 @@ def main() -> None:
     for p in (OUT / f"results-{stamp}.json", OUT / "latest.json"):
         p.write_text(json.dumps(results, indent=2))
     m = results["machine"]
-    print(f"kbase benchmarks: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}, SQLite {m['sqlite']}; "
-          f"kbase {results['kbase']}" + (f", base {results['base']}" if "base" in results else "")
-          + f"; {results['seconds']} s; JSON in {OUT.relative_to(REPO)}/results-{stamp}.json")
+    print(
+        f"kbase benchmarks: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}, SQLite {m['sqlite']}; "
+        f"kbase {results['kbase']}"
+        + (f", base {results['base']}" if "base" in results else "")
+        + f"; {results['seconds']} s; JSON in {OUT.relative_to(REPO)}/results-{stamp}.json"
+    )
     loads = ", ".join(f"{n} {c['loadavg'][0]:.1f}" for n, c in results["corpora"].items())
-    print(f"CPU check {results['cpu_check_s'][0]} s before, {results['cpu_check_s'][1]} s after; "
-          f"1-min load average at the start of each corpus: {loads}\n")
+    print(
+        f"CPU check {results['cpu_check_s'][0]} s before, {results['cpu_check_s'][1]} s after; "
+        f"1-min load average at the start of each corpus: {loads}\n"
+    )
     print("\n\n".join(tables))
 
 

@@ -70,8 +70,12 @@ _SENTENCE_END = re.compile(r"(?:(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])
 _ABBREVIATIONS = frozenset("e.g i.e etc vs mr mrs ms dr prof fig no st cf al approx".split())
 _LINE_END = re.compile(r"(?:\r\n|\r|\n)\s*(?=\S)")
 _SPACE_RUN = re.compile(r"\s+(?=\S)")
-_PROMPT = re.compile(r"[ \t]*(?:\$|#|>|>>>|\.\.\.|PS [^>\n]*>|[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:[^\n$#]*[$#])[ \t]")
-_CONFIG_LINE = re.compile(r"[ \t]*(?:[\w.\-\"']+[ \t]*[=:][ \t]*\S.*|\[[^\]\n]+\]|[#;].*|[\w.\-]+[ \t]+\S.*;)$")
+_PROMPT = re.compile(
+    r"[ \t]*(?:\$|#|>|>>>|\.\.\.|PS [^>\n]*>|[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:[^\n$#]*[$#])[ \t]"
+)
+_CONFIG_LINE = re.compile(
+    r"[ \t]*(?:[\w.\-\"']+[ \t]*[=:][ \t]*\S.*|\[[^\]\n]+\]|[#;].*|[\w.\-]+[ \t]+\S.*;)$"
+)
 _GRID_LINE = re.compile(r"[ \t]*[+|┌┬┐├┼┤└┴┘│─═║╔╦╗╠╬╣╚╩╝]")
 
 
@@ -109,7 +113,9 @@ class ModelTokenCounter:
         self._tokenizer = None  # loaded on first use: a run with nothing to chunk never pays for it
         self.name = f"{tokenizer_dir.name}/wordpiece"
         self._cache: dict[str, int] = {}  # run -> tokens
-        self._words: dict[str, int] = {}  # whitespace-separated word -> tokens (the sum of its runs')
+        self._words: dict[
+            str, int
+        ] = {}  # whitespace-separated word -> tokens (the sum of its runs')
 
     @property
     def _tok(self):
@@ -176,27 +182,45 @@ class ChunkSettings:
         return round(self.max_tokens * self.overlap_ratio)
 
     def fingerprint(self, counter: TokenCounter) -> str:
-        return json.dumps({"version": CHUNKER_VERSION, "counter": counter.name, **asdict(self)}, sort_keys=True)
+        return json.dumps(
+            {"version": CHUNKER_VERSION, "counter": counter.name, **asdict(self)}, sort_keys=True
+        )
 
-    def with_changes(self, *, max_tokens: int | None = None, overlap: float | None = None,
-                     min_tokens: int | None = None) -> ChunkSettings:
+    def with_changes(
+        self,
+        *,
+        max_tokens: int | None = None,
+        overlap: float | None = None,
+        min_tokens: int | None = None,
+    ) -> ChunkSettings:
         """These settings with the ones given changed. A smaller budget without a minimum keeps
         the minimum a small part of it (a quarter at most)."""
-        changes = {k: v for k, v in (("max_tokens", max_tokens), ("overlap_ratio", overlap),
-                                     ("min_tokens", min_tokens)) if v is not None}
+        changes = {
+            k: v
+            for k, v in (
+                ("max_tokens", max_tokens),
+                ("overlap_ratio", overlap),
+                ("min_tokens", min_tokens),
+            )
+            if v is not None
+        }
         if max_tokens is not None and min_tokens is None:
             changes["min_tokens"] = min(self.min_tokens, max_tokens // 4)
         try:
             return replace(self, **changes)
         except ValueError as e:
-            raise InputError(f"chunk settings: {e}", "see kbase index --help for the ranges") from None
+            raise InputError(
+                f"chunk settings: {e}", "see kbase index --help for the ranges"
+            ) from None
 
     @classmethod
     def from_fingerprint(cls, fingerprint: str | None) -> ChunkSettings:
         """The settings an index was chunked with (defaults if none or unreadable)."""
         try:
             data = json.loads(fingerprint or "{}")
-            return cls(**{k: data[k] for k in ("max_tokens", "overlap_ratio", "min_tokens") if k in data})
+            return cls(
+                **{k: data[k] for k in ("max_tokens", "overlap_ratio", "min_tokens") if k in data}
+            )
         except (ValueError, TypeError):
             return cls()
 
@@ -214,7 +238,9 @@ class _Unit:
     kind: str  # heading, prose, list, quote, code, table, html, math, cli, config
     tokens: int
     parts: tuple[tuple[int, int], ...] = ()
-    level: int = 0  # split granularity reached: 0 block, 1 parts, 2 sentences, 3 lines, 4 words, 5 chars
+    level: int = (
+        0  # split granularity reached: 0 block, 1 parts, 2 sentences, 3 lines, 4 words, 5 chars
+    )
     overlap: bool = False  # repeated from the previous chunk
 
     @property
@@ -235,7 +261,9 @@ class _Span:
     only_headings: bool = False
 
 
-def chunk(doc: ParsedDoc, counter: TokenCounter | None = None, settings: ChunkSettings | None = None) -> Chunking:
+def chunk(
+    doc: ParsedDoc, counter: TokenCounter | None = None, settings: ChunkSettings | None = None
+) -> Chunking:
     """Cut ``doc`` into chunks (see the module docstring for the rules)."""
     return _Chunker(doc, counter or default_counter(), settings or ChunkSettings()).run()
 
@@ -265,7 +293,9 @@ class _Chunker:
 
     def size(self, start: int, end: int) -> int:
         """Tokens of ``text[start:end]``, at least one per MAX_CHARS_PER_TOKEN characters."""
-        return max(self.counter.count(self.text[start:end]), -(-(end - start) // MAX_CHARS_PER_TOKEN))
+        return max(
+            self.counter.count(self.text[start:end]), -(-(end - start) // MAX_CHARS_PER_TOKEN)
+        )
 
     def blocks(self) -> Iterator[tuple[str, Block | None, int, int]]:
         """(kind, block, start, end) in order, with gaps between blocks (markdown-it drops link
@@ -273,14 +303,14 @@ class _Chunker:
         doc = self.doc
         if doc.kind != "markdown":
             for b in _text_blocks(self.text):
-                yield _classify_text(self.text[b.start:b.end]), b, b.start, b.end
+                yield _classify_text(self.text[b.start : b.end]), b, b.start, b.end
             return
         pos = doc.body_start
         for b in doc.blocks:
-            if b.start > pos and self.text[pos:b.start].strip():
+            if b.start > pos and self.text[pos : b.start].strip():
                 yield "prose", None, pos, b.start
             if b.kind == "paragraph":
-                kind = _classify_text(self.text[b.start:b.end])
+                kind = _classify_text(self.text[b.start : b.end])
             else:
                 kind = b.kind if b.kind in ("heading", "hr") else _BLOCK_KIND.get(b.kind, b.kind)
             yield kind, b, b.start, b.end
@@ -319,11 +349,18 @@ class _Chunker:
                     self.append(u)
                 continue
             if block is not None and block.unclosed:
-                self.diagnostics.append(Diagnostic("unclosed_fence", start, end, "code fence never closes"))
+                self.diagnostics.append(
+                    Diagnostic("unclosed_fence", start, end, "code fence never closes")
+                )
             unit = self.unit(start, end, kind, block.parts if block else ())
             if unit is None:
                 continue
-            if kind == "quote" and block is not None and block.kind == "callout" and unit.tokens <= self.s.max_tokens:
+            if (
+                kind == "quote"
+                and block is not None
+                and block.kind == "callout"
+                and unit.tokens <= self.s.max_tokens
+            ):
                 unit.kind = "callout"  # kept whole: it fits
             self.place(unit)
         self.flush(final=True)
@@ -335,7 +372,9 @@ class _Chunker:
     def place(self, u: _Unit) -> None:
         budget = self.s.max_tokens
         content = any(not (x.kind in HEADISH or x.overlap) for x in self.cur)
-        if self.cur_tokens + u.tokens <= budget or (not content and (u.protected or u.kind == "callout")):
+        if self.cur_tokens + u.tokens <= budget or (
+            not content and (u.protected or u.kind == "callout")
+        ):
             self.append(u)
             return
         if u.protected or u.kind == "callout":
@@ -371,7 +410,9 @@ class _Chunker:
         self.cur_tokens += u.tokens
         self.headish += u.kind in HEADISH
 
-    def flush(self, hard_break: bool = False, continued: _Unit | None = None, final: bool = False) -> None:
+    def flush(
+        self, hard_break: bool = False, continued: _Unit | None = None, final: bool = False
+    ) -> None:
         cur = self.cur
         only_headings = self.only_headings()
         if not cur or (only_headings and not final):
@@ -381,12 +422,20 @@ class _Chunker:
         start, end = cur[0].start, cur[-1].end
         kinds = {u.kind for u in cur if u.kind not in HEADISH and not u.overlap}
         tokens = self.cur_tokens
-        span = _Span(start, end, self.path, kinds, tokens, section=self.section, only_headings=only_headings)
+        span = _Span(
+            start, end, self.path, kinds, tokens, section=self.section, only_headings=only_headings
+        )
         if tokens > self.s.max_tokens:
             span.flags |= OVERSIZED
-            self.diagnostics.append(Diagnostic(
-                "oversized", start, end, f"{'+'.join(sorted(kinds)) or 'block'} of {tokens} tokens kept whole "
-                f"(budget {self.s.max_tokens})"))
+            self.diagnostics.append(
+                Diagnostic(
+                    "oversized",
+                    start,
+                    end,
+                    f"{'+'.join(sorted(kinds)) or 'block'} of {tokens} tokens kept whole "
+                    f"(budget {self.s.max_tokens})",
+                )
+            )
         span.hard_break_after = hard_break
         self.spans.append(span)
         self.cur, self.cur_tokens, self.headish = [], 0, 0
@@ -441,8 +490,15 @@ class _Chunker:
                 continue
             if level >= 3:
                 kind = "cut_word" if level == 5 else "cut_sentence"
-                self.diagnostics.append(Diagnostic(kind, u.start, u.end, f"no {'word' if level == 5 else 'sentence'} "
-                                                   f"boundary within the budget of {self.s.max_tokens} tokens"))
+                self.diagnostics.append(
+                    Diagnostic(
+                        kind,
+                        u.start,
+                        u.end,
+                        f"no {'word' if level == 5 else 'sentence'} "
+                        f"boundary within the budget of {self.s.max_tokens} tokens",
+                    )
+                )
             pieces = []
             bounds = [u.start, *cuts, u.end]
             kind = u.kind if u.kind != "callout" else "quote"
@@ -459,11 +515,19 @@ class _Chunker:
         starts = line_starts(self.text)
         chunks = []
         for seq, sp in enumerate(spans):
-            chunks.append(Chunk(
-                seq=seq, start=sp.start, end=sp.end, line=line_of(starts, sp.start), heading_path=sp.path,
-                kind=_chunk_kind(sp.kinds), tokens=sp.tokens, flags=sp.flags,
-                end_line=line_of(starts, max(sp.start, sp.end - 1)),
-            ))
+            chunks.append(
+                Chunk(
+                    seq=seq,
+                    start=sp.start,
+                    end=sp.end,
+                    line=line_of(starts, sp.start),
+                    heading_path=sp.path,
+                    kind=_chunk_kind(sp.kinds),
+                    tokens=sp.tokens,
+                    flags=sp.flags,
+                    end_line=line_of(starts, max(sp.start, sp.end - 1)),
+                )
+            )
         return Chunking(chunks, self.diagnostics)
 
     def merge_small(self, spans: list[_Span]) -> list[_Span]:
@@ -473,10 +537,15 @@ class _Chunker:
         out: list[_Span] = []
         for sp in spans:
             prev = out[-1] if out else None
-            if prev is not None and (sp.only_headings or (
-                not prev.hard_break_after and not (prev.flags or sp.flags)
-                and (prev.tokens < small or sp.tokens < small) and prev.tokens + sp.tokens <= budget
-            )):
+            if prev is not None and (
+                sp.only_headings
+                or (
+                    not prev.hard_break_after
+                    and not (prev.flags or sp.flags)
+                    and (prev.tokens < small or sp.tokens < small)
+                    and prev.tokens + sp.tokens <= budget
+                )
+            ):
                 joined = self.joined(prev, sp)
                 if joined.tokens <= budget:  # the real count, with what lies between the two
                     out[-1] = joined
@@ -486,8 +555,17 @@ class _Chunker:
 
     def joined(self, a: _Span, b: _Span) -> _Span:
         tokens = self.size(a.start, b.end)
-        return _Span(a.start, max(a.end, b.end), _common_path(a.path, b.path), a.kinds | b.kinds, tokens,
-                     a.flags | b.flags, a.section, b.hard_break_after, a.only_headings and b.only_headings)
+        return _Span(
+            a.start,
+            max(a.end, b.end),
+            _common_path(a.path, b.path),
+            a.kinds | b.kinds,
+            tokens,
+            a.flags | b.flags,
+            a.section,
+            b.hard_break_after,
+            a.only_headings and b.only_headings,
+        )
 
 
 def _iter_boundaries(pattern: re.Pattern, text: str, start: int, end: int) -> Iterator[int]:
@@ -513,7 +591,7 @@ def _text_blocks(text: str) -> list[Block]:
     """Paragraphs of plain text, separated by blank lines."""
     blocks, pos = [], 0
     for m in _PARAGRAPH_BREAK.finditer(text):
-        if text[pos:m.start()].strip():
+        if text[pos : m.start()].strip():
             blocks.append(Block("paragraph", pos, m.start()))
         pos = m.end()
     if text[pos:].strip():
@@ -526,11 +604,19 @@ def _classify_text(para: str) -> str:
     lines = [ln for ln in para.splitlines() if ln.strip()]
     if not lines:
         return "prose"
-    if len(lines) >= 2 and all(_GRID_LINE.match(ln) for ln in lines) and any(c in para for c in "+┼─═-"):
+    if (
+        len(lines) >= 2
+        and all(_GRID_LINE.match(ln) for ln in lines)
+        and any(c in para for c in "+┼─═-")
+    ):
         return "table"
     if _PROMPT.match(lines[0]) and (len(lines) == 1 or _looks_like_command(lines[0])):
         return "cli"
-    if len(lines) >= 2 and all(_CONFIG_LINE.match(ln) for ln in lines) and not para.rstrip().endswith("."):
+    if (
+        len(lines) >= 2
+        and all(_CONFIG_LINE.match(ln) for ln in lines)
+        and not para.rstrip().endswith(".")
+    ):
         return "config"
     if len(lines) >= 2 and all(ln[:1] in " \t" for ln in lines):
         return "config"  # an indented stanza in plain text
@@ -543,7 +629,10 @@ def _looks_like_command(line: str) -> bool:
 
 
 def _chunk_kind(kinds: set[str]) -> str:
-    kinds = {"quote" if k == "callout" else "code" if k == "math" else "prose" if k == "html" else k for k in kinds}
+    kinds = {
+        "quote" if k == "callout" else "code" if k == "math" else "prose" if k == "html" else k
+        for k in kinds
+    }
     if not kinds:
         return "prose"
     return next(iter(kinds)) if len(kinds) == 1 else "mixed"

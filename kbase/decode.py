@@ -47,7 +47,9 @@ def decode(data: bytes) -> Decoded:
     padding = _nul_padding(data)
     if padding:
         decoded = _decode(data[:-padding])
-        if decoded.encoding.startswith(("utf_16", "utf_32")):  # NUL-free bytes read as UTF-16: noise
+        if decoded.encoding.startswith(
+            ("utf_16", "utf_32")
+        ):  # NUL-free bytes read as UTF-16: noise
             raise UndecodableError("binary file (contains NUL bytes)")
         warning = f"{padding:,} NUL bytes after the text (an interrupted sync or copy?) left out"
         return dataclasses.replace(decoded, warnings=(*decoded.warnings, warning))
@@ -67,7 +69,7 @@ def _decode(data: bytes) -> Decoded:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
-                return _checked(data[len(bom):].decode(encoding), encoding, bom=True)
+                return _checked(data[len(bom) :].decode(encoding), encoding, bom=True)
             except UnicodeDecodeError:
                 break  # a BOM followed by garbage: let the other detectors decide
     escaped = _escape_encoded(data)
@@ -96,7 +98,13 @@ def _decode(data: bytes) -> Decoded:
 # before either test. A codec is taken only if it decodes the whole file strictly, in this order
 # (the plain codec before the supersets that accept more escapes).
 _ISO2022_JP = re.compile(rb"\x1b(?:\$[@B]|\$\(D|\([BJI])")
-_ISO2022_JP_CODECS = ("iso2022_jp", "iso2022_jp_2", "iso2022_jp_ext", "iso2022_jp_2004", "iso2022_jp_3")
+_ISO2022_JP_CODECS = (
+    "iso2022_jp",
+    "iso2022_jp_2",
+    "iso2022_jp_ext",
+    "iso2022_jp_2004",
+    "iso2022_jp_3",
+)
 _ISO2022_KR = re.compile(rb"\x1b\$\)C")
 _HZ = re.compile(rb"~\{[\x21-\x7e]{2}")
 # HZ needs no escape character at all ('~{' ... '~}'), so in plain ASCII text a '~{' could be
@@ -135,7 +143,9 @@ def _checked(text: str, encoding: str, bom: bool = False) -> Decoded:
         sample = text[:65536]
         controls = len(_CONTROL.findall(sample))
         if controls / len(sample) > MAX_CONTROL_RATIO:
-            raise UndecodableError(f"binary file ({controls} control characters in the first {len(sample)})")
+            raise UndecodableError(
+                f"binary file ({controls} control characters in the first {len(sample)})"
+            )
     return Decoded(text, encoding, bom)
 
 
@@ -165,7 +175,17 @@ def _guess_utf16_32(data: bytes) -> str | None:
 # decodes cleanly as cp1250, cp1252, cp1257...), prefer the one most files are really written in.
 # "Equally plausible": the same language coherence (within COHERENCE_TIE) and a "chaos" score
 # within CHAOS_TIE, which on short texts is noise (French 'Ça ...' scores 0.12 as cp1252).
-PREFERRED_ENCODINGS = ("cp1252", "latin_1", "iso8859_15", "mac_roman", "cp1251", "shift_jis", "gb2312", "big5", "euc_kr")
+PREFERRED_ENCODINGS = (
+    "cp1252",
+    "latin_1",
+    "iso8859_15",
+    "mac_roman",
+    "cp1251",
+    "shift_jis",
+    "gb2312",
+    "big5",
+    "euc_kr",
+)
 COHERENCE_TIE = 0.01
 CHAOS_TIE = 0.15
 
@@ -184,7 +204,8 @@ def _charset_normalizer(data: bytes) -> Decoded:
     if best is None:
         raise UndecodableError("undecodable: no text encoding fits these bytes")
     tied = {
-        m.encoding: m for m in results
+        m.encoding: m
+        for m in results
         if m.chaos - best.chaos <= CHAOS_TIE and m.coherence >= best.coherence - COHERENCE_TIE
     }
     best = next((tied[e] for e in PREFERRED_ENCODINGS if e in tied), best)

@@ -12,7 +12,6 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -85,7 +84,9 @@ def walk(
     yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), atts, top=True)
 
 
-def _load_ignore(folder: Path, prefix: str, specs: list[tuple[str, pathspec.PathSpec]]) -> Skipped | None:
+def _load_ignore(
+    folder: Path, prefix: str, specs: list[tuple[str, pathspec.PathSpec]]
+) -> Skipped | None:
     ignore = folder / IGNORE_FILE
     try:
         lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -102,7 +103,7 @@ def _load_ignore(folder: Path, prefix: str, specs: list[tuple[str, pathspec.Path
 def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]) -> bool:
     for prefix, spec in specs:
         if rel.startswith(prefix):
-            sub = rel[len(prefix):]
+            sub = rel[len(prefix) :]
             if spec.match_file(sub + "/" if is_dir else sub):
                 return True
     return False
@@ -153,14 +154,23 @@ def _walk_dir(
                 # The index stores paths as UTF-8 text; undecodable bytes in a name cannot be stored.
                 if is_dir or name.lower().endswith(exts):
                     what = "folder" if is_dir else "file"
-                    yield Skipped(printable(entry.path), f"{what} name is not valid UTF-8 (rename it to index it)")
+                    yield Skipped(
+                        printable(entry.path),
+                        f"{what} name is not valid UTF-8 (rename it to index it)",
+                    )
                 continue  # an attachment with such a name: no note can link to it anyway
             if is_dir:
                 if not _ignored(child_rel, True, specs):
-                    yield from _walk_dir(Path(entry.path), child_rel, exts, max_size, specs, seen, atts)
+                    yield from _walk_dir(
+                        Path(entry.path), child_rel, exts, max_size, specs, seen, atts
+                    )
                 continue
             if not name.lower().endswith(exts):
-                if atts and os.path.splitext(name)[1].lower() in atts and not _ignored(child_rel, False, specs):
+                if (
+                    atts
+                    and os.path.splitext(name)[1].lower() in atts
+                    and not _ignored(child_rel, False, specs)
+                ):
                     yield Attachment(child_rel)
                 continue
             if _ignored(child_rel, False, specs):
@@ -192,10 +202,15 @@ def printable(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _file(rel: str, abspath: str, st: os.stat_result, max_size: int) -> Iterator[Candidate | Skipped]:
+def _file(
+    rel: str, abspath: str, st: os.stat_result, max_size: int
+) -> Iterator[Candidate | Skipped]:
     if not stat.S_ISREG(st.st_mode):
         yield Skipped(abspath, "not a regular file")
     elif st.st_size > max_size:
-        yield Skipped(abspath, f"larger than the size cap ({st.st_size:,} > {max_size:,} bytes; raise it with --max-size)")
+        yield Skipped(
+            abspath,
+            f"larger than the size cap ({st.st_size:,} > {max_size:,} bytes; raise it with --max-size)",
+        )
     else:
         yield Candidate(rel, abspath, st.st_size, st.st_mtime_ns)

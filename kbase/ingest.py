@@ -26,10 +26,18 @@ from kbase import store
 from kbase.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.db import meta_get, meta_set
 from kbase.decode import Decoded, UndecodableError, decode
-from kbase.discover import DEFAULT_EXTENSIONS, DEFAULT_MAX_SIZE, Attachment, Candidate, Skipped, printable, walk
+from kbase.discover import (
+    DEFAULT_EXTENSIONS,
+    DEFAULT_MAX_SIZE,
+    Attachment,
+    Candidate,
+    Skipped,
+    printable,
+    walk,
+)
+from kbase.errors import InputError
 from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
 from kbase.maintenance import follow_moved_roots, rechunk_all, rederive
-from kbase.errors import InputError
 from kbase.models import IndexReport, ParsedDoc
 from kbase.parse import parse
 from kbase.text import LINE_BREAK
@@ -55,12 +63,16 @@ def resolve_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     for p in paths:
         path = Path(p).expanduser()
         if not path.exists():
-            raise InputError(f"no such file or folder: {p}", "check the path you passed to kbase index")
+            raise InputError(
+                f"no such file or folder: {p}", "check the path you passed to kbase index"
+            )
         path = path.resolve()
         try:
             str(path).encode("utf-8")
         except UnicodeEncodeError:
-            raise InputError(f"{printable(str(path))} is not a valid UTF-8 path", "rename it to index it") from None
+            raise InputError(
+                f"{printable(str(path))} is not a valid UTF-8 path", "rename it to index it"
+            ) from None
         out.append(path)
     return out
 
@@ -76,7 +88,9 @@ def _scope(con: apsw.Connection, path: Path) -> _Scope:
     root_id = store.ensure_root(con, str(path))
     inner = [(rid, r) for rid, r in roots if Path(r).is_relative_to(path)]
     if inner:
-        meta_set_tx(con, _links_pending(root_id), store.now_iso())  # the absorbed links resolve anew
+        meta_set_tx(
+            con, _links_pending(root_id), store.now_iso()
+        )  # the absorbed links resolve anew
         store.absorb_roots(con, root_id, str(path), inner)
     return _Scope(root_id, path, None, "")
 
@@ -102,14 +116,20 @@ def index(
     # The index keeps the settings it was built with until new ones are given.
     # A re-chunk that was interrupted ('chunker_pending') is finished with its settings first.
     pending_chunker = meta_get(con, "chunker_pending")
-    settings = settings or ChunkSettings.from_fingerprint(pending_chunker or meta_get(con, "chunker"))
+    settings = settings or ChunkSettings.from_fingerprint(
+        pending_chunker or meta_get(con, "chunker")
+    )
     report.moved_roots = follow_moved_roots(con, con.filename)
     if not paths:
         paths = [r for (r,) in con.execute("SELECT path FROM roots ORDER BY path")]
         if not paths:
-            raise InputError("nothing to index yet", "pass the folders of your notes: kbase index PATH...")
+            raise InputError(
+                "nothing to index yet", "pass the folders of your notes: kbase index PATH..."
+            )
         gone = [p for p in paths if not Path(p).exists()]
-        report.skipped.extend((p, "root is gone; its documents are kept (re-point or remove it)") for p in gone)
+        report.skipped.extend(
+            (p, "root is gone; its documents are kept (re-point or remove it)") for p in gone
+        )
         paths = [p for p in paths if p not in gone]
     roots = resolve_paths(paths)
     try:
@@ -121,7 +141,16 @@ def index(
                 meta_set(con, "chunker", fingerprint)
                 con.execute("DELETE FROM meta WHERE key = 'chunker_pending'")
         for path in roots:
-            _index_scope(con, _scope(con, path), tuple(extensions), max_size, counter, settings, progress, report)
+            _index_scope(
+                con,
+                _scope(con, path),
+                tuple(extensions),
+                max_size,
+                counter,
+                settings,
+                progress,
+                report,
+            )
         meta_set_tx(con, "last_index_at", store.now_iso())
     except KeyboardInterrupt:
         report.interrupted = True
@@ -129,8 +158,11 @@ def index(
     return report
 
 
-def chunk_file(path: str | os.PathLike[str], settings: ChunkSettings | None = None,
-               counter: TokenCounter | None = None) -> tuple[ParsedDoc, Chunking, str]:
+def chunk_file(
+    path: str | os.PathLike[str],
+    settings: ChunkSettings | None = None,
+    counter: TokenCounter | None = None,
+) -> tuple[ParsedDoc, Chunking, str]:
     """Read, decode, parse and chunk one file the way ``index`` does, without an index.
 
     Returns the parsed document, its chunking and the encoding.
@@ -139,22 +171,34 @@ def chunk_file(path: str | os.PathLike[str], settings: ChunkSettings | None = No
     try:
         data = p.read_bytes()
     except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror}", "check the path and its permissions") from e
+        raise InputError(
+            f"cannot read {path}: {e.strerror}", "check the path and its permissions"
+        ) from e
     try:
         decoded = decode(data)
     except UndecodableError as e:
-        raise InputError(f"{path} is not text kbase can index: {e}", "pass a Markdown or text file") from e
+        raise InputError(
+            f"{path} is not text kbase can index: {e}", "pass a Markdown or text file"
+        ) from e
     doc = _parse(decoded, p.name)
     return doc, chunk(doc, counter, settings), decoded.encoding
 
 
-def _retitle_renamed(con: apsw.Connection, doc_id: int, old_path: str, counter: TokenCounter,
-                     settings: ChunkSettings) -> None:
+def _retitle_renamed(
+    con: apsw.Connection, doc_id: int, old_path: str, counter: TokenCounter, settings: ChunkSettings
+) -> None:
     """A renamed note titled by its file name takes the new name, as Obsidian shows it. A note
     whose title was its old file name, and not also its first heading, is parsed again."""
-    title, path, body = con.execute("SELECT title, path, body FROM documents WHERE id = ?", (doc_id,)).fetchone()
-    if title != PurePosixPath(old_path).stem or con.execute(
-            "SELECT 1 FROM headings WHERE doc_id = ? AND seq = 0 AND level = 1 AND text = ?", (doc_id, title)).fetchone():
+    title, path, body = con.execute(
+        "SELECT title, path, body FROM documents WHERE id = ?", (doc_id,)
+    ).fetchone()
+    if (
+        title != PurePosixPath(old_path).stem
+        or con.execute(
+            "SELECT 1 FROM headings WHERE doc_id = ? AND seq = 0 AND level = 1 AND text = ?",
+            (doc_id, title),
+        ).fetchone()
+    ):
         return
     doc = parse(body, path)
     if doc.title != title:
@@ -178,7 +222,9 @@ def _index_scope(
 ) -> None:
     found: list[Candidate] = []
     attachments: list[str] = []
-    for item in walk(scope.root, extensions, max_size, start=scope.start, attachments=ATTACHMENT_EXTENSIONS):
+    for item in walk(
+        scope.root, extensions, max_size, start=scope.start, attachments=ATTACHMENT_EXTENSIONS
+    ):
         if isinstance(item, Skipped):
             report.skipped.append((item.abspath, item.reason))
         elif isinstance(item, Attachment):
@@ -192,7 +238,9 @@ def _index_scope(
     if not full_resolve:
         meta_set_tx(con, pending, store.now_iso())
     # Links must be re-resolved across the root when its set of files or names changes.
-    full_resolve = store.set_attachments(con, scope.root_id, scope.prefix, attachments) or full_resolve
+    full_resolve = (
+        store.set_attachments(con, scope.root_id, scope.prefix, attachments) or full_resolve
+    )
     changed_ids: list[int] = []
     if scope.prefix:
         rows = con.execute(
@@ -201,7 +249,10 @@ def _index_scope(
             (scope.root_id, scope.prefix),
         )
     else:
-        rows = con.execute("SELECT path, id, size, mtime_ns, hash FROM documents WHERE root_id = ?", (scope.root_id,))
+        rows = con.execute(
+            "SELECT path, id, size, mtime_ns, hash FROM documents WHERE root_id = ?",
+            (scope.root_id,),
+        )
     known = {path: (doc_id, size, mtime, h) for path, doc_id, size, mtime, h in rows}
 
     todo = []
@@ -222,7 +273,9 @@ def _index_scope(
     try:
         with _Batches(con, report) as batches:
             renamed_from = {h for h, paths in by_hash.items() if paths}
-            for done, (c, old, item) in enumerate(_prepared(todo, known, renamed_from, max_size, settings, pool), 1):
+            for done, (c, old, item) in enumerate(
+                _prepared(todo, known, renamed_from, max_size, settings, pool), 1
+            ):
                 if progress:
                     progress(done - 1, total, c.relpath)
                 if isinstance(item, str):  # could not be read: skipped, keeping what was indexed
@@ -242,30 +295,56 @@ def _index_scope(
                 if old is None and by_hash.get(digest):
                     src = by_hash[digest].pop()
                     moved_id = vanished.pop(src)[0]
-                    store.move_document(con, moved_id, scope.root_id, c.relpath, st.st_size, st.st_mtime_ns)
+                    store.move_document(
+                        con, moved_id, scope.root_id, c.relpath, st.st_size, st.st_mtime_ns
+                    )
                     _retitle_renamed(con, moved_id, src, counter, settings)
                     batches.count("renamed", name)
                     full_resolve = True
                     continue
-                if prepared is _UNPARSED:  # looked like a rename, but its twin was taken by another file
-                    prepared = prepare(c.relpath or Path(c.abspath).name, item[2], settings, counter)
+                if (
+                    prepared is _UNPARSED
+                ):  # looked like a rename, but its twin was taken by another file
+                    prepared = prepare(
+                        c.relpath or Path(c.abspath).name, item[2], settings, counter
+                    )
                 if isinstance(prepared, str):  # not indexable text (binary, a giant line, ...)
                     report.skipped.append((c.abspath, prepared))
                     if old is not None:
-                        vanished[c.relpath] = old  # it was text once; now it is not: drop the stale copy
+                        vanished[c.relpath] = (
+                            old  # it was text once; now it is not: drop the stale copy
+                        )
                     continue
                 encoding, doc, chunking, links, blocks, hashes = prepared
                 for w in doc.warnings:
                     report.warnings.append((c.abspath, w))
                 if old is not None and not full_resolve:
-                    before = {a for (a,) in con.execute("SELECT alias FROM aliases WHERE doc_id = ?", (old[0],))}
-                    full_resolve = before != set(doc.aliases)  # other notes' links may now resolve elsewhere
+                    before = {
+                        a
+                        for (a,) in con.execute(
+                            "SELECT alias FROM aliases WHERE doc_id = ?", (old[0],)
+                        )
+                    }
+                    full_resolve = before != set(
+                        doc.aliases
+                    )  # other notes' links may now resolve elsewhere
                 with batches.document():
                     doc_id = store.write_document(
-                        con, doc_id=old[0] if old else None, root_id=scope.root_id, path=c.relpath,
-                        size=st.st_size, mtime_ns=st.st_mtime_ns, hash=digest, encoding=encoding, doc=doc,
-                        chunks=chunking.chunks, diagnostics=chunking.diagnostics, links=links, block_ids=blocks,
-                        savepoint=False, hashes=hashes,
+                        con,
+                        doc_id=old[0] if old else None,
+                        root_id=scope.root_id,
+                        path=c.relpath,
+                        size=st.st_size,
+                        mtime_ns=st.st_mtime_ns,
+                        hash=digest,
+                        encoding=encoding,
+                        doc=doc,
+                        chunks=chunking.chunks,
+                        diagnostics=chunking.diagnostics,
+                        links=links,
+                        block_ids=blocks,
+                        savepoint=False,
+                        hashes=hashes,
                     )
                 changed_ids.append(doc_id)
                 batches.count("updated" if old else "new", name)
@@ -361,8 +440,14 @@ def _pool(files: int, size: int, counter: TokenCounter):
     core, a custom token counter, or no fork on this platform)."""
     import multiprocessing
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if (files < POOL_MIN_FILES and size < POOL_MIN_BYTES) or cores < 2 or counter is not default_counter():
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    if (
+        (files < POOL_MIN_FILES and size < POOL_MIN_BYTES)
+        or cores < 2
+        or counter is not default_counter()
+    ):
         return None
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
@@ -370,7 +455,9 @@ def _pool(files: int, size: int, counter: TokenCounter):
 
     # Load the parsers and the tokenizer once, here, for every worker (each loaded its own: 40 ms).
     chunk(parse("---\na: 1\n---\n# Warm up\n", "warm-up.md"), counter)
-    return ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
+    return ProcessPoolExecutor(
+        cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
+    )
 
 
 def _worker_init() -> None:
@@ -426,13 +513,21 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
     longest = _longest_line(decoded.text)
     if longest > MAX_LINE_CHARS:
         # The chunker cuts such a line word by word, at some 40 bytes of memory per character.
-        return (f"a line of {longest:,} characters: not a note (minified or generated data?); kbase indexes"
-                f" lines up to {MAX_LINE_CHARS:,}")
+        return (
+            f"a line of {longest:,} characters: not a note (minified or generated data?); kbase indexes"
+            f" lines up to {MAX_LINE_CHARS:,}"
+        )
     try:
         doc = _parse(decoded, name)
         chunking = chunk(doc, counter, settings)
-        return (decoded.encoding, doc, chunking, parse_links(doc), block_ids(doc),
-                store.chunk_hashes(doc, chunking.chunks))
+        return (
+            decoded.encoding,
+            doc,
+            chunking,
+            parse_links(doc),
+            block_ids(doc),
+            store.chunk_hashes(doc, chunking.chunks),
+        )
     except (RecursionError, MemoryError) as e:
         return f"too deeply nested or too large to parse ({type(e).__name__})"
 
@@ -440,7 +535,11 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
 def _parse(decoded: Decoded, name: str) -> ParsedDoc:
     """Parse decoded text; what decoding repaired comes first among the document's warnings."""
     doc = parse(decoded.text, name)
-    return dataclasses.replace(doc, warnings=decoded.warnings + doc.warnings) if decoded.warnings else doc
+    return (
+        dataclasses.replace(doc, warnings=decoded.warnings + doc.warnings)
+        if decoded.warnings
+        else doc
+    )
 
 
 def _prepare_item(args):
@@ -465,15 +564,18 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool):
 
     def submit(start: int):
         window = []
-        for c in todo[start:start + WINDOW]:
+        for c in todo[start : start + WINDOW]:
             old = known.get(c.relpath)
             read = _read(c, max_size)
             parse_it = isinstance(read, tuple) and (
-                read[1] != old[3] if old is not None else read[1] not in renamed_from)
+                read[1] != old[3] if old is not None else read[1] not in renamed_from
+            )
             window.append((c, old, read, parse_it))
         jobs = [(c.relpath or Path(c.abspath).name, r[2], settings) for c, old, r, p in window if p]
         if pool is not None and jobs:
-            results = pool.map(_prepare_item, jobs, chunksize=CHUNKSIZE)  # submitted now, collected later
+            results = pool.map(
+                _prepare_item, jobs, chunksize=CHUNKSIZE
+            )  # submitted now, collected later
         else:
             results = (prepare(*job) for job in jobs)
         return window, iter(results)
@@ -481,7 +583,9 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool):
     pending = submit(0) if todo else None
     for start in range(0, len(todo), WINDOW):
         window, results = pending
-        pending = submit(start + WINDOW) if pool is not None and start + WINDOW < len(todo) else None
+        pending = (
+            submit(start + WINDOW) if pool is not None and start + WINDOW < len(todo) else None
+        )
         for c, old, read, parse_it in window:
             if read is None:
                 yield c, old, (None, None, None, None)

@@ -107,12 +107,13 @@ _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)")
 # embed's ']]'. Obsidian's help asks for a space before the caret (in 'x^2' the caret belongs to
 # the word), but its own help vault writes '![[version-history-collaboration.png]]^version-history-image'
 # and embeds that block from another note: after ']]' no word can run on into the id.
-_BLOCK_ID = re.compile(r"(?:(?<=[ \t])|(?<=^)|(?<=\]\]))\^([A-Za-z0-9-]+)[ \t]*(?=\r\n|\r|\n|\Z)", re.M)
+_BLOCK_ID = re.compile(
+    r"(?:(?<=[ \t])|(?<=^)|(?<=\]\]))\^([A-Za-z0-9-]+)[ \t]*(?=\r\n|\r|\n|\Z)", re.M
+)
 # What may hide an indented or fenced code block inside a list or quote.
 _NESTED_CODE_HINT = re.compile(r"```|~~~|(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)[ \t>]*(?: {4}|\t)")
 # Obsidian's stripHeading: these become spaces, then runs of whitespace collapse.
 _HEADING_PUNCT = re.compile(r"[!\"#$%&()*+,.:;<=>?@^`{|}~/\[\]\\\r\n]")
-
 
 
 @cache
@@ -416,7 +417,7 @@ class Resolver:
     def __init__(
         self,
         paths: Iterable[str],
-        aliases: Mapping[str, Iterable[str]] = {},  # noqa: B006 - read only
+        aliases: Mapping[str, Iterable[str]] = {},
         *,
         use_aliases: bool = True,
     ) -> None:

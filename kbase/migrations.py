@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import apsw
 
-
 # The DDL of schema version 5, frozen here: a later schema.sql must not change what this step makes.
 _SCHEMA_5 = {
     "chunks": """
@@ -91,7 +90,8 @@ def _schema_5(con: apsw.Connection) -> None:
     links: target_path cleared where target_id names the note; the views that read it redone.
     """
     had_vectors = con.execute(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'chunks_vec_after_delete'").fetchone()
+        "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'chunks_vec_after_delete'"
+    ).fetchone()
     con.execute("PRAGMA legacy_alter_table = ON")
     try:
         con.execute("ALTER TABLE chunks RENAME TO chunks_v4")
@@ -195,8 +195,10 @@ def _schema_7(con: apsw.Connection) -> None:
         starts = line_starts(body)
         con.executemany(
             "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
-            [(doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail)
-             for d in frontmatter_diagnostics(parse(body, name))],
+            [
+                (doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail)
+                for d in frontmatter_diagnostics(parse(body, name))
+            ],
         )
 
 
@@ -209,8 +211,10 @@ def _schema_8(con: apsw.Connection) -> None:
         "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '', contentless_delete = 1,"
         " tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*''')"
     )
-    con.execute("CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN"
-                " DELETE FROM chunks_cjk WHERE rowid = old.id; END")
+    con.execute(
+        "CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN"
+        " DELETE FROM chunks_cjk WHERE rowid = old.id; END"
+    )
     cjk.rebuild(con)
 
 

@@ -21,7 +21,9 @@ from kbase.snippet import plain
 from kbase.text import LINE_BREAK, line_of, line_starts
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
-MAX_FRONTMATTER_CHARS = 256 * 1024  # larger "front matter" is not metadata; it is skipped with a warning
+MAX_FRONTMATTER_CHARS = (
+    256 * 1024
+)  # larger "front matter" is not metadata; it is skipped with a warning
 MAX_FRONTMATTER_NODES = 10_000  # guards against YAML alias bombs expanding when turned into JSON
 DATE_KEYS = ("date", "created", "updated", "modified")
 
@@ -30,7 +32,6 @@ _FM_CLOSE = re.compile(r"(?<=[\r\n])(?:---|\.\.\.)[ \t]*(?=[\r\n]|\Z)")
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 # Obsidian tags: '#' after whitespace or at line start, then letters, digits, '_', '-', '/'.
 _TAG = re.compile(r"(?:(?<=\s)|^)#([\w/-]+)", re.M)
-
 
 
 # markdown-it and PyYAML load on first use: an index run with nothing to parse (the common case)
@@ -42,13 +43,26 @@ def _markdown():
 
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     md.use(dollarmath_plugin, allow_space=True, allow_digits=True)  # $$ math blocks stay whole
-    md.disable(["inline", "text_join"])  # block structure is all we need; inline parsing is 3x the cost
+    md.disable(
+        ["inline", "text_join"]
+    )  # block structure is all we need; inline parsing is 3x the cost
     return md
 
 
 # The block rules of markdown-it's CommonMark preset, plus tables (markdown-it-pyrs, see above).
-_FAST_RULES = ("blockquote", "code", "fence", "heading", "hr", "lheading", "list", "paragraph", "reference",
-               "html_block", "table")
+_FAST_RULES = (
+    "blockquote",
+    "code",
+    "fence",
+    "heading",
+    "hr",
+    "lheading",
+    "list",
+    "paragraph",
+    "reference",
+    "html_block",
+    "table",
+)
 
 
 @functools.cache
@@ -66,6 +80,8 @@ def _yaml():
     import yaml
 
     return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 _CALLOUT = re.compile(r"[ \t]*>[ \t]*\[![^\]]+\]")
 
 _BLOCK_KINDS = {
@@ -103,7 +119,9 @@ def parse(text: str, path: str) -> ParsedDoc:
 
     meta = fm or {}
     title = _title(meta, blocks, headings, stem)
-    tags = [(t, "frontmatter") for t in _str_list(meta.get("tags", meta.get("tag")), split_space=True)]
+    tags = [
+        (t, "frontmatter") for t in _str_list(meta.get("tags", meta.get("tag")), split_space=True)
+    ]
     seen = {t.lower() for t, _ in tags}
     for tag in _inline_tags(text, blocks):
         if tag.lower() not in seen:
@@ -172,7 +190,9 @@ _MARKERS = (">", "- ", "* ", "+ ", ". ", ") ", "\t")
 
 def _needs_py(body: str) -> bool:
     """True when markdown-it-pyrs might give other blocks than markdown-it-py (or no math)."""
-    if "$$" in body or (len(body) > MAX_FAST_DEPTH and sum(map(body.count, _MARKERS)) > MAX_FAST_DEPTH):
+    if "$$" in body or (
+        len(body) > MAX_FAST_DEPTH and sum(map(body.count, _MARKERS)) > MAX_FAST_DEPTH
+    ):
         return True
     for m in _ORDERED_NOT_ONE.finditer(body):
         if not _in_list_item(body, m.start()):
@@ -193,7 +213,7 @@ def _in_list_item(body: str, end: int) -> bool:
     followed by indented lines without '|' or '>'?"""
     first = True
     while True:
-        if body[end] == "\n" and body[end - 1:end] == "\r":
+        if body[end] == "\n" and body[end - 1 : end] == "\r":
             end -= 1  # a CRLF is one line break
         start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
         line = body[start:end]
@@ -206,7 +226,9 @@ def _in_list_item(body: str, end: int) -> bool:
         first, end = False, start - 1
 
 
-def _blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:
+def _blocks(
+    body: str, text: str, starts: list[int], first_line: int
+) -> tuple[list[Block], list[Heading]]:
     """Top-level blocks and headings of ``body`` (``text`` from line ``first_line`` on)."""
     if not _needs_py(body):
         try:
@@ -216,7 +238,9 @@ def _blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[l
     return _py_blocks(body, text, starts, first_line)
 
 
-def _py_blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:
+def _py_blocks(
+    body: str, text: str, starts: list[int], first_line: int
+) -> tuple[list[Block], list[Heading]]:
     """``_blocks`` by markdown-it-py: its tokens carry [first line, last line + 1) maps."""
     tokens = _markdown().parse(body)
     blocks: list[Block] = []
@@ -237,22 +261,34 @@ def _py_blocks(body: str, text: str, starts: list[int], first_line: int) -> tupl
             parts = _children(tokens, i, text, starts, first_line)
             blocks.append(Block(kind, start, end, parts=parts))
         elif tok.type == "fence":
-            blocks.append(Block(kind, start, end, unclosed=not _fence_closed(text[start:end], tok.markup)))
+            blocks.append(
+                Block(kind, start, end, unclosed=not _fence_closed(text[start:end], tok.markup))
+            )
         else:
             blocks.append(Block(kind, start, end))
     return blocks, headings
 
 
 _FAST_KINDS = {
-    "paragraph": "paragraph", "bullet_list": "list", "ordered_list": "list", "blockquote": "quote",
-    "fence": "code", "code_block": "code", "table": "table", "html_block": "html", "hr": "hr",
-    "heading": "heading", "lheading": "heading",
+    "paragraph": "paragraph",
+    "bullet_list": "list",
+    "ordered_list": "list",
+    "blockquote": "quote",
+    "fence": "code",
+    "code_block": "code",
+    "table": "table",
+    "html_block": "html",
+    "hr": "hr",
+    "heading": "heading",
+    "lheading": "heading",
 }
 _BYTE_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 _CR = re.compile(r"\r\n?")
 
 
-def _fast_blocks(body: str, text: str, starts: list[int], first_line: int) -> tuple[list[Block], list[Heading]]:
+def _fast_blocks(
+    body: str, text: str, starts: list[int], first_line: int
+) -> tuple[list[Block], list[Heading]]:
     """What ``_py_blocks`` gives, from markdown-it-pyrs, whose nodes carry UTF-8 byte ranges:
     each range becomes the lines it covers."""
     data = body.encode("utf-8")
@@ -264,7 +300,9 @@ def _fast_blocks(body: str, text: str, starts: list[int], first_line: int) -> tu
 
     def lines(node) -> tuple[int, int]:
         a, b = node.srcmap
-        return first_line + bisect_right(bstarts, a) - 1, first_line + bisect_right(bstarts, max(a, b - 1)) - 1
+        return first_line + bisect_right(bstarts, a) - 1, first_line + bisect_right(
+            bstarts, max(a, b - 1)
+        ) - 1
 
     blocks: list[Block] = []
     headings: list[Heading] = []
@@ -278,7 +316,9 @@ def _fast_blocks(body: str, text: str, starts: list[int], first_line: int) -> tu
             level = node.meta["level"]
             blocks.append(Block(kind, start, end, level))
             content = ""
-            if node.children:  # the heading's text, as markdown-it-py gives it (\r\n -> \n, NUL -> U+FFFD)
+            if (
+                node.children
+            ):  # the heading's text, as markdown-it-py gives it (\r\n -> \n, NUL -> U+FFFD)
                 a, b = node.children[0].srcmap[0], node.children[-1].srcmap[1]
                 content = _CR.sub("\n", data[a:b].decode("utf-8")).replace("\0", "\ufffd")
             headings.append(Heading(level, content.strip(), start, end, first + 1))
@@ -295,17 +335,21 @@ def _fast_blocks(body: str, text: str, starts: list[int], first_line: int) -> tu
             blocks.append(Block(kind, start, end, parts=tuple(parts)))
         elif kind == "code" and node.name == "fence":
             markup = node.meta.get("marker", "`") * node.meta.get("marker_len", 3)
-            blocks.append(Block(kind, start, end, unclosed=not _fence_closed(text[start:end], markup)))
+            blocks.append(
+                Block(kind, start, end, unclosed=not _fence_closed(text[start:end], markup))
+            )
         else:
             blocks.append(Block(kind, start, end))
     return blocks, headings
 
 
-def _children(tokens, i: int, text: str, starts: list[int], first_line: int) -> tuple[tuple[int, int], ...]:
+def _children(
+    tokens, i: int, text: str, starts: list[int], first_line: int
+) -> tuple[tuple[int, int], ...]:
     """(start, end) of the list items or inner blocks of the container opened at ``tokens[i]``."""
     level = tokens[i].level + 1
     parts = []
-    for tok in tokens[i + 1:]:
+    for tok in tokens[i + 1 :]:
         if tok.level < level:
             break
         if tok.level == level and tok.map is not None and tok.nesting >= 0:
@@ -350,7 +394,7 @@ def _front_matter(text: str, warnings: list[str]) -> tuple[dict | None, int]:
     lb = LINE_BREAK.match(text, body_start)
     if lb:
         body_start = lb.end()
-    raw = text[m.end():close.start()]
+    raw = text[m.end() : close.start()]
     yaml, loader = _yaml()
     try:
         data = yaml.load(raw, Loader=loader)
@@ -363,7 +407,11 @@ def _front_matter(text: str, warnings: list[str]) -> tuple[dict | None, int]:
     except RecursionError:
         warnings.append("front matter nested too deeply; body indexed without it")
         return None, body_start
-    except (ValueError, TypeError, OverflowError) as e:  # a constructor's: 2024-02-30, !!float abc, huge ints
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+    ) as e:  # a constructor's: 2024-02-30, !!float abc, huge ints
         problem = str(e).splitlines()[0] if str(e) else type(e).__name__
         warnings.append(f"malformed front matter: {problem}; body indexed without it")
         return None, body_start
@@ -418,7 +466,9 @@ def _str_list(value, split_space: bool = False) -> list[str]:
     if isinstance(value, str):
         parts = re.split(r"[,\s]+" if split_space else r",", value)
     elif isinstance(value, list):
-        parts = [str(v) for v in value if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+        parts = [
+            str(v) for v in value if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        ]
     else:
         return []
     out = []
@@ -447,7 +497,7 @@ def _inline_tags(text: str, blocks: list[Block]) -> list[str]:
     for b in blocks:
         if b.kind in ("code", "html", "hr"):
             continue
-        chunk = text[b.start:b.end]
+        chunk = text[b.start : b.end]
         if "#" not in chunk:
             continue  # most blocks: no need to blank their inline code
         for m in _TAG.finditer(_INLINE_CODE.sub(" ", chunk)):

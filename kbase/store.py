@@ -19,7 +19,7 @@ from kbase.text import line_of, line_starts
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
 
 def sha256(data: bytes) -> str:
@@ -32,22 +32,26 @@ def fts_headings(title: str, heading_path: str) -> str:
     if heading_path == title:
         return ""
     if heading_path.startswith(title + " > "):
-        return heading_path[len(title) + 3:]
+        return heading_path[len(title) + 3 :]
     return heading_path
 
 
-def fts_names(con: apsw.Connection, doc_id: int, title: str, path: str, has_aliases: bool = True) -> str:
+def fts_names(
+    con: apsw.Connection, doc_id: int, title: str, path: str, has_aliases: bool = True
+) -> str:
     """The title column of a document's chunks_fts rows, as the chunks_fts_content view makes it:
     the title, the file name without its extension unless it is the title in other (ASCII) case,
     then the aliases as stored (written before). Here in Python: the view's nested subqueries
     took 50-100 us a document (tests/test_ingest.py compares the two)."""
-    base = path[path.rfind("/") + 1:]
-    stem = base[:base.rfind(".")] if base.find(".") > 0 else base
+    base = path[path.rfind("/") + 1 :]
+    stem = base[: base.rfind(".")] if base.find(".") > 0 else base
     names = title
     if stem and _sql_lower(stem) != _sql_lower(title):
         names += " " + stem
     if has_aliases:
-        (aliases,) = con.execute("SELECT group_concat(alias, ' ') FROM aliases WHERE doc_id = ?", (doc_id,)).fetchone()
+        (aliases,) = con.execute(
+            "SELECT group_concat(alias, ' ') FROM aliases WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
         if aliases is not None:
             names += " " + aliases
     return names
@@ -83,8 +87,17 @@ def write_document(
     workers make them, which takes them off the writer)."""
     text = doc.text
     values = (
-        doc.kind, doc.title, size, mtime_ns, hash, encoding, frontmatter_json(doc.frontmatter),
-        doc.body_start, doc.date, now_iso(), text,
+        doc.kind,
+        doc.title,
+        size,
+        mtime_ns,
+        hash,
+        encoding,
+        frontmatter_json(doc.frontmatter),
+        doc.body_start,
+        doc.date,
+        now_iso(),
+        text,
     )
     old_vectors: dict[bytes, bytes] = {}
     with con if savepoint else contextlib.nullcontext():
@@ -112,7 +125,8 @@ def write_document(
             [(doc_id, tag, source) for tag, source in doc.tags],
         )
         con.executemany(
-            "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)", [(doc_id, a) for a in doc.aliases]
+            "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)",
+            [(doc_id, a) for a in doc.aliases],
         )
         if hashes is None:
             hashes = chunk_hashes(doc, chunks)
@@ -123,16 +137,35 @@ def write_document(
         con.executemany(
             "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
             " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(cid, doc_id, c.seq, c.start, c.end, c.line, c.end_line, c.heading_path, c.kind, c.tokens, c.flags, h)
-             for cid, c, h in zip(ids, chunks, hashes)],
+            [
+                (
+                    cid,
+                    doc_id,
+                    c.seq,
+                    c.start,
+                    c.end,
+                    c.line,
+                    c.end_line,
+                    c.heading_path,
+                    c.kind,
+                    c.tokens,
+                    c.flags,
+                    h,
+                )
+                for cid, c, h in zip(ids, chunks, hashes)
+            ],
         )
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
         # delete trigger reads them from there).
         if chunks:
             title = fts_names(con, doc_id, doc.title, path, bool(doc.aliases))
-            rows = [(cid, title, fts_headings(doc.title, c.heading_path), text[c.start:c.end])
-                    for cid, c in zip(ids, chunks)]
-            con.executemany("INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)", rows)
+            rows = [
+                (cid, title, fts_headings(doc.title, c.heading_path), text[c.start : c.end])
+                for cid, c in zip(ids, chunks)
+            ]
+            con.executemany(
+                "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)", rows
+            )
             # Headings are lines of the text: a document without a run has no row to write (one
             # search instead of three a chunk, which took a tenth of the writer's time).
             if cjk.has_runs(text) or cjk.has_runs(title):
@@ -145,8 +178,20 @@ def write_document(
         con.executemany(
             "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor, alias)"
             " VALUES (?,?,?,?,?,?,?,?,?)",
-            [(doc_id, lk.start, lk.end, line(lk.start), lk.kind, int(lk.embed), lk.target, lk.anchor,
-              lk.alias) for lk in links],
+            [
+                (
+                    doc_id,
+                    lk.start,
+                    lk.end,
+                    line(lk.start),
+                    lk.kind,
+                    int(lk.embed),
+                    lk.target,
+                    lk.anchor,
+                    lk.alias,
+                )
+                for lk in links
+            ],
         )
         con.executemany(
             "INSERT OR IGNORE INTO block_ids (doc_id, block_id, start_char, end_char) VALUES (?,?,?,?)",
@@ -158,7 +203,10 @@ def write_document(
         )
         con.executemany(
             "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line) VALUES (?,?,?,?,?,?,?)",
-            [(doc_id, i, h.level, h.text, h.start, h.end, h.line) for i, h in enumerate(doc.headings)],
+            [
+                (doc_id, i, h.level, h.text, h.start, h.end, h.line)
+                for i, h in enumerate(doc.headings)
+            ],
         )
     return doc_id
 
@@ -166,7 +214,7 @@ def write_document(
 def chunk_hashes(doc: ParsedDoc, chunks: Sequence[Chunk]) -> list[bytes]:
     """chunks.embed_hash of each chunk: what the embedder would see (kbase.embedder.input_hash)."""
     text = doc.text
-    return [input_hash(doc.title, c.heading_path, text[c.start:c.end]) for c in chunks]
+    return [input_hash(doc.title, c.heading_path, text[c.start : c.end]) for c in chunks]
 
 
 def _line_finder(text: str) -> Callable[[int], int]:
@@ -184,7 +232,9 @@ def touch_document(con: apsw.Connection, doc_id: int, size: int, mtime_ns: int) 
         con.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, doc_id))
 
 
-def move_document(con: apsw.Connection, doc_id: int, root_id: int, path: str, size: int, mtime_ns: int) -> None:
+def move_document(
+    con: apsw.Connection, doc_id: int, root_id: int, path: str, size: int, mtime_ns: int
+) -> None:
     """A renamed file: same content, new path; chunks and everything derived from them stay."""
     with con:
         con.execute(
@@ -203,8 +253,10 @@ def ensure_root(con: apsw.Connection, path: str) -> int:
         row = con.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()
         if row:
             return row[0]
-        con.execute("INSERT INTO roots (path, relpath, added_at) VALUES (?, ?, ?)",
-                    (path, relpath_from_db(path, con.filename), now_iso()))
+        con.execute(
+            "INSERT INTO roots (path, relpath, added_at) VALUES (?, ?, ?)",
+            (path, relpath_from_db(path, con.filename), now_iso()),
+        )
         return con.last_insert_rowid()
 
 
@@ -216,11 +268,13 @@ def relpath_from_db(root: str, db_path: str | os.PathLike[str]) -> str | None:
         return None
 
 
-def absorb_roots(con: apsw.Connection, outer_id: int, outer: str, inner: list[tuple[int, str]]) -> None:
+def absorb_roots(
+    con: apsw.Connection, outer_id: int, outer: str, inner: list[tuple[int, str]]
+) -> None:
     """Roots inside a new outer root become part of it: their documents move, nothing is re-read."""
     with con:
         for root_id, path in inner:
-            prefix = path[len(outer) + 1:]
+            prefix = path[len(outer) + 1 :]
             con.execute(
                 "UPDATE documents SET root_id = ?, path = ? || CASE WHEN path = '' THEN '' ELSE '/' || path END"
                 " WHERE root_id = ?",
@@ -236,15 +290,23 @@ def finish_root(con: apsw.Connection, root_id: int) -> None:
 
 def set_attachments(con: apsw.Connection, root_id: int, prefix: str, paths: Iterable[str]) -> bool:
     """Record the attachments under ``prefix`` of a root; True if the set changed."""
-    where = "root_id = ?1" + (" AND (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')" if prefix else "")
+    where = "root_id = ?1" + (
+        " AND (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')" if prefix else ""
+    )
     args = (root_id, prefix) if prefix else (root_id,)
     old = {p for (p,) in con.execute(f"SELECT path FROM attachments WHERE {where}", args)}
     new = set(paths)
     if old == new:
         return False
     with con:
-        con.executemany("DELETE FROM attachments WHERE root_id = ? AND path = ?", [(root_id, p) for p in old - new])
-        con.executemany("INSERT INTO attachments (root_id, path) VALUES (?, ?)", [(root_id, p) for p in new - old])
+        con.executemany(
+            "DELETE FROM attachments WHERE root_id = ? AND path = ?",
+            [(root_id, p) for p in old - new],
+        )
+        con.executemany(
+            "INSERT INTO attachments (root_id, path) VALUES (?, ?)",
+            [(root_id, p) for p in new - old],
+        )
     return True
 
 
@@ -258,16 +320,23 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         doc_ids = list(doc_ids)
         if not doc_ids:
             return 0  # nothing changed in the root: no link can have changed either
-    paths = dict(con.execute("SELECT path, id FROM documents WHERE root_id = ?", (root_id,)).fetchall())
-    files = list(paths) + [p for (p,) in con.execute("SELECT path FROM attachments WHERE root_id = ?", (root_id,))]
+    paths = dict(
+        con.execute("SELECT path, id FROM documents WHERE root_id = ?", (root_id,)).fetchall()
+    )
+    files = list(paths) + [
+        p for (p,) in con.execute("SELECT path FROM attachments WHERE root_id = ?", (root_id,))
+    ]
     aliases: dict[str, list[str]] = {}
     for path, alias in con.execute(
-        "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id WHERE d.root_id = ?", (root_id,)
+        "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id WHERE d.root_id = ?",
+        (root_id,),
     ):
         aliases.setdefault(path, []).append(alias)
     resolver = Resolver(files, aliases)
-    sql = ("SELECT l.id, s.path, l.target, l.anchor, l.target_id, l.target_path, l.anchor_ok"
-           " FROM links l JOIN documents s ON s.id = l.source_id WHERE s.root_id = ?")
+    sql = (
+        "SELECT l.id, s.path, l.target, l.anchor, l.target_id, l.target_path, l.anchor_ok"
+        " FROM links l JOIN documents s ON s.id = l.source_id WHERE s.root_id = ?"
+    )
     args: list = [root_id]
     if doc_ids is not None:
         ids = doc_ids
@@ -277,7 +346,9 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
     headings: dict[int, list[Heading]] = {}
     blocks: dict[int, list[str]] = {}
     changes = []
-    for link_id, source, target, anchor, old_tid, old_tp, old_ok in con.execute(sql, args).fetchall():
+    for link_id, source, target, anchor, old_tid, old_tp, old_ok in con.execute(
+        sql, args
+    ).fetchall():
         tp = resolver.resolve(target, source)
         tid = paths.get(tp) if tp is not None else None
         if tid is not None:
@@ -285,14 +356,26 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         ok = None
         if anchor is not None and tid is not None:
             if tid not in headings:
-                headings[tid] = [Heading(lv, tx, a, b, ln) for lv, tx, a, b, ln in con.execute(
-                    "SELECT level, text, start_char, end_char, line FROM headings WHERE doc_id = ? ORDER BY seq",
-                    (tid,))]
-                blocks[tid] = [b for (b,) in con.execute("SELECT block_id FROM block_ids WHERE doc_id = ?", (tid,))]
+                headings[tid] = [
+                    Heading(lv, tx, a, b, ln)
+                    for lv, tx, a, b, ln in con.execute(
+                        "SELECT level, text, start_char, end_char, line FROM headings WHERE doc_id = ? ORDER BY seq",
+                        (tid,),
+                    )
+                ]
+                blocks[tid] = [
+                    b
+                    for (b,) in con.execute(
+                        "SELECT block_id FROM block_ids WHERE doc_id = ?", (tid,)
+                    )
+                ]
             ok = int(anchor_ok(anchor, headings[tid], blocks[tid]))
         if (tid, tp, ok) != (old_tid, old_tp, old_ok):
             changes.append((tid, tp, ok, link_id))
     if changes:
         with con:
-            con.executemany("UPDATE links SET target_id = ?, target_path = ?, anchor_ok = ? WHERE id = ?", changes)
+            con.executemany(
+                "UPDATE links SET target_id = ?, target_path = ?, anchor_ok = ? WHERE id = ?",
+                changes,
+            )
     return len(changes)

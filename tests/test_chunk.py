@@ -23,29 +23,38 @@ def check_invariants(doc, result, s: ChunkSettings, counter=WORDS):
     # offsets exact, trimmed, in order
     for a, b in zip(chunks, chunks[1:]):
         assert a.start <= b.start and a.end < b.end
-        if b.start < a.end:  # overlap: only between prose chunks, never more than the overlap budget
-            assert counter.count(text[b.start:a.end]) <= s.overlap_tokens
+        if (
+            b.start < a.end
+        ):  # overlap: only between prose chunks, never more than the overlap budget
+            assert counter.count(text[b.start : a.end]) <= s.overlap_tokens
     for c in chunks:
-        piece = text[c.start:c.end]
+        piece = text[c.start : c.end]
         assert piece and piece == piece.strip() or c.kind in ("code", "mixed")
         assert c.end_line >= c.line
     # every non-blank character outside front matter and thematic breaks is in a chunk
     covered = bytearray(len(text))
     for c in chunks:
-        covered[c.start:c.end] = b"\x01" * (c.end - c.start)
+        covered[c.start : c.end] = b"\x01" * (c.end - c.start)
     for a, b in hr:
         covered[a:b] = b"\x01" * (b - a)
-    missing = next((i for i in range(doc.body_start, len(text)) if not covered[i] and not text[i].isspace()), None)
-    assert missing is None, repr(text[missing:missing + 40])
+    missing = next(
+        (i for i in range(doc.body_start, len(text)) if not covered[i] and not text[i].isspace()),
+        None,
+    )
+    assert missing is None, repr(text[missing : missing + 40])
     # budget, unless flagged
     for c in chunks:
         if not c.flags & OVERSIZED:
-            assert counter.count(text[c.start:c.end]) <= s.max_tokens, text[c.start:c.end]
+            assert counter.count(text[c.start : c.end]) <= s.max_tokens, text[c.start : c.end]
     # protected blocks are never cut
     for blk in doc.blocks:
         if blk.kind in PROTECTED_BLOCKS:
             for c in chunks:
-                assert c.end <= blk.start or c.start >= blk.end or (c.start <= blk.start and blk.end <= c.end)
+                assert (
+                    c.end <= blk.start
+                    or c.start >= blk.end
+                    or (c.start <= blk.start and blk.end <= c.end)
+                )
     # no heading-only chunk, except for headings with no content after them at the document's end
     heads = [(b.start, b.end) for b in doc.blocks if b.kind == "heading"]
     last_content = max((b.end for b in doc.blocks if b.kind not in ("heading", "hr")), default=-1)
@@ -53,34 +62,59 @@ def check_invariants(doc, result, s: ChunkSettings, counter=WORDS):
         for c in chunks:
             if c.start > last_content:
                 continue
-            rest = text[c.start:c.end]
+            rest = text[c.start : c.end]
             for a, b in heads:
                 if c.start <= a and b <= c.end:
                     rest = rest.replace(text[a:b], "", 1)
-            assert rest.strip(), f"heading-only chunk {text[c.start:c.end]!r}"
+            assert rest.strip(), f"heading-only chunk {text[c.start : c.end]!r}"
 
 
 # --- generated Markdown ------------------------------------------------------------------------
-word = st.sampled_from("alpha beta gamma delta sqlite notes index token river stone cloud e.g. v1.2 naïve 東京".split())
+word = st.sampled_from(
+    "alpha beta gamma delta sqlite notes index token river stone cloud e.g. v1.2 naïve 東京".split()
+)
 sentence = st.lists(word, min_size=1, max_size=14).map(lambda ws: " ".join(ws).capitalize() + ".")
 paragraph = st.lists(sentence, min_size=1, max_size=12).map(" ".join)
 wrapped = paragraph.map(lambda p: re.sub(r"(\S+ \S+ \S+ \S+ \S+ \S+) ", r"\1\n", p))
 heading = st.tuples(st.integers(1, 4), st.lists(word, min_size=1, max_size=4)).map(
-    lambda t: "#" * t[0] + " " + " ".join(t[1]))
-code_body = st.lists(st.sampled_from(["x = 1", "", "# comment", "print(x)", "```", "~~~", "- not a list"]), max_size=30)
-fence = st.tuples(st.sampled_from(["```", "````", "~~~", "~~~~~"]), st.sampled_from(["", "py", "rust,ignore"]), code_body).map(
-    lambda t: f"{t[0]}{t[1]}\n" + "\n".join(l for l in t[2] if not l.startswith(t[0][:3]) or len(t[0]) > 3) + f"\n{t[0]}")
+    lambda t: "#" * t[0] + " " + " ".join(t[1])
+)
+code_body = st.lists(
+    st.sampled_from(["x = 1", "", "# comment", "print(x)", "```", "~~~", "- not a list"]),
+    max_size=30,
+)
+fence = st.tuples(
+    st.sampled_from(["```", "````", "~~~", "~~~~~"]),
+    st.sampled_from(["", "py", "rust,ignore"]),
+    code_body,
+).map(
+    lambda t: (
+        f"{t[0]}{t[1]}\n"
+        + "\n".join(l for l in t[2] if not l.startswith(t[0][:3]) or len(t[0]) > 3)
+        + f"\n{t[0]}"
+    )
+)
 indented = code_body.map(lambda ls: "\n".join("    " + (l or "y") for l in ls) or "    z")
-table = st.integers(1, 25).map(lambda n: "| a | b |\n|---|---|\n" + "\n".join(f"| r{i} | value {i} |" for i in range(n)))
-lst = st.lists(paragraph, min_size=1, max_size=8).map(lambda items: "\n".join(f"- {i}" for i in items))
+table = st.integers(1, 25).map(
+    lambda n: "| a | b |\n|---|---|\n" + "\n".join(f"| r{i} | value {i} |" for i in range(n))
+)
+lst = st.lists(paragraph, min_size=1, max_size=8).map(
+    lambda items: "\n".join(f"- {i}" for i in items)
+)
 quote = paragraph.map(lambda p: "> " + p)
 callout = paragraph.map(lambda p: "> [!note] Title\n> " + p)
-math = st.lists(word, min_size=1, max_size=40).map(lambda ws: "$$\n" + " + ".join(ws) + "\n\n= x\n$$")
+math = st.lists(word, min_size=1, max_size=40).map(
+    lambda ws: "$$\n" + " + ".join(ws) + "\n\n= x\n$$"
+)
 html = st.just("<div>\n<p>raw html block</p>\n</div>")
 hr = st.just("---")
-block = st.one_of(paragraph, wrapped, heading, fence, indented, table, lst, quote, callout, math, html, hr)
+block = st.one_of(
+    paragraph, wrapped, heading, fence, indented, table, lst, quote, callout, math, html, hr
+)
 front = st.sampled_from(["", "---\ntitle: T\ntags: [a]\n---\n"])
-document = st.tuples(front, st.lists(block, min_size=1, max_size=15)).map(lambda t: t[0] + "\n\n".join(t[1]) + "\n")
+document = st.tuples(front, st.lists(block, min_size=1, max_size=15)).map(
+    lambda t: t[0] + "\n\n".join(t[1]) + "\n"
+)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -92,7 +126,10 @@ def test_markdown_chunk_invariants(text, budget):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(paragraph, wrapped), min_size=1, max_size=12), st.sampled_from(["\n", "\r\n", "\r"]))
+@given(
+    st.lists(st.one_of(paragraph, wrapped), min_size=1, max_size=12),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
 def test_text_chunk_invariants_and_line_endings(paras, nl):
     lf = "\n\n".join(paras) + "\n"
     s = ChunkSettings(30, 0.12, 6)
@@ -102,23 +139,29 @@ def test_text_chunk_invariants_and_line_endings(paras, nl):
     result = chunk(doc, WORDS, s)
     check_invariants(doc, result, s)
     # the same cuts as with LF, with offsets into this text
-    assert [text[c.start:c.end].replace(nl, "\n") for c in result.chunks] == [lf[c.start:c.end] for c in base.chunks]
+    assert [text[c.start : c.end].replace(nl, "\n") for c in result.chunks] == [
+        lf[c.start : c.end] for c in base.chunks
+    ]
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400))
-@example("\t0\x1f")  # a code block ending in a character Python calls whitespace and Markdown does not
+@example(
+    "\t0\x1f"
+)  # a code block ending in a character Python calls whitespace and Markdown does not
 def test_any_text_chunks_without_error(text):
     for path in ("x.md", "x.txt"):
         doc = parse(text, path)
-        check_invariants(doc, chunk(doc, WORDS, ChunkSettings(20, 0.12, 4)), ChunkSettings(20, 0.12, 4))
+        check_invariants(
+            doc, chunk(doc, WORDS, ChunkSettings(20, 0.12, 4)), ChunkSettings(20, 0.12, 4)
+        )
 
 
 # --- specific rules ------------------------------------------------------------------------------
 def test_heading_path_and_headings_travel_with_content():
     text = "# Guide\n\nIntro words here.\n\n## Install\n\n### Linux\n\nRun the installer now.\n"
     doc, r = chunks_of(text, max_tokens=14, min_tokens=0)
-    assert [(text[c.start:c.end], c.heading_path) for c in r.chunks] == [
+    assert [(text[c.start : c.end], c.heading_path) for c in r.chunks] == [
         ("# Guide\n\nIntro words here.", "Guide"),
         ("## Install\n\n### Linux\n\nRun the installer now.", "Guide > Install > Linux"),
     ]
@@ -127,7 +170,7 @@ def test_heading_path_and_headings_travel_with_content():
 def test_thematic_break_is_a_strong_boundary_and_front_matter_is_not_chunked():
     text = "---\ntitle: x\n---\nFirst part.\n\n---\n\nSecond part.\n"
     doc, r = chunks_of(text, max_tokens=100, min_tokens=50)
-    assert [text[c.start:c.end] for c in r.chunks] == ["First part.", "Second part."]
+    assert [text[c.start : c.end] for c in r.chunks] == ["First part.", "Second part."]
 
 
 def test_tiny_sections_merge():
@@ -141,7 +184,7 @@ def test_oversized_code_block_is_whole_flagged_and_diagnosed():
     text = f"# Code\n\nIntro.\n\n{code}\n\nAfter.\n"
     doc, r = chunks_of(text, max_tokens=30)
     (big,) = [c for c in r.chunks if c.flags & OVERSIZED]
-    assert text[big.start:big.end].endswith(code) and big.kind in ("code", "mixed")
+    assert text[big.start : big.end].endswith(code) and big.kind in ("code", "mixed")
     assert [d.kind for d in r.diagnostics] == ["oversized"]
 
 
@@ -157,7 +200,7 @@ def test_long_paragraph_splits_at_sentences_with_overlap():
     assert len(r.chunks) > 2
     for a, b in zip(r.chunks, r.chunks[1:]):
         assert b.start < a.end  # overlapping
-        assert text[b.start:b.end].startswith("Sentence number")  # whole sentences
+        assert text[b.start : b.end].startswith("Sentence number")  # whole sentences
         assert b.heading_path == "S"
     assert r.diagnostics == []  # no sentence was cut
 
@@ -166,10 +209,10 @@ def test_no_overlap_across_sections_or_into_code():
     para = " ".join(f"Word{i} and more words here." for i in range(20))
     text = f"# A\n\n{para}\n\n```\ncode\n```\n\n# B\n\n{para}\n"
     doc, r = chunks_of(text, max_tokens=30, overlap=0.2)
-    code_chunk = next(c for c in r.chunks if "```" in text[c.start:c.end])
-    assert text[code_chunk.start:code_chunk.end].startswith("```")
+    code_chunk = next(c for c in r.chunks if "```" in text[c.start : c.end])
+    assert text[code_chunk.start : code_chunk.end].startswith("```")
     b_first = next(c for c in r.chunks if c.heading_path == "B")
-    assert text[b_first.start:b_first.end].startswith("# B")
+    assert text[b_first.start : b_first.end].startswith("# B")
 
 
 def test_giant_word_is_cut_with_a_diagnostic(model_counter):
@@ -177,7 +220,7 @@ def test_giant_word_is_cut_with_a_diagnostic(model_counter):
     doc, r = chunks_of("x" * 5000 + "\n", path="big.txt", max_tokens=20, counter=model_counter)
     assert len(r.chunks) >= 5000 // (20 * 16)
     assert all(c.end - c.start <= 20 * 16 for c in r.chunks)
-    assert "".join(doc.text[c.start:c.end] for c in r.chunks) == "x" * 5000
+    assert "".join(doc.text[c.start : c.end] for c in r.chunks) == "x" * 5000
     assert {d.kind for d in r.diagnostics} == {"cut_word"}
 
 
@@ -195,15 +238,18 @@ def test_giant_word_is_cut_with_a_diagnostic(model_counter):
 def test_plain_text_protected_blocks_stay_whole(block, kind):
     text = "Intro paragraph about the session.\n\n" + block + "\n\nClosing words.\n"
     doc, r = chunks_of(text, path="s.txt", max_tokens=6, min_tokens=0)
-    (c,) = [c for c in r.chunks if block.splitlines()[0].strip() in doc.text[c.start:c.end]]
-    assert doc.text[c.start:c.end].strip() == block.strip() and c.kind == kind
+    (c,) = [c for c in r.chunks if block.splitlines()[0].strip() in doc.text[c.start : c.end]]
+    assert doc.text[c.start : c.end].strip() == block.strip() and c.kind == kind
 
 
 def test_callout_kept_whole_when_it_fits():
     text = "# C\n\n> [!warning] Careful\n> Line one of the callout.\n> Line two of the callout.\n\nAfter it.\n"
     doc, r = chunks_of(text, max_tokens=20, min_tokens=0)
-    assert any(doc.text[c.start:c.end].endswith("Line two of the callout.") and "[!warning]" in doc.text[c.start:c.end]
-               for c in r.chunks)
+    assert any(
+        doc.text[c.start : c.end].endswith("Line two of the callout.")
+        and "[!warning]" in doc.text[c.start : c.end]
+        for c in r.chunks
+    )
 
 
 # --- the model's tokenizer -----------------------------------------------------------------------
@@ -214,17 +260,33 @@ def model_counter():
 
 @pytest.mark.parametrize(
     "text",
-    ["Hello, world!", "naïve café déjà-vu", "snake_case and camelCase and CONSTANT_CASE", "東京都の天気は晴れ",
-     "emoji 🎉🎉 and € signs", "url https://example.com/a/b?c=d&e=f#x", "x" * 300, "a.b.c/d-e_f:g;h"],
+    [
+        "Hello, world!",
+        "naïve café déjà-vu",
+        "snake_case and camelCase and CONSTANT_CASE",
+        "東京都の天気は晴れ",
+        "emoji 🎉🎉 and € signs",
+        "url https://example.com/a/b?c=d&e=f#x",
+        "x" * 300,
+        "a.b.c/d-e_f:g;h",
+    ],
 )
 def test_model_counter_matches_the_tokenizer(model_counter, text):
     expected = len(model_counter._tok.encode(text, add_special_tokens=False).ids)
     assert model_counter.count(text) == expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(st.characters(categories=["L", "Nd"]) | st.characters(min_codepoint=32, max_codepoint=126)
-               | st.sampled_from("\n\t\r\u3000\u00a0"), max_size=120))
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.text(
+        st.characters(categories=["L", "Nd"])
+        | st.characters(min_codepoint=32, max_codepoint=126)
+        | st.sampled_from("\n\t\r\u3000\u00a0"),
+        max_size=120,
+    )
+)
 def test_model_counter_matches_the_tokenizer_on_any_text(model_counter, text):
     # Letters and digits of every script, ASCII punctuation, spaces. (Characters whose Unicode
     # decomposition brings a space or a combining mark, like '¯' or a lone accent, can differ

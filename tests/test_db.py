@@ -61,7 +61,10 @@ def test_migrations_run_in_order(db_path, monkeypatch):
     db.connect(db_path, create=True).close()
     from kbase import migrations
 
-    steps = {SCHEMA_VERSION + 1: "CREATE TABLE extra_one (x)", SCHEMA_VERSION + 2: "ALTER TABLE extra_one ADD COLUMN y"}
+    steps = {
+        SCHEMA_VERSION + 1: "CREATE TABLE extra_one (x)",
+        SCHEMA_VERSION + 2: "ALTER TABLE extra_one ADD COLUMN y",
+    }
     monkeypatch.setattr(db, "MIGRATIONS", {**migrations.MIGRATIONS, **steps})
     monkeypatch.setattr(db, "SCHEMA_VERSION", SCHEMA_VERSION + 2)
     con = db.connect(db_path, readonly=True)  # a reader triggers the upgrade through a writer
@@ -100,13 +103,18 @@ V1_SCHEMA = Path(__file__).parent / "data" / "schema_v1.sql"
 def _shape(con: apsw.Connection) -> dict:
     """What a schema is made of, independent of how its DDL text was written."""
     shape = {}
-    for kind, name, table in con.execute("SELECT type, name, tbl_name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'"):
+    for kind, name, table in con.execute(
+        "SELECT type, name, tbl_name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'"
+    ):
         entry: tuple = (kind, table)
         if kind == "table":
             entry += (tuple(con.execute(f"PRAGMA table_xinfo({name})").fetchall()),)
         elif kind == "index":
             sql = con.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).get
-            entry += (tuple(con.execute(f"PRAGMA index_xinfo({name})").fetchall()), " ".join(sql.split()))
+            entry += (
+                tuple(con.execute(f"PRAGMA index_xinfo({name})").fetchall()),
+                " ".join(sql.split()),
+            )
         elif kind in ("view", "trigger"):
             sql = con.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).get
             entry += (" ".join(sql.split()),)
@@ -121,21 +129,33 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     con.execute(V1_SCHEMA.read_text(encoding="utf-8"))
     con.execute(f"PRAGMA application_id = {db.APPLICATION_ID}; PRAGMA user_version = 1")
     con.execute("INSERT INTO roots (id, path, added_at) VALUES (1, '/notes', 'now')")
-    con.execute("INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
-                " body) VALUES (1, 1, 'a.md', 'markdown', 'Alpha', 11, 0, 'h', 'utf_8', 'now', 'hello world')")
+    con.execute(
+        "INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
+        " body) VALUES (1, 1, 'a.md', 'markdown', 'Alpha', 11, 0, 'h', 'utf_8', 'now', 'hello world')"
+    )
     # Indexed before front matter warnings were kept: the migration finds them in the stored text.
-    con.execute("INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
-                " body) VALUES (2, 1, 'b.md', 'markdown', 'b', 9, 0, 'h2', 'utf_8', 'now', ?),"
-                " (3, 1, 'c.md', 'markdown', 'c', 9, 0, 'h3', 'utf_8', 'now', ?)",
-                ("---\nx: [1\ny: 2\n---\nbody\n", "---\n- a list\n---\nbody\n"))
-    con.execute("INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, tokens, hash, embed_hash,"
-                " embedded) VALUES (7, 1, 0, 0, 11, 1, 1, 2, 'x', '00112233445566778899aabbccddeeff', 1)")
-    con.execute("INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, target_id,"
-                " target_path) VALUES (1, 0, 5, 1, 'wiki', 0, 'a', 1, 'a.md'), (1, 5, 9, 1, 'wiki', 1, 'p', NULL, 'p.png')")
-    vectors = "CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[4] distance_metric=cosine)"
+    con.execute(
+        "INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
+        " body) VALUES (2, 1, 'b.md', 'markdown', 'b', 9, 0, 'h2', 'utf_8', 'now', ?),"
+        " (3, 1, 'c.md', 'markdown', 'c', 9, 0, 'h3', 'utf_8', 'now', ?)",
+        ("---\nx: [1\ny: 2\n---\nbody\n", "---\n- a list\n---\nbody\n"),
+    )
+    con.execute(
+        "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, tokens, hash, embed_hash,"
+        " embedded) VALUES (7, 1, 0, 0, 11, 1, 1, 2, 'x', '00112233445566778899aabbccddeeff', 1)"
+    )
+    con.execute(
+        "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, target_id,"
+        " target_path) VALUES (1, 0, 5, 1, 'wiki', 0, 'a', 1, 'a.md'), (1, 5, 9, 1, 'wiki', 1, 'p', NULL, 'p.png')"
+    )
+    vectors = (
+        "CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[4] distance_metric=cosine)"
+    )
     con.execute(vectors)
-    con.execute("CREATE TRIGGER chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
-                " DELETE FROM chunks_vec WHERE rowid = old.id; END")
+    con.execute(
+        "CREATE TRIGGER chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
+        " DELETE FROM chunks_vec WHERE rowid = old.id; END"
+    )
     con.close()
 
     migrated = db.connect(old)
@@ -148,15 +168,27 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     assert _shape(migrated) == _shape(new)
     # The rows survive: the chunk keeps its id, its hash is the same 8 bytes, the keyword index finds it.
     assert migrated.execute("SELECT id, embed_hash, embedded FROM chunks").fetchall() == [
-        (7, bytes.fromhex("0011223344556677"), 1)]
-    assert migrated.execute("SELECT rowid, highlight(chunks_fts, 0, '[', ']') FROM chunks_fts"
-                            " WHERE chunks_fts MATCH 'alpha hello'").fetchall() == [(7, "[hello] world")]
+        (7, bytes.fromhex("0011223344556677"), 1)
+    ]
+    assert migrated.execute(
+        "SELECT rowid, highlight(chunks_fts, 0, '[', ']') FROM chunks_fts"
+        " WHERE chunks_fts MATCH 'alpha hello'"
+    ).fetchall() == [(7, "[hello] world")]
     assert migrated.execute("SELECT target_id, target_path FROM links ORDER BY id").fetchall() == [
-        (1, None), (None, "p.png")]  # a note is its id, an attachment its path
+        (1, None),
+        (None, "p.png"),
+    ]  # a note is its id, an attachment its path
     assert migrated.execute("SELECT count(*) FROM unresolved_links").get == 0
-    assert migrated.execute("SELECT path, line, detail FROM frontmatter_warnings ORDER BY path").fetchall() == [
-        ("b.md", 3, "malformed front matter at line 3: did not find expected ',' or ']'; body indexed without it"),
-        ("c.md", 1, "front matter is a list, not a mapping; ignored")]
+    assert migrated.execute(
+        "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path"
+    ).fetchall() == [
+        (
+            "b.md",
+            3,
+            "malformed front matter at line 3: did not find expected ',' or ']'; body indexed without it",
+        ),
+        ("c.md", 1, "front matter is a list, not a mapping; ignored"),
+    ]
     from kbase.maintenance import check
 
     assert [p for p in check(migrated) if p.kind != "vectors"] == []
@@ -176,7 +208,9 @@ def test_a_migration_step_does_not_read_todays_schema(tmp_path, monkeypatch):
     con.execute(f"PRAGMA application_id = {db.APPLICATION_ID}; PRAGMA user_version = 4")
     con.close()
     today = db.schema_sql()
-    changed = today.replace("CREATE TABLE chunks (\n", "CREATE TABLE chunks (\n    later INTEGER,\n", 1)
+    changed = today.replace(
+        "CREATE TABLE chunks (\n", "CREATE TABLE chunks (\n    later INTEGER,\n", 1
+    )
     assert changed != today
     monkeypatch.setattr(db, "schema_sql", lambda: changed)
 

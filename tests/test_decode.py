@@ -14,11 +14,22 @@ CASES = [
     ("utf_8", "Grüße aus Köln, naïve café ☕ " * 3),
     ("cp1252", FRENCH + " Prix : 20 € — « très » cher."),
     ("latin_1", "Ça coûte très cher, señor. Déjà vu à Zürich. " * 4),
-    ("shift_jis", "日本語のテキストです。これはテストの文章で、文字コードを判定します。東京は日本の首都です。" * 3),
+    (
+        "shift_jis",
+        "日本語のテキストです。これはテストの文章で、文字コードを判定します。東京は日本の首都です。"
+        * 3,
+    ),
     ("gb2312", "这是一个中文文本的例子。我们用它来测试字符编码的检测功能。北京是中国的首都。" * 3),
     ("big5", "這是一個中文文本的例子。我們用它來測試字符編碼的檢測功能。台北是一個城市。" * 3),
-    ("cp1251", "Привет, мир! Это пример русского текста для проверки кодировки. Москва — столица России. " * 3),
-    ("euc_kr", "한국어 텍스트의 예입니다. 문자 인코딩 감지를 테스트합니다. 서울은 한국의 수도입니다. " * 3),
+    (
+        "cp1251",
+        "Привет, мир! Это пример русского текста для проверки кодировки. Москва — столица России. "
+        * 3,
+    ),
+    (
+        "euc_kr",
+        "한국어 텍스트의 예입니다. 문자 인코딩 감지를 테스트합니다. 서울은 한국의 수도입니다. " * 3,
+    ),
 ]
 
 
@@ -60,7 +71,12 @@ def test_empty_file_is_empty_text():
 
 @pytest.mark.parametrize(
     "data",
-    [b"\x00\x01\x02binary\x00stuff", bytes(range(1, 32)) * 50, random.Random(1).randbytes(4096), b"\x89PNG\r\n\x1a\n" + b"\x00" * 64],
+    [
+        b"\x00\x01\x02binary\x00stuff",
+        bytes(range(1, 32)) * 50,
+        random.Random(1).randbytes(4096),
+        b"\x89PNG\r\n\x1a\n" + b"\x00" * 64,
+    ],
     ids=["nul-bytes", "control-chars", "random-bytes", "png"],
 )
 def test_binary_is_refused_with_a_reason(data):
@@ -86,7 +102,10 @@ FIXTURES = Path(__file__).parent / "data" / "cjk-encodings"
 @pytest.mark.parametrize("name", ["iso2022_jp", "iso2022_kr", "hz", "cp949", "johab", "big5hkscs"])
 def test_cjk_fixtures_decode_to_their_utf8_twins(name):
     d = decode((FIXTURES / f"{name}.txt").read_bytes())
-    assert (d.text, d.encoding) == ((FIXTURES / f"{name}-utf8.txt").read_text(encoding="utf-8"), name)
+    assert (d.text, d.encoding) == (
+        (FIXTURES / f"{name}-utf8.txt").read_text(encoding="utf-8"),
+        name,
+    )
 
 
 def _cjkencodings() -> Path:
@@ -99,31 +118,46 @@ def _cjkencodings() -> Path:
     except ImportError:
         folder = Path(f"/usr/lib/python3.{sys.version_info.minor}/test/cjkencodings")
     if not folder.is_dir():
-        pytest.skip("CPython's test/cjkencodings is absent (install libpython3.X-testsuite on Debian)")
+        pytest.skip(
+            "CPython's test/cjkencodings is absent (install libpython3.X-testsuite on Debian)"
+        )
     return folder
 
 
 def test_cpython_cjkencodings_all_decode_byte_exact():
     folder = _cjkencodings()
-    pairs = [(f, f.with_name(f.stem + "-utf8.txt")) for f in sorted(folder.glob("*.txt")) if not f.stem.endswith("-utf8")]
+    pairs = [
+        (f, f.with_name(f.stem + "-utf8.txt"))
+        for f in sorted(folder.glob("*.txt"))
+        if not f.stem.endswith("-utf8")
+    ]
     assert len(pairs) == 15
-    wrong = [f.name for f, twin in pairs if decode(f.read_bytes()).text.encode("utf-8") != twin.read_bytes()]
+    wrong = [
+        f.name
+        for f, twin in pairs
+        if decode(f.read_bytes()).text.encode("utf-8") != twin.read_bytes()
+    ]
     assert wrong == []
 
 
-@pytest.mark.parametrize("text", [
-    "path ~/notes and ~{braces} in ASCII\n",            # '~' before '/': not HZ
-    "ANSI colours \x1b[31mred\x1b[0m in a log\n",       # ESC, but no ISO-2022 designation
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "path ~/notes and ~{braces} in ASCII\n",  # '~' before '/': not HZ
+        "ANSI colours \x1b[31mred\x1b[0m in a log\n",  # ESC, but no ISO-2022 designation
+    ],
+)
 def test_ascii_that_only_looks_escaped_stays_utf8(text):
     assert decode(text.encode()).encoding == "utf_8"
 
 
 @pytest.mark.parametrize("codec", ["utf_8", "cp1252", "shift_jis"])
 def test_trailing_nul_padding_is_dropped_with_a_warning(codec):
-    text = {"utf_8": "# Sync\n\nThe text before the padding, déjà vu. 日本語の文章です。\n",
-            "cp1252": "# Sync\n\nThe text before the padding, déjà vu à Noël.\n",
-            "shift_jis": "# 同期\n\nパディングの前の文章です。東京は日本の首都です。\n"}[codec]
+    text = {
+        "utf_8": "# Sync\n\nThe text before the padding, déjà vu. 日本語の文章です。\n",
+        "cp1252": "# Sync\n\nThe text before the padding, déjà vu à Noël.\n",
+        "shift_jis": "# 同期\n\nパディングの前の文章です。東京は日本の首都です。\n",
+    }[codec]
     d = decode(text.encode(codec) + b"\x00" * 3836)
     assert d.text == text
     assert d.warnings == ("3,836 NUL bytes after the text (an interrupted sync or copy?) left out",)
@@ -133,4 +167,3 @@ def test_trailing_nul_padding_is_dropped_with_a_warning(codec):
 def test_nul_bytes_that_are_not_padding_after_text_stay_binary(data):
     with pytest.raises(UndecodableError, match="binary"):
         decode(data)
-

@@ -9,21 +9,39 @@ def rels(items):
 
 
 def test_walk_skips_hidden_folders_and_other_extensions(tmp_path):
-    write(tmp_path, {
-        "a.md": "x", "b.markdown": "x", "c.txt": "x", "d.pdf": "x", ".hidden.md": "x",
-        ".git/x.md": "x", ".obsidian/y.md": "x", ".trash/z.md": "x", "sub/e.MD": "x",
-    })
+    write(
+        tmp_path,
+        {
+            "a.md": "x",
+            "b.markdown": "x",
+            "c.txt": "x",
+            "d.pdf": "x",
+            ".hidden.md": "x",
+            ".git/x.md": "x",
+            ".obsidian/y.md": "x",
+            ".trash/z.md": "x",
+            "sub/e.MD": "x",
+        },
+    )
     assert rels(walk(tmp_path)) == ["a.md", "b.markdown", "c.txt", "sub/e.MD"]
     assert rels(walk(tmp_path, extensions=("txt",))) == ["c.txt"]
 
 
 def test_kbaseignore_uses_gitignore_syntax_at_every_level(tmp_path):
-    write(tmp_path, {
-        ".kbaseignore": "drafts/\n*.tmp.md\n!keep.tmp.md\n",
-        "a.md": "x", "x.tmp.md": "x", "keep.tmp.md": "x", "drafts/d.md": "x",
-        "sub/.kbaseignore": "private.md\n", "sub/private.md": "x", "sub/public.md": "x",
-        "other/private.md": "x",
-    })
+    write(
+        tmp_path,
+        {
+            ".kbaseignore": "drafts/\n*.tmp.md\n!keep.tmp.md\n",
+            "a.md": "x",
+            "x.tmp.md": "x",
+            "keep.tmp.md": "x",
+            "drafts/d.md": "x",
+            "sub/.kbaseignore": "private.md\n",
+            "sub/private.md": "x",
+            "sub/public.md": "x",
+            "other/private.md": "x",
+        },
+    )
     assert rels(walk(tmp_path)) == ["a.md", "keep.tmp.md", "other/private.md", "sub/public.md"]
     # a walk that starts in a subfolder still honours the ignore files above it
     assert rels(walk(tmp_path, start=tmp_path / "sub")) == ["sub/public.md"]

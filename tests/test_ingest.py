@@ -20,7 +20,9 @@ def snapshot(con):
         "SELECT d.path, c.seq, c.start_char, c.end_char, c.heading_path, c.kind, c.embed_hash FROM chunks c"
         " JOIN documents d ON d.id = c.doc_id ORDER BY 1, 2"
     ).fetchall()
-    tags = con.execute("SELECT d.path, t.tag FROM tags t JOIN documents d ON d.id = t.doc_id ORDER BY 1, 2").fetchall()
+    tags = con.execute(
+        "SELECT d.path, t.tag FROM tags t JOIN documents d ON d.id = t.doc_id ORDER BY 1, 2"
+    ).fetchall()
     return docs, chunks, tags
 
 
@@ -62,7 +64,9 @@ def test_fresh_index_then_no_change_run_reads_nothing(con, vault, monkeypatch):
     calls = counting(monkeypatch)
     opened = []
     real_open = open
-    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1])
+    monkeypatch.setattr(
+        "builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1]
+    )
     r = ingest.index(con, [vault])
     monkeypatch.undo()
     assert (r.new, r.updated, r.unchanged, r.removed) == (0, 0, 4, 0)
@@ -95,20 +99,27 @@ def test_modify_delete_add(con, vault):
     assert kb_hits("cucumbers") == ["Garden.md"]
     assert kb_hits("tomatoes") == []  # the old Garden text and the deleted txt are gone everywhere
     assert kb_hits("fresh") == ["New.md"]
-    assert con.execute("SELECT count(*) FROM tags WHERE doc_id NOT IN (SELECT id FROM documents)").get == 0
+    assert (
+        con.execute("SELECT count(*) FROM tags WHERE doc_id NOT IN (SELECT id FROM documents)").get
+        == 0
+    )
 
 
 def test_rename_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
     ingest.index(con, [vault])
-    ids = con.execute("SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
-                      " WHERE d.path = 'Garden.md'").fetchone()
+    ids = con.execute(
+        "SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
+        " WHERE d.path = 'Garden.md'"
+    ).fetchone()
     (vault / "archive").mkdir()
     shutil.move(vault / "Garden.md", vault / "archive" / "Old garden.md")
     calls = counting(monkeypatch)
     r = ingest.index(con, [vault])
     assert (r.renamed, r.new, r.removed, calls["parse"]) == (1, 0, 0, 0)
-    after = con.execute("SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
-                        " WHERE d.path = 'archive/Old garden.md'").fetchone()
+    after = con.execute(
+        "SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
+        " WHERE d.path = 'archive/Old garden.md'"
+    ).fetchone()
     assert after == ids
     assert_consistent(con)
 
@@ -116,7 +127,9 @@ def test_rename_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
 def test_incremental_equals_fresh(tmp_path, vault):
     con = db.connect(tmp_path / "inc.db", create=True)
     ingest.index(con, [vault])
-    (vault / "Welcome.md").write_text("---\ntags: [changed]\n---\n# Welcome again\n\nDifferent words.\n")
+    (vault / "Welcome.md").write_text(
+        "---\ntags: [changed]\n---\n# Welcome again\n\nDifferent words.\n"
+    )
     bump_mtime(vault / "Welcome.md")
     os.rename(vault / "tech", vault / "technology")
     (vault / "Garden.md").unlink()
@@ -128,15 +141,18 @@ def test_incremental_equals_fresh(tmp_path, vault):
 
 
 def test_bad_files_are_skipped_with_a_reason_and_the_run_goes_on(con, tmp_path):
-    v = write(tmp_path / "v", {
-        "good.md": "# Good\n\ntext\n",
-        "binary.md": b"\x00\x01\x02\x03" * 100,
-        "empty.md": "",
-        "bad-yaml.md": "---\ntitle: [oops\n---\n# Body survives\n\nsearchable words\n",
-        "-leading dash.md": "# Dash\n",
-        "new\nline.md": "# Newline\n",
-        "ünïcödé name.md": "# Unicode\n",
-    })
+    v = write(
+        tmp_path / "v",
+        {
+            "good.md": "# Good\n\ntext\n",
+            "binary.md": b"\x00\x01\x02\x03" * 100,
+            "empty.md": "",
+            "bad-yaml.md": "---\ntitle: [oops\n---\n# Body survives\n\nsearchable words\n",
+            "-leading dash.md": "# Dash\n",
+            "new\nline.md": "# Newline\n",
+            "ünïcödé name.md": "# Unicode\n",
+        },
+    )
     unreadable = v / "locked.md"
     unreadable.write_text("# Locked\n")
     unreadable.chmod(0)
@@ -150,7 +166,9 @@ def test_bad_files_are_skipped_with_a_reason_and_the_run_goes_on(con, tmp_path):
         assert "cannot read" in skipped["locked.md"]
     assert r.new == len(list(v.iterdir())) - len(skipped)
     assert any("malformed front matter" in w for _, w in r.warnings)
-    assert [h.path for h in kbase.open(con.filename).search("searchable", mode="keyword")] == ["bad-yaml.md"]
+    assert [h.path for h in kbase.open(con.filename).search("searchable", mode="keyword")] == [
+        "bad-yaml.md"
+    ]
     assert_consistent(con)
 
 
@@ -190,7 +208,9 @@ def test_interrupt_leaves_a_consistent_index_that_the_next_run_completes(tmp_pat
 
 
 @pytest.mark.parametrize("commit_every", [0.0, 60.0])
-def test_interrupt_while_a_document_is_written_rolls_back_its_batch(tmp_path, monkeypatch, commit_every):
+def test_interrupt_while_a_document_is_written_rolls_back_its_batch(
+    tmp_path, monkeypatch, commit_every
+):
     files = {f"n{i:03}.md": f"# Note {i}\n\nword{i} [[Note {i + 1}]] #tag{i}\n" for i in range(50)}
     v = write(tmp_path / "v", files)
     con = db.connect(tmp_path / "i.db", create=True)
@@ -248,8 +268,12 @@ def test_missing_path_is_an_error_before_any_work(con, vault, tmp_path):
 def test_shared_vaults_index_every_file_or_say_why(con, name):
     folder = shared("vaults", name)
     r = ingest.index(con, [folder])
-    on_disk = [p for p in folder.rglob("*") if p.suffix in (".md", ".txt", ".markdown")
-               and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+    on_disk = [
+        p
+        for p in folder.rglob("*")
+        if p.suffix in (".md", ".txt", ".markdown")
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    ]
     assert r.new + len(r.skipped) == len(on_disk)
     assert all(reason for _, reason in r.skipped)
     assert_consistent(con)
@@ -263,7 +287,9 @@ def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypa
         monkeypatch.setattr(ingest, "POOL_MIN_FILES", 0 if workers else 10**9)
         monkeypatch.setattr(ingest, "POOL_MIN_BYTES", 0 if workers else 10**12)
         spawned = []
-        monkeypatch.setattr(ingest, "_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1])
+        monkeypatch.setattr(
+            ingest, "_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1]
+        )
         con = db.connect(tmp_path / f"{workers}.db", create=True)
         ingest.index(con, [folder])
         assert (spawned[0] is not None) == workers or os.cpu_count() == 1
@@ -276,6 +302,7 @@ def test_shared_encodings_are_indexed_with_their_encoding(con):
     ingest.index(con, [folder])
     got = dict(con.execute("SELECT path, encoding FROM documents"))
     import csv
+
     for row in csv.DictReader((folder / "EXPECTED.tsv").open(encoding="utf-8"), delimiter="\t"):
         assert got[row["file"]] == row["encoding"], row["file"]
 
@@ -287,7 +314,9 @@ def test_new_chunk_settings_rechunk_from_stored_text_and_stick(con, vault, monke
     before = con.execute("SELECT count(*) FROM chunks").get
     opened = []
     real_open = open
-    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1])
+    monkeypatch.setattr(
+        "builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1]
+    )
     r = ingest.index(con, [vault], settings=ChunkSettings(max_tokens=8, min_tokens=0))
     monkeypatch.undo()
     assert r.rechunked == 4 and r.updated == 0 and r.unchanged == 4
@@ -301,33 +330,55 @@ def test_new_chunk_settings_rechunk_from_stored_text_and_stick(con, vault, monke
 
 def test_diagnostics_are_rows(con, tmp_path):
     big = "```\n" + "\n".join(f"line {i} of a long listing" for i in range(300)) + "\n```\n"
-    v = write(tmp_path / "v", {"big.md": f"# Big\n\n{big}", "open.md": "# Open\n\n```py\nnever closed\n"})
+    v = write(
+        tmp_path / "v", {"big.md": f"# Big\n\n{big}", "open.md": "# Open\n\n```py\nnever closed\n"}
+    )
     ingest.index(con, [v])
-    rows = con.execute("SELECT d.path, g.kind, g.line FROM diagnostics g JOIN documents d ON d.id = g.doc_id"
-                       " ORDER BY 1").fetchall()
+    rows = con.execute(
+        "SELECT d.path, g.kind, g.line FROM diagnostics g JOIN documents d ON d.id = g.doc_id"
+        " ORDER BY 1"
+    ).fetchall()
     assert rows == [("big.md", "oversized", 1), ("open.md", "unclosed_fence", 3)]
     assert con.execute("SELECT count(*) FROM chunks WHERE flags & 1").get == 1
 
 
 def test_nul_padded_note_is_indexed_with_a_warning(con, tmp_path):
     """What an interrupted sync leaves: the text, then thousands of NUL bytes."""
-    v = write(tmp_path / "v", {"synced.md": b"# Synced\n\nThe quokka survived the sync.\n" + b"\x00" * 3836,
-                               "image.md": b"\x89PNG\r\n\x1a\n" + b"\x00" * 64})
+    v = write(
+        tmp_path / "v",
+        {
+            "synced.md": b"# Synced\n\nThe quokka survived the sync.\n" + b"\x00" * 3836,
+            "image.md": b"\x89PNG\r\n\x1a\n" + b"\x00" * 64,
+        },
+    )
     r = ingest.index(con, [v])
     assert r.new == 1 and "binary" in dict(r.skipped)[str(v / "image.md")]
-    assert r.warnings == [(str(v / "synced.md"), "3,836 NUL bytes after the text (an interrupted sync or copy?) left out")]
-    assert con.execute("SELECT body FROM documents").get == "# Synced\n\nThe quokka survived the sync.\n"
-    assert [h.path for h in kbase.open(con.filename).search("quokka", mode="keyword")] == ["synced.md"]
+    assert r.warnings == [
+        (
+            str(v / "synced.md"),
+            "3,836 NUL bytes after the text (an interrupted sync or copy?) left out",
+        )
+    ]
+    assert (
+        con.execute("SELECT body FROM documents").get
+        == "# Synced\n\nThe quokka survived the sync.\n"
+    )
+    assert [h.path for h in kbase.open(con.filename).search("quokka", mode="keyword")] == [
+        "synced.md"
+    ]
 
 
 def test_a_cjk_name_or_alias_on_an_english_note_is_found_by_its_words(tmp_path):
     """The pair index rows are written for a note whose text has no CJK run when its file name
     or an alias has one (the writer checks the text once, then the names)."""
-    vault = write(tmp_path / "v", {
-        "東京.md": "# Tokyo\n\nOnly English words in this note.\n",
-        "b.md": "---\naliases: [北京市]\n---\nEnglish text as well.\n",
-        "c.md": "Plain English, nothing else.\n",
-    })
+    vault = write(
+        tmp_path / "v",
+        {
+            "東京.md": "# Tokyo\n\nOnly English words in this note.\n",
+            "b.md": "---\naliases: [北京市]\n---\nEnglish text as well.\n",
+            "c.md": "Plain English, nothing else.\n",
+        },
+    )
     kb = kbase.open(tmp_path / "i.db")
     kb.index([vault], embed=False)
     assert [h.path for h in kb.search("東京", mode="keyword")] == ["東京.md"]
@@ -337,15 +388,41 @@ def test_a_cjk_name_or_alias_on_an_english_note_is_found_by_its_words(tmp_path):
     kb.close()
 
 
-_name = st.sampled_from(["Note", "note", "NOTE", "Éclair", "éclair", "ÉCLAIR", "a.b", ".hidden", "x.tar.gz",
-                         "東京", "Straße", "STRASSE", "", " ", "v1.2", "Ωmega", "ωMEGA"])
+_name = st.sampled_from(
+    [
+        "Note",
+        "note",
+        "NOTE",
+        "Éclair",
+        "éclair",
+        "ÉCLAIR",
+        "a.b",
+        ".hidden",
+        "x.tar.gz",
+        "東京",
+        "Straße",
+        "STRASSE",
+        "",
+        " ",
+        "v1.2",
+        "Ωmega",
+        "ωMEGA",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
-@example(title="Éclair", folder="", stem="éclair", ext=".md", aliases=[])  # SQLite's lower() is ASCII only
+@example(
+    title="Éclair", folder="", stem="éclair", ext=".md", aliases=[]
+)  # SQLite's lower() is ASCII only
 @example(title="Note", folder="a.b/c/", stem="note", ext=".txt", aliases=["x", "A"])
-@given(title=_name, folder=st.sampled_from(["", "a/", "a.b/c/"]), stem=_name, ext=st.sampled_from([".md", ".txt", ""]),
-       aliases=st.lists(_name, max_size=3))
+@given(
+    title=_name,
+    folder=st.sampled_from(["", "a/", "a.b/c/"]),
+    stem=_name,
+    ext=st.sampled_from([".md", ".txt", ""]),
+    aliases=st.lists(_name, max_size=3),
+)
 def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, aliases):
     """store.fts_names gives the chunks_fts title value that the chunks_fts_content view (which
     FTS5 reads to delete a row) gives: file name, extension, case, aliases."""
@@ -358,10 +435,23 @@ def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, al
     path = f"{folder}{stem}{ext}"
     fm = "---\n" + (f"title: '{title}'\n" if title.strip() else "") + f"aliases: {aliases!r}\n---\n"
     doc = parse(fm + "Some text.\n", path)
-    doc_id = store.write_document(con, doc_id=None, root_id=root, path=path, size=1, mtime_ns=1, hash="h",
-                                  encoding="utf_8", doc=doc, chunks=chunk(doc).chunks)
-    (view,) = con.execute("SELECT title FROM chunks_fts_content WHERE id IN"
-                          " (SELECT id FROM chunks WHERE doc_id = ?) LIMIT 1", (doc_id,)).fetchone()
+    doc_id = store.write_document(
+        con,
+        doc_id=None,
+        root_id=root,
+        path=path,
+        size=1,
+        mtime_ns=1,
+        hash="h",
+        encoding="utf_8",
+        doc=doc,
+        chunks=chunk(doc).chunks,
+    )
+    (view,) = con.execute(
+        "SELECT title FROM chunks_fts_content WHERE id IN"
+        " (SELECT id FROM chunks WHERE doc_id = ?) LIMIT 1",
+        (doc_id,),
+    ).fetchone()
     assert store.fts_names(con, doc_id, doc.title, path) == view
     # The row written matches its content (FTS5 reads the view to delete it again).
     con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")

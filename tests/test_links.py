@@ -31,7 +31,7 @@ def links(text: str, path: str = "note.md") -> list[LinkRef]:
 
 def sources(text: str) -> list[str]:
     """The exact source of each link found in ``text``."""
-    return [text[link.start:link.end] for link in links(text)]
+    return [text[link.start : link.end] for link in links(text)]
 
 
 def one(text: str) -> LinkRef:
@@ -69,9 +69,13 @@ def one(text: str) -> LinkRef:
 def test_wikilink_forms(source, target, anchor, alias, embed):
     text = f"Before {source} after.\n"
     link = one(text)
-    assert text[link.start:link.end] == source
+    assert text[link.start : link.end] == source
     assert (link.target, link.anchor, link.alias, link.embed, link.kind) == (
-        target, anchor, alias, embed, "wiki",
+        target,
+        anchor,
+        alias,
+        embed,
+        "wiki",
     )
 
 
@@ -96,8 +100,9 @@ def test_a_size_on_a_plain_link_is_its_alias():
 def test_escaped_pipe_in_a_table_separates_target_and_alias():
     text = "| a | b |\n|---|---|\n| [[Filters#Dates\\|Dates]] | [[Sorting\\|Sort]] |\n"
     found = links(text)
-    assert [text[x.start:x.end] for x in found] == [
-        "[[Filters#Dates\\|Dates]]", "[[Sorting\\|Sort]]",
+    assert [text[x.start : x.end] for x in found] == [
+        "[[Filters#Dates\\|Dates]]",
+        "[[Sorting\\|Sort]]",
     ]
     assert [(x.target, x.anchor, x.alias) for x in found] == [
         ("Filters", "Dates", "Dates"),
@@ -112,8 +117,16 @@ def test_offsets_are_exact_with_crlf_front_matter_and_unicode():
 
 def test_links_come_in_order_and_are_all_found():
     text = "[[a]] [b](b.md) ![[c]] ![d](d.png) [[e|f]]\n\n- [[g]]\n> [[h]]\n# [[i]]\n"
-    assert sources(text) == ["[[a]]", "[b](b.md)", "![[c]]", "![d](d.png)", "[[e|f]]", "[[g]]",
-                             "[[h]]", "[[i]]"]
+    assert sources(text) == [
+        "[[a]]",
+        "[b](b.md)",
+        "![[c]]",
+        "![d](d.png)",
+        "[[e|f]]",
+        "[[g]]",
+        "[[h]]",
+        "[[i]]",
+    ]
     starts = [x.start for x in links(text)]
     assert starts == sorted(starts)
 
@@ -135,14 +148,15 @@ def test_not_links(text):
 
 def test_unclosed_bracket_does_not_swallow_the_next_link():
     assert sources("[[unclosed [[closed]] ![[Partial embed\n\n![image, not embed](white.png)") == [
-        "[[closed]]", "![image, not embed](white.png)",
+        "[[closed]]",
+        "![image, not embed](white.png)",
     ]
 
 
 def test_escaped_bang_makes_a_plain_link():
     text = "\\![[x]]"
     link = one(text)
-    assert (text[link.start:link.end], link.embed) == ("[[x]]", False)
+    assert (text[link.start : link.end], link.embed) == ("[[x]]", False)
 
 
 # ------------------------------------------------------------------------- Markdown links
@@ -157,7 +171,7 @@ def test_escaped_bang_makes_a_plain_link():
         ("[t](other%20note.md)", "other note.md", None, "t", False),
         ("[t](Three%20laws#Some%20heading)", "Three laws", "Some heading", "t", False),
         ("[t](N%C3%B6te.md)", "Nöte.md", None, "t", False),
-        ("[t](../images/x.png \"a title\")", "../images/x.png", None, "t", False),
+        ('[t](../images/x.png "a title")', "../images/x.png", None, "t", False),
         ("[t](a(1).md)", "a(1).md", None, "t", False),
         ("[t](#local-heading)", "", "local-heading", "t", False),
         ("[t](#^blockid)", "", "^blockid", "t", False),
@@ -169,9 +183,13 @@ def test_escaped_bang_makes_a_plain_link():
 def test_markdown_link_forms(source, target, anchor, alias, embed):
     text = f"Before {source} after.\n"
     link = one(text)
-    assert text[link.start:link.end] == source
+    assert text[link.start : link.end] == source
     assert (link.target, link.anchor, link.alias, link.embed, link.kind) == (
-        target, anchor, alias, embed, "markdown",
+        target,
+        anchor,
+        alias,
+        embed,
+        "markdown",
     )
 
 
@@ -262,11 +280,11 @@ def test_plain_text_documents_have_no_links():
 def test_front_matter_links():
     text = (
         "---\n"
-        "related: \"[[X]]\"\n"
+        'related: "[[X]]"\n'
         "up: '[[Folder/Y#Part|why]]'\n"
         "list:\n"
-        "  - \"[[A]]\"\n"
-        "  - \"[[B]]\"\n"
+        '  - "[[A]]"\n'
+        '  - "[[B]]"\n'
         "  - plain\n"
         "unquoted: [[Z]]\n"
         "# comment [[C]]\n"
@@ -274,15 +292,19 @@ def test_front_matter_links():
         "Body [[D]]\n"
     )
     found = links(text)
-    assert [text[x.start:x.end] for x in found] == [
-        "[[X]]", "[[Folder/Y#Part|why]]", "[[A]]", "[[B]]", "[[D]]",
+    assert [text[x.start : x.end] for x in found] == [
+        "[[X]]",
+        "[[Folder/Y#Part|why]]",
+        "[[A]]",
+        "[[B]]",
+        "[[D]]",
     ]
     assert [x.kind for x in found] == ["frontmatter"] * 4 + ["wiki"]
     assert (found[1].target, found[1].anchor, found[1].alias) == ("Folder/Y", "Part", "why")
 
 
 def test_front_matter_that_does_not_parse_has_no_links():
-    assert sources("---\nrelated: \"[[X]]\n  bad: [\n---\nBody\n") == []
+    assert sources('---\nrelated: "[[X]]\n  bad: [\n---\nBody\n') == []
 
 
 # ------------------------------------------------------------------------------ block ids
@@ -305,10 +327,12 @@ def test_block_ids():
 def test_a_block_id_right_after_an_embed_needs_no_space():
     # Obsidian's own help vault ("Collaborate on a shared vault") writes an image's block id this
     # way and embeds it from "Version history": after ']]' no word can run on into the id.
-    text = ("![[version-history-collaboration.png]]^version-history-image\n\n"
-            "See [[Other]]^after-link\n\n"
-            "x^notid and E = mc^2\n\n"
-            "a]^notid2\n")
+    text = (
+        "![[version-history-collaboration.png]]^version-history-image\n\n"
+        "See [[Other]]^after-link\n\n"
+        "x^notid and E = mc^2\n\n"
+        "a]^notid2\n"
+    )
     found = block_ids(parse(text, "n.md"))
     assert [i for i, _, _ in found] == ["version-history-image", "after-link"]
     assert all(text[s:e] == "^" + i for i, s, e in found)
@@ -319,7 +343,7 @@ def test_a_block_id_right_after_an_embed_needs_no_space():
 
 def test_heading_slug_is_obsidians_strip_heading_lowercased():
     # Obsidian's documented example: every one of these characters becomes a space.
-    assert heading_slug("foo!\"#$%&()*+,.:;<=>?@^`{|}~/\\[]\\\r\nbar") == "foo bar"
+    assert heading_slug('foo!"#$%&()*+,.:;<=>?@^`{|}~/\\[]\\\r\nbar') == "foo bar"
     assert heading_slug("Sample HTML: Full mode") == heading_slug("Sample HTML Full mode")
     assert heading_slug("  Other   date-editing options ") == "other date-editing options"
     assert heading_slug("'Tasks: Toggle task done' command") == "'tasks toggle task done' command"
@@ -331,8 +355,12 @@ def _headings(*spec: tuple[int, str]) -> list[Heading]:
 
 def test_anchor_ok_matches_headings_like_obsidian():
     heads = _headings(
-        (1, "Title"), (2, "Heading"), (3, "Subheading"), (2, "Appendix: Changes in 7.0.0"),
-        (2, "Other"), (3, "Deep"),
+        (1, "Title"),
+        (2, "Heading"),
+        (3, "Subheading"),
+        (2, "Appendix: Changes in 7.0.0"),
+        (2, "Other"),
+        (3, "Deep"),
     )
     assert anchor_ok("Heading", heads, [])
     assert anchor_ok("heading", heads, [])  # case-insensitive
@@ -437,8 +465,9 @@ def test_aliases_only_when_no_file_matches():
     res = Resolver(["Home.md", "notes/Index.md"], {"notes/Index.md": ["Home", "Start"]})
     assert res.resolve("Home", "x.md") == "Home.md"  # a file name beats an alias
     assert res.resolve("Start", "x.md") == "notes/Index.md"
-    strict = Resolver(["Home.md", "notes/Index.md"], {"notes/Index.md": ["Start"]},
-                      use_aliases=False)
+    strict = Resolver(
+        ["Home.md", "notes/Index.md"], {"notes/Index.md": ["Start"]}, use_aliases=False
+    )
     assert strict.resolve("Start", "x.md") is None  # what Obsidian itself does
 
 
@@ -502,7 +531,7 @@ def _inlined_note(
     for path, note in notes.items():
         if path.rsplit("/", 1)[-1].lower() not in (name, name + ".md"):
             continue
-        for piece in _FRAGMENT.split(note.text[note.body_start:]):
+        for piece in _FRAGMENT.split(note.text[note.body_start :]):
             piece = piece.strip()
             at = out.find(piece, pos) if len(piece) >= 8 else -1
             if at >= 0 and (best is None or at < best[0]):
@@ -530,7 +559,8 @@ def test_obsidian_export_conformance():
         files += lost
         notes = {
             f: parse(lost[f] if f in lost else (vault / f).read_text(encoding="utf-8"), f)
-            for f in files if f.endswith(".md")
+            for f in files
+            if f.endswith(".md")
         }
         resolver = Resolver(files, {f: d.aliases for f, d in notes.items()})
         out = exported.read_text(encoding="utf-8")
@@ -542,7 +572,7 @@ def test_obsidian_export_conformance():
                 want, pos = _inlined_note(link, out, pos, notes)
             else:
                 want, pos = _exported_link(link, out, pos, posixpath.dirname(source))
-            written = doc.text[link.start:link.end]
+            written = doc.text[link.start : link.end]
             got = resolver.resolve(link.target, source)
             if want is None:
                 unresolved[(rel, written)] = got
@@ -566,7 +596,10 @@ def test_obsidian_export_conformance():
     # among them: headings match case-insensitively) but '^abc': foo.md has no such block.
     assert anchors == 11
     assert missing_anchors == {
-        "[[foo#^abc]]", "[[foo#^abc ]]", "[[foo#^abc |foo > ^abc]]", "[[ foo#^abc ]]",
+        "[[foo#^abc]]",
+        "[[foo#^abc ]]",
+        "[[foo#^abc |foo > ^abc]]",
+        "[[ foo#^abc ]]",
     }
 
 
@@ -592,7 +625,8 @@ def test_obsidian_tasks_docs():
     # Every note link resolves; the vault copy holds no images, so image links do not.
     assert [x for _, x in unresolved if not is_attachment(x.target)] == []
     assert sorted(x.target for _, x in unresolved if x.kind == "wiki") == [
-        "on-completion-after.png", "on-completion-before.png",
+        "on-completion-after.png",
+        "on-completion-before.png",
     ]
     assert sum(1 for _, x in unresolved if x.kind == "markdown") == 127
 
@@ -616,9 +650,45 @@ def test_obsidian_tasks_docs():
 
 # ------------------------------------------------------------------------------- properties
 
-_PIECES = ["[[", "]]", "![[", "[", "]", "](", "(", ")", "!", "|", "\\|", "#", "^", "\\", "`",
-           "``", "```", "<!--", "-->", "<", ">", "%20", "\n", "\n\n", "\r\n", "    ", "- ",
-           "> ", "---\n", "a", "b.md", " ", "x.png", "http:", ":", '"', "'"]
+_PIECES = [
+    "[[",
+    "]]",
+    "![[",
+    "[",
+    "]",
+    "](",
+    "(",
+    ")",
+    "!",
+    "|",
+    "\\|",
+    "#",
+    "^",
+    "\\",
+    "`",
+    "``",
+    "```",
+    "<!--",
+    "-->",
+    "<",
+    ">",
+    "%20",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "    ",
+    "- ",
+    "> ",
+    "---\n",
+    "a",
+    "b.md",
+    " ",
+    "x.png",
+    "http:",
+    ":",
+    '"',
+    "'",
+]
 
 
 @settings(max_examples=400, deadline=None)
@@ -650,23 +720,29 @@ def link_corpus(n: int = 10_000, seed: int = 7):
         parts = []
         for k in range(10):
             j = rng.randrange(n + 100)  # some links to notes that do not exist
-            parts.append(rng.choice([
-                f"see [[Note {j}]]",
-                f"in [[Note {j}#Heading {k}|this part]]",
-                f"![[img{j % 500}.png|100]]",
-                f"[md](/area%20{j % 40}/topic%20{j % 7}/Note%20{j}.md)",
-                f"`code` and [[Note {j}]]",
-            ]))
-        paras = ["# Title"] + [" ".join(parts[i:i + 3]) + " lorem ipsum dolor sit amet." * 4
-                               for i in range(0, 10, 3)]
+            parts.append(
+                rng.choice(
+                    [
+                        f"see [[Note {j}]]",
+                        f"in [[Note {j}#Heading {k}|this part]]",
+                        f"![[img{j % 500}.png|100]]",
+                        f"[md](/area%20{j % 40}/topic%20{j % 7}/Note%20{j}.md)",
+                        f"`code` and [[Note {j}]]",
+                    ]
+                )
+            )
+        paras = ["# Title"] + [
+            " ".join(parts[i : i + 3]) + " lorem ipsum dolor sit amet." * 4 for i in range(0, 10, 3)
+        ]
         text = "\n\n".join(paras) + "\n"
         blocks, at = [], 0
         for para in paras:
             kind = "heading" if para.startswith("#") else "paragraph"
             blocks.append(Block(kind, at, at + len(para)))
             at += len(para) + 2
-        docs.append((path, ParsedDoc(text, "markdown", "t", None, 0, None, (), (), (),
-                                     tuple(blocks))))
+        docs.append(
+            (path, ParsedDoc(text, "markdown", "t", None, 0, None, (), (), (), tuple(blocks)))
+        )
     aliases = {p: (f"alias {i}",) for i, p in enumerate(paths[:n])}
     return paths, docs, aliases
 

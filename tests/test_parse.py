@@ -12,15 +12,22 @@ def test_front_matter_fields():
     )
     doc = parse(text, "x.md")
     assert doc.title == "My Title"
-    assert doc.tags == (("a", "frontmatter"), ("b", "frontmatter"), ("nested/c", "frontmatter"), ("inline", "inline"))
+    assert doc.tags == (
+        ("a", "frontmatter"),
+        ("b", "frontmatter"),
+        ("nested/c", "frontmatter"),
+        ("inline", "inline"),
+    )
     assert doc.aliases == ("Alt", "Other")
     assert doc.date == "2024-02-03"
     assert doc.frontmatter["rating"] == 5 and doc.frontmatter["when"] == "2024-02-03T10:00:00"
-    assert text[doc.body_start:].startswith("# Heading")
+    assert text[doc.body_start :].startswith("# Heading")
 
 
 def test_title_falls_back_to_an_opening_heading_then_file_name():
-    assert parse("intro\n\n## Second\n\n# First\n", "n.md").title == "n"  # (see tests/test_ranking.py)
+    assert (
+        parse("intro\n\n## Second\n\n# First\n", "n.md").title == "n"
+    )  # (see tests/test_ranking.py)
     assert parse("no headings here\n", "folder/My Note.md").title == "My Note"
     assert parse("# Not a heading in text\n", "plain.txt").title == "plain"
 
@@ -30,8 +37,11 @@ def test_title_falls_back_to_an_opening_heading_then_file_name():
     [
         ("title: [unclosed\n", "malformed front matter"),
         ("- just\n- a list\n", "not a mapping"),
-        ("a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-         "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n", "too large"),
+        (
+            "a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+            "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+            "too large",
+        ),
     ],
     ids=["malformed", "list", "yaml-bomb"],
 )
@@ -41,7 +51,7 @@ def test_bad_front_matter_is_a_warning_and_the_body_is_kept(fm, warning):
     assert doc.frontmatter is None
     assert any(warning in w for w in doc.warnings)
     assert doc.title == "Still here"
-    assert text[doc.body_start:].startswith("# Still here")
+    assert text[doc.body_start :].startswith("# Still here")
 
 
 def test_unclosed_front_matter_is_just_text():
@@ -59,26 +69,73 @@ def test_inline_tags_skip_code_headings_and_urls():
 
 def test_heading_offsets_hold_with_crlf_and_lone_cr():
     for nl in ("\n", "\r\n", "\r"):
-        text = nl.join(["---", "a: 1", "---", "# One", "", "text", "", "Two", "---", "", "## Three", ""])
+        text = nl.join(
+            ["---", "a: 1", "---", "# One", "", "text", "", "Two", "---", "", "## Three", ""]
+        )
         doc = parse(text, "h.md")
         assert [h.text for h in doc.headings] == ["One", "Two", "Three"]
         assert [h.line for h in doc.headings] == [4, 8, 11]
         for h in doc.headings:
-            assert text[h.start:h.end].replace("\r", "\n").split("\n")[0] in ("# One", "Two", "## Three")
+            assert text[h.start : h.end].replace("\r", "\n").split("\n")[0] in (
+                "# One",
+                "Two",
+                "## Three",
+            )
         for b in doc.blocks:
-            assert text[b.start:b.end] == text[b.start:b.end].strip("\r\n")
+            assert text[b.start : b.end] == text[b.start : b.end].strip("\r\n")
 
 
 # Both block parsers (markdown-it-pyrs for speed, markdown-it-py for notes with $$ math) must
 # give the same blocks and headings: the chunks and the links depend on them.
-_piece = st.sampled_from([
-    "# Title", "## Sub ##", "Setext", "===", "---", "***", "- item", "* star", "1. one", "2) two", "   - nested",
-    "    indented code", "\tcode", "> quote", "> [!note] callout", ">", "```py", "```", "~~~", "````",
-    "| a | b |", "|---|---|", "| 1 | 2 |", "a | b", "<div>", "</div>", "<!-- c -->", "[ref]: http://x",
-    "plain words here", "émoji 🙂 Ünïcode", "東京 text", "x\x00y", "", "  ", "#no heading", "- [ ] task",
-    "- > quote", "  > nested", "  2) two", "  | a | b |", "> - in quote", "   continued", "   2. sub",
-    "3. three", "1994), a year",
-])
+_piece = st.sampled_from(
+    [
+        "# Title",
+        "## Sub ##",
+        "Setext",
+        "===",
+        "---",
+        "***",
+        "- item",
+        "* star",
+        "1. one",
+        "2) two",
+        "   - nested",
+        "    indented code",
+        "\tcode",
+        "> quote",
+        "> [!note] callout",
+        ">",
+        "```py",
+        "```",
+        "~~~",
+        "````",
+        "| a | b |",
+        "|---|---|",
+        "| 1 | 2 |",
+        "a | b",
+        "<div>",
+        "</div>",
+        "<!-- c -->",
+        "[ref]: http://x",
+        "plain words here",
+        "émoji 🙂 Ünïcode",
+        "東京 text",
+        "x\x00y",
+        "",
+        "  ",
+        "#no heading",
+        "- [ ] task",
+        "- > quote",
+        "  > nested",
+        "  2) two",
+        "  | a | b |",
+        "> - in quote",
+        "   continued",
+        "   2. sub",
+        "3. three",
+        "1994), a year",
+    ]
+)
 _line_break = st.sampled_from(["\n", "\r\n", "\r"])
 
 
@@ -96,11 +153,23 @@ def test_fast_block_parser_matches_markdown_it_py(lines):
 def test_math_blocks_stay_whole_and_everything_else_goes_the_fast_way():
     text = "# Maths\n\n$$\na = b\n\nc = d\n$$\n\nAfter.\n"
     assert [b.kind for b in parse(text, "m.md").blocks] == ["heading", "math", "paragraph"]
-    assert [b.kind for b in parse(text.replace("$$", "```"), "m.md").blocks] == ["heading", "code", "paragraph"]
+    assert [b.kind for b in parse(text.replace("$$", "```"), "m.md").blocks] == [
+        "heading",
+        "code",
+        "paragraph",
+    ]
 
 
-@pytest.mark.parametrize("line", [">" * 300_000 + " x", "- " * 150_000 + "x", "> " * 150_000 + "x",
-                                  "1. " * 100_000 + "x", "-\t" * 150_000 + "x"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        ">" * 300_000 + " x",
+        "- " * 150_000 + "x",
+        "> " * 150_000 + "x",
+        "1. " * 100_000 + "x",
+        "-\t" * 150_000 + "x",
+    ],
+)
 def test_containers_nested_past_any_parser_limit_do_not_crash(line):
     # markdown-it-pyrs overflows its stack on these (the process would die): they go to
     # markdown-it-py, which parses them or gives up with a RecursionError (the file is skipped).

@@ -72,12 +72,24 @@ def make_vault(root: Path, n: int, seed: int, size: int = 1800) -> Path:
     headings, prose, lists, code, inline #tags, [[links]] (resolved, to headings, to aliases, and
     unresolved), attachments. Deterministic for (n, seed, size)."""
     rng = random.Random(seed)
-    folders = ["", "inbox", "projects", "projects/alpha", "projects/beta", "areas/home", "areas/work/deep"]
+    folders = [
+        "",
+        "inbox",
+        "projects",
+        "projects/alpha",
+        "projects/beta",
+        "areas/home",
+        "areas/work/deep",
+    ]
     names = [f"{folders[i % len(folders)]}/n{i:04}.md".lstrip("/") for i in range(n)]
     for i, rel in enumerate(names):
         title = f"Note {i} {rng.choice(WORDS)} {rng.choice(WORDS)}"
-        fm = ["---", f"title: {title}", f"tags: [{rng.choice(WORDS)}, area/{rng.choice(WORDS)}]",
-              f"date: 2025-{1 + i % 12:02}-{1 + i % 28:02}"]
+        fm = [
+            "---",
+            f"title: {title}",
+            f"tags: [{rng.choice(WORDS)}, area/{rng.choice(WORDS)}]",
+            f"date: 2025-{1 + i % 12:02}-{1 + i % 28:02}",
+        ]
         if i % 5 == 0:
             fm.append(f"aliases: [alias{i}]")
         lines = fm + ["---", f"# {title}", ""]
@@ -88,14 +100,33 @@ def make_vault(root: Path, n: int, seed: int, size: int = 1800) -> Path:
                 section += 1
                 lines += [f"## Section {section} {rng.choice(WORDS)}", ""]
             elif r < 0.22:
-                lines += ["```python", f"def f{i}():", f"    return {rng.randint(0, 999)}", "```", ""]
+                lines += [
+                    "```python",
+                    f"def f{i}():",
+                    f"    return {rng.randint(0, 999)}",
+                    "```",
+                    "",
+                ]
             elif r < 0.35:
-                lines += [f"- {_sentence(rng, 6)} [[n{rng.randrange(n):04}]]" for _ in range(3)] + [""]
+                lines += [f"- {_sentence(rng, 6)} [[n{rng.randrange(n):04}]]" for _ in range(3)] + [
+                    ""
+                ]
             else:
                 target = rng.randrange(n)
-                link = rng.choice([f"[[n{target:04}]]", f"[[n{target:04}#Section 1]]", f"[[alias{target - target % 5}]]",
-                                   f"[[missing{target}]]", f"![[img{target % 7}.png]]", f"[[n{target:04}|shown]]"])
-                lines += [f"{_sentence(rng, 25)} {link} #{rng.choice(WORDS)} {_sentence(rng, 15)}", ""]
+                link = rng.choice(
+                    [
+                        f"[[n{target:04}]]",
+                        f"[[n{target:04}#Section 1]]",
+                        f"[[alias{target - target % 5}]]",
+                        f"[[missing{target}]]",
+                        f"![[img{target % 7}.png]]",
+                        f"[[n{target:04}|shown]]",
+                    ]
+                )
+                lines += [
+                    f"{_sentence(rng, 25)} {link} #{rng.choice(WORDS)} {_sentence(rng, 15)}",
+                    "",
+                ]
         write(root, {rel: "\n".join(lines)})
     for k in range(4):  # attachments: some ![[img]] links resolve
         write(root, {f"assets/img{k}.png": b"\x89PNG\r\n\x1a\n" + bytes(32)})
@@ -109,12 +140,19 @@ def mutate_vault(root: Path, seed: int) -> dict[str, int]:
     files = sorted(p for p in root.rglob("*.md"))
     rng.shuffle(files)
     n = len(files)
-    edited, touched, renamed, deleted = files[: n // 4], files[n // 4: n // 4 + n // 20], \
-        files[n // 4 + n // 20: n // 4 + n // 10], files[n // 4 + n // 10: n // 4 + n // 10 + n // 20]
+    edited, touched, renamed, deleted = (
+        files[: n // 4],
+        files[n // 4 : n // 4 + n // 20],
+        files[n // 4 + n // 20 : n // 4 + n // 10],
+        files[n // 4 + n // 10 : n // 4 + n // 10 + n // 20],
+    )
     for i, p in enumerate(edited):
         text = p.read_text(encoding="utf-8")
-        p.write_text(text.replace("Note", "Edited note", 1) + f"\n\nAdded {_sentence(rng, 12)} [[new{i:03}]] #edited\n",
-                     encoding="utf-8")
+        p.write_text(
+            text.replace("Note", "Edited note", 1)
+            + f"\n\nAdded {_sentence(rng, 12)} [[new{i:03}]] #edited\n",
+            encoding="utf-8",
+        )
         bump_mtime(p)
     for p in touched:
         bump_mtime(p)
@@ -125,30 +163,40 @@ def mutate_vault(root: Path, seed: int) -> dict[str, int]:
     for p in deleted:
         p.unlink()
     for i in range(n // 20):
-        write(root, {f"inbox/new{i:03}.md": f"# New {i}\n\n{_sentence(rng, 30)} [[n{rng.randrange(n):04}]]\n"})
+        write(
+            root,
+            {
+                f"inbox/new{i:03}.md": f"# New {i}\n\n{_sentence(rng, 30)} [[n{rng.randrange(n):04}]]\n"
+            },
+        )
     write(root, {"assets/img5.png": b"\x89PNG\r\n\x1a\n" + bytes(16)})
     (root / "assets" / "img0.png").unlink()
-    return {"edited": len(edited), "touched": len(touched), "renamed": len(renamed), "deleted": len(deleted),
-            "added": n // 20}
+    return {
+        "edited": len(edited),
+        "touched": len(touched),
+        "renamed": len(renamed),
+        "deleted": len(deleted),
+        "added": n // 20,
+    }
 
 
 # --- what an index holds, and its invariants --------------------------------------------------------
 SNAPSHOT_SQL = {
     "roots": "SELECT path FROM roots",
     "documents": "SELECT r.path, d.path, d.kind, d.title, d.size, d.mtime_ns, d.hash, d.encoding, d.frontmatter,"
-                 " d.body_start, d.date, d.body FROM documents d JOIN roots r ON r.id = d.root_id",
+    " d.body_start, d.date, d.body FROM documents d JOIN roots r ON r.id = d.root_id",
     "chunks": "SELECT d.path, c.seq, c.start_char, c.end_char, c.line, c.end_line, c.heading_path, c.kind, c.tokens,"
-              " c.flags, c.embed_hash FROM chunks c JOIN documents d ON d.id = c.doc_id",
+    " c.flags, c.embed_hash FROM chunks c JOIN documents d ON d.id = c.doc_id",
     "links": "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor, l.alias,"
-             " t.path, l.target_path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
-             " LEFT JOIN documents t ON t.id = l.target_id",
+    " t.path, l.target_path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
+    " LEFT JOIN documents t ON t.id = l.target_id",
     "tags": "SELECT d.path, t.tag, t.source FROM tags t JOIN documents d ON d.id = t.doc_id",
     "aliases": "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id",
     "headings": "SELECT d.path, h.seq, h.level, h.text, h.start_char, h.end_char, h.line"
-                " FROM headings h JOIN documents d ON d.id = h.doc_id",
+    " FROM headings h JOIN documents d ON d.id = h.doc_id",
     "block_ids": "SELECT d.path, b.block_id, b.start_char, b.end_char FROM block_ids b JOIN documents d ON d.id = b.doc_id",
     "diagnostics": "SELECT d.path, g.kind, g.start_char, g.end_char, g.line, g.detail"
-                   " FROM diagnostics g JOIN documents d ON d.id = g.doc_id",
+    " FROM diagnostics g JOIN documents d ON d.id = g.doc_id",
     "attachments": "SELECT r.path, a.path FROM attachments a JOIN roots r ON r.id = a.root_id",
 }
 
@@ -157,7 +205,10 @@ def snapshot(path: Path) -> dict[str, list[tuple]]:
     """Everything an index run derives from the files, without row ids (sorted row sets)."""
     con = db.connect(path, readonly=True)
     try:
-        return {name: sorted(con.execute(sql).fetchall(), key=repr) for name, sql in SNAPSHOT_SQL.items()}
+        return {
+            name: sorted(con.execute(sql).fetchall(), key=repr)
+            for name, sql in SNAPSHOT_SQL.items()
+        }
     finally:
         con.close()
 
@@ -170,8 +221,10 @@ def assert_same_index(got: dict, want: dict, label: str) -> None:
             extra = sorted(g - w, key=repr)[:3]
             missing = sorted(w - g, key=repr)[:3]
             short = lambda rows: [tuple(str(x)[:60] for x in r) for r in rows]  # noqa: E731
-            pytest.fail(f"{label}: table {table} differs from a clean run ({len(got[table])} rows vs {len(want[table])});"
-                        f" extra {short(extra)}; missing {short(missing)}")
+            pytest.fail(
+                f"{label}: table {table} differs from a clean run ({len(got[table])} rows vs {len(want[table])});"
+                f" extra {short(extra)}; missing {short(missing)}"
+            )
 
 
 def index_state(path: Path) -> dict | None:
@@ -185,8 +238,11 @@ def index_state(path: Path) -> dict | None:
     try:
         one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
         vec = one("SELECT count(*) FROM sqlite_schema WHERE name = 'chunks_vec'")
-        return {"documents": one("SELECT count(*) FROM documents"), "chunks": one("SELECT count(*) FROM chunks"),
-                "embedded": one("SELECT count(*) FROM chunks WHERE embedded") if vec else 0}
+        return {
+            "documents": one("SELECT count(*) FROM documents"),
+            "chunks": one("SELECT count(*) FROM chunks"),
+            "embedded": one("SELECT count(*) FROM chunks WHERE embedded") if vec else 0,
+        }
     finally:
         con.close()
 
@@ -206,8 +262,13 @@ def assert_invariants(path: Path) -> dict | None:
         n = one("SELECT count(*) FROM chunks")
         assert one("SELECT count(*) FROM chunks_fts") == n
         assert one("SELECT count(*) FROM chunks_fts_docsize") == n  # rows FTS5 itself holds
-        assert one("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.start_char < 0"
-                   " OR c.end_char < c.start_char OR c.end_char > length(d.body)") == 0
+        assert (
+            one(
+                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.start_char < 0"
+                " OR c.end_char < c.start_char OR c.end_char > length(d.body)"
+            )
+            == 0
+        )
         if one("SELECT count(*) FROM sqlite_schema WHERE name = 'chunks_vec'"):
             vec = {r for (r,) in con.execute("SELECT rowid FROM chunks_vec")}
             flagged = {r for (r,) in con.execute("SELECT id FROM chunks WHERE embedded = 1")}
@@ -219,8 +280,12 @@ def assert_invariants(path: Path) -> dict | None:
 
 
 # --- running the real command ------------------------------------------------------------------------
-def kbase_cmd(dbp: Path, *args: str, check: bool = True, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run([*KBASE, "--db", str(dbp), *args], capture_output=True, text=True, timeout=timeout, **kw)
+def kbase_cmd(
+    dbp: Path, *args: str, check: bool = True, timeout: float = 600, **kw
+) -> subprocess.CompletedProcess:
+    r = subprocess.run(
+        [*KBASE, "--db", str(dbp), *args], capture_output=True, text=True, timeout=timeout, **kw
+    )
     if check:
         assert r.returncode == 0, r.stderr[-3000:]
     return r
@@ -235,7 +300,9 @@ def timed(dbp: Path, *args: str) -> float:
 def kill_after(dbp: Path, args: list[str], delay: float, log: Path) -> bool:
     """Start ``kbase --db dbp ARGS`` and SIGKILL it after ``delay`` s; False if it finished first."""
     with log.open("wb") as err:
-        p = subprocess.Popen([*KBASE, "--db", str(dbp), *args], stdout=subprocess.DEVNULL, stderr=err)
+        p = subprocess.Popen(
+            [*KBASE, "--db", str(dbp), *args], stdout=subprocess.DEVNULL, stderr=err
+        )
         try:
             rc = p.wait(timeout=delay)
         except subprocess.TimeoutExpired:
@@ -250,7 +317,9 @@ def kill_when(dbp: Path, args: list[str], ready, extra: float, log: Path) -> boo
     """Start ``kbase --db dbp ARGS``; once ``ready(index_state)`` holds, wait ``extra`` s and
     SIGKILL it. False if it finished first."""
     with log.open("wb") as err:
-        p = subprocess.Popen([*KBASE, "--db", str(dbp), *args], stdout=subprocess.DEVNULL, stderr=err)
+        p = subprocess.Popen(
+            [*KBASE, "--db", str(dbp), *args], stdout=subprocess.DEVNULL, stderr=err
+        )
         while p.poll() is None:
             state = index_state(dbp)
             if state and ready(state):
@@ -278,8 +347,16 @@ class Crashes:
     def __init__(self, tmp: Path, rng: random.Random) -> None:
         self.tmp, self.rng, self.points, self.tried = tmp, rng, [], 0
 
-    def chain(self, label: str, dbp: Path, args: list[str], t_ref: float, kills: int,
-              finish: list[str], want: dict) -> None:
+    def chain(
+        self,
+        label: str,
+        dbp: Path,
+        args: list[str],
+        t_ref: float,
+        kills: int,
+        finish: list[str],
+        want: dict,
+    ) -> None:
         """Up to ``kills`` killed runs in a row on ``dbp``, then a run that completes and must
         give exactly ``want``."""
         for _ in range(kills):
@@ -294,8 +371,17 @@ class Crashes:
         assert_same_index(snapshot(dbp), want, f"{label} after {len(self.points)} kill points")
 
     def summary(self) -> str:
-        rows = [f"{label}" + (f" {delay:.2f}s" if delay else "") + ":" + ("no index yet" if s is None else f"{s['documents']}d/{s['chunks']}c/{s['embedded']}e")
-                for label, delay, s in self.points]
+        rows = [
+            f"{label}"
+            + (f" {delay:.2f}s" if delay else "")
+            + ":"
+            + (
+                "no index yet"
+                if s is None
+                else f"{s['documents']}d/{s['chunks']}c/{s['embedded']}e"
+            )
+            for label, delay, s in self.points
+        ]
         return f"{len(self.points)} kill points survived ({self.tried} tried): " + ", ".join(rows)
 
 
@@ -310,7 +396,9 @@ def test_sigkill_while_indexing_1000_notes_never_corrupts_and_the_next_run_conve
     ref1 = tmp_path / "ref1.db"
     t_fresh = timed(ref1, *args)
     want1 = snapshot(ref1)
-    assert len(want1["documents"]) == 1000 and any(r[9] for r in want1["links"])  # some links resolve
+    assert len(want1["documents"]) == 1000 and any(
+        r[9] for r in want1["links"]
+    )  # some links resolve
     for c in range(3):
         crashes.chain("fresh", tmp_path / f"fresh{c}.db", args, t_fresh, 2, args, want1)
 
@@ -321,7 +409,9 @@ def test_sigkill_while_indexing_1000_notes_never_corrupts_and_the_next_run_conve
     want2 = snapshot(ref2)
     t_update = timed(copy_index(ref1, tmp_path / "timing.db"), *args)
     for c in range(4):
-        crashes.chain("update", copy_index(ref1, tmp_path / f"update{c}.db"), args, t_update, 2, args, want2)
+        crashes.chain(
+            "update", copy_index(ref1, tmp_path / f"update{c}.db"), args, t_update, 2, args, want2
+        )
 
     # New chunk settings re-chunk every document from its stored text; a plain `kbase index`
     # after a kill must finish that re-chunk, not leave two chunkings side by side.
@@ -332,15 +422,27 @@ def test_sigkill_while_indexing_1000_notes_never_corrupts_and_the_next_run_conve
     assert want3["chunks"] != want2["chunks"]
     t_rechunk = timed(copy_index(ref2, tmp_path / "timing2.db"), *rechunk)
     for c in range(2):
-        crashes.chain("rechunk", copy_index(ref2, tmp_path / f"rechunk{c}.db"), rechunk, t_rechunk, 2, args, want3)
+        crashes.chain(
+            "rechunk",
+            copy_index(ref2, tmp_path / f"rechunk{c}.db"),
+            rechunk,
+            t_rechunk,
+            2,
+            args,
+            want3,
+        )
 
-    report(f"SIGKILL during `kbase index` of 1,000 notes (fresh {t_fresh:.1f}s, update {t_update:.1f}s of {changes},"
-           f" re-chunk {t_rechunk:.1f}s): {crashes.summary()}")
+    report(
+        f"SIGKILL during `kbase index` of 1,000 notes (fresh {t_fresh:.1f}s, update {t_update:.1f}s of {changes},"
+        f" re-chunk {t_rechunk:.1f}s): {crashes.summary()}"
+    )
     assert len(crashes.points) >= 10
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds child processes through Linux's /proc")
+@pytest.mark.skipif(
+    not Path("/proc/self/task").exists(), reason="finds child processes through Linux's /proc"
+)
 def test_sigkill_leaves_no_worker_processes_behind(tmp_path):
     vault = make_vault(tmp_path / "v", 1000, seed=5)
     dbp = tmp_path / "i.db"
@@ -351,15 +453,21 @@ def test_sigkill_leaves_no_worker_processes_behind(tmp_path):
         except OSError:
             return set()
 
-    p = subprocess.Popen([*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(workers := children(p.pid)) < 2 and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     if p.poll() is not None:
-        pytest.skip("the run finished before its worker processes started (machine too fast for 1,000 notes)")
+        pytest.skip(
+            "the run finished before its worker processes started (machine too fast for 1,000 notes)"
+        )
     p.send_signal(signal.SIGKILL)
     p.wait()
+
     def running(pid: int) -> bool:  # exists and is not a zombie waiting to be reaped
         try:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -397,26 +505,40 @@ def test_sigkill_while_embedding_never_corrupts_and_the_next_run_embeds_everythi
     for target in sorted(rng.sample(range(1, n_chunks - 8), 5)):
         extra = rng.uniform(0, batch_s)
         crashes.tried += 1
-        if kill_when(dbp, args, lambda st, t=target: st["embedded"] >= t, extra, tmp_path / "kill.log"):
+        if kill_when(
+            dbp, args, lambda st, t=target: st["embedded"] >= t, extra, tmp_path / "kill.log"
+        ):
             crashes.points.append((f"embed@{target}+{extra:.2f}s", 0.0, assert_invariants(dbp)))
     kbase_cmd(dbp, *args)
     assert_invariants(dbp)
     assert_same_index(snapshot(dbp), want, "embedding")
     con = db.connect(dbp, readonly=True)
-    assert con.execute("SELECT count(*), sum(embedded) FROM chunks").fetchone() == (n_chunks, n_chunks)
+    assert con.execute("SELECT count(*), sum(embedded) FROM chunks").fetchone() == (
+        n_chunks,
+        n_chunks,
+    )
     assert con.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == n_chunks
 
     # Every vector sits on the right chunk: it matches the clean run's vector for the same input.
     def vectors(path):
         c = db.connect(path, readonly=True)
-        return dict(c.execute("SELECT c.embed_hash, v.embedding FROM chunks c JOIN chunks_vec v ON v.rowid = c.id"))
+        return dict(
+            c.execute(
+                "SELECT c.embed_hash, v.embedding FROM chunks c JOIN chunks_vec v ON v.rowid = c.id"
+            )
+        )
 
     got, ref_vectors = vectors(dbp), vectors(ref)
     assert got.keys() == ref_vectors.keys()
-    worst = min(float(np.dot(np.frombuffer(got[k], "<f4"), np.frombuffer(ref_vectors[k], "<f4"))) for k in got)
+    worst = min(
+        float(np.dot(np.frombuffer(got[k], "<f4"), np.frombuffer(ref_vectors[k], "<f4")))
+        for k in got
+    )
     assert worst > 0.999
-    report(f"SIGKILL while embedding {n_chunks} chunks of 60 notes ({t_ref:.1f}s clean): {crashes.summary()};"
-           f" afterwards every chunk embedded, lowest cosine to the clean run's vector {worst:.5f}")
+    report(
+        f"SIGKILL while embedding {n_chunks} chunks of 60 notes ({t_ref:.1f}s clean): {crashes.summary()};"
+        f" afterwards every chunk embedded, lowest cosine to the clean run's vector {worst:.5f}"
+    )
     assert len(crashes.points) >= 4
 
 
@@ -432,14 +554,20 @@ def test_a_run_stopped_before_it_resolved_links_leaves_that_to_the_next_run(tmp_
 
     assert ingest.index(con, [vault], progress=stop_at_the_end).interrupted
     r = ingest.index(con, [vault])
-    assert (r.new, r.updated, r.removed) == (0, 0, 0)  # nothing left to read; the links still need resolving
+    assert (r.new, r.updated, r.removed) == (
+        0,
+        0,
+        0,
+    )  # nothing left to read; the links still need resolving
     clean = tmp_path / "clean.db"
     ingest.index(db.connect(clean, create=True), [vault])
     assert_same_index(snapshot(dbp), snapshot(clean), "links after an interrupted run")
 
 
 def test_roots_absorbed_by_an_enclosing_root_have_their_links_resolved_again(tmp_path):
-    vault = write(tmp_path / "v", {"Garden.md": "# Garden\n", "tech/Links.md": "# Links\n\nTo [[Garden]].\n"})
+    vault = write(
+        tmp_path / "v", {"Garden.md": "# Garden\n", "tech/Links.md": "# Links\n\nTo [[Garden]].\n"}
+    )
     con = db.connect(tmp_path / "i.db", create=True)
     ingest.index(con, [vault / "tech"])  # alone, tech/ cannot see Garden.md
     ingest.index(con, [vault / "Garden.md"])
@@ -472,7 +600,9 @@ class FakeEmbedder:
     fingerprint = '{"model": "fake-for-tests"}'
 
     def embed_batch(self, texts):
-        return [pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts]
+        return [
+            pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts
+        ]
 
     def embed_query(self, text):
         return self.embed_batch([text])[0]
@@ -497,9 +627,15 @@ def test_full_disk_is_one_clear_error_and_the_index_stays_intact(tmp_path, monke
     _tight_connect(monkeypatch, spare_pages=4)
     with pytest.raises(DatabaseError) as e:
         kbase.open(dbp).index([vault], embed=False)
-    assert "disk full" in e.value.message and str(dbp) in e.value.message and "free some space" in e.value.hint
+    assert (
+        "disk full" in e.value.message
+        and str(dbp) in e.value.message
+        and "free some space" in e.value.hint
+    )
     r = CliRunner().invoke(cli, ["--db", str(dbp), "index", str(vault), "--no-embed", "-q"])
-    assert r.exit_code == 1 and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    assert r.exit_code == 1 and (r.exception is None or isinstance(r.exception, SystemExit)), (
+        r.output
+    )
     _one_error(r.stderr, "disk full while writing", str(dbp), "hint: free some space")
     monkeypatch.undo()
 
@@ -563,11 +699,17 @@ def _as_unprivileged() -> list[str]:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root, where chmod does not stop writes, and setpriv is not available")
+        pytest.skip(
+            "running as root, where chmod does not stop writes, and setpriv is not available"
+        )
     caps = "-dac_override,-dac_read_search,-fowner"
-    probe = subprocess.run([setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", "true"], capture_output=True)
+    probe = subprocess.run(
+        [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", "true"], capture_output=True
+    )
     if probe.returncode != 0:
-        pytest.skip(f"running as root and setpriv cannot drop capabilities: {probe.stderr.decode()[:200]}")
+        pytest.skip(
+            f"running as root and setpriv cannot drop capabilities: {probe.stderr.decode()[:200]}"
+        )
     return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
 
 
@@ -588,15 +730,23 @@ def test_read_only_index_is_one_clear_error_and_stays_intact(tmp_path, what):
     if what in ("folder", "both"):
         folder.chmod(0o555)
     try:
-        r = subprocess.run([*prefix, *KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [*prefix, *KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 1, r.stdout + r.stderr
         _one_error(r.stderr, str(dbp), "read-only", "hint: ")
         if what == "folder":
             assert "folder" in r.stderr
         if what == "file":  # reading still works
-            s = subprocess.run([*prefix, *KBASE, "--db", str(dbp), "search", "Note", "--json"],
-                               capture_output=True, text=True, timeout=120)
+            s = subprocess.run(
+                [*prefix, *KBASE, "--db", str(dbp), "search", "Note", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert s.returncode == 0 and json.loads(s.stdout), s.stderr
     finally:
         folder.chmod(0o755)
@@ -641,7 +791,9 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
     for i in (0, n // 2, n - 1):  # the precondition: each section is its own chunk
         (hit,) = kb.search(_marker(i), mode="keyword")
         assert hit.matched_chunks == 2 and "alpha" in hit.snippet
-    assert kb.reader.execute("SELECT DISTINCT count(*) FROM chunks GROUP BY doc_id").fetchall() == [(2,)]
+    assert kb.reader.execute("SELECT DISTINCT count(*) FROM chunks GROUP BY doc_id").fetchall() == [
+        (2,)
+    ]
     kb.close()
     _write_versions(vault, n, "bravo", 3)
 
@@ -659,19 +811,24 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
             # document in the middle of its rewrite).
             query, limit = (_marker(i), 10) if counts["search"] % 2 else ("alpha OR bravo", 50)
             try:
-                if counts["search"] % 10 == 0:  # a fresh connection now and then, as one-shot commands open one
+                if (
+                    counts["search"] % 10 == 0
+                ):  # a fresh connection now and then, as one-shot commands open one
                     with kbase.open(dbp) as fresh:
                         hits = fresh.search(query, mode="keyword", limit=limit)
                 else:
                     hits = kb.search(query, mode="keyword", limit=limit)
-            except Exception as e:  # noqa: BLE001 - the point is to count every kind of failure
+            except Exception as e:
                 errors[f"{type(e).__name__}: {str(e)[:120]}"] += 1
                 continue
             counts["search"] += 1
             if len(hits) != (1 if limit == 10 else limit):
                 bad.append(f"{query}: {len(hits)} hits")
             for h in hits:
-                if not (("alpha" in h.snippet and h.matched_chunks == 2) or ("bravo" in h.snippet and h.matched_chunks == 3)):
+                if not (
+                    ("alpha" in h.snippet and h.matched_chunks == 2)
+                    or ("bravo" in h.snippet and h.matched_chunks == 3)
+                ):
                     bad.append(f"{query}: {h.path} {h.matched_chunks} chunks, {h.snippet[:40]!r}")
                 counts["bravo" if "bravo" in h.snippet else "alpha"] += 1
         kb.close()
@@ -686,8 +843,9 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
                         "SELECT d.path, instr(d.body, 'bravo') > 0, count(c.id),"
                         " (SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'bravo' AND rowid IN"
                         "  (SELECT id FROM chunks WHERE doc_id = d.id))"
-                        " FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id GROUP BY d.id").fetchall()
-            except Exception as e:  # noqa: BLE001
+                        " FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id GROUP BY d.id"
+                    ).fetchall()
+            except Exception as e:
                 errors[f"{type(e).__name__}: {str(e)[:120]}"] += 1
                 continue
             counts["check"] += 1
@@ -700,8 +858,12 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
         con.close()
 
     threads = [threading.Thread(target=searcher), threading.Thread(target=checker)]
-    writer = subprocess.Popen([*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for t in threads:
         t.start()
     out, err = writer.communicate(timeout=600)
@@ -710,9 +872,11 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
         t.join()
     assert writer.returncode == 0, err
     assert f"{n} updated" in out
-    report(f"readers during a full re-index of {n} notes: {counts['search']} searches ({counts['alpha']} hits showed the"
-           f" old version, {counts['bravo']} the new), {counts['check']} whole-index checks; errors {sum(errors.values())}"
-           f" {dict(errors)}; inconsistent answers {len(bad)}")
+    report(
+        f"readers during a full re-index of {n} notes: {counts['search']} searches ({counts['alpha']} hits showed the"
+        f" old version, {counts['bravo']} the new), {counts['check']} whole-index checks; errors {sum(errors.values())}"
+        f" {dict(errors)}; inconsistent answers {len(bad)}"
+    )
     assert not errors
     assert not bad, bad[:5]
     assert counts["search"] >= 20 and counts["check"] >= 2
@@ -721,18 +885,29 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
 def test_a_second_writer_is_refused_with_one_line(tmp_path):
     vault = make_vault(tmp_path / "v", 400, seed=8)
     dbp = tmp_path / "i.db"
-    first = subprocess.Popen([*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (index_state(dbp) or {}).get("documents"):  # the first one is writing
-        assert first.poll() is None and time.monotonic() < deadline, "the first writer ended too early"
+        assert first.poll() is None and time.monotonic() < deadline, (
+            "the first writer ended too early"
+        )
         time.sleep(0.02)
-    results = [kbase_cmd(dbp, *args, check=False) for args in (["index", str(vault), "--no-embed"], ["embed"])]
+    results = [
+        kbase_cmd(dbp, *args, check=False)
+        for args in (["index", str(vault), "--no-embed"], ["embed"])
+    ]
     still_running = first.poll() is None
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err
     if not still_running:
-        pytest.skip("the first writer finished before the second one could try (machine too fast for 400 notes)")
+        pytest.skip(
+            "the first writer finished before the second one could try (machine too fast for 400 notes)"
+        )
     for r in results:
         assert r.returncode == 1
         _one_error(r.stderr, "another kbase process is already writing to", str(dbp), "hint: wait")
@@ -745,8 +920,15 @@ def test_two_writers_creating_the_same_new_index_at_once(tmp_path):
     vault = make_vault(tmp_path / "v", 5, seed=9)
     for attempt in range(4):
         dbp = tmp_path / f"race{attempt}.db"
-        procs = [subprocess.Popen([*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                [*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
         outs = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
         assert any(rc == 0 for _, _, rc in outs), outs
         for _, err, rc in outs:
@@ -775,10 +957,20 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     put("nul-byte.md", b"# Title\n\nsome text\x00more text\n", "binary")
     put("random-bytes.md", rng.randbytes(20_000), "binary")
     put("random-bytes-no-nul.md", bytes(b for b in rng.randbytes(20_000) if b), "either")
-    put("invalid-utf8.md", b"# Caf\xc3\xa9\n\nbroken \xff\xfe here \xc3\x28 and \xed\xa0\x80 surrogate\n")
-    put("mixed-encodings.md", "# Mixed\n\nutf8: café\n".encode() + "latin1: café\n".encode("latin-1")
-        + "sjis: 日本語\n".encode("shift_jis"))
-    put("utf16-no-bom.md", "# UTF-16 without BOM\n\nplain words in utf sixteen\n".encode("utf-16-le"))
+    put(
+        "invalid-utf8.md",
+        b"# Caf\xc3\xa9\n\nbroken \xff\xfe here \xc3\x28 and \xed\xa0\x80 surrogate\n",
+    )
+    put(
+        "mixed-encodings.md",
+        "# Mixed\n\nutf8: café\n".encode()
+        + "latin1: café\n".encode("latin-1")
+        + "sjis: 日本語\n".encode("shift_jis"),
+    )
+    put(
+        "utf16-no-bom.md",
+        "# UTF-16 without BOM\n\nplain words in utf sixteen\n".encode("utf-16-le"),
+    )
     put("utf16be-no-bom.txt", "UTF-16 big endian without BOM, plain words\n".encode("utf-16-be"))
     put("utf32-no-bom.md", "# thirty two\n\nwords\n".encode("utf-32-le"))
     put("lone-cr.md", b"# Old mac\r\rline one\rline two\r")
@@ -787,7 +979,10 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     put("nested-lists.md", "- " * 5000 + "deep\n")
     put("nested-quotes-stair.md", "\n".join("> " * i + "q" for i in range(1, 501)))
     put("nested-lists-stair.md", "\n".join("  " * i + "- item" for i in range(1000)))
-    put("headings.md", "".join(f"{'#' * (1 + i % 6)} Heading {i}\n\ntext {i}\n\n" for i in range(10_000)))
+    put(
+        "headings.md",
+        "".join(f"{'#' * (1 + i % 6)} Heading {i}\n\ntext {i}\n\n" for i in range(10_000)),
+    )
     put("headings-only.md", "".join(f"# H{i}\n" for i in range(3_000)))  # quadratic in the chunker
     put("unclosed-fence.md", "# Code\n\n```python\nprint(1)\n" + "x = 1\n" * 2000)
     put("unclosed-tilde.md", "~~~\n" + "code\n" * 10)
@@ -796,15 +991,22 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     put("fm-not-mapping.md", "---\n- a\n- b\n---\nbody\n")
     put("fm-unclosed.md", "---\ntitle: x\nno close\n")
     put("fm-only.md", "---\ntitle: only front matter\n---\n")
-    put("fm-huge.md", "---\n" + "".join(f"key{i}: value {i}\n" for i in range(40_000)) + "---\n# After\n\nbody\n")
+    put(
+        "fm-huge.md",
+        "---\n" + "".join(f"key{i}: value {i}\n" for i in range(40_000)) + "---\n# After\n\nbody\n",
+    )
     put("fm-huge-value.md", "---\nx: " + "y" * 400_000 + "\n---\nbody\n")
     laughs = "---\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-        f"{chr(98 + k)}: &{chr(98 + k)} [{', '.join(['*' + chr(97 + k)] * 9)}]\n" for k in range(8))
+        f"{chr(98 + k)}: &{chr(98 + k)} [{', '.join(['*' + chr(97 + k)] * 9)}]\n" for k in range(8)
+    )
     put("yaml-bomb.md", laughs + "tags: *i\ntitle: *i\naliases: *i\n---\nbomb body\n")
     put("yaml-recursive.md", "---\na: &a [*a]\n---\nbody\n")
     put("yaml-deep.md", "---\na: " + "[" * 5000 + "]" * 5000 + "\n---\nbody\n")
     put("yaml-python-tag.md", "---\na: !!python/object/apply:os.system ['echo pwned']\n---\nbody\n")
-    put("yaml-bad-date.md", "---\ncreated: 2024-02-30\ndate: 99999-99-99\ntitle: 12\ntags: 5\n---\nbody\n")
+    put(
+        "yaml-bad-date.md",
+        "---\ncreated: 2024-02-30\ndate: 99999-99-99\ntitle: 12\ntags: 5\n---\nbody\n",
+    )
     put("yaml-bad-float.md", "---\nx: !!float abc\n---\nbody\n")
     put("yaml-huge-int.md", "---\nn: " + "1" * 5000 + "\n---\nbody\n")
     put("long-line-words.md", "word " * 60_000)
@@ -816,11 +1018,25 @@ def hostile_corpus(root: Path) -> dict[str, str]:
     put("math.md", "$$\n" + "x\n" * 1000)
     put("zero-width.md", "\u200b\u200d\ufeff" * 1000)
     put("bidi.md", "\u202e reversed \u202c text")
-    for name in ("name with spaces.md", "new\nline.md", "ünïcödé 日本.md", "-leading-dash.md", "--help.md",
-                 "emoji 🎉.md", "tab\tname.md", "back\\slash.md", "quote'\"name.md", "control\x01char.md",
-                 "nested/dir with space/deep.md", "NFD-café.md", "x" * 200 + ".md"):
+    for name in (
+        "name with spaces.md",
+        "new\nline.md",
+        "ünïcödé 日本.md",
+        "-leading-dash.md",
+        "--help.md",
+        "emoji 🎉.md",
+        "tab\tname.md",
+        "back\\slash.md",
+        "quote'\"name.md",
+        "control\x01char.md",
+        "nested/dir with space/deep.md",
+        "NFD-café.md",
+        "x" * 200 + ".md",
+    ):
         put(name, f"# {name!r}\n\nfilename body\n")
-    undecodable = os.fsdecode(b"bad-name-\xff.md")  # a name that is not UTF-8 (lone surrogate in Python)
+    undecodable = os.fsdecode(
+        b"bad-name-\xff.md"
+    )  # a name that is not UTF-8 (lone surrogate in Python)
     (root / undecodable).write_bytes(b"# bad name\n")
     expect[undecodable] = "not valid UTF-8"
     os.symlink(".", root / "loop")
@@ -846,18 +1062,25 @@ def hostile_corpus(root: Path) -> dict[str, str]:
 # Linux keeps a process's peak RSS across exec, so a command forked straight from this (large)
 # test process would report at least the test process's own size. A small Python process starts
 # the command instead and hands its peak back through a file.
-_MEASURE = ("import os, resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]);"
-            " open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss));"
-            " sys.exit(rc)")
+_MEASURE = (
+    "import os, resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]);"
+    " open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss));"
+    " sys.exit(rc)"
+)
 
 
 def run_measured(cmd: list[str], timeout: float = 600) -> tuple[int, str, str, int]:
     """Run ``cmd``; (exit code, stdout, stderr, peak RSS in MB of that process alone)."""
     import tempfile
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r") as peak:
-        p = subprocess.Popen([sys.executable, "-c", _MEASURE, peak.name, *cmd], stdout=out, stderr=err)
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as peak,
+    ):
+        p = subprocess.Popen(
+            [sys.executable, "-c", _MEASURE, peak.name, *cmd], stdout=out, stderr=err
+        )
         deadline = time.monotonic() + timeout
         while True:
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
@@ -872,7 +1095,12 @@ def run_measured(cmd: list[str], timeout: float = 600) -> tuple[int, str, str, i
         err.seek(0)
         maxrss = int(peak.read() or usage.ru_maxrss)
         rss_mb = maxrss // 1024 if sys.platform != "darwin" else maxrss // 2**20
-        return p.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"), rss_mb
+        return (
+            p.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            rss_mb,
+        )
 
 
 @pytest.mark.slow
@@ -886,8 +1114,12 @@ def test_hostile_files_are_indexed_or_skipped_with_a_reason(tmp_path):
     (corpus / "locked.md").chmod(0)
     dbp = tmp_path / "h.db"
     try:
-        rc, out, err, rss = run_measured([*prefix, *KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "--json"])
-        rc2, out2, err2, _ = run_measured([*prefix, *KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "-q"])
+        rc, out, err, rss = run_measured(
+            [*prefix, *KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "--json"]
+        )
+        rc2, out2, err2, _ = run_measured(
+            [*prefix, *KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "-q"]
+        )
     finally:
         (corpus / "locked.md").chmod(0o644)
     assert rc == 0, err[-3000:]
@@ -908,15 +1140,20 @@ def test_hostile_files_are_indexed_or_skipped_with_a_reason(tmp_path):
     if prefix or os.geteuid() != 0:
         assert "cannot read" in skipped.get("locked.md", ""), skipped.get("locked.md")
     encodings = dict(con.execute("SELECT path, encoding FROM documents"))
-    assert encodings["utf16-no-bom.md"] == "utf_16_le" and encodings["utf16be-no-bom.txt"] == "utf_16_be"
+    assert (
+        encodings["utf16-no-bom.md"] == "utf_16_le"
+        and encodings["utf16be-no-bom.txt"] == "utf_16_be"
+    )
     assert encodings["utf32-no-bom.md"] == "utf_32_le"
     con.close()
     assert_invariants(dbp)
     hits = kbase.open(dbp).search("filename body", mode="keyword", limit=100)
     assert {h.path for h in hits} >= {"name with spaces.md", "new\nline.md", "-leading-dash.md"}
     assert rss < 600, f"peak RSS {rss} MB"
-    report(f"hostile corpus: {len(expect)} bad files, {len(indexed)} indexed, {len(skipped)} skipped with a reason,"
-           f" {len(result['warnings'])} warnings; peak RSS {rss} MB")
+    report(
+        f"hostile corpus: {len(expect)} bad files, {len(indexed)} indexed, {len(skipped)} skipped with a reason,"
+        f" {len(result['warnings'])} warnings; peak RSS {rss} MB"
+    )
 
 
 @pytest.mark.slow
@@ -930,12 +1167,28 @@ def test_a_50_mb_single_line_is_skipped_by_default_and_handled_with_a_higher_cap
             f.write(chunk)
     write(corpus, {"small.md": "# Small\n\nstill indexed\n"})
     dbp = tmp_path / "b.db"
-    rc, out, err, rss_default = run_measured([*KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "--json"])
+    rc, out, err, rss_default = run_measured(
+        [*KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "--json"]
+    )
     assert rc == 0, err[-2000:]
     r = json.loads(out)
-    assert r["new"] == 1 and [(Path(p).name, "size cap" in why) for p, why in r["skipped"]] == [("one-line.md", True)]
+    assert r["new"] == 1 and [(Path(p).name, "size cap" in why) for p, why in r["skipped"]] == [
+        ("one-line.md", True)
+    ]
     rc, out, err, rss_60m = run_measured(
-        [*KBASE, "--db", str(dbp), "index", str(corpus), "--no-embed", "--json", "--max-size", "60M"], timeout=900)
+        [
+            *KBASE,
+            "--db",
+            str(dbp),
+            "index",
+            str(corpus),
+            "--no-embed",
+            "--json",
+            "--max-size",
+            "60M",
+        ],
+        timeout=900,
+    )
     assert rc == 0, err[-2000:]
     r = json.loads(out)
     con = db.connect(dbp, readonly=True)
@@ -944,17 +1197,27 @@ def test_a_50_mb_single_line_is_skipped_by_default_and_handled_with_a_higher_cap
     assert indexed or (reasons and reasons[0]), r
     assert rss_60m < 1024, f"peak RSS {rss_60m} MB for a {big.stat().st_size // 2**20} MB file"
     assert_invariants(dbp)
-    report(f"50 MB single line: default cap -> skipped (peak RSS {rss_default} MB); --max-size 60M -> "
-           + ("indexed" if indexed else f"skipped: {reasons[0]}") + f" (peak RSS {rss_60m} MB)")
+    report(
+        f"50 MB single line: default cap -> skipped (peak RSS {rss_default} MB); --max-size 60M -> "
+        + ("indexed" if indexed else f"skipped: {reasons[0]}")
+        + f" (peak RSS {rss_60m} MB)"
+    )
 
 
 def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
     """Deleted, grown past the cap, turned binary or into a FIFO after the listing; and changed
     right after being read: each is skipped with a reason or caught up by the next run."""
-    vault = write(tmp_path / "v", {
-        "gone.md": "# Gone\n", "grows.md": "# Grows\n", "binary.md": "# Text for now\n", "fifo.md": "# Fifo\n",
-        "racy.md": "# Racy\n\nfirst version\n", "stays.md": "# Stays\n",
-    })
+    vault = write(
+        tmp_path / "v",
+        {
+            "gone.md": "# Gone\n",
+            "grows.md": "# Grows\n",
+            "binary.md": "# Text for now\n",
+            "fifo.md": "# Fifo\n",
+            "racy.md": "# Racy\n\nfirst version\n",
+            "stays.md": "# Stays\n",
+        },
+    )
     real_walk = ingest.walk
 
     def walk(*a, **k):  # acts on each file right after it is listed, before it is read
@@ -1027,12 +1290,44 @@ def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=80)
 QUERY_TEXT = st.one_of(
     ANY_TEXT,
-    st.lists(st.sampled_from(['"', "*", "-", "OR", "AND", "NOT", "NEAR(", ")", "(", "^", ":", "c++", "e.g.", "tomato",
-                              "garden", "sqlite", "'", "\\", "\x00", "🎉", "ß", "İ", "﷽", "\u0301", "a" * 300]),
-             max_size=8).map(" ".join),
+    st.lists(
+        st.sampled_from(
+            [
+                '"',
+                "*",
+                "-",
+                "OR",
+                "AND",
+                "NOT",
+                "NEAR(",
+                ")",
+                "(",
+                "^",
+                ":",
+                "c++",
+                "e.g.",
+                "tomato",
+                "garden",
+                "sqlite",
+                "'",
+                "\\",
+                "\x00",
+                "🎉",
+                "ß",
+                "İ",
+                "﷽",
+                "\u0301",
+                "a" * 300,
+            ]
+        ),
+        max_size=8,
+    ).map(" ".join),
 )
-PROPERTY = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-                derandomize=True)
+PROPERTY = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -1041,14 +1336,17 @@ def query_index(tmp_path_factory):
     from kbase.embedder import default_embedder
 
     tmp = tmp_path_factory.mktemp("queries")
-    vault = write(tmp / "vault", {
-        "Garden.md": "---\ntags: [garden, home/outside]\ndate: 2024-05-01\n---\n# Garden\n\nTomatoes need sun.\n\n"
-                     "## Beds\n\nRaised beds drain well. [[SQLite]]\n",
-        "SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at once. #db/sqlite\n\n"
-                     "```sql\nPRAGMA journal_mode = WAL;\n```\n",
-        "notes.txt": "Plain text about checkpoints, C++ and e.g. abbreviations. ß İ 🎉\n",
-        "Unicode.md": "# Ünïcödé\n\nCafé naïve 日本語 текст ﷽\n",
-    })
+    vault = write(
+        tmp / "vault",
+        {
+            "Garden.md": "---\ntags: [garden, home/outside]\ndate: 2024-05-01\n---\n# Garden\n\nTomatoes need sun.\n\n"
+            "## Beds\n\nRaised beds drain well. [[SQLite]]\n",
+            "SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at once. #db/sqlite\n\n"
+            "```sql\nPRAGMA journal_mode = WAL;\n```\n",
+            "notes.txt": "Plain text about checkpoints, C++ and e.g. abbreviations. ß İ 🎉\n",
+            "Unicode.md": "# Ünïcödé\n\nCafé naïve 日本語 текст ﷽\n",
+        },
+    )
     dbp = tmp / "q.db"
     kb = kbase.KB(dbp, embedder=default_embedder())
     kb.index([vault])
@@ -1068,14 +1366,21 @@ def test_any_text_is_a_keyword_query(query_index, q):
         assert h.path and h.line >= 1
 
 
-@given(q=QUERY_TEXT, path=st.one_of(st.none(), ANY_TEXT), tags=st.lists(ANY_TEXT, max_size=2),
-       since=st.one_of(st.none(), ANY_TEXT, st.dates().map(str)), limit=st.integers(-3, 50))
+@given(
+    q=QUERY_TEXT,
+    path=st.one_of(st.none(), ANY_TEXT),
+    tags=st.lists(ANY_TEXT, max_size=2),
+    since=st.one_of(st.none(), ANY_TEXT, st.dates().map(str)),
+    limit=st.integers(-3, 50),
+)
 @settings(**PROPERTY, max_examples=500)
 def test_any_filters_are_fine_or_an_input_error(query_index, q, path, tags, since, limit):
     _, kb = query_index
     try:
         kb.search(q, mode="keyword", limit=limit, path=path, tags=tags, since=since)
-    except KbaseError as e:  # only an unreadable --since or a query without words is a user error here
+    except (
+        KbaseError
+    ) as e:  # only an unreadable --since or a query without words is a user error here
         assert (since is not None and "is not a date" in e.message) or parse_query(q).empty
 
 
@@ -1091,17 +1396,48 @@ def test_any_text_is_a_semantic_and_hybrid_query(query_index, q, mode):
     assert all(h.path for h in hits)
 
 
-@given(words=st.lists(ANY_TEXT, min_size=1, max_size=4), dashdash=st.booleans(),
-       extra=st.lists(st.sampled_from([["-m", "keyword"], ["-m", "semantic"], ["-m", "hybrid"], ["--json"], ["--csv"],
-                                       ["--jsonl"], ["-n", "3"], ["--tag", "garden"], ["--path", "*.md"],
-                                       ["--since", "2w"], ["--until", "2024-01-01"], ["--explain"]]), max_size=3))
+@given(
+    words=st.lists(ANY_TEXT, min_size=1, max_size=4),
+    dashdash=st.booleans(),
+    extra=st.lists(
+        st.sampled_from(
+            [
+                ["-m", "keyword"],
+                ["-m", "semantic"],
+                ["-m", "hybrid"],
+                ["--json"],
+                ["--csv"],
+                ["--jsonl"],
+                ["-n", "3"],
+                ["--tag", "garden"],
+                ["--path", "*.md"],
+                ["--since", "2w"],
+                ["--until", "2024-01-01"],
+                ["--explain"],
+            ]
+        ),
+        max_size=3,
+    ),
+)
 @settings(**PROPERTY, max_examples=300)
-def test_any_argv_to_kbase_search_is_an_answer_or_one_error_line(query_index, words, dashdash, extra):
+def test_any_argv_to_kbase_search_is_an_answer_or_one_error_line(
+    query_index, words, dashdash, extra
+):
     dbp, _ = query_index
-    args = ["--db", str(dbp), "search", *[a for pair in extra for a in pair], *(["--"] if dashdash else []), *words]
+    args = [
+        "--db",
+        str(dbp),
+        "search",
+        *[a for pair in extra for a in pair],
+        *(["--"] if dashdash else []),
+        *words,
+    ]
     r = CliRunner().invoke(cli, args)
     assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
-    assert r.exit_code in (0, 1, 2), (args, r.output)  # 2: click's usage error (e.g. an unknown -option)
+    assert r.exit_code in (0, 1, 2), (
+        args,
+        r.output,
+    )  # 2: click's usage error (e.g. an unknown -option)
     if r.exit_code == 1:
         assert r.stderr.startswith("Error: "), (args, r.stderr)
     if r.exit_code == 0 and ("--json" in args) and not dashdash:
@@ -1112,7 +1448,10 @@ def test_any_argv_to_kbase_search_is_an_answer_or_one_error_line(query_index, wo
 def test_a_file_changed_after_indexing_gives_a_stale_hit(tmp_path, vault):
     dbp = tmp_path / "s.db"
     runner = CliRunner()
-    assert runner.invoke(cli, ["--db", str(dbp), "index", str(vault), "--no-embed", "-q"]).exit_code == 0
+    assert (
+        runner.invoke(cli, ["--db", str(dbp), "index", str(vault), "--no-embed", "-q"]).exit_code
+        == 0
+    )
     garden = vault / "Garden.md"
     garden.write_text(garden.read_text() + "\nA line added after indexing.\n")
     bump_mtime(garden)
@@ -1120,7 +1459,11 @@ def test_a_file_changed_after_indexing_gives_a_stale_hit(tmp_path, vault):
     hits = {h["path"]: h for h in json.loads(r.stdout)}
     assert hits["Garden.md"]["stale"] is True and hits["tech/notes.txt"]["stale"] is False
     r = runner.invoke(cli, ["--db", str(dbp), "search", "tomatoes"])
-    lines = {line.split(". ", 1)[1].split("  ")[0]: line for line in r.stdout.splitlines() if line[:1].isdigit()}
+    lines = {
+        line.split(". ", 1)[1].split("  ")[0]: line
+        for line in r.stdout.splitlines()
+        if line[:1].isdigit()
+    }
     assert "[changed on disk]" in lines["Garden"] and "[changed on disk]" not in lines["notes"]
     (vault / "tech" / "notes.txt").unlink()  # a vanished file is stale too
     r = runner.invoke(cli, ["--db", str(dbp), "search", "tomatoes", "--json"])
