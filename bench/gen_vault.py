@@ -17,21 +17,21 @@ import json
 import random
 from pathlib import Path
 
-HEAD = """the of and to a in is that for it as was with be by on not he this are or his from at which
-but have an they you were her she there been one all we their has would when if so no will can more
-other its into only some could them than then may these also about time any most use first new like
-between over such very where just through each must before should those how after both well even
-because same still while much own under however here again without during data system note notes
-index search query file files work project design model process value table result results page
-link links idea ideas read write change version user users method code server memory question
-source text number list example problem order point set level form case group part test tests
-review plan team meeting draft summary topic research paper book article chapter theory language
-network function class object type state event message error build release feature issue history
-structure pattern schema store cache storage key record field column row database engine layer
-service client request response api graph node edge tree path folder document library tool tools
-workflow habit daily weekly journal goal task tasks priority status decision context reference
-concept principle argument evidence observation experiment measure metric benchmark latency
-throughput budget cost risk""".split()
+HEAD = """the of and to a in is that for it as was with be by on not he this are or his from at
+which but have an they you were her she there been one all we their has would when if so no will can
+more other its into only some could them than then may these also about time any most use first new
+like between over such very where just through each must before should those how after both well
+even because same still while much own under however here again without during data system note
+notes index search query file files work project design model process value table result results
+page link links idea ideas read write change version user users method code server memory question
+source text number list example problem order point set level form case group part test tests review
+plan team meeting draft summary topic research paper book article chapter theory language network
+function class object type state event message error build release feature issue history structure
+pattern schema store cache storage key record field column row database engine layer service client
+request response api graph node edge tree path folder document library tool tools workflow habit
+daily weekly journal goal task tasks priority status decision context reference concept principle
+argument evidence observation experiment measure metric benchmark latency throughput budget cost
+risk""".split()
 
 SYLLABLES = [
     c + v for c in "bcdfghklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou", "ee")

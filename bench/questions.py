@@ -444,12 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         print_questions(results, args.verbose)
     if names:
         print(
-            "\nNote names (query = file name without extension; first = a note of that name ranks 1)"
+            "\nNote names (query = file name without extension;"
+            " first = a note of that name ranks 1)"
         )
         print_names(names, args.verbose)
     if args.snippets:
         print(
-            f"\nSnippets showing Markdown markup (top {TOP} hits of every question; bench/markup.py)"
+            f"\nSnippets showing Markdown markup (top {TOP} hits of every question;"
+            " bench/markup.py)"
         )
         print_snippets(report["snippets"], args.verbose)
     return 0

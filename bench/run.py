@@ -3,7 +3,8 @@
     python bench/run.py                  # synthetic 10,000-note vault + ../shared/data/vaults/*
     python bench/run.py --notes 2000     # smaller synthetic vault (0 = none)
     python bench/run.py --peer qmd       # also time qmd (install it with bench/install_qmd.sh)
-    python bench/run.py --profile        # also cProfile the in-process index (bench/out/profile-*.txt)
+    python bench/run.py --profile        # also cProfile the in-process index
+                                         # (bench/out/profile-*.txt)
     python bench/run.py --rev HEAD       # kbase as committed at a revision, not the working tree
     python bench/run.py --ingest 5 --peer qmd --base main   # fresh index only: A/B/C alternated
 
@@ -131,7 +132,8 @@ def middle_note(vault: Path) -> Path:
 # queries ---------------------------------------------------------------------------------------
 def make_queries(vault: Path, n: int, seed: int) -> list[tuple[str, str]]:
     """``n`` (kind, query) pairs drawn from the vault's own words: 1-3 words, phrases, prefixes,
-    exclusions. Words skip the 10 most frequent (the, of, ...) but follow the vault's frequencies."""
+    exclusions. Words skip the 10 most frequent (the, of, ...) but follow the vault's
+    frequencies."""
     rng = random.Random(seed)
     files = sorted(p for p in vault.rglob("*") if p.suffix.lower() in (".md", ".markdown", ".txt"))
     words, bigrams = Counter(), Counter()
@@ -289,7 +291,8 @@ def inproc_index(vault: Path, db: Path) -> dict:
 
 
 def reindex_one_changed(vault: Path, cmds: list[list[str]], env: dict | None = None) -> float:
-    """Median time of ``cmds`` each run after changing one note (restored afterwards, and re-synced)."""
+    """Median time of ``cmds`` each run after changing one note (restored afterwards, and
+    re-synced)."""
     edit, times = Edit(middle_note(vault)), []
     try:
         for cmd in cmds:
@@ -308,7 +311,8 @@ def find_qmd(qmd_dir: Path) -> list[str] | None:
 
 
 def qmd_env(qmd: list[str], home: str, work: Path) -> dict:
-    """A private HOME keeps qmd's index and config out of yours; bun's transpiler cache is shared."""
+    """A private HOME keeps qmd's index and config out of yours; bun's transpiler cache is
+    shared."""
     return {
         **os.environ,
         "HOME": home,
@@ -418,14 +422,16 @@ def ingest_table(name: str, vault: Path, res: dict) -> str:
     lines = [
         f"### {name}: {notes:,} files",
         "",
-        "| side | fresh index s (median) | CPU s (median) | CPU ms per note | db MB | wall / qmd | db / qmd |",
+        "| side | fresh index s (median) | CPU s (median) | CPU ms per note |"
+        " db MB | wall / qmd | db / qmd |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for side, r in res.items():
         vs = f"{r['fresh_s'] / ref['fresh_s']:.2f}" if ref else "–"
         db = f"{r['db_bytes'] / ref['db_bytes']:.2f}" if ref and ref["db_bytes"] else "–"
         lines.append(
-            f"| {side} | {r['fresh_s']:.3f} | {r['fresh_cpu_s']:.3f} | {r['fresh_cpu_s'] / notes * 1000:.3f}"
+            f"| {side} | {r['fresh_s']:.3f} | {r['fresh_cpu_s']:.3f}"
+            f" | {r['fresh_cpu_s'] / notes * 1000:.3f}"
             f" | {r['db_bytes'] / 1e6:.2f} | {vs} | {db} |"
         )
     loads = [x for r in res.values() for x in r["load"]]
@@ -536,7 +542,8 @@ def verdict(key: str, v: float) -> str:
 
 def table(name: str, r: dict, peer: dict | None) -> str:
     lines = [
-        f"### {name}: {r['notes']:,} notes, {r['text_bytes'] / 1e6:.1f} MB of text, {r['chunks']:,} chunks",
+        f"### {name}: {r['notes']:,} notes, {r['text_bytes'] / 1e6:.1f} MB of text,"
+        f" {r['chunks']:,} chunks",
         "",
     ]
     lines += ["| metric | kbase | target | result |", "|---|---:|---:|---|"]
@@ -593,7 +600,8 @@ def table(name: str, r: dict, peer: dict | None) -> str:
             scale = 1e6 if key == "db_bytes" else 1
             ratio = f"{k / q:.2f}" if k and q else "–"
             lines.append(
-                f"| {label} | {fmt(k / scale if k else k)} | {fmt(q / scale if q else q)} | {ratio} |"
+                f"| {label} | {fmt(k / scale if k else k)}"
+                f" | {fmt(q / scale if q else q)} | {ratio} |"
             )
     return "\n".join(lines)
 
@@ -750,7 +758,8 @@ def main() -> None:
         p.write_text(json.dumps(results, indent=2))
     m = results["machine"]
     print(
-        f"kbase benchmarks: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}, SQLite {m['sqlite']}; "
+        f"kbase benchmarks: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']},"
+        f" SQLite {m['sqlite']}; "
         f"kbase {results['kbase']}"
         + (f", base {results['base']}" if "base" in results else "")
         + f"; {results['seconds']} s; JSON in {OUT.relative_to(REPO)}/results-{stamp}.json"

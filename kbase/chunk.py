@@ -452,7 +452,8 @@ class _Chunker:
                     self.append(ov)
 
     def overlap(self, start: int, end: int, kind: str) -> _Unit | None:
-        """The tail of ``text[start:end]`` (whole sentences, else words) within the overlap budget."""
+        """The tail of ``text[start:end]`` (whole sentences, else words) within the overlap
+        budget."""
         room = self.s.overlap_tokens
         if room <= 0:
             return None

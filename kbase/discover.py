@@ -151,7 +151,8 @@ def _walk_dir(
             except OSError:
                 is_dir = False
             if not _utf8(name):
-                # The index stores paths as UTF-8 text; undecodable bytes in a name cannot be stored.
+                # The index stores paths as UTF-8 text; undecodable bytes in a name cannot be
+                # stored.
                 if is_dir or name.lower().endswith(exts):
                     what = "folder" if is_dir else "file"
                     yield Skipped(
@@ -210,7 +211,8 @@ def _file(
     elif st.st_size > max_size:
         yield Skipped(
             abspath,
-            f"larger than the size cap ({st.st_size:,} > {max_size:,} bytes; raise it with --max-size)",
+            f"larger than the size cap ({st.st_size:,} > {max_size:,} bytes;"
+            " raise it with --max-size)",
         )
     else:
         yield Candidate(rel, abspath, st.st_size, st.st_mtime_ns)

@@ -105,7 +105,8 @@ def index(
     settings: ChunkSettings | None = None,
     progress: Progress | None = None,
 ) -> IndexReport:
-    """Bring the index up to date with ``paths`` (folders or files). With no paths, every known root.
+    """Bring the index up to date with ``paths`` (folders or files). With no paths, every known
+    root.
 
     A KeyboardInterrupt leaves a consistent index (each document is written whole or not at all);
     the report says so, counts what was committed, and the next run completes the work.
@@ -265,7 +266,7 @@ def _index_scope(
     seen = {c.relpath for c in found}
     vanished = {path: known[path] for path in known.keys() - seen}
     by_hash = {}
-    for path, (doc_id, _, _, h) in vanished.items():
+    for path, (_doc_id, _, _, h) in vanished.items():
         by_hash.setdefault(h, []).append(path)
 
     total = len(todo)
@@ -484,7 +485,8 @@ ORPHAN_CHECK_SECONDS = 0.5
 
 
 def _read(c: Candidate, max_size: int):
-    """(stat, sha256, bytes), or (stat, None, None) if the file vanished, or a reason it cannot be read."""
+    """(stat, sha256, bytes), or (stat, None, None) if the file vanished, or a reason it cannot be
+    read."""
     try:
         # Non-blocking: a file swapped for a FIFO since the listing must not hang the run.
         with open(c.abspath, "rb", opener=_nonblocking) as f:
@@ -514,8 +516,8 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
     if longest > MAX_LINE_CHARS:
         # The chunker cuts such a line word by word, at some 40 bytes of memory per character.
         return (
-            f"a line of {longest:,} characters: not a note (minified or generated data?); kbase indexes"
-            f" lines up to {MAX_LINE_CHARS:,}"
+            f"a line of {longest:,} characters: not a note (minified or generated data?);"
+            f" kbase indexes lines up to {MAX_LINE_CHARS:,}"
         )
     try:
         doc = _parse(decoded, name)

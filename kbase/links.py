@@ -105,8 +105,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)[ \t>]*(?:\r\n|\r|\n)")
 # A block id: '^id' at the end of a line, alone, after whitespace, or right after a wikilink or
 # embed's ']]'. Obsidian's help asks for a space before the caret (in 'x^2' the caret belongs to
-# the word), but its own help vault writes '![[version-history-collaboration.png]]^version-history-image'
-# and embeds that block from another note: after ']]' no word can run on into the id.
+# the word), but its own help vault writes
+# '![[version-history-collaboration.png]]^version-history-image' and embeds that block from
+# another note: after ']]' no word can run on into the id.
 _BLOCK_ID = re.compile(
     r"(?:(?<=[ \t])|(?<=^)|(?<=\]\]))\^([A-Za-z0-9-]+)[ \t]*(?=\r\n|\r|\n|\Z)", re.M
 )
@@ -286,7 +287,7 @@ def _minus_nested_code(text: str, start: int, end: int) -> list[tuple[int, int]]
 
 @lru_cache(maxsize=64)
 def _closing_ticks(n: int) -> re.Pattern[str]:
-    return re.compile(r"(?<!`)`{%d}(?!`)" % n)
+    return re.compile(rf"(?<!`)`{{{n}}}(?!`)")
 
 
 def _escaped(text: str, i: int) -> bool:

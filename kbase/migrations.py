@@ -17,16 +17,20 @@ _SCHEMA_5 = {
     "chunks": """
 CREATE TABLE chunks (
     id           INTEGER PRIMARY KEY,       -- row id
-    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
+    -- the document (documents.id)
+    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     seq          INTEGER NOT NULL,      -- 0-based position of the chunk in its document
     start_char   INTEGER NOT NULL,      -- offset of the first character in documents.body
     end_char     INTEGER NOT NULL,      -- offset after the last character (exclusive)
     line         INTEGER NOT NULL,      -- 1-based line number of start_char
     end_line     INTEGER NOT NULL,      -- 1-based line number of the chunk's last character
-    heading_path TEXT NOT NULL DEFAULT '', -- enclosing headings joined by ' > ', e.g. 'Guide > Install'
-    kind         TEXT NOT NULL DEFAULT 'prose', -- prose, code, table, list, quote, config, cli, mixed
+    -- enclosing headings joined by ' > ', e.g. 'Guide > Install'
+    heading_path TEXT NOT NULL DEFAULT '',
+    -- prose, code, table, list, quote, config, cli, mixed
+    kind         TEXT NOT NULL DEFAULT 'prose',
     tokens       INTEGER NOT NULL,      -- size in the embedding model's tokens (see meta 'chunker')
-    flags        INTEGER NOT NULL DEFAULT 0, -- bit 1: oversized (a protected block above the budget)
+    -- bit 1: oversized (a protected block above the budget)
+    flags        INTEGER NOT NULL DEFAULT 0,
     embed_hash   BLOB NOT NULL,         -- first 8 bytes of the sha256 of the text the embedder sees
     embedded     INTEGER NOT NULL DEFAULT 0, -- 1 once chunks_vec holds this chunk's vector
     UNIQUE (doc_id, seq)
@@ -45,7 +49,8 @@ BEFORE UPDATE OF id, doc_id, start_char, end_char, heading_path ON chunks BEGIN
 END""",
     "unresolved_links": """
 CREATE VIEW unresolved_links AS
-SELECT l.id, l.source_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
+SELECT l.id, l.source_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor,
+       l.alias
 FROM links AS l JOIN documents AS s ON s.id = l.source_id
 WHERE l.target_id IS NULL AND l.target_path IS NULL""",
     "broken_anchors": """
@@ -74,7 +79,8 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 }
 # chunks_vec's trigger as version 5 made it (kbase.embed creates chunks_vec).
 _VECTOR_TRIGGER_5 = (
-    "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
+    "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks"
+    " WHEN old.embedded BEGIN"
     " DELETE FROM chunks_vec WHERE rowid = old.id; END"
 )
 
@@ -99,10 +105,10 @@ def _schema_5(con: apsw.Connection) -> None:
         con.execute("PRAGMA legacy_alter_table = OFF")
     con.execute(_SCHEMA_5["chunks"])
     con.execute(
-        "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
-        " flags, embed_hash, embedded)"
-        " SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens, flags,"
-        " unhex(substr(embed_hash, 1, 16)), embedded FROM chunks_v4"
+        "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path,"
+        " kind, tokens, flags, embed_hash, embedded)"
+        " SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
+        " flags, unhex(substr(embed_hash, 1, 16)), embedded FROM chunks_v4"
     )
     con.execute("DROP TABLE chunks_v4")  # with its indexes and triggers
     for name in ("chunks_embed_hash", "chunks_before_delete", "chunks_before_update"):
@@ -130,7 +136,8 @@ SELECT c.id AS id,
            FROM (SELECT CASE WHEN instr(base, '.') > 1
                              THEN substr(base, 1, length(rtrim(base, replace(base, '.', ''))) - 1)
                              ELSE base END AS stem
-                 FROM (SELECT substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1) AS base)))
+                 FROM (SELECT substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1)
+                              AS base)))
        || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
                     WHERE a.doc_id = d.id), '') AS title,
        CASE WHEN c.heading_path = d.title THEN ''
@@ -189,12 +196,14 @@ def _schema_7(con: apsw.Connection) -> None:
 
     rows = con.execute(
         "SELECT d.id, CASE WHEN d.path = '' THEN r.path ELSE d.path END, d.body FROM documents AS d"
-        " JOIN roots AS r ON r.id = d.root_id WHERE d.frontmatter IS NULL AND substr(d.body, 1, 3) = '---'"
+        " JOIN roots AS r ON r.id = d.root_id"
+        " WHERE d.frontmatter IS NULL AND substr(d.body, 1, 3) = '---'"
     ).fetchall()
     for doc_id, name, body in rows:
         starts = line_starts(body)
         con.executemany(
-            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
+            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail)"
+            " VALUES (?,?,?,?,?,?)",
             [
                 (doc_id, d.kind, d.start, d.end, line_of(starts, d.start), d.detail)
                 for d in frontmatter_diagnostics(parse(body, name))
@@ -208,7 +217,8 @@ def _schema_8(con: apsw.Connection) -> None:
     from kbase import cjk
 
     con.execute(
-        "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '', contentless_delete = 1,"
+        "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '',"
+        " contentless_delete = 1,"
         " tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*''')"
     )
     con.execute(

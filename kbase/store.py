@@ -104,7 +104,8 @@ def write_document(
         if doc_id is None:
             con.execute(
                 "INSERT INTO documents (kind, title, size, mtime_ns, hash, encoding, frontmatter,"
-                " body_start, date, indexed_at, body, root_id, path) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " body_start, date, indexed_at, body, root_id, path)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values + (root_id, path),
             )
             doc_id = con.last_insert_rowid()
@@ -135,8 +136,8 @@ def write_document(
         (first,) = con.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()
         ids = range(first, first + len(chunks))
         con.executemany(
-            "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind, tokens,"
-            " flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line,"
+            " heading_path, kind, tokens, flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     cid,
@@ -176,8 +177,8 @@ def write_document(
         line = _line_finder(text) if diagnostics or links else None
         # Links start unresolved; resolve_links() settles them once the whole root is known.
         con.executemany(
-            "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor, alias)"
-            " VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor,"
+            " alias) VALUES (?,?,?,?,?,?,?,?,?)",
             [
                 (
                     doc_id,
@@ -194,15 +195,18 @@ def write_document(
             ],
         )
         con.executemany(
-            "INSERT OR IGNORE INTO block_ids (doc_id, block_id, start_char, end_char) VALUES (?,?,?,?)",
+            "INSERT OR IGNORE INTO block_ids (doc_id, block_id, start_char, end_char)"
+            " VALUES (?,?,?,?)",
             [(doc_id, bid, a, b) for bid, a, b in block_ids],
         )
         con.executemany(
-            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail) VALUES (?,?,?,?,?,?)",
+            "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail)"
+            " VALUES (?,?,?,?,?,?)",
             [(doc_id, d.kind, d.start, d.end, line(d.start), d.detail) for d in diagnostics],
         )
         con.executemany(
-            "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line) VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line)"
+            " VALUES (?,?,?,?,?,?,?)",
             [
                 (doc_id, i, h.level, h.text, h.start, h.end, h.line)
                 for i, h in enumerate(doc.headings)
@@ -227,7 +231,8 @@ def _line_finder(text: str) -> Callable[[int], int]:
 
 
 def touch_document(con: apsw.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
-    """The file's content is unchanged (same hash): remember its new stat so it costs a stat next time."""
+    """The file's content is unchanged (same hash): remember its new stat so it costs a stat next
+    time."""
     with con:
         con.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, doc_id))
 
@@ -276,7 +281,8 @@ def absorb_roots(
         for root_id, path in inner:
             prefix = path[len(outer) + 1 :]
             con.execute(
-                "UPDATE documents SET root_id = ?, path = ? || CASE WHEN path = '' THEN '' ELSE '/' || path END"
+                "UPDATE documents SET root_id = ?,"
+                " path = ? || CASE WHEN path = '' THEN '' ELSE '/' || path END"
                 " WHERE root_id = ?",
                 (outer_id, prefix, root_id),
             )
@@ -328,7 +334,8 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
     ]
     aliases: dict[str, list[str]] = {}
     for path, alias in con.execute(
-        "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id WHERE d.root_id = ?",
+        "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id"
+        " WHERE d.root_id = ?",
         (root_id,),
     ):
         aliases.setdefault(path, []).append(alias)
@@ -359,7 +366,8 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
                 headings[tid] = [
                     Heading(lv, tx, a, b, ln)
                     for lv, tx, a, b, ln in con.execute(
-                        "SELECT level, text, start_char, end_char, line FROM headings WHERE doc_id = ? ORDER BY seq",
+                        "SELECT level, text, start_char, end_char, line FROM headings"
+                        " WHERE doc_id = ? ORDER BY seq",
                         (tid,),
                     )
                 ]
