@@ -49,12 +49,15 @@ def vault(tmp_path) -> Path:
     return write(
         tmp_path / "vault",
         {
-            "Welcome.md": "---\ntitle: Welcome home\ntags: [start, meta]\ndate: 2024-05-01\n---\n# Welcome\n\n"
-            "Start with the [[Garden]] note. #inbox\n",
-            "Garden.md": "# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nRaised beds drain well.\n",
-            "tech/SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at once.\n\n"
+            "Welcome.md": "---\ntitle: Welcome home\ntags: [start, meta]\ndate: 2024-05-01\n---\n"
+            "# Welcome\n\nStart with the [[Garden]] note. #inbox\n",
+            "Garden.md": "# Garden\n\nTomatoes need sun and water.\n\n"
+            "## Beds\n\nRaised beds drain well.\n",
+            "tech/SQLite.md": "# SQLite\n\n"
+            "Write-ahead logging lets readers and writers work at once.\n\n"
             "```sql\nPRAGMA journal_mode = WAL;\n```\n\n#db/sqlite\n",
-            "tech/notes.txt": "Plain text note about checkpoints.\n\nSecond paragraph mentions tomatoes.\n",
+            "tech/notes.txt": "Plain text note about checkpoints.\n\n"
+            "Second paragraph mentions tomatoes.\n",
         },
     )
 

@@ -90,11 +90,11 @@ fence = st.tuples(
 ).map(
     lambda t: (
         f"{t[0]}{t[1]}\n"
-        + "\n".join(l for l in t[2] if not l.startswith(t[0][:3]) or len(t[0]) > 3)
+        + "\n".join(ln for ln in t[2] if not ln.startswith(t[0][:3]) or len(t[0]) > 3)
         + f"\n{t[0]}"
     )
 )
-indented = code_body.map(lambda ls: "\n".join("    " + (l or "y") for l in ls) or "    z")
+indented = code_body.map(lambda ls: "\n".join("    " + (ln or "y") for ln in ls) or "    z")
 table = st.integers(1, 25).map(
     lambda n: "| a | b |\n|---|---|\n" + "\n".join(f"| r{i} | value {i} |" for i in range(n))
 )
@@ -243,7 +243,10 @@ def test_plain_text_protected_blocks_stay_whole(block, kind):
 
 
 def test_callout_kept_whole_when_it_fits():
-    text = "# C\n\n> [!warning] Careful\n> Line one of the callout.\n> Line two of the callout.\n\nAfter it.\n"
+    text = (
+        "# C\n\n> [!warning] Careful\n> Line one of the callout.\n> Line two of the callout.\n\n"
+        "After it.\n"
+    )
     doc, r = chunks_of(text, max_tokens=20, min_tokens=0)
     assert any(
         doc.text[c.start : c.end].endswith("Line two of the callout.")

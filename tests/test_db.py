@@ -130,23 +130,26 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     con.execute(f"PRAGMA application_id = {db.APPLICATION_ID}; PRAGMA user_version = 1")
     con.execute("INSERT INTO roots (id, path, added_at) VALUES (1, '/notes', 'now')")
     con.execute(
-        "INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
-        " body) VALUES (1, 1, 'a.md', 'markdown', 'Alpha', 11, 0, 'h', 'utf_8', 'now', 'hello world')"
+        "INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding,"
+        " indexed_at, body)"
+        " VALUES (1, 1, 'a.md', 'markdown', 'Alpha', 11, 0, 'h', 'utf_8', 'now', 'hello world')"
     )
     # Indexed before front matter warnings were kept: the migration finds them in the stored text.
     con.execute(
-        "INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding, indexed_at,"
-        " body) VALUES (2, 1, 'b.md', 'markdown', 'b', 9, 0, 'h2', 'utf_8', 'now', ?),"
+        "INSERT INTO documents (id, root_id, path, kind, title, size, mtime_ns, hash, encoding,"
+        " indexed_at, body) VALUES (2, 1, 'b.md', 'markdown', 'b', 9, 0, 'h2', 'utf_8', 'now', ?),"
         " (3, 1, 'c.md', 'markdown', 'c', 9, 0, 'h3', 'utf_8', 'now', ?)",
         ("---\nx: [1\ny: 2\n---\nbody\n", "---\n- a list\n---\nbody\n"),
     )
     con.execute(
-        "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, tokens, hash, embed_hash,"
-        " embedded) VALUES (7, 1, 0, 0, 11, 1, 1, 2, 'x', '00112233445566778899aabbccddeeff', 1)"
+        "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line, tokens, hash,"
+        " embed_hash, embedded)"
+        " VALUES (7, 1, 0, 0, 11, 1, 1, 2, 'x', '00112233445566778899aabbccddeeff', 1)"
     )
     con.execute(
         "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, target_id,"
-        " target_path) VALUES (1, 0, 5, 1, 'wiki', 0, 'a', 1, 'a.md'), (1, 5, 9, 1, 'wiki', 1, 'p', NULL, 'p.png')"
+        " target_path) VALUES (1, 0, 5, 1, 'wiki', 0, 'a', 1, 'a.md'),"
+        " (1, 5, 9, 1, 'wiki', 1, 'p', NULL, 'p.png')"
     )
     vectors = (
         "CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[4] distance_metric=cosine)"
@@ -166,7 +169,8 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
     new.execute(VECTOR_TRIGGER)
     assert migrated.execute("PRAGMA user_version").get == SCHEMA_VERSION
     assert _shape(migrated) == _shape(new)
-    # The rows survive: the chunk keeps its id, its hash is the same 8 bytes, the keyword index finds it.
+    # The rows survive: the chunk keeps its id, its hash is the same 8 bytes, the keyword index
+    # finds it.
     assert migrated.execute("SELECT id, embed_hash, embedded FROM chunks").fetchall() == [
         (7, bytes.fromhex("0011223344556677"), 1)
     ]
@@ -185,7 +189,8 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
         (
             "b.md",
             3,
-            "malformed front matter at line 3: did not find expected ',' or ']'; body indexed without it",
+            "malformed front matter at line 3: did not find expected ',' or ']';"
+            " body indexed without it",
         ),
         ("c.md", 1, "front matter is a list, not a mapping; ignored"),
     ]

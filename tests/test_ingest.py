@@ -17,8 +17,8 @@ def snapshot(con):
         " JOIN roots r ON r.id = d.root_id ORDER BY 1, 2"
     ).fetchall()
     chunks = con.execute(
-        "SELECT d.path, c.seq, c.start_char, c.end_char, c.heading_path, c.kind, c.embed_hash FROM chunks c"
-        " JOIN documents d ON d.id = c.doc_id ORDER BY 1, 2"
+        "SELECT d.path, c.seq, c.start_char, c.end_char, c.heading_path, c.kind, c.embed_hash"
+        " FROM chunks c JOIN documents d ON d.id = c.doc_id ORDER BY 1, 2"
     ).fetchall()
     tags = con.execute(
         "SELECT d.path, t.tag FROM tags t JOIN documents d ON d.id = t.doc_id ORDER BY 1, 2"
@@ -32,8 +32,8 @@ def assert_consistent(con):
     n_chunks = con.execute("SELECT count(*) FROM chunks").get
     assert con.execute("SELECT count(*) FROM chunks_fts").get == n_chunks
     for body, start, end, text in con.execute(
-        "SELECT d.body, c.start_char, c.end_char, t.text FROM chunks c JOIN documents d ON d.id = c.doc_id"
-        " JOIN chunk_texts t ON t.id = c.id"
+        "SELECT d.body, c.start_char, c.end_char, t.text FROM chunks c"
+        " JOIN documents d ON d.id = c.doc_id JOIN chunk_texts t ON t.id = c.id"
     ):
         assert body[start:end] == text
 
@@ -281,7 +281,10 @@ def test_shared_vaults_index_every_file_or_say_why(con, name):
 
 def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypatch):
     folder = shared("vaults", "obsidian-tasks-docs")  # links, tags, callouts, code, tables
-    links = "SELECT s.path, l.start_char, l.target, l.target_id IS NULL FROM links l JOIN documents s ON s.id = l.source_id"
+    links = (
+        "SELECT s.path, l.start_char, l.target, l.target_id IS NULL FROM links l"
+        " JOIN documents s ON s.id = l.source_id"
+    )
     result, real_pool = {}, ingest._pool
     for workers in (True, False):
         monkeypatch.setattr(ingest, "POOL_MIN_FILES", 0 if workers else 10**9)

@@ -7,8 +7,9 @@ from kbase.parse import parse
 
 def test_front_matter_fields():
     text = (
-        "---\ntitle: My Title\ntags: [a, '#b', nested/c]\naliases: [Alt, Other]\ncreated: 2024-02-03\n"
-        "rating: 5\nwhen: 2024-02-03T10:00:00\n---\n# Heading\n\nBody #inline text.\n"
+        "---\ntitle: My Title\ntags: [a, '#b', nested/c]\naliases: [Alt, Other]\n"
+        "created: 2024-02-03\nrating: 5\nwhen: 2024-02-03T10:00:00\n---\n"
+        "# Heading\n\nBody #inline text.\n"
     )
     doc = parse(text, "x.md")
     assert doc.title == "My Title"
@@ -38,8 +39,9 @@ def test_title_falls_back_to_an_opening_heading_then_file_name():
         ("title: [unclosed\n", "malformed front matter"),
         ("- just\n- a list\n", "not a mapping"),
         (
-            "a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-            "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+            "a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+            "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+            "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
             "too large",
         ),
     ],

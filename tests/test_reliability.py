@@ -49,16 +49,17 @@ def report(msg: str) -> None:
     print(f"[reliability] {msg}")
 
 
-# --- a synthetic vault -----------------------------------------------------------------------------
+# --- a synthetic vault ----------------------------------------------------------------------------
 WORDS = (
     "the of and to in is that for it as with on by this are or from at which but have an they you "
-    "note notes index search query file work project design model process value table result page link "
-    "idea read write change version user method code server memory question source text number list "
-    "example problem order point level form group part test review plan team meeting draft summary topic "
-    "research paper book chapter theory language network function class object state event message error "
-    "build release feature issue history structure pattern schema store cache storage key record field "
-    "column row database engine layer service client request response graph node edge tree path folder "
-    "garden tomato cucumber window checkpoint journal habit weekly goal task priority status decision"
+    "note notes index search query file work project design model process value table result page "
+    "link idea read write change version user method code server memory question source text "
+    "number list example problem order point level form group part test review plan team meeting "
+    "draft summary topic research paper book chapter theory language network function class object "
+    "state event message error build release feature issue history structure pattern schema store "
+    "cache storage key record field column row database engine layer service client request "
+    "response graph node edge tree path folder garden tomato cucumber window checkpoint journal "
+    "habit weekly goal task priority status decision"
 ).split()
 
 
@@ -166,7 +167,8 @@ def mutate_vault(root: Path, seed: int) -> dict[str, int]:
         write(
             root,
             {
-                f"inbox/new{i:03}.md": f"# New {i}\n\n{_sentence(rng, 30)} [[n{rng.randrange(n):04}]]\n"
+                f"inbox/new{i:03}.md": f"# New {i}\n\n"
+                f"{_sentence(rng, 30)} [[n{rng.randrange(n):04}]]\n"
             },
         )
     write(root, {"assets/img5.png": b"\x89PNG\r\n\x1a\n" + bytes(16)})
@@ -180,21 +182,24 @@ def mutate_vault(root: Path, seed: int) -> dict[str, int]:
     }
 
 
-# --- what an index holds, and its invariants --------------------------------------------------------
+# --- what an index holds, and its invariants ------------------------------------------------------
 SNAPSHOT_SQL = {
     "roots": "SELECT path FROM roots",
-    "documents": "SELECT r.path, d.path, d.kind, d.title, d.size, d.mtime_ns, d.hash, d.encoding, d.frontmatter,"
-    " d.body_start, d.date, d.body FROM documents d JOIN roots r ON r.id = d.root_id",
-    "chunks": "SELECT d.path, c.seq, c.start_char, c.end_char, c.line, c.end_line, c.heading_path, c.kind, c.tokens,"
-    " c.flags, c.embed_hash FROM chunks c JOIN documents d ON d.id = c.doc_id",
-    "links": "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor, l.alias,"
-    " t.path, l.target_path, l.anchor_ok FROM links l JOIN documents s ON s.id = l.source_id"
+    "documents": "SELECT r.path, d.path, d.kind, d.title, d.size, d.mtime_ns, d.hash, d.encoding,"
+    " d.frontmatter, d.body_start, d.date, d.body"
+    " FROM documents d JOIN roots r ON r.id = d.root_id",
+    "chunks": "SELECT d.path, c.seq, c.start_char, c.end_char, c.line, c.end_line, c.heading_path,"
+    " c.kind, c.tokens, c.flags, c.embed_hash FROM chunks c JOIN documents d ON d.id = c.doc_id",
+    "links": "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor,"
+    " l.alias, t.path, l.target_path, l.anchor_ok"
+    " FROM links l JOIN documents s ON s.id = l.source_id"
     " LEFT JOIN documents t ON t.id = l.target_id",
     "tags": "SELECT d.path, t.tag, t.source FROM tags t JOIN documents d ON d.id = t.doc_id",
     "aliases": "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id",
     "headings": "SELECT d.path, h.seq, h.level, h.text, h.start_char, h.end_char, h.line"
     " FROM headings h JOIN documents d ON d.id = h.doc_id",
-    "block_ids": "SELECT d.path, b.block_id, b.start_char, b.end_char FROM block_ids b JOIN documents d ON d.id = b.doc_id",
+    "block_ids": "SELECT d.path, b.block_id, b.start_char, b.end_char"
+    " FROM block_ids b JOIN documents d ON d.id = b.doc_id",
     "diagnostics": "SELECT d.path, g.kind, g.start_char, g.end_char, g.line, g.detail"
     " FROM diagnostics g JOIN documents d ON d.id = g.doc_id",
     "attachments": "SELECT r.path, a.path FROM attachments a JOIN roots r ON r.id = a.root_id",
@@ -222,7 +227,8 @@ def assert_same_index(got: dict, want: dict, label: str) -> None:
             missing = sorted(w - g, key=repr)[:3]
             short = lambda rows: [tuple(str(x)[:60] for x in r) for r in rows]  # noqa: E731
             pytest.fail(
-                f"{label}: table {table} differs from a clean run ({len(got[table])} rows vs {len(want[table])});"
+                f"{label}: table {table} differs from a clean run"
+                f" ({len(got[table])} rows vs {len(want[table])});"
                 f" extra {short(extra)}; missing {short(missing)}"
             )
 
@@ -249,7 +255,8 @@ def index_state(path: Path) -> dict | None:
 
 def assert_invariants(path: Path) -> dict | None:
     """What must hold after any crash: SQLite and FTS5 integrity, the keyword index in step with
-    the chunks, chunk offsets inside their bodies, ``embedded`` exactly for the rows of chunks_vec."""
+    the chunks, chunk offsets inside their bodies, ``embedded`` exactly for the rows of
+    chunks_vec."""
     state = index_state(path)
     if state is None:
         return None
@@ -264,7 +271,8 @@ def assert_invariants(path: Path) -> dict | None:
         assert one("SELECT count(*) FROM chunks_fts_docsize") == n  # rows FTS5 itself holds
         assert (
             one(
-                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.start_char < 0"
+                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                " WHERE c.start_char < 0"
                 " OR c.end_char < c.start_char OR c.end_char > length(d.body)"
             )
             == 0
@@ -279,7 +287,7 @@ def assert_invariants(path: Path) -> dict | None:
     return state
 
 
-# --- running the real command ------------------------------------------------------------------------
+# --- running the real command ---------------------------------------------------------------------
 def kbase_cmd(
     dbp: Path, *args: str, check: bool = True, timeout: float = 600, **kw
 ) -> subprocess.CompletedProcess:
@@ -298,7 +306,8 @@ def timed(dbp: Path, *args: str) -> float:
 
 
 def kill_after(dbp: Path, args: list[str], delay: float, log: Path) -> bool:
-    """Start ``kbase --db dbp ARGS`` and SIGKILL it after ``delay`` s; False if it finished first."""
+    """Start ``kbase --db dbp ARGS`` and SIGKILL it after ``delay`` s; False if it finished
+    first."""
     with log.open("wb") as err:
         p = subprocess.Popen(
             [*KBASE, "--db", str(dbp), *args], stdout=subprocess.DEVNULL, stderr=err
@@ -433,7 +442,8 @@ def test_sigkill_while_indexing_1000_notes_never_corrupts_and_the_next_run_conve
         )
 
     report(
-        f"SIGKILL during `kbase index` of 1,000 notes (fresh {t_fresh:.1f}s, update {t_update:.1f}s of {changes},"
+        f"SIGKILL during `kbase index` of 1,000 notes (fresh {t_fresh:.1f}s,"
+        f" update {t_update:.1f}s of {changes},"
         f" re-chunk {t_rechunk:.1f}s): {crashes.summary()}"
     )
     assert len(crashes.points) >= 10
@@ -463,7 +473,8 @@ def test_sigkill_leaves_no_worker_processes_behind(tmp_path):
         time.sleep(0.01)
     if p.poll() is not None:
         pytest.skip(
-            "the run finished before its worker processes started (machine too fast for 1,000 notes)"
+            "the run finished before its worker processes started"
+            " (machine too fast for 1,000 notes)"
         )
     p.send_signal(signal.SIGKILL)
     p.wait()
@@ -536,7 +547,8 @@ def test_sigkill_while_embedding_never_corrupts_and_the_next_run_embeds_everythi
     )
     assert worst > 0.999
     report(
-        f"SIGKILL while embedding {n_chunks} chunks of 60 notes ({t_ref:.1f}s clean): {crashes.summary()};"
+        f"SIGKILL while embedding {n_chunks} chunks of 60 notes ({t_ref:.1f}s clean):"
+        f" {crashes.summary()};"
         f" afterwards every chunk embedded, lowest cosine to the clean run's vector {worst:.5f}"
     )
     assert len(crashes.points) >= 4
@@ -577,7 +589,7 @@ def test_roots_absorbed_by_an_enclosing_root_have_their_links_resolved_again(tmp
     assert_same_index(snapshot(con.filename), snapshot(clean), "links after absorbing roots")
 
 
-# --- 2. full disk, read-only index ----------------------------------------------------------------------
+# --- 2. full disk, read-only index ----------------------------------------------------------------
 def _tight_connect(monkeypatch, spare_pages: int) -> None:
     """Writers get a database that may grow by only ``spare_pages`` pages: SQLite's own way of
     saying the disk is full (SQLITE_FULL), at any write that needs room."""
@@ -755,7 +767,7 @@ def test_read_only_index_is_one_clear_error_and_stays_intact(tmp_path, what):
     assert_same_index(snapshot(dbp), before, "read-only index")
 
 
-# --- 3. concurrency ---------------------------------------------------------------------------------------
+# --- 3. concurrency -------------------------------------------------------------------------------
 def _marker(i: int) -> str:
     """A word unique to note ``i`` that the porter stemmer leaves alone (consonants only)."""
     letters = "bcdfghjklmnpqrtvwxz"
@@ -841,7 +853,8 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
                 with con:
                     rows = con.execute(
                         "SELECT d.path, instr(d.body, 'bravo') > 0, count(c.id),"
-                        " (SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'bravo' AND rowid IN"
+                        " (SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'bravo'"
+                        " AND rowid IN"
                         "  (SELECT id FROM chunks WHERE doc_id = d.id))"
                         " FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id GROUP BY d.id"
                     ).fetchall()
@@ -873,8 +886,9 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
     assert writer.returncode == 0, err
     assert f"{n} updated" in out
     report(
-        f"readers during a full re-index of {n} notes: {counts['search']} searches ({counts['alpha']} hits showed the"
-        f" old version, {counts['bravo']} the new), {counts['check']} whole-index checks; errors {sum(errors.values())}"
+        f"readers during a full re-index of {n} notes: {counts['search']} searches"
+        f" ({counts['alpha']} hits showed the old version, {counts['bravo']} the new),"
+        f" {counts['check']} whole-index checks; errors {sum(errors.values())}"
         f" {dict(errors)}; inconsistent answers {len(bad)}"
     )
     assert not errors
@@ -906,7 +920,8 @@ def test_a_second_writer_is_refused_with_one_line(tmp_path):
     assert first.returncode == 0, err
     if not still_running:
         pytest.skip(
-            "the first writer finished before the second one could try (machine too fast for 400 notes)"
+            "the first writer finished before the second one could try"
+            " (machine too fast for 400 notes)"
         )
     for r in results:
         assert r.returncode == 1
@@ -938,7 +953,7 @@ def test_two_writers_creating_the_same_new_index_at_once(tmp_path):
         assert index_state(dbp)["documents"] == 5
 
 
-# --- 4. hostile input --------------------------------------------------------------------------------------
+# --- 4. hostile input -----------------------------------------------------------------------------
 def hostile_corpus(root: Path) -> dict[str, str]:
     """Bad files of every kind; returns name -> what must happen ('indexed', or a reason fragment
     for a skip; 'either' where it depends on the platform or privileges)."""
@@ -1151,7 +1166,8 @@ def test_hostile_files_are_indexed_or_skipped_with_a_reason(tmp_path):
     assert {h.path for h in hits} >= {"name with spaces.md", "new\nline.md", "-leading-dash.md"}
     assert rss < 600, f"peak RSS {rss} MB"
     report(
-        f"hostile corpus: {len(expect)} bad files, {len(indexed)} indexed, {len(skipped)} skipped with a reason,"
+        f"hostile corpus: {len(expect)} bad files, {len(indexed)} indexed,"
+        f" {len(skipped)} skipped with a reason,"
         f" {len(result['warnings'])} warnings; peak RSS {rss} MB"
     )
 
@@ -1285,8 +1301,9 @@ def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
     assert_invariants(Path(con.filename))
 
 
-# --- 5. arbitrary queries ---------------------------------------------------------------------------------
-# Any text a user can type, including lone surrogates (what Python makes of argv bytes that are not UTF-8).
+# --- 5. arbitrary queries -------------------------------------------------------------------------
+# Any text a user can type, including lone surrogates (what Python makes of argv bytes that are
+# not UTF-8).
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=80)
 QUERY_TEXT = st.one_of(
     ANY_TEXT,
@@ -1339,9 +1356,11 @@ def query_index(tmp_path_factory):
     vault = write(
         tmp / "vault",
         {
-            "Garden.md": "---\ntags: [garden, home/outside]\ndate: 2024-05-01\n---\n# Garden\n\nTomatoes need sun.\n\n"
+            "Garden.md": "---\ntags: [garden, home/outside]\ndate: 2024-05-01\n---\n"
+            "# Garden\n\nTomatoes need sun.\n\n"
             "## Beds\n\nRaised beds drain well. [[SQLite]]\n",
-            "SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at once. #db/sqlite\n\n"
+            "SQLite.md": "# SQLite\n\n"
+            "Write-ahead logging lets readers and writers work at once. #db/sqlite\n\n"
             "```sql\nPRAGMA journal_mode = WAL;\n```\n",
             "notes.txt": "Plain text about checkpoints, C++ and e.g. abbreviations. ß İ 🎉\n",
             "Unicode.md": "# Ünïcödé\n\nCafé naïve 日本語 текст ﷽\n",
@@ -1444,7 +1463,7 @@ def test_any_argv_to_kbase_search_is_an_answer_or_one_error_line(
         json.loads(r.stdout)
 
 
-# --- 7. stale hits -----------------------------------------------------------------------------------------
+# --- 7. stale hits --------------------------------------------------------------------------------
 def test_a_file_changed_after_indexing_gives_a_stale_hit(tmp_path, vault):
     dbp = tmp_path / "s.db"
     runner = CliRunner()
