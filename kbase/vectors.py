@@ -1,48 +1,180 @@
-"""Nearest-neighbour search over chunks_vec, in memory, for long-lived processes.
+"""Nearest-neighbour search over chunks_vec: in memory for long-lived processes, and through
+binary codes for a one-shot query over a large index.
 
-sqlite-vec's wheel is built without SIMD, and its brute-force k-NN costs about 1 ms per 1,000
-vectors here; a process that answers many queries (the TUI, the Python API, a benchmark) instead
-keeps the vectors as one float32 matrix and scores them all with a single matrix product. The
-matrix is loaded on the first query and reloaded when another connection changed the file
-(``PRAGMA data_version``). One-shot commands keep using sqlite-vec directly: loading costs
-more than it saves for a single query.
+sqlite-vec's wheel is built without SIMD: its brute-force k-NN costs about 0.6 ms per 1,000
+vectors here (0.6 s at a million chunks), and its own bit[] k-NN took 1.7-2.1 s at a million.
+So:
+
+- a process that answers many queries (the TUI, the MCP server, the Python API) keeps the
+  vectors in memory, loaded on the first query and reloaded when another connection changed the
+  file (``PRAGMA data_version``): up to ``QUANTIZE_FROM`` chunks as one float32 matrix scored
+  with one matrix product (exact); above, as binary codes (the sign of each dimension, 48 bytes
+  a chunk) plus int8 vectors (one scale per dimension, 384 bytes), 0.42 GB at a million chunks
+  instead of 1.5: the Hamming distance to every code gives a shortlist, the int8 vectors rank
+  it, and the best ``RESCORE`` get their exact cosine from chunks_vec;
+- a one-shot query (the CLI) over ``QUANTIZE_FROM`` chunks or more reads the codes, stored in
+  large blocks in ``chunks_codes`` (kbase.embed), and scores its shortlist exactly from
+  chunks_vec; below, sqlite-vec's exact k-NN is faster than reading the codes.
+
+Measured on a million synthetic chunks made from real MiniLM vectors (bench/million.py,
+BENCHMARKS.md section 11).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from itertools import islice
 
 import apsw
 
+# From this many vectors on, search uses binary codes and a rescored shortlist instead of an
+# exact scan: below it the exact float32 matrix fits in 0.3 GB and its product is as fast as the
+# codes (1M: 1.5 GB), and sqlite-vec's exact k-NN costs ~0.12 s, about what reading the codes and
+# rescoring costs a one-shot query. Results of smaller indexes are exactly as before.
+QUANTIZE_FROM = 200_000
+# Shortlist by Hamming distance, in memory (ranked again with int8 vectors): at 1M chunks,
+# recall@10 after rescoring 0.960 / 0.985 with 2,000 / 4,000 (bench/million.py).
+SHORTLIST = 4000
+# The best this many of the int8 ranking get their exact cosine from chunks_vec (0.13 ms each):
+# 10 gave recall@10 0.960, 30 0.985, 60 0.985.
+RESCORE = 32
+# A one-shot query: the Hamming shortlist (ONESHOT_CANDIDATES), ranked by the query's dot
+# product with the codes' signs, keeps ONESHOT_SHORTLIST, each scored exactly from chunks_vec
+# (0.13 ms each). At 1M chunks, the true top 10 within the shortlist: Hamming alone 0.945 with
+# 1,000; candidates 4,000 / 10,000 / 20,000 then 500 by sign scores 0.977 / 0.980 / 0.983.
+ONESHOT_CANDIDATES = 10_000
+ONESHOT_SHORTLIST = 500
+_LOAD_BLOCK = 65536  # vectors read and quantised at a time: bounds the memory of a load
+
+
+def sign_codes(matrix):
+    """(n, dim) float -> (n, dim / 8) uint8: bit set where the value is positive."""
+    import numpy as np
+
+    return np.packbits(matrix > 0, axis=1)
+
+
+def code_columns(codes):
+    """(n, 48) uint8 codes -> (6, n) little-endian uint64: word j of every code contiguous, the
+    layout chunks_codes stores (Hamming distance over columns is ~6x faster than over rows)."""
+    import numpy as np
+
+    return np.ascontiguousarray(np.ascontiguousarray(codes).view("<u8").T)
+
+
+def hamming(columns, query_code):
+    """Hamming distance from the query's code to every code (uint16 array)."""
+    import numpy as np
+
+    q = np.ascontiguousarray(query_code).view("<u8")
+    acc = np.bitwise_count(columns[0] ^ q[0]).astype(np.uint16)
+    for col, qw in zip(columns[1:], q[1:]):
+        acc += np.bitwise_count(col ^ qw)
+    return acc
+
+
+def sign_scores(columns, rows, query):
+    """The query's dot product with the sign vectors (+1/-1) of the codes at ``rows``: ranks a
+    Hamming shortlist much better than Hamming does (the query keeps its magnitudes)."""
+    import numpy as np
+
+    codes = np.ascontiguousarray(columns[:, rows].T).view(np.uint8)
+    return np.unpackbits(codes, axis=1).astype("<f4") @ (2 * query) - query.sum()
+
+
+def _smallest(values, s: int):
+    """Indices of (at least) the ``s`` smallest values, unordered."""
+    import numpy as np
+
+    if s >= len(values):
+        return np.arange(len(values))
+    return np.argpartition(values, s - 1)[:s]
+
+
+def exact_similarities(con: apsw.Connection, ids, query) -> dict[int, float]:
+    """chunk id -> exact cosine similarity with ``query`` (a unit float32 vector), read from
+    chunks_vec one rowid at a time (a rowid IN (...) list makes vec0 scan the whole table);
+    chunks without a vector are left out."""
+    import numpy as np
+
+    out = {}
+    for cid in ids:
+        row = con.execute("SELECT embedding FROM chunks_vec WHERE rowid = ?", (int(cid),)).fetchone()
+        if row is not None:
+            out[int(cid)] = float(np.frombuffer(row[0], dtype="<f4") @ query)
+    return out
+
+
+def _order(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
+    best = sorted(scores.items(), key=lambda kv: -kv[1])[:k]
+    return [(cid, 1.0 - sim) for cid, sim in best]
+
 
 class VectorCache:
-    """chunks_vec as a matrix: ``nearest(con, vector, k)`` -> [(chunk_id, cosine distance)]."""
+    """chunks_vec in memory: ``nearest(con, vector, k)`` -> [(chunk_id, cosine distance)]."""
 
-    def __init__(self) -> None:
+    def __init__(self, quantize_from: int = QUANTIZE_FROM) -> None:
+        self.quantize_from = quantize_from
         self._key: tuple | None = None
         self._ids = None  # numpy int64 array of chunk ids
-        self._matrix = None  # numpy float32 (n, dim), rows are unit vectors
+        self._matrix = None  # numpy float32 (n, dim), rows are unit vectors (exact mode)
+        self._words = None  # binary codes as uint64 columns (quantised mode)
+        self._int8 = None  # numpy int8 (n, dim) (quantised mode)
+        self._scale = None  # float32 (dim,): value = int8 * scale
         self._docs = None  # numpy int64 array: the document of each row (loaded when asked for)
+
+    @property
+    def quantized(self) -> bool:
+        return self._int8 is not None
 
     def _load(self, con: apsw.Connection) -> None:
         import numpy as np
 
         key = (con.execute("PRAGMA data_version").fetchone()[0], con.filename)
-        if key == self._key and self._matrix is not None:
+        if key == self._key and self._ids is not None:
             return
-        rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
-        if rows:
+        self._matrix = self._words = self._int8 = self._scale = self._docs = None
+        n = con.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0]
+        if n < max(self.quantize_from, 1):
+            rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
             self._ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
-            self._matrix = np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+            self._matrix = (np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+                            if rows else np.zeros((0, 1), dtype="<f4"))
         else:
-            self._ids = np.zeros(0, dtype=np.int64)
-            self._matrix = np.zeros((0, 1), dtype="<f4")
-        self._docs = None
+            self._load_quantized(con, n)
         self._key = key
 
+    def _load_quantized(self, con: apsw.Connection, n: int) -> None:
+        """Codes and int8 vectors, a block at a time (never the whole float32 matrix at once).
+        The int8 scale per dimension is its largest magnitude over the first block, values
+        beyond it clipped (unit vectors: a block of 65,536 sees every dimension's range)."""
+        import numpy as np
+
+        dim = con.execute("SELECT vec_length(embedding) FROM chunks_vec LIMIT 1").fetchone()[0]
+        ids = np.zeros(n, dtype=np.int64)
+        codes = np.zeros((n, (dim + 7) // 8), dtype=np.uint8)
+        small = np.zeros((n, dim), dtype=np.int8)
+        scale = None
+        cursor = con.execute("SELECT rowid, embedding FROM chunks_vec")
+        done = 0
+        while rows := list(islice(cursor, min(_LOAD_BLOCK, n - done))):
+            block = np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+            if scale is None:
+                scale = np.maximum(np.abs(block).max(axis=0), 1e-6).astype("<f4") / 127
+            end = done + len(rows)
+            ids[done:end] = [r for r, _ in rows]
+            codes[done:end] = sign_codes(block)
+            small[done:end] = np.clip(np.rint(block / scale), -127, 127)
+            done = end
+        self._ids, self._int8 = ids[:done], small[:done]
+        self._words = code_columns(codes[:done])
+        self._scale = scale if scale is not None else np.ones(dim, dtype="<f4")
+
     def arrays(self, con: apsw.Connection) -> tuple:
-        """(chunk ids, unit vectors, document ids) as numpy arrays, row for row; for scoring
-        whole notes (kbase.related). Call inside the read transaction that uses them."""
+        """(chunk ids, vectors, document ids) as numpy arrays, row for row; for scoring whole
+        notes (kbase.related). The vectors are unit float32 rows, or above ``quantize_from``
+        the int8 rows with ``self.scale()`` per dimension. Call inside the read transaction that
+        uses them."""
         import numpy as np
 
         self._load(con)
@@ -50,7 +182,11 @@ class VectorCache:
             doc_of = dict(con.execute("SELECT id, doc_id FROM chunks WHERE embedded"))
             self._docs = np.fromiter((doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64,
                                      count=len(self._ids))
-        return self._ids, self._matrix, self._docs
+        return self._ids, (self._matrix if self._matrix is not None else self._int8), self._docs
+
+    def scale(self):
+        """Per-dimension factor of the int8 vectors (None in exact mode)."""
+        return self._scale
 
     def nearest(self, con: apsw.Connection, vector: bytes, k: int,
                 allowed: Collection[int] | None = None) -> list[tuple[int, float]]:
@@ -58,15 +194,52 @@ class VectorCache:
         import numpy as np
 
         self._load(con)
-        ids, matrix = self._ids, self._matrix
+        rows = np.arange(len(self._ids))
         if allowed is not None:
-            mask = np.isin(ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-            ids, matrix = ids[mask], matrix[mask]
-        if len(ids) == 0:
+            rows = rows[np.isin(self._ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))]
+        if len(rows) == 0 or k <= 0:
             return []
         q = np.frombuffer(vector, dtype="<f4")
-        sims = matrix @ q
-        k = min(k, len(ids))
-        top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+        if self._matrix is not None:
+            sims = self._matrix[rows] @ q if allowed is not None else self._matrix @ q
+            exact = True
+        else:
+            if len(rows) > max(SHORTLIST, 8 * k):
+                dist = hamming(self._words[:, rows] if allowed is not None else self._words,
+                               sign_codes(q[None, :])[0])
+                rows = rows[_smallest(dist, max(SHORTLIST, 8 * k))]
+            sims = self._int8[rows].astype("<f4") @ (q * self._scale)
+            exact = False
+        k = min(k, len(rows))
+        top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         top = top[np.argsort(-sims[top], kind="stable")]
-        return [(int(ids[i]), float(1.0 - sims[i])) for i in top]
+        scores = {int(self._ids[rows[i]]): float(sims[i]) for i in top}
+        if not exact:  # the best get their exact cosine; the rest keep the int8 estimate
+            scores.update(exact_similarities(con, [int(self._ids[rows[i]]) for i in top[:RESCORE]], q))
+        return _order(scores, k)
+
+
+def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[int, float]] | None:
+    """The ``k`` nearest chunks through the stored codes (kbase.embed's chunks_codes): a Hamming
+    shortlist, ranked again by ``sign_scores``, the best of it scored exactly from chunks_vec.
+    None when the index is smaller than ``QUANTIZE_FROM`` or has no codes (then sqlite-vec's
+    exact k-NN is the way)."""
+    import numpy as np
+
+    from kbase import embed
+
+    if not embed.has_codes(con):
+        return None
+    n = con.execute("SELECT coalesce(sum(length(ids)), 0) / 8 FROM chunks_codes").fetchone()[0]
+    if n < QUANTIZE_FROM:
+        return None
+    ids, columns = [], []
+    for id_blob, code_blob in con.execute("SELECT ids, codes FROM chunks_codes"):
+        ids.append(np.frombuffer(id_blob, dtype="<i8"))
+        columns.append(np.frombuffer(code_blob, dtype="<u8").reshape(-1, len(ids[-1])))
+    all_ids, columns = np.concatenate(ids), np.concatenate(columns, axis=1)
+    q = np.frombuffer(vector, dtype="<f4")
+    rows = _smallest(hamming(columns, sign_codes(q[None, :])[0]), max(ONESHOT_CANDIDATES, 20 * k))
+    rows = rows[_smallest(-sign_scores(columns, rows, q), max(ONESHOT_SHORTLIST, k))]
+    # an id can appear twice (a chunk id used again after its chunk was deleted): one lookup each
+    return _order(exact_similarities(con, np.unique(all_ids[rows]), q), k)
