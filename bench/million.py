@@ -134,8 +134,8 @@ def build(chunks: int, text_only: bool = False) -> None:
             part = ids[done:done + len(block)]
             with con:
                 con.executemany("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
-                                [(int(i), v.tobytes()) for i, v in zip(part, block)])
-                con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(int(i),) for i in part])
+                                [(i, v.tobytes()) for i, v in zip(part.tolist(), block)])
+                con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part.tolist()])
             done += len(block)
             print(f"\rvectors {done:,}/{len(ids):,}", end="", file=sys.stderr)
         print(file=sys.stderr)
@@ -206,12 +206,15 @@ t = time.perf_counter()
 kb.search(titles[0], mode="hybrid")
 out["first_query_s"] = round(time.perf_counter() - t, 2)
 out["loaded"] = rss()
-lat, emb, sem, found10, found100 = [], [], [], [], []
+lat, emb, sem, kw, found10, found100 = [], [], [], [], [], []
 con = kb.reader
 for title, v in zip(titles, qv):
     t = time.perf_counter()
     kb.search(title, mode="hybrid")
     lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    kb.search(title, mode="keyword")
+    kw.append(time.perf_counter() - t)
     t = time.perf_counter()
     kb.query_vector(title)
     emb.append(time.perf_counter() - t)
@@ -222,7 +225,7 @@ for title, v in zip(titles, qv):
     found100.append([c for c, _ in near[:100]])
 ms = lambda xs, p=50: round(float(np.percentile(xs, p)) * 1000, 1)
 out.update(hybrid_p50_ms=ms(lat), hybrid_p95_ms=ms(lat, 95), embed_p50_ms=ms(emb),
-           hybrid_minus_embed_p50_ms=ms([a - b for a, b in zip(lat, emb)]),
+           hybrid_minus_embed_p50_ms=ms([a - b for a, b in zip(lat, emb)]), keyword_p50_ms=ms(kw),
            nearest480_p50_ms=ms(sem), nearest480_p95_ms=ms(sem, 95),
            recall10=round(float(np.mean([len(set(t[:10]) & set(f)) / 10 for t, f in zip(truth, found10)])), 3),
            recall100=round(float(np.mean([len(set(t[:100]) & set(f)) / 100 for t, f in zip(truth, found100)])), 3),

@@ -12,6 +12,8 @@ import apsw
 from kbase.embedder import Embedder, embed_input
 from kbase.errors import KbaseError
 from kbase.models import EmbedReport
+
+
 def has_vectors(con: apsw.Connection) -> bool:
     return con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is not None
 
