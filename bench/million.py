@@ -1,6 +1,6 @@
 """One million chunks (issue 16 part 3): a synthetic index, search latency, memory and recall.
 
-    python bench/million.py build [--chunks 1000000]   # once: vault, keyword index, vectors, queries
+    python bench/million.py build [--chunks 1000000]  # once: vault, index, vectors, queries
     python bench/million.py run [--queries 100]        # in-process + CLI latency, RSS, recall@10
 
 Everything is generated, cached under bench/out/million (gitignored):
@@ -80,10 +80,10 @@ def synthetic_vectors(real, n: int, seed: int = SEED, noise: float = 0.5):
     # each real vector's 10 nearest real neighbours (itself excluded)
     nbrs = np.empty((len(real), 10), dtype=np.int64)
     for s in range(0, len(real), 2048):
-        sims = real[s:s + 2048] @ real.T
+        sims = real[s : s + 2048] @ real.T
         for i in range(len(sims)):
             sims[i, s + i] = -2
-        nbrs[s:s + 2048] = np.argpartition(-sims, 10, axis=1)[:, :10]
+        nbrs[s : s + 2048] = np.argpartition(-sims, 10, axis=1)[:, :10]
     block = 50_000
     for s in range(0, n, block):
         m = min(block, n - s)
@@ -116,8 +116,11 @@ def build(chunks: int, text_only: bool = False) -> None:
         kb = kbase.open(path)
         t0, c0 = time.perf_counter(), time.process_time()
         report = kb.index([vault], embed=False)
-        facts.update(index_s=round(time.perf_counter() - t0, 1), index_cpu_s=round(time.process_time() - c0, 1),
-                     notes=report.new)
+        facts.update(
+            index_s=round(time.perf_counter() - t0, 1),
+            index_cpu_s=round(time.process_time() - c0, 1),
+            notes=report.new,
+        )
         kb.close()
         print(f"keyword index: {facts}", file=sys.stderr)
         (OUT / "build.json").write_text(json.dumps(facts, indent=2))
@@ -127,20 +130,29 @@ def build(chunks: int, text_only: bool = False) -> None:
     if "vectors_s" not in facts:
         real = real_vectors()
         embed.ensure_vector_table(con, embedder.default_embedder())
-        ids = np.array([r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")], dtype=np.int64)
+        ids = np.array(
+            [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")], dtype=np.int64
+        )
         t0 = time.perf_counter()
         done = 0
         for block in synthetic_vectors(real, len(ids)):
-            part = ids[done:done + len(block)]
+            part = ids[done : done + len(block)]
             with con:
-                con.executemany("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
-                                [(i, v.tobytes()) for i, v in zip(part.tolist(), block)])
-                con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part.tolist()])
+                con.executemany(
+                    "INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                    [(i, v.tobytes()) for i, v in zip(part.tolist(), block)],
+                )
+                con.executemany(
+                    "UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part.tolist()]
+                )
             done += len(block)
             print(f"\rvectors {done:,}/{len(ids):,}", end="", file=sys.stderr)
         print(file=sys.stderr)
-        facts.update(chunks=int(len(ids)), real_vectors=int(len(real)),
-                     vectors_s=round(time.perf_counter() - t0, 1))
+        facts.update(
+            chunks=int(len(ids)),
+            real_vectors=int(len(real)),
+            vectors_s=round(time.perf_counter() - t0, 1),
+        )
         (OUT / "build.json").write_text(json.dumps(facts, indent=2))
     if not (OUT / "queries.npz").exists():
         make_queries(con)
@@ -158,7 +170,9 @@ def all_vectors(con):
     for rowid, v in con.execute("SELECT rowid, embedding FROM chunks_vec ORDER BY rowid"):
         ids.append(rowid)
         blobs.append(v)
-    return np.array(ids, dtype=np.int64), np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), -1)
+    return np.array(ids, dtype=np.int64), np.frombuffer(b"".join(blobs), dtype="<f4").reshape(
+        len(ids), -1
+    )
 
 
 def make_queries(con, n: int = 100) -> None:
@@ -166,7 +180,9 @@ def make_queries(con, n: int = 100) -> None:
     import numpy as np
 
     claims = [json.loads(line) for line in (CLAIMS / "queries.jsonl").open(encoding="utf-8")]
-    test = {line.split("\t")[0] for line in (CLAIMS / "qrels" / "test.tsv").read_text().splitlines()[1:]}
+    test = {
+        line.split("\t")[0] for line in (CLAIMS / "qrels" / "test.tsv").read_text().splitlines()[1:]
+    }
     claims = [c["text"] for c in claims if c["_id"] in test][:n]
     model = embedder.default_embedder()
     model.embed_query(claims[0])
@@ -177,12 +193,19 @@ def make_queries(con, n: int = 100) -> None:
     ids, matrix = all_vectors(con)
     sims = np.empty((len(qv), len(ids)), dtype="<f4")
     for s in range(0, len(ids), 100_000):
-        sims[:, s:s + 100_000] = qv @ matrix[s:s + 100_000].T
+        sims[:, s : s + 100_000] = qv @ matrix[s : s + 100_000].T
     top = np.argpartition(-sims, TRUTH_K, axis=1)[:, :TRUTH_K]
     order = np.take_along_axis(sims, top, 1).argsort(axis=1)[:, ::-1]
     top = np.take_along_axis(top, order, 1)
-    np.savez(OUT / "queries.npz", vectors=qv, claims=np.array(claims), titles=np.array(titles),
-             truth_ids=ids[top], truth_sims=np.take_along_axis(sims, top, 1), embed_ms=embed_ms)
+    np.savez(
+        OUT / "queries.npz",
+        vectors=qv,
+        claims=np.array(claims),
+        titles=np.array(titles),
+        truth_ids=ids[top],
+        truth_sims=np.take_along_axis(sims, top, 1),
+        embed_ms=embed_ms,
+    )
     print(f"queries: {len(qv)}, embedding {embed_ms:.1f} ms each", file=sys.stderr)
 
 
@@ -195,7 +218,8 @@ from kbase import search, vectors
 
 def rss():
     f = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
-    return {"rss_mb": int(f["VmRSS"].split()[0]) // 1024, "peak_mb": int(f["VmHWM"].split()[0]) // 1024}
+    mb = lambda key: int(f[key].split()[0]) // 1024
+    return {"rss_mb": mb("VmRSS"), "peak_mb": mb("VmHWM")}
 
 db, qfile, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
 q = np.load(qfile)
@@ -224,11 +248,12 @@ for title, v in zip(titles, qv):
     found10.append([c for c, _ in near[:10]])
     found100.append([c for c, _ in near[:100]])
 ms = lambda xs, p=50: round(float(np.percentile(xs, p)) * 1000, 1)
+recall = lambda found, k: round(float(np.mean([len(set(t[:k]) & set(f)) / k
+                                                for t, f in zip(truth, found)])), 3)
 out.update(hybrid_p50_ms=ms(lat), hybrid_p95_ms=ms(lat, 95), embed_p50_ms=ms(emb),
            hybrid_minus_embed_p50_ms=ms([a - b for a, b in zip(lat, emb)]), keyword_p50_ms=ms(kw),
            nearest480_p50_ms=ms(sem), nearest480_p95_ms=ms(sem, 95),
-           recall10=round(float(np.mean([len(set(t[:10]) & set(f)) / 10 for t, f in zip(truth, found10)])), 3),
-           recall100=round(float(np.mean([len(set(t[:100]) & set(f)) / 100 for t, f in zip(truth, found100)])), 3),
+           recall10=recall(found10, 10), recall100=recall(found100, 100),
            quantized=bool(getattr(kb.vector_cache, "quantized", False)), after=rss())
 print(json.dumps(out))
 """
@@ -241,7 +266,9 @@ def source_of(rev: str) -> Path:
     dest = OUT / f"src-{rev}"
     if not dest.exists():
         dest.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "kbase"], check=True, capture_output=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", rev, "kbase"], check=True, capture_output=True
+        )
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     return dest
 
@@ -258,32 +285,58 @@ def run(queries: int, rounds: int, base: str, cli_queries: int) -> dict:
     if not embed.has_codes(con):
         t0 = time.perf_counter()
         n = embed.rebuild_codes(con)
-        print(f"codes: {n:,} made from chunks_vec in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        print(
+            f"codes: {n:,} made from chunks_vec in {time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+        )
     q = np.load(OUT / "queries.npz")
     truth = q["truth_ids"][:queries]
-    found = [[c for c, _ in vectors.nearest_oneshot(con, v.tobytes(), 10)] for v in q["vectors"][:queries]]
-    results = {"load": os.getloadavg(), "oneshot_recall10": round(float(np.mean(
-        [len(set(t[:10]) & set(f)) / 10 for t, f in zip(truth, found)])), 3)}
+    found = [
+        [c for c, _ in vectors.nearest_oneshot(con, v.tobytes(), 10)]
+        for v in q["vectors"][:queries]
+    ]
+    results = {
+        "load": os.getloadavg(),
+        "oneshot_recall10": round(
+            float(np.mean([len(set(t[:10]) & set(f)) / 10 for t, f in zip(truth, found)])), 3
+        ),
+    }
     print(json.dumps(results), file=sys.stderr)
     con.close()
     sides = {"A": str(source_of(base)), "B": str(REPO)}
     for r in range(rounds):
-        for side in (("A", "B") if r % 2 == 0 else ("B", "A")):
-            proc = subprocess.run([sys.executable, "-c", CHILD, sides[side], str(path), str(OUT / "queries.npz"),
-                                   str(queries)], capture_output=True, text=True, check=True)
+        for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    sides[side],
+                    str(path),
+                    str(OUT / "queries.npz"),
+                    str(queries),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             res["load"] = os.getloadavg()[0]
             results.setdefault(f"process_{side}", []).append(res)
             print(side, json.dumps(res), file=sys.stderr)
     words = [str(t) for t in q["titles"][:cli_queries]]
     for r in range(rounds):
-        for side in (("A", "B") if r % 2 == 0 else ("B", "A")):
+        for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
             env = {**os.environ, "PYTHONPATH": sides[side]}
             walls = []
             for w in words:
                 t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "kbase", "--db", str(path), "search", *w.split()], env=env,
-                               capture_output=True, check=True)
+                subprocess.run(
+                    [sys.executable, "-m", "kbase", "--db", str(path), "search", *w.split()],
+                    env=env,
+                    capture_output=True,
+                    check=True,
+                )
                 walls.append(time.perf_counter() - t0)
             results.setdefault(f"cli_{side}", []).extend(walls)
             print(side, "cli", [round(x, 3) for x in walls], file=sys.stderr)

@@ -56,7 +56,8 @@ CODES_STALE = 0.1
 
 
 def has_codes(con: apsw.Connection) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_codes'").fetchone() is not None
+    row = con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_codes'").fetchone()
+    return row is not None
 
 
 def _add_codes(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
@@ -66,7 +67,8 @@ def _add_codes(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
     import numpy as np
 
     ids = np.fromiter(vectors, dtype="<i8", count=len(vectors))
-    _insert_codes(con, ids, np.frombuffer(b"".join(vectors.values()), dtype="<f4").reshape(len(ids), -1))
+    matrix = np.frombuffer(b"".join(vectors.values()), dtype="<f4").reshape(len(ids), -1)
+    _insert_codes(con, ids, matrix)
 
 
 def _insert_codes(con: apsw.Connection, ids, matrix) -> None:
@@ -91,7 +93,8 @@ def rebuild_codes(con: apsw.Connection) -> int:
         cursor = con.execute("SELECT rowid, embedding FROM chunks_vec")
         while rows := list(islice(cursor, CODE_BLOCK)):
             ids = np.fromiter((r for r, _ in rows), dtype="<i8", count=len(rows))
-            _insert_codes(con, ids, np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1))
+            matrix = np.frombuffer(b"".join(v for _, v in rows), dtype="<f4")
+            _insert_codes(con, ids, matrix.reshape(len(rows), -1))
             n += len(rows)
     return n
 
@@ -116,7 +119,8 @@ def tidy_codes(con: apsw.Connection) -> None:
     if not has_codes(con):
         return
     entries, small = con.execute(
-        "SELECT coalesce(sum(length(ids)), 0) / 8, count(*) FILTER (WHERE length(ids) < ?) FROM chunks_codes",
+        "SELECT coalesce(sum(length(ids)), 0) / 8, count(*) FILTER (WHERE length(ids) < ?)"
+        " FROM chunks_codes",
         (CODE_BLOCK * 8,)).fetchone()
     if entries > (1 + CODES_STALE) * coverage(con)[0] + 100:
         rebuild_codes(con)
@@ -126,12 +130,15 @@ def tidy_codes(con: apsw.Connection) -> None:
     import numpy as np
 
     with con:
-        rows = con.execute("SELECT id, ids, codes FROM chunks_codes WHERE length(ids) < ? ORDER BY id",
-                           (CODE_BLOCK * 8,)).fetchall()
+        rows = con.execute(
+            "SELECT id, ids, codes FROM chunks_codes WHERE length(ids) < ? ORDER BY id",
+            (CODE_BLOCK * 8,),
+        ).fetchall()
         ids = np.concatenate([np.frombuffer(r[1], dtype="<i8") for r in rows])
         # each block's codes are column-major (kbase.vectors.code_columns): join them column-wise
-        columns = np.concatenate([np.frombuffer(r[2], dtype="<u8").reshape(-1, len(r[1]) // 8) for r in rows],
-                                 axis=1)
+        columns = np.concatenate(
+            [np.frombuffer(r[2], dtype="<u8").reshape(-1, len(r[1]) // 8) for r in rows], axis=1
+        )
         con.executemany("DELETE FROM chunks_codes WHERE id = ?", [(r[0],) for r in rows])
         for start in range(0, len(ids), CODE_BLOCK):
             con.execute("INSERT INTO chunks_codes (ids, codes) VALUES (?, ?)",

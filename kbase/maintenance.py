@@ -61,8 +61,9 @@ def check(con: apsw.Connection) -> list[Problem]:
                                     f"without a vector, {unflagged} vectors of chunks not marked embedded"))
         missing, _ = embed.codes_in_step(con)
         if missing:
-            problems.append(Problem("vector_codes", n_vec if missing < 0 else missing,
-                                    "vectors without their binary code (search of a large index would miss them)"))
+            problems.append(Problem(
+                "vector_codes", n_vec if missing < 0 else missing,
+                "vectors without their binary code (search of a large index would miss them)"))
         stored = embed.stored_fingerprint(con)
         if stored is not None and stored != MINILM_FINGERPRINT:
             problems.append(Problem("embedder", n_vec, "the vectors come from another embedding model; "

@@ -72,11 +72,11 @@ def hamming(columns, query_code):
     n = columns.shape[1]
     out = np.empty(n, dtype=np.uint16)
     for s in range(0, n, _HAMMING_SLICE):
-        part = columns[:, s:s + _HAMMING_SLICE]
+        part = columns[:, s : s + _HAMMING_SLICE]
         acc = np.bitwise_count(part[0] ^ q[0]).astype(np.uint16)
         for col, qw in zip(part[1:], q[1:]):
             acc += np.bitwise_count(col ^ qw)
-        out[s:s + len(acc)] = acc
+        out[s : s + len(acc)] = acc
     return out
 
 
@@ -117,7 +117,9 @@ def exact_similarities(con: apsw.Connection, ids, query) -> dict[int, float]:
 
     out = {}
     for cid in ids:
-        row = con.execute("SELECT embedding FROM chunks_vec WHERE rowid = ?", (int(cid),)).fetchone()
+        row = con.execute(
+            "SELECT embedding FROM chunks_vec WHERE rowid = ?", (int(cid),)
+        ).fetchone()
         if row is not None:
             out[int(cid)] = float(np.frombuffer(row[0], dtype="<f4") @ query)
     return out
@@ -161,8 +163,11 @@ class VectorCache:
         if n < max(self.quantize_from, 1):
             rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
             self._ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
-            self._matrix = (np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
-                            if rows else np.zeros((0, 1), dtype="<f4"))
+            self._matrix = (
+                np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+                if rows
+                else np.zeros((0, 1), dtype="<f4")
+            )
         else:
             self._load_quantized(con, n)
         self._key = key
@@ -203,8 +208,9 @@ class VectorCache:
         self._load(con)
         if self._docs is None:
             doc_of = dict(con.execute("SELECT id, doc_id FROM chunks WHERE embedded"))
-            self._docs = np.fromiter((doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64,
-                                     count=len(self._ids))
+            self._docs = np.fromiter(
+                (doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64, count=len(self._ids)
+            )
         return self._ids, (self._matrix if self._matrix is not None else self._int8), self._docs
 
     def matmul(self, con: apsw.Connection, m):
@@ -219,7 +225,7 @@ class VectorCache:
         scaled = m * (self._scale if m.ndim == 1 else self._scale[:, None])
         out = np.empty((len(self._ids),) + m.shape[1:], dtype="<f4")
         for s in range(0, len(self._ids), _LOAD_BLOCK):
-            out[s:s + _LOAD_BLOCK] = self._int8[s:s + _LOAD_BLOCK].astype("<f4") @ scaled
+            out[s : s + _LOAD_BLOCK] = self._int8[s : s + _LOAD_BLOCK].astype("<f4") @ scaled
         return out
 
     def vectors_at(self, con: apsw.Connection, rows):
@@ -229,15 +235,18 @@ class VectorCache:
             return self._matrix[rows]
         return self._int8[rows].astype("<f4") * self._scale
 
-    def nearest(self, con: apsw.Connection, vector: bytes, k: int,
-                allowed: Collection[int] | None = None) -> list[tuple[int, float]]:
+    def nearest(
+        self, con: apsw.Connection, vector: bytes, k: int, allowed: Collection[int] | None = None
+    ) -> list[tuple[int, float]]:
         """The ``k`` nearest chunks (optionally among ``allowed`` chunk ids), nearest first."""
         import numpy as np
 
         self._load(con)
         rows = None  # all
         if allowed is not None:
-            rows = np.flatnonzero(np.isin(self._ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed))))
+            rows = np.flatnonzero(
+                np.isin(self._ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            )
         n = len(self._ids) if rows is None else len(rows)
         if n == 0 or k <= 0:
             return []
@@ -247,7 +256,9 @@ class VectorCache:
         else:
             if n > max(SHORTLIST, 8 * k):
                 words = self._words if rows is None else self._words[:, rows]
-                short = _nearest_codes(hamming(words, sign_codes(q[None, :])[0]), max(SHORTLIST, 8 * k))
+                short = _nearest_codes(
+                    hamming(words, sign_codes(q[None, :])[0]), max(SHORTLIST, 8 * k)
+                )
                 rows = short if rows is None else rows[short]
             elif rows is None:
                 rows = np.arange(n)
@@ -269,9 +280,7 @@ def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[i
     exact k-NN is the way)."""
     import numpy as np
 
-    from kbase import embed
-
-    if not embed.has_codes(con):
+    if con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_codes'").fetchone() is None:
         return None
     n = con.execute("SELECT coalesce(sum(length(ids)), 0) / 8 FROM chunks_codes").fetchone()[0]
     if n < QUANTIZE_FROM:
@@ -282,7 +291,9 @@ def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[i
         columns.append(np.frombuffer(code_blob, dtype="<u8").reshape(-1, len(ids[-1])))
     all_ids, columns = np.concatenate(ids), np.concatenate(columns, axis=1)
     q = np.frombuffer(vector, dtype="<f4")
-    rows = _nearest_codes(hamming(columns, sign_codes(q[None, :])[0]), max(ONESHOT_CANDIDATES, 20 * k))
+    rows = _nearest_codes(
+        hamming(columns, sign_codes(q[None, :])[0]), max(ONESHOT_CANDIDATES, 20 * k)
+    )
     rows = rows[_smallest(-sign_scores(columns, rows, q), max(ONESHOT_SHORTLIST, k))]
     # an id can appear twice (a chunk id used again after its chunk was deleted): one lookup each
     return _order(exact_similarities(con, np.unique(all_ids[rows]), q), k)

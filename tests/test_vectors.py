@@ -37,9 +37,11 @@ def clustered(tmp_path):
     embed.ensure_vector_table(con, ClusterModel())
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     centers = _unit(rng.standard_normal((CENTERS, DIM)) + 0.3)  # a common offset, like MiniLM's
-    matrix = _unit(centers[rng.integers(0, CENTERS, len(ids))] + rng.standard_normal((len(ids), DIM)) * 0.05)
+    matrix = _unit(
+        centers[rng.integers(0, CENTERS, len(ids))] + rng.standard_normal((len(ids), DIM)) * 0.05
+    )
     for s in range(0, len(ids), 50):
-        embed._store(con, {i: v.tobytes() for i, v in zip(ids[s:s + 50], matrix[s:s + 50])})
+        embed._store(con, {i: v.tobytes() for i, v in zip(ids[s : s + 50], matrix[s : s + 50])})
     queries = _unit(centers[rng.integers(0, CENTERS, 20)] + rng.standard_normal((20, DIM)) * 0.06)
     yield con, np.array(ids), matrix, queries
     con.close()
@@ -73,7 +75,9 @@ def test_small_indexes_keep_the_exact_matrix(clustered):
     cache = vectors.VectorCache()
     got = cache.nearest(con, queries[0].tobytes(), 10)
     assert not cache.quantized
-    assert [c for c, _ in got] == ids[np.argsort(-(matrix @ queries[0]), kind="stable")[:10]].tolist()
+    assert [c for c, _ in got] == ids[
+        np.argsort(-(matrix @ queries[0]), kind="stable")[:10]
+    ].tolist()
 
 
 def test_one_shot_search_reads_the_codes_above_the_threshold(clustered, monkeypatch):
@@ -87,30 +91,49 @@ def test_one_shot_search_reads_the_codes_above_the_threshold(clustered, monkeypa
     # the CLI's semantic search takes this path, and agrees with sqlite-vec's exact k-NN
     coded = search.semantic_search(con, queries[1].tobytes(), limit=5)
     monkeypatch.setattr(vectors, "QUANTIZE_FROM", 10**9)
-    assert [h.path for h in coded] == [h.path for h in search.semantic_search(con, queries[1].tobytes(), limit=5)]
+    assert [h.path for h in coded] == [
+        h.path for h in search.semantic_search(con, queries[1].tobytes(), limit=5)
+    ]
 
 
 def test_codes_stay_in_step_with_inserts_and_deletes(tmp_path, monkeypatch):
     model = embedder.default_embedder()
-    vault = write(tmp_path / "v", {
-        "Bread.md": "# Bread\n\nKnead the dough for ten minutes.\n\n## Baking\n\nBake at 230 degrees.\n",
-        "Soup.md": "# Soup\n\nSimmer onions and lentils in stock.\n",
-        "Backups.md": "# Backups\n\nKeep three copies of your data.\n",
-    })
+    vault = write(
+        tmp_path / "v",
+        {
+            "Bread.md": "# Bread\n\nKnead the dough for ten minutes.\n\n## Baking\n\n"
+            "Bake at 230 degrees.\n",
+            "Soup.md": "# Soup\n\nSimmer onions and lentils in stock.\n",
+            "Backups.md": "# Backups\n\nKeep three copies of your data.\n",
+        },
+    )
     path = tmp_path / "s.db"
     kb = kbase.open(path, embedder=model)
     kb.index([vault])
     con = db.connect(path)
     assert embed.codes_in_step(con) == (0, 0)
-    assert con.execute("SELECT count(*) FROM chunks_codes").fetchone()[0] == 1  # small blocks merged
+    assert (
+        con.execute("SELECT count(*) FROM chunks_codes").fetchone()[0] == 1
+    )  # small blocks merged
     # a changed note keeps its unchanged chunk's vector (copied) and embeds the new one
     p = vault / "Bread.md"
-    p.write_text(p.read_text() + "\n## Watering\n\n" + "Water deeply twice a week in the morning. " * 30 + "\n")
+    p.write_text(
+        p.read_text()
+        + "\n## Watering\n\n"
+        + "Water deeply twice a week in the morning. " * 30
+        + "\n"
+    )
     bump_mtime(p, 20)
     (vault / "Soup.md").unlink()
     report = kb.index([vault])
-    assert report.embedding.embedded > 0 and con.execute("SELECT count(*) FROM chunks c JOIN documents d"
-                                                         " ON d.id = c.doc_id WHERE d.path = 'Bread.md'").fetchone()[0] > 1
+    assert (
+        report.embedding.embedded > 0
+        and con.execute(
+            "SELECT count(*) FROM chunks c JOIN documents d"
+            " ON d.id = c.doc_id WHERE d.path = 'Bread.md'"
+        ).fetchone()[0]
+        > 1
+    )
     missing, stale = embed.codes_in_step(con)
     assert missing == 0 and stale > 0  # the deleted chunks' codes wait for a rebuild
     monkeypatch.setattr(vectors, "QUANTIZE_FROM", 1)
@@ -136,3 +159,15 @@ def test_an_index_without_codes_gets_them_from_its_vectors(clustered):
         con.execute("DROP TABLE chunks_codes")
     embed.ensure_vector_table(con, ClusterModel())  # what kbase embed / kbase index do first
     assert embed.codes_in_step(con) == (0, 0)
+
+
+def test_related_notes_work_from_the_quantised_vectors(clustered):
+    con, ids, matrix, _ = clustered
+    from kbase import graph, related
+
+    note = graph.find_note(con, "n0007")
+    exact = related.related(con, note, limit=5, cache=vectors.VectorCache())
+    quantised = related.related(con, note, limit=5, cache=vectors.VectorCache(quantize_from=1))
+    assert exact.method == quantised.method == "semantic"
+    # the note's cluster-mates either way (int8 estimates may swap near ties)
+    assert len({h.path for h in exact.hits} & {h.path for h in quantised.hits}) >= 4
