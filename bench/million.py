@@ -2,6 +2,7 @@
 
     python bench/million.py build [--chunks 1000000]  # once: vault, index, vectors, queries
     python bench/million.py run [--queries 100]        # in-process + CLI latency, RSS, recall@10
+    python bench/million.py sizes                      # exact vs quantised time by index size
 
 Everything is generated, cached under bench/out/million (gitignored):
 
@@ -348,6 +349,50 @@ def run(queries: int, rounds: int, base: str, cli_queries: int) -> dict:
     return results
 
 
+def sizes(queries: int = 50) -> dict:
+    """Where quantised search starts to pay (vectors.QUANTIZE_FROM): per-query time of the exact
+    float32 product and of the quantised pipeline (Hamming, cut, int8 ranking; the exact
+    rescoring of RESCORE chunks adds a fixed ~10 ms) over the first N vectors, alternating."""
+    import statistics
+
+    import numpy as np
+
+    from kbase import vectors
+
+    con = db.connect(OUT / "index.db", readonly=True)
+    _, matrix = all_vectors(con)
+    con.close()
+    qv = np.load(OUT / "queries.npz")["vectors"][:queries]
+    out = {}
+    for n in (50_000, 100_000, 200_000, 400_000, len(matrix)):
+        m = np.ascontiguousarray(matrix[:n])
+        scale = np.abs(m).max(axis=0) / 127
+        small = np.clip(np.rint(m / scale), -127, 127).astype(np.int8)
+        words = vectors.code_columns(vectors.sign_codes(m))
+        exact, quant = [], []
+        for q in qv:
+            t = time.perf_counter()
+            sims = m @ q
+            np.argpartition(-sims, 480)[:480]
+            exact.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            rows = vectors._nearest_codes(
+                vectors.hamming(words, vectors.sign_codes(q[None, :])[0]), vectors.SHORTLIST
+            )
+            s = small[rows].astype("<f4") @ (q * scale)
+            np.argpartition(-s, 480)[:480]
+            quant.append(time.perf_counter() - t)
+        out[n] = {
+            "exact_ms": round(statistics.median(exact) * 1000, 1),
+            "quantised_ms_without_rescoring": round(statistics.median(quant) * 1000, 1),
+            "exact_matrix_mb": round(m.nbytes / 2**20),
+            "quantised_mb": round((small.nbytes + words.nbytes) / 2**20),
+        }
+        print(n, out[n], file=sys.stderr)
+        del m, small, words
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -359,10 +404,13 @@ def main() -> None:
     r.add_argument("--rounds", type=int, default=2, help="A/B rounds, alternating the order")
     r.add_argument("--base", default="main", help="the A side: a git revision (today's code)")
     r.add_argument("--cli-queries", type=int, default=10)
+    sub.add_parser("sizes", help="exact vs quantised search time by index size")
     a = ap.parse_args()
     os.environ.setdefault("XDG_DATA_HOME", str(REPO / "bench" / "out" / "data"))
     if a.cmd == "build":
         build(a.chunks, a.text_only)
+    elif a.cmd == "sizes":
+        (OUT / "sizes.json").write_text(json.dumps(sizes(), indent=2))
     else:
         res = run(a.queries, a.rounds, a.base, a.cli_queries)
         (OUT / "run.json").write_text(json.dumps(res, indent=2))

@@ -151,14 +151,21 @@ def test_an_index_without_codes_gets_them_from_its_vectors(clustered):
     con, _, _, queries = clustered
     with con:
         con.execute("DROP TABLE chunks_codes")  # as an older kbase left it
-    assert vectors.nearest_oneshot(con, queries[0].tobytes(), 10) is None
-    assert [p.kind for p in maintenance.check(con)] == ["vector_codes"]
-    assert "made the vectors' binary codes again" in maintenance.fix(con)
-    assert embed.codes_in_step(con) == (0, 0)
-    with con:
-        con.execute("DROP TABLE chunks_codes")
+    assert vectors.nearest_oneshot(con, queries[0].tobytes(), 10) is None  # exact search instead
+    assert maintenance.check(con) == []
     embed.ensure_vector_table(con, ClusterModel())  # what kbase embed / kbase index do first
     assert embed.codes_in_step(con) == (0, 0)
+
+
+def test_check_finds_vectors_without_codes_and_fix_makes_them(clustered):
+    con, *_ = clustered
+    with con:  # vectors stored by a kbase that did not know the codes
+        con.execute("DELETE FROM chunks_codes WHERE id = (SELECT min(id) FROM chunks_codes)")
+    problems = maintenance.check(con)
+    assert [p.kind for p in problems] == ["vector_codes"] and problems[0].count > 0
+    assert "made the vectors' binary codes again" in maintenance.fix(con)
+    assert embed.codes_in_step(con) == (0, 0)
+    assert maintenance.check(con) == []
 
 
 def test_related_notes_work_from_the_quantised_vectors(clustered):
