@@ -274,7 +274,7 @@ def source_of(rev: str) -> Path:
     return dest
 
 
-def run(queries: int, rounds: int, base: str, cli_queries: int) -> dict:
+def run(queries: int, rounds: int, base: str, cli_queries: int, only: str | None = None) -> dict:
     import subprocess
 
     import numpy as np
@@ -305,7 +305,7 @@ def run(queries: int, rounds: int, base: str, cli_queries: int) -> dict:
     print(json.dumps(results), file=sys.stderr)
     con.close()
     sides = {"A": str(source_of(base)), "B": str(REPO)}
-    for r in range(rounds):
+    for r in range(rounds if only != "cli" else 0):
         for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
             proc = subprocess.run(
                 [
@@ -326,7 +326,7 @@ def run(queries: int, rounds: int, base: str, cli_queries: int) -> dict:
             results.setdefault(f"process_{side}", []).append(res)
             print(side, json.dumps(res), file=sys.stderr)
     words = [str(t) for t in q["titles"][:cli_queries]]
-    for r in range(rounds):
+    for r in range(rounds if only != "process" else 0):
         for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
             env = {**os.environ, "PYTHONPATH": sides[side]}
             walls = []
@@ -335,13 +335,14 @@ def run(queries: int, rounds: int, base: str, cli_queries: int) -> dict:
                 subprocess.run(
                     [sys.executable, "-m", "kbase", "--db", str(path), "search", *w.split()],
                     env=env,
+                    cwd=OUT,  # not the repository: python -m puts the working folder first
                     capture_output=True,
                     check=True,
                 )
                 walls.append(time.perf_counter() - t0)
             results.setdefault(f"cli_{side}", []).extend(walls)
             print(side, "cli", [round(x, 3) for x in walls], file=sys.stderr)
-    for side in "AB":
+    for side in "AB" if only != "process" else "":
         walls = results.pop(f"cli_{side}")
         results[f"cli_{side}_p50_s"] = round(float(np.median(walls)), 3)
         results[f"cli_{side}_p90_s"] = round(float(np.percentile(walls, 90)), 3)
@@ -404,6 +405,7 @@ def main() -> None:
     r.add_argument("--rounds", type=int, default=2, help="A/B rounds, alternating the order")
     r.add_argument("--base", default="main", help="the A side: a git revision (today's code)")
     r.add_argument("--cli-queries", type=int, default=10)
+    r.add_argument("--only", choices=("process", "cli"), help="only the in-process or the CLI part")
     sub.add_parser("sizes", help="exact vs quantised search time by index size")
     a = ap.parse_args()
     os.environ.setdefault("XDG_DATA_HOME", str(REPO / "bench" / "out" / "data"))
@@ -412,8 +414,8 @@ def main() -> None:
     elif a.cmd == "sizes":
         (OUT / "sizes.json").write_text(json.dumps(sizes(), indent=2))
     else:
-        res = run(a.queries, a.rounds, a.base, a.cli_queries)
-        (OUT / "run.json").write_text(json.dumps(res, indent=2))
+        res = run(a.queries, a.rounds, a.base, a.cli_queries, a.only)
+        (OUT / f"run{'-' + a.only if a.only else ''}.json").write_text(json.dumps(res, indent=2))
         print(json.dumps(res, indent=2))
 
 

@@ -178,3 +178,16 @@ def test_related_notes_work_from_the_quantised_vectors(clustered):
     assert exact.method == quantised.method == "semantic"
     # the note's cluster-mates either way (int8 estimates may swap near ties)
     assert len({h.path for h in exact.hits} & {h.path for h in quantised.hits}) >= 4
+
+
+def test_codes_of_any_dimension():
+    # a model whose dimension is not a multiple of 64 (the codes are padded to whole words)
+    rng = np.random.default_rng(5)
+    m = _unit(rng.standard_normal((300, 100)))
+    codes = vectors.sign_codes(m)
+    assert codes.shape == (300, 16)
+    columns = vectors.code_columns(codes)
+    q = m[7]
+    assert vectors.hamming(columns, vectors.sign_codes(q[None, :])[0])[7] == 0
+    scores = vectors.sign_scores(columns, np.arange(300), q)
+    assert np.allclose(scores, np.where(m > 0, 1, -1) @ q, atol=1e-4)
