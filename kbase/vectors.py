@@ -1,20 +1,20 @@
 """Nearest-neighbour search over chunks_vec: in memory for long-lived processes, and through
 binary codes for a one-shot query over a large index.
 
-sqlite-vec's wheel is built without SIMD: its brute-force k-NN costs about 0.6 ms per 1,000
-vectors here (0.6 s at a million chunks), and its own bit[] k-NN took 1.7-2.1 s at a million.
+sqlite-vec's wheel is built without SIMD: its brute-force k-NN costs 0.6-1.2 ms per 1,000
+vectors here (1.2 s at a million chunks, k = 480), and its own bit[] k-NN took 1.7-2.1 s.
 So:
 
 - a process that answers many queries (the TUI, the MCP server, the Python API) keeps the
   vectors in memory, loaded on the first query and reloaded when another connection changed the
   file (``PRAGMA data_version``): up to ``QUANTIZE_FROM`` chunks as one float32 matrix scored
   with one matrix product (exact); above, as binary codes (the sign of each dimension, 48 bytes
-  a chunk) plus int8 vectors (one scale per dimension, 384 bytes), 0.42 GB at a million chunks
+  a chunk) plus int8 vectors (one scale per dimension, 384 bytes), 0.43 GB at a million chunks
   instead of 1.5: the Hamming distance to every code gives a shortlist, the int8 vectors rank
   it, and the best ``RESCORE`` get their exact cosine from chunks_vec;
 - a one-shot query (the CLI) over ``QUANTIZE_FROM`` chunks or more reads the codes, stored in
   large blocks in ``chunks_codes`` (kbase.embed), and scores its shortlist exactly from
-  chunks_vec; below, sqlite-vec's exact k-NN is faster than reading the codes.
+  chunks_vec; below, sqlite-vec's exact k-NN (see QUANTIZE_FROM).
 
 Measured on a million synthetic chunks made from real MiniLM vectors (bench/million.py,
 BENCHMARKS.md section 11).
