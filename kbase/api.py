@@ -511,7 +511,9 @@ class KB:
 
 
 def _has_embeddings(con: apsw.Connection) -> bool:
-    """O(1): the embedder is recorded with the first vector, and vec0 keeps its rows by rowid."""
+    """O(1): the embedder is recorded with the first vector, and an embedded chunk is found
+    through the partial index chunks_embed_hash (asking vec0 for one row read its chunk list:
+    0.13 s at a million chunks)."""
     if con.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
         return False
-    return con.execute("SELECT 1 FROM chunks_vec LIMIT 1").fetchone() is not None
+    return con.execute("SELECT 1 FROM chunks WHERE embedded = 1 LIMIT 1").fetchone() is not None

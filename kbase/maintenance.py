@@ -50,6 +50,13 @@ def check(con: apsw.Connection) -> list[Problem]:
             problems.append(Problem("vectors", stray + lost + unflagged,
                                     f"{n_vec} vectors: {stray} without a chunk, {lost} chunks marked embedded "
                                     f"without a vector, {unflagged} vectors of chunks not marked embedded"))
+        # (no codes table at all is no problem: search then scans exactly, and the next
+        # kbase embed makes the table from the vectors)
+        missing, _ = embed.codes_in_step(con)
+        if missing > 0:
+            problems.append(Problem(
+                "vector_codes", missing,
+                "vectors without their binary code (search of a large index would miss them)"))
         stored = embed.stored_fingerprint(con)
         if stored is not None and stored != MINILM_FINGERPRINT:
             problems.append(Problem("embedder", n_vec, "the vectors come from another embedding model; "
@@ -132,6 +139,9 @@ def fix(con: apsw.Connection) -> list[str]:
             else:
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
         done.append("matched vectors to chunks (run kbase embed for any still missing)")
+    if kinds & {"vectors", "vector_codes"} and embed.has_vectors(con):
+        embed.rebuild_codes(con)
+        done.append("made the vectors' binary codes again")
     if "links" in kinds or done:
         for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
             store.resolve_links(con, root_id)
@@ -164,6 +174,8 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
                 con.execute("DELETE FROM meta WHERE key = 'embedder'")
             con.execute("DROP TABLE temp.kbase_vectors")
+    if embed.has_vectors(con):
+        embed.rebuild_codes(con)  # leaves out the codes of deleted chunks
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.execute("VACUUM")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")

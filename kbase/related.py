@@ -73,11 +73,11 @@ def _by_vectors(con, note_id: int, cache: VectorCache, strategy: str, skip: set[
     """[(doc_id, best chunk id, score, 1, None)], or None when the note has no vectors."""
     import numpy as np
 
-    ids, matrix, docs = cache.arrays(con)
+    ids, _, docs = cache.arrays(con)
     own = docs == note_id
     if not own.any():
         return None
-    note_vectors = matrix[own]
+    note_vectors = cache.vectors_at(con, own)
     order = np.argsort(docs, kind="stable")
     sorted_docs = docs[order]
     starts = np.flatnonzero(np.r_[True, sorted_docs[1:] != sorted_docs[:-1]])
@@ -85,15 +85,15 @@ def _by_vectors(con, note_id: int, cache: VectorCache, strategy: str, skip: set[
     mean = note_vectors.mean(axis=0)
     mean /= np.linalg.norm(mean) or 1.0
     if strategy in ("mean", "centroid"):
-        per_chunk = matrix @ mean
+        per_chunk = cache.matmul(con, mean)
         if strategy == "mean":
             scores = np.maximum.reduceat(per_chunk[order], starts)
         else:
-            centroids = np.add.reduceat(matrix[order], starts, axis=0)
+            centroids = np.add.reduceat(cache.vectors_at(con, order), starts, axis=0)
             centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
             scores = centroids @ mean
     else:
-        pairs = matrix @ note_vectors.T  # chunk x note chunk
+        pairs = cache.matmul(con, note_vectors.T)  # chunk x note chunk
         per_chunk = pairs.max(axis=1)
         if strategy == "best":
             scores = np.maximum.reduceat(per_chunk[order], starts)

@@ -19,7 +19,7 @@ from kbase.models import Hit
 from kbase.text import LINE_BREAK
 from kbase.query import Query, parse_query
 from kbase.rank import FUSION_ALPHA, convex
-from kbase.vectors import VectorCache
+from kbase.vectors import VectorCache, nearest_oneshot
 
 # bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured
 # on SciFact (bench/retrieval.py, BENCHMARKS.md section 4), nDCG@10 as (body, title, headings):
@@ -401,6 +401,8 @@ def _semantic_docs(con: apsw.Connection, query_vector: bytes, n: int, filters: F
         while True:
             if cache is not None:
                 nearest = cache.nearest(con, query_vector, k)
+            elif (coded := nearest_oneshot(con, query_vector, k)) is not None:
+                nearest, limit = coded, None
             else:
                 k = min(k, KNN_MAX)
                 nearest = con.execute(

@@ -1,72 +1,308 @@
-"""Nearest-neighbour search over chunks_vec, in memory, for long-lived processes.
+"""Nearest-neighbour search over chunks_vec: in memory for long-lived processes, and through
+binary codes for a one-shot query over a large index.
 
-sqlite-vec's wheel is built without SIMD, and its brute-force k-NN costs about 1 ms per 1,000
-vectors here; a process that answers many queries (the TUI, the Python API, a benchmark) instead
-keeps the vectors as one float32 matrix and scores them all with a single matrix product. The
-matrix is loaded on the first query and reloaded when another connection changed the file
-(``PRAGMA data_version``). One-shot commands keep using sqlite-vec directly: loading costs
-more than it saves for a single query.
+sqlite-vec's wheel is built without SIMD: its brute-force k-NN costs 0.6-1.2 ms per 1,000
+vectors here (1.2 s at a million chunks, k = 480), and its own bit[] k-NN took 1.7-2.1 s.
+So:
+
+- a process that answers many queries (the TUI, the MCP server, the Python API) keeps the
+  vectors in memory, loaded on the first query and reloaded when another connection changed the
+  file (``PRAGMA data_version``): up to ``QUANTIZE_FROM`` chunks as one float32 matrix scored
+  with one matrix product (exact); above, as binary codes (the sign of each dimension, 48 bytes
+  a chunk) plus int8 vectors (one scale per dimension, 384 bytes), 0.43 GB at a million chunks
+  instead of 1.5: the Hamming distance to every code gives a shortlist, the int8 vectors rank
+  it, and the best ``RESCORE`` get their exact cosine from chunks_vec;
+- a one-shot query (the CLI) over ``QUANTIZE_FROM`` chunks or more reads the codes, stored in
+  large blocks in ``chunks_codes`` (kbase.embed), and scores its shortlist exactly from
+  chunks_vec; below, sqlite-vec's exact k-NN (see QUANTIZE_FROM).
+
+Measured on a million synthetic chunks made from real MiniLM vectors (bench/million.py,
+BENCHMARKS.md section 11).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from itertools import islice
 
 import apsw
 
+# From this many vectors on, search uses binary codes and a rescored shortlist instead of an
+# exact scan. Per query (bench/million.py sizes), exact float32 product vs codes + int8 + ~10 ms
+# of exact rescoring: 50k 8 vs 14 ms, 100k 17 vs 17, 200k 30 vs 17, 1M 141 vs 23; the exact
+# matrix takes 0.29 GB at 200k. Up to here exactness costs at most ~15 ms and 0.3 GB, so smaller
+# indexes (every shared vault, SciFact) search exactly as before. For a one-shot query
+# sqlite-vec's exact scan costs 0.6-1.2 ms per 1,000 vectors (0.12-0.24 s at 200k), the codes
+# ~0.1 s at any size up to a million (mostly the 500 exact lookups).
+QUANTIZE_FROM = 200_000
+# Shortlist by Hamming distance, in memory (ranked again with int8 vectors): at 1M chunks,
+# recall@10 after rescoring 0.960 / 0.985 with 2,000 / 4,000 (bench/million.py).
+SHORTLIST = 4000
+# The best this many of the int8 ranking get their exact cosine from chunks_vec (0.13 ms each):
+# 10 gave recall@10 0.960, 30 0.985, 60 0.985.
+RESCORE = 32
+# A one-shot query: the Hamming shortlist (ONESHOT_CANDIDATES), ranked by the query's dot
+# product with the codes' signs, keeps ONESHOT_SHORTLIST, each scored exactly from chunks_vec
+# (0.13 ms each). At 1M chunks, the true top 10 within the shortlist: Hamming alone 0.945 with
+# 1,000; candidates 4,000 / 10,000 / 20,000 then 500 by sign scores 0.977 / 0.980 / 0.983.
+ONESHOT_CANDIDATES = 10_000
+ONESHOT_SHORTLIST = 500
+_LOAD_BLOCK = 16384  # vectors read and quantised at a time: bounds the memory of a load (~0.1 GB)
+_HAMMING_SLICE = 32768  # codes per step of hamming(): 256 KB of words, within L2
+
+
+def sign_codes(matrix):
+    """(n, dim) float -> (n, 8 x ceil(dim / 64)) uint8: bit set where the value is positive,
+    padded with zero bits to whole 64-bit words (384 dimensions: 48 bytes, no padding)."""
+    import numpy as np
+
+    bits = matrix > 0
+    pad = -bits.shape[1] % 64
+    if pad:
+        bits = np.pad(bits, ((0, 0), (0, pad)))
+    return np.packbits(bits, axis=1)
+
+
+def code_columns(codes):
+    """(n, 48) uint8 codes -> (6, n) little-endian uint64: word j of every code contiguous, the
+    layout chunks_codes stores (Hamming distance over columns is ~6x faster than over rows)."""
+    import numpy as np
+
+    return np.ascontiguousarray(np.ascontiguousarray(codes).view("<u8").T)
+
+
+def hamming(columns, query_code):
+    """Hamming distance from the query's code to every code (uint16 array); computed a slice of
+    codes at a time, so the intermediate arrays stay in the CPU's cache (2x faster at 1M)."""
+    import numpy as np
+
+    q = np.ascontiguousarray(query_code).view("<u8")
+    n = columns.shape[1]
+    out = np.empty(n, dtype=np.uint16)
+    for s in range(0, n, _HAMMING_SLICE):
+        part = columns[:, s : s + _HAMMING_SLICE]
+        acc = np.bitwise_count(part[0] ^ q[0]).astype(np.uint16)
+        for col, qw in zip(part[1:], q[1:]):
+            acc += np.bitwise_count(col ^ qw)
+        out[s : s + len(acc)] = acc
+    return out
+
+
+def _nearest_codes(distances, s: int):
+    """Indices of the ``s`` smallest Hamming distances (a few more when there are ties at the
+    cut), unordered: a histogram of the distances finds the cut faster than a partition."""
+    import numpy as np
+
+    if s >= len(distances):
+        return np.arange(len(distances))
+    cut = int(np.searchsorted(np.cumsum(np.bincount(distances)), s))
+    return np.flatnonzero(distances <= cut)
+
+
+def sign_scores(columns, rows, query):
+    """The query's dot product with the sign vectors (+1/-1) of the codes at ``rows``: ranks a
+    Hamming shortlist much better than Hamming does (the query keeps its magnitudes)."""
+    import numpy as np
+
+    codes = np.ascontiguousarray(columns[:, rows].T).view(np.uint8)
+    signs = np.unpackbits(codes, axis=1, count=len(query)).astype("<f4")
+    return signs @ (2 * query) - query.sum()
+
+
+def _smallest(values, s: int):
+    """Indices of (at least) the ``s`` smallest values, unordered."""
+    import numpy as np
+
+    if s >= len(values):
+        return np.arange(len(values))
+    return np.argpartition(values, s - 1)[:s]
+
+
+def exact_similarities(con: apsw.Connection, ids, query) -> dict[int, float]:
+    """chunk id -> exact cosine similarity with ``query`` (a unit float32 vector), read from
+    chunks_vec one rowid at a time (a rowid IN (...) list makes vec0 scan the whole table);
+    chunks without a vector are left out."""
+    import numpy as np
+
+    out = {}
+    for cid in ids:
+        row = con.execute(
+            "SELECT embedding FROM chunks_vec WHERE rowid = ?", (int(cid),)
+        ).fetchone()
+        if row is not None:
+            out[int(cid)] = float(np.frombuffer(row[0], dtype="<f4") @ query)
+    return out
+
+
+def _order(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best of chunk id -> similarity as [(chunk id, cosine distance)], nearest first
+    (distances in float32 arithmetic, as the matrix product gives them)."""
+    import numpy as np
+
+    best = sorted(scores.items(), key=lambda kv: -kv[1])[:k]
+    dist = (np.float32(1) - np.array([s for _, s in best], dtype="<f4")).tolist()
+    return [(cid, d) for (cid, _), d in zip(best, dist)]
+
 
 class VectorCache:
-    """chunks_vec as a matrix: ``nearest(con, vector, k)`` -> [(chunk_id, cosine distance)]."""
+    """chunks_vec in memory: ``nearest(con, vector, k)`` -> [(chunk_id, cosine distance)]."""
 
-    def __init__(self) -> None:
+    def __init__(self, quantize_from: int = QUANTIZE_FROM) -> None:
+        self.quantize_from = quantize_from
         self._key: tuple | None = None
         self._ids = None  # numpy int64 array of chunk ids
-        self._matrix = None  # numpy float32 (n, dim), rows are unit vectors
+        self._matrix = None  # numpy float32 (n, dim), rows are unit vectors (exact mode)
+        self._words = None  # binary codes as uint64 columns (quantised mode)
+        self._int8 = None  # numpy int8 (n, dim) (quantised mode)
+        self._scale = None  # float32 (dim,): value = int8 * scale
         self._docs = None  # numpy int64 array: the document of each row (loaded when asked for)
+
+    @property
+    def quantized(self) -> bool:
+        return self._int8 is not None
 
     def _load(self, con: apsw.Connection) -> None:
         import numpy as np
 
         key = (con.execute("PRAGMA data_version").fetchone()[0], con.filename)
-        if key == self._key and self._matrix is not None:
+        if key == self._key and self._ids is not None:
             return
-        rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
-        if rows:
+        self._matrix = self._words = self._int8 = self._scale = self._docs = None
+        n = con.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0]
+        if n < max(self.quantize_from, 1):
+            rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
             self._ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
-            self._matrix = np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+            self._matrix = (
+                np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+                if rows
+                else np.zeros((0, 1), dtype="<f4")
+            )
         else:
-            self._ids = np.zeros(0, dtype=np.int64)
-            self._matrix = np.zeros((0, 1), dtype="<f4")
-        self._docs = None
+            self._load_quantized(con, n)
         self._key = key
 
+    def _load_quantized(self, con: apsw.Connection, n: int) -> None:
+        """Codes and int8 vectors, a block at a time (never the whole float32 matrix at once).
+        The int8 scale per dimension is its largest magnitude over the first block, values
+        beyond it clipped (unit vectors: a block of 16,384 sees every dimension's range)."""
+        import numpy as np
+
+        dim = con.execute("SELECT vec_length(embedding) FROM chunks_vec LIMIT 1").fetchone()[0]
+        ids = np.zeros(n, dtype=np.int64)
+        codes = np.zeros((n, 8 * -(-dim // 64)), dtype=np.uint8)
+        small = np.zeros((n, dim), dtype=np.int8)
+        scale = None
+        cursor = con.execute("SELECT rowid, embedding FROM chunks_vec")
+        done = 0
+        while rows := list(islice(cursor, min(_LOAD_BLOCK, n - done))):
+            block = np.frombuffer(b"".join(v for _, v in rows), dtype="<f4").reshape(len(rows), -1)
+            if scale is None:
+                scale = np.maximum(np.abs(block).max(axis=0), 1e-6).astype("<f4") / 127
+            end = done + len(rows)
+            ids[done:end] = [r for r, _ in rows]
+            codes[done:end] = sign_codes(block)
+            small[done:end] = np.clip(np.rint(block / scale), -127, 127)
+            done = end
+        self._ids, self._int8 = ids[:done], small[:done]
+        self._words = code_columns(codes[:done])
+        self._scale = scale if scale is not None else np.ones(dim, dtype="<f4")
+
     def arrays(self, con: apsw.Connection) -> tuple:
-        """(chunk ids, unit vectors, document ids) as numpy arrays, row for row; for scoring
-        whole notes (kbase.related). Call inside the read transaction that uses them."""
+        """(chunk ids, vectors, document ids) as numpy arrays, row for row; for scoring whole
+        notes (kbase.related). The vectors are unit float32 rows, or above ``quantize_from``
+        int8 rows: use ``matmul`` and ``vectors_at`` to compute with them. Call inside the read
+        transaction that uses them."""
         import numpy as np
 
         self._load(con)
         if self._docs is None:
             doc_of = dict(con.execute("SELECT id, doc_id FROM chunks WHERE embedded"))
-            self._docs = np.fromiter((doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64,
-                                     count=len(self._ids))
-        return self._ids, self._matrix, self._docs
+            self._docs = np.fromiter(
+                (doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64, count=len(self._ids)
+            )
+        return self._ids, (self._matrix if self._matrix is not None else self._int8), self._docs
 
-    def nearest(self, con: apsw.Connection, vector: bytes, k: int,
-                allowed: Collection[int] | None = None) -> list[tuple[int, float]]:
+    def matmul(self, con: apsw.Connection, m):
+        """All vectors times ``m`` ((dim,) or (dim, j)), row for row with ``arrays()``; computed a
+        block at a time from the int8 vectors above ``quantize_from`` (no float32 copy of them)."""
+        import numpy as np
+
+        self._load(con)
+        if self._matrix is not None:
+            return self._matrix @ m
+        m = np.asarray(m, dtype="<f4")
+        scaled = m * (self._scale if m.ndim == 1 else self._scale[:, None])
+        out = np.empty((len(self._ids),) + m.shape[1:], dtype="<f4")
+        for s in range(0, len(self._ids), _LOAD_BLOCK):
+            out[s : s + _LOAD_BLOCK] = self._int8[s : s + _LOAD_BLOCK].astype("<f4") @ scaled
+        return out
+
+    def vectors_at(self, con: apsw.Connection, rows):
+        """The vectors at ``rows`` (indices into ``arrays()``) as float32."""
+        self._load(con)
+        if self._matrix is not None:
+            return self._matrix[rows]
+        return self._int8[rows].astype("<f4") * self._scale
+
+    def nearest(
+        self, con: apsw.Connection, vector: bytes, k: int, allowed: Collection[int] | None = None
+    ) -> list[tuple[int, float]]:
         """The ``k`` nearest chunks (optionally among ``allowed`` chunk ids), nearest first."""
         import numpy as np
 
         self._load(con)
-        ids, matrix = self._ids, self._matrix
+        rows = None  # all
         if allowed is not None:
-            mask = np.isin(ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-            ids, matrix = ids[mask], matrix[mask]
-        if len(ids) == 0:
+            rows = np.flatnonzero(
+                np.isin(self._ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            )
+        n = len(self._ids) if rows is None else len(rows)
+        if n == 0 or k <= 0:
             return []
         q = np.frombuffer(vector, dtype="<f4")
-        sims = matrix @ q
-        k = min(k, len(ids))
-        top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+        if self._matrix is not None:
+            sims = self._matrix @ q if rows is None else self._matrix[rows] @ q
+        else:
+            if n > max(SHORTLIST, 8 * k):
+                words = self._words if rows is None else self._words[:, rows]
+                short = _nearest_codes(
+                    hamming(words, sign_codes(q[None, :])[0]), max(SHORTLIST, 8 * k)
+                )
+                rows = short if rows is None else rows[short]
+            elif rows is None:
+                rows = np.arange(n)
+            sims = self._int8[rows].astype("<f4") @ (q * self._scale)
+        k = min(k, len(sims))
+        top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")]
-        return [(int(ids[i]), float(1.0 - sims[i])) for i in top]
+        ids = self._ids[top] if rows is None else self._ids[rows[top]]
+        scores = dict(zip(ids.tolist(), sims[top].tolist()))
+        if self._matrix is None:  # the best get their exact cosine; the rest keep the int8 estimate
+            scores.update(exact_similarities(con, ids[:RESCORE].tolist(), q))
+        return _order(scores, k)
+
+
+def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[int, float]] | None:
+    """The ``k`` nearest chunks through the stored codes (kbase.embed's chunks_codes): a Hamming
+    shortlist, ranked again by ``sign_scores``, the best of it scored exactly from chunks_vec.
+    None when the index is smaller than ``QUANTIZE_FROM`` or has no codes (then sqlite-vec's
+    exact k-NN is the way)."""
+    import numpy as np
+
+    if con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_codes'").fetchone() is None:
+        return None
+    n = con.execute("SELECT coalesce(sum(length(ids)), 0) / 8 FROM chunks_codes").fetchone()[0]
+    if n < QUANTIZE_FROM:
+        return None
+    ids, columns = [], []
+    for id_blob, code_blob in con.execute("SELECT ids, codes FROM chunks_codes"):
+        ids.append(np.frombuffer(id_blob, dtype="<i8"))
+        columns.append(np.frombuffer(code_blob, dtype="<u8").reshape(-1, len(ids[-1])))
+    all_ids, columns = np.concatenate(ids), np.concatenate(columns, axis=1)
+    q = np.frombuffer(vector, dtype="<f4")
+    rows = _nearest_codes(
+        hamming(columns, sign_codes(q[None, :])[0]), max(ONESHOT_CANDIDATES, 20 * k)
+    )
+    rows = rows[_smallest(-sign_scores(columns, rows, q), max(ONESHOT_SHORTLIST, k))]
+    # an id can appear twice (a chunk id used again after its chunk was deleted): one lookup each
+    return _order(exact_similarities(con, np.unique(all_ids[rows]), q), k)
