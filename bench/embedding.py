@@ -51,7 +51,9 @@ def throughput(n: int, work: Path) -> dict:
     con = kb.reader
     rows = con.execute(
         "SELECT d.title, c.heading_path, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-        " FROM chunks c JOIN documents d ON d.id = c.doc_id ORDER BY c.id LIMIT ?", (n,)).fetchall()
+        " FROM chunks c JOIN documents d ON d.id = c.doc_id ORDER BY c.id LIMIT ?",
+        (n,),
+    ).fetchall()
     texts = [embedder.embed_input(t, h, x) for t, h, x in rows]
     model = embedder.default_embedder()
     model.embed_batch(texts[:8])  # warm up
@@ -60,16 +62,24 @@ def throughput(n: int, work: Path) -> dict:
     direct = time.perf_counter() - t0
     # kbase embeds exactly these chunks: drop the others so both sides see the same texts.
     w = db.connect(kb.path)
-    w.execute("DELETE FROM documents WHERE id NOT IN (SELECT doc_id FROM chunks WHERE id IN"
-              " (SELECT id FROM chunks ORDER BY id LIMIT ?))", (n,))
-    w.execute("DELETE FROM chunks WHERE id NOT IN (SELECT id FROM chunks ORDER BY id LIMIT ?)", (n,))
+    w.execute(
+        "DELETE FROM documents WHERE id NOT IN (SELECT doc_id FROM chunks WHERE id IN"
+        " (SELECT id FROM chunks ORDER BY id LIMIT ?))",
+        (n,),
+    )
+    w.execute(
+        "DELETE FROM chunks WHERE id NOT IN (SELECT id FROM chunks ORDER BY id LIMIT ?)", (n,)
+    )
     count = w.execute("SELECT count(*) FROM chunks").fetchone()[0]
     t0 = time.perf_counter()
     result = embed.embed_missing(w, model)
     through = time.perf_counter() - t0
-    return {"chunks": count, "direct_per_s": round(len(texts) / direct, 1),
-            "kbase_per_s": round(result["embedded"] / through, 1),
-            "kbase_vs_direct": round((result["embedded"] / through) / (len(texts) / direct), 3)}
+    return {
+        "chunks": count,
+        "direct_per_s": round(len(texts) / direct, 1),
+        "kbase_per_s": round(result["embedded"] / through, 1),
+        "kbase_vs_direct": round((result["embedded"] / through) / (len(texts) / direct), 3),
+    }
 
 
 def peak_memory(work: Path) -> dict:
@@ -81,8 +91,11 @@ def peak_memory(work: Path) -> dict:
     t0 = time.perf_counter()
     subprocess.run([*KBASE, "--db", str(work / "mem.db"), "index", "-q", str(vault)], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"notes": 60, "seconds": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": round(max(before, after) / 1024, 1)}
+    return {
+        "notes": 60,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "peak_rss_mb": round(max(before, after) / 1024, 1),
+    }
 
 
 def fill_synthetic_vectors(con, seed: int = 7) -> int:
@@ -94,12 +107,14 @@ def fill_synthetic_vectors(con, seed: int = 7) -> int:
     embed.ensure_vector_table(con, embedder.default_embedder())
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     for start in range(0, len(ids), 5000):
-        part = ids[start:start + 5000]
+        part = ids[start : start + 5000]
         vecs = rng.standard_normal((len(part), 384)).astype("<f4")
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         with con:
-            con.executemany("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
-                            [(i, v.tobytes()) for i, v in zip(part, vecs)])
+            con.executemany(
+                "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                [(i, v.tobytes()) for i, v in zip(part, vecs)],
+            )
             con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part])
     return len(ids)
 
@@ -108,7 +123,9 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
     from gen_vault import generate
 
     path = work / "scale.db"
-    notes = max(100, round(target_chunks / 5.4))  # gen_vault's ~2 KB notes make about 5.4 chunks each
+    notes = max(
+        100, round(target_chunks / 5.4)
+    )  # gen_vault's ~2 KB notes make about 5.4 chunks each
     vault = work / "scale-vault"
     generate(vault, notes, seed=5)
     kb = kbase.open(path)
@@ -117,14 +134,22 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
     index_s = time.perf_counter() - t0
     con = db.connect(path)
     n = fill_synthetic_vectors(con)
-    words = [w for (w,) in con.execute(
-        "SELECT term FROM (SELECT DISTINCT title AS term FROM documents) LIMIT ?", (queries,))]
+    words = [
+        w
+        for (w,) in con.execute(
+            "SELECT term FROM (SELECT DISTINCT title AS term FROM documents) LIMIT ?", (queries,)
+        )
+    ]
     model = embedder.default_embedder()
     t0 = time.perf_counter()
     qvecs = [model.embed_query(w) for w in words]
     query_embed_ms = (time.perf_counter() - t0) / len(words) * 1000
-    out = {"notes": notes, "chunks": n, "keyword_index_s": round(index_s, 1),
-           "query_embedding_ms_mean": round(query_embed_ms, 2)}
+    out = {
+        "notes": notes,
+        "chunks": n,
+        "keyword_index_s": round(index_s, 1),
+        "query_embedding_ms_mean": round(query_embed_ms, 2),
+    }
     for label, cache in (("matrix", True), ("sqlite-vec", False)):
         k = kbase.open(path, embedder=model, cache_vectors=cache)
         k.search(words[0], mode="hybrid")  # load the matrix, warm the caches
@@ -151,7 +176,9 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, default=400, help="chunks for the throughput comparison")
-    ap.add_argument("--scale", type=int, default=100_000, help="chunks for the latency test (0: skip)")
+    ap.add_argument(
+        "--scale", type=int, default=100_000, help="chunks for the latency test (0: skip)"
+    )
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--json", type=Path, default=REPO / "bench" / "out" / "embedding.json")
     a = ap.parse_args()

@@ -42,8 +42,11 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def summary(seconds: list[float]) -> dict:
-    return {"p50_ms": round(statistics.median(seconds) * 1000, 2), "p95_ms": round(pct(seconds, 0.95) * 1000, 2),
-            "n": len(seconds)}
+    return {
+        "p50_ms": round(statistics.median(seconds) * 1000, 2),
+        "p95_ms": round(pct(seconds, 0.95) * 1000, 2),
+        "n": len(seconds),
+    }
 
 
 def build(work: Path, notes: int) -> tuple[Path, Path]:
@@ -65,10 +68,14 @@ async def inside(path: Path, queries: list[str], notes: list[str]) -> dict:
     from kbase.mcp_server import Backend, build_server
 
     server = build_server(Backend(path))
-    direct = kbase.open(path)  # the engine alone, for the server's overhead on this drifting machine
+    direct = kbase.open(
+        path
+    )  # the engine alone, for the server's overhead on this drifting machine
     out = {}
     for mode in ("keyword", "hybrid"):
-        await server.call_tool("search", {"query": queries[0], "mode": mode})  # load the model and the vectors
+        await server.call_tool(
+            "search", {"query": queries[0], "mode": mode}
+        )  # load the model and the vectors
         direct.search(queries[0], mode=mode)
         times, engine = [], []
         for q in queries:  # alternating: the engine, then the same query through the server
@@ -81,8 +88,11 @@ async def inside(path: Path, queries: list[str], notes: list[str]) -> dict:
             assert not r.is_error, r.content
         out[f"search_{mode}"] = summary(times)
         out[f"search_{mode}_engine_alone"] = summary(engine)
-    for tool, args in (("read", lambda n: {"note": n}), ("links", lambda n: {"note": n}),
-                       ("related", lambda n: {"note": n})):
+    for tool, args in (
+        ("read", lambda n: {"note": n}),
+        ("links", lambda n: {"note": n}),
+        ("related", lambda n: {"note": n}),
+    ):
         times = []
         for n in notes:
             t0 = time.perf_counter()
@@ -101,7 +111,11 @@ def child_pids() -> list[int]:
 
 
 def memory(pid: int) -> dict:
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    fields = dict(
+        line.split(":", 1)
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if ":" in line
+    )
     return {k: fields[k].strip() for k in ("VmRSS", "VmHWM")}
 
 
@@ -109,8 +123,12 @@ async def over_stdio(path: Path, queries: list[str]) -> dict:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kbase", "--db", str(path), "mcp"],
-                                   cwd=str(REPO), env={k: v for k, v in os.environ.items() if k in ("HOME", "PATH")})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbase", "--db", str(path), "mcp"],
+        cwd=str(REPO),
+        env={k: v for k, v in os.environ.items() if k in ("HOME", "PATH")},
+    )
     out = {}
     before = set(child_pids())
     async with Client(stdio_client(params, errlog=sys.stderr), read_timeout_seconds=120) as c:
@@ -144,9 +162,13 @@ def main() -> None:
     all_notes = sorted(str(p.relative_to(vault)) for p in vault.rglob("*.md"))
     notes = rng.sample(all_notes, 50)
     st = kbase.open(path).status()
-    result = {"notes": st.documents, "chunks": st.chunks, "build_s": round(time.perf_counter() - t0, 1),
-              "inside_server": asyncio.run(inside(path, queries, notes)),
-              "client_over_stdio": asyncio.run(over_stdio(path, queries))}
+    result = {
+        "notes": st.documents,
+        "chunks": st.chunks,
+        "build_s": round(time.perf_counter() - t0, 1),
+        "inside_server": asyncio.run(inside(path, queries, notes)),
+        "client_over_stdio": asyncio.run(over_stdio(path, queries)),
+    }
     print(json.dumps(result, indent=2))
 
 

@@ -49,17 +49,26 @@ def build(rebuild: bool) -> Path:
         vault.mkdir(parents=True)
         for line in (DATA / "corpus.jsonl").open(encoding="utf-8"):
             d = json.loads(line)
-            (vault / f"{d['_id']}.md").write_text(f"# {d['title'].strip()}\n\n{d['text'].strip()}\n", encoding="utf-8")
+            (vault / f"{d['_id']}.md").write_text(
+                f"# {d['title'].strip()}\n\n{d['text'].strip()}\n", encoding="utf-8"
+            )
     kb = kbase.open(db)
     t0 = time.perf_counter()
     report = kb.index([vault], embed=False)
     t1 = time.perf_counter()
-    emb = kb.embed(progress=lambda done, total: print(f"\rembedding {done}/{total}", end="", file=sys.stderr)
-                   if done % 400 < 8 else None)
+    emb = kb.embed(
+        progress=lambda done, total: (
+            print(f"\rembedding {done}/{total}", end="", file=sys.stderr)
+            if done % 400 < 8
+            else None
+        )
+    )
     print(file=sys.stderr)
     if report.new:
-        print(f"indexed {report.new} abstracts in {t1 - t0:.1f} s; embedded {emb['embedded']} chunks in "
-              f"{emb['seconds']:.0f} s ({emb['embedded'] / max(emb['seconds'], 1e-9):.1f} chunks/s)")
+        print(
+            f"indexed {report.new} abstracts in {t1 - t0:.1f} s; embedded {emb.embedded} chunks in "
+            f"{emb.seconds:.0f} s ({emb.embedded / max(emb.seconds, 1e-9):.1f} chunks/s)"
+        )
     return db
 
 
@@ -117,9 +126,20 @@ def main() -> None:
         # RRF, for comparison (no similarity floor: the sweep shows the fusion itself); the shipped
         # hybrid search fuses scores (kbase.rank.convex; bench/fusion.py compares the two)
         w = weights or {"keyword": 1.0, "semantic": 1.0}
-        return {q: [did(f.key) for f in rrf({"keyword": [r.doc_id for r in kw[q][:depth]],
-                                             "semantic": [r.doc_id for r in sem[q][:depth]]}, k=k, weights=w)]
-                for q in qrels}
+        return {
+            q: [
+                did(f.key)
+                for f in rrf(
+                    {
+                        "keyword": [r.doc_id for r in kw[q][:depth]],
+                        "semantic": [r.doc_id for r in sem[q][:depth]],
+                    },
+                    k=k,
+                    weights=w,
+                )
+            ]
+            for q in qrels
+        }
 
     results = {
         "keyword": evaluate({q: [did(r.doc_id) for r in kw[q]] for q in qrels}, qrels),
@@ -128,8 +148,15 @@ def main() -> None:
     }
     # The shipped hybrid path end to end, to check the sweep's fusion is the one users get.
     t = time.perf_counter()
-    shipped = {q: [did(h.doc_id) for h in search.hybrid_search(con, queries[q], vectors[q], limit=100,
-                                                              cache=kb.vector_cache)] for q in qrels}
+    shipped = {
+        q: [
+            did(h.doc_id)
+            for h in search.hybrid_search(
+                con, queries[q], vectors[q], limit=100, cache=kb.vector_cache
+            )
+        ]
+        for q in qrels
+    }
     lat_hybrid = (time.perf_counter() - t) / len(qrels)
     results["hybrid"] = evaluate(shipped, qrels)
     results["latency_ms"] = {
@@ -146,18 +173,43 @@ def main() -> None:
         saved = search.BM25_WEIGHTS
         results["bm25_weights"] = {}
         # (body, title, headings), chunks_fts's column order
-        for weights in ((1.0, 10.0, 4.0), (1.0, 5.0, 1.0), (1.0, 2.0, 1.0), (1.0, 1.0, 1.0), (1.0, 1.0, 0.0)):
+        for weights in (
+            (1.0, 10.0, 4.0),
+            (1.0, 5.0, 1.0),
+            (1.0, 2.0, 1.0),
+            (1.0, 1.0, 1.0),
+            (1.0, 1.0, 0.0),
+        ):
             search.BM25_WEIGHTS = weights
-            r = evaluate({q: [did(x.doc_id) for x in search.keyword_ranked(con, queries[q], DEPTH)] for q in qrels},
-                         qrels)
+            r = evaluate(
+                {
+                    q: [did(x.doc_id) for x in search.keyword_ranked(con, queries[q], DEPTH)]
+                    for q in qrels
+                },
+                qrels,
+            )
             results["bm25_weights"][str(weights)] = r
             print(f"bm25 weights {weights}: {r}")
         search.BM25_WEIGHTS = saved
         for floor in (0.0, 0.25, 0.3, 0.35):
-            r = evaluate({q: [did(f.key) for f in rrf({"keyword": [x.doc_id for x in kw[q]],
-                                                       "semantic": [x.doc_id for x in sem[q]
-                                                                    if x.explain["similarity"] >= floor]},
-                                                      k=RRF_K)] for q in qrels}, qrels)
+            r = evaluate(
+                {
+                    q: [
+                        did(f.key)
+                        for f in rrf(
+                            {
+                                "keyword": [x.doc_id for x in kw[q]],
+                                "semantic": [
+                                    x.doc_id for x in sem[q] if x.explain["similarity"] >= floor
+                                ],
+                            },
+                            k=RRF_K,
+                        )
+                    ]
+                    for q in qrels
+                },
+                qrels,
+            )
             print(f"semantic floor {floor}: {r}")
         grid = []
         for k in (1, 5, 10, 20, 30, 40, 60, 100):
@@ -168,8 +220,10 @@ def main() -> None:
         grid.sort(key=lambda r: -r["ndcg@10"])
         print("top of the fusion grid (k, semantic weight vs keyword 1.0, depth):")
         for r in grid[:15]:
-            print(f"  k={r['k']:<4} w_sem={r['semantic_weight']:<5} depth={r['depth']:<4} "
-                  f"ndcg@10={r['ndcg@10']:.4f} recall@100={r['recall@100']:.4f}")
+            print(
+                f"  k={r['k']:<4} w_sem={r['semantic_weight']:<5} depth={r['depth']:<4} "
+                f"ndcg@10={r['ndcg@10']:.4f} recall@100={r['recall@100']:.4f}"
+            )
         results["grid"] = grid
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(results, indent=2))

@@ -38,21 +38,40 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
 sys.path.insert(0, str(REPO / "bench"))
 
-QUERIES = ["memory cache design", "how to plan a review meeting", "database engine layer", "release notes history",
-           "network function error", "team research paper", "storage key record", "user question example"]
+QUERIES = [
+    "memory cache design",
+    "how to plan a review meeting",
+    "database engine layer",
+    "release notes history",
+    "network function error",
+    "team research paper",
+    "storage key record",
+    "user question example",
+]
 
 
 def export(rev: str, into: Path) -> Path:
     into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
 
 def env_for(code: Path, data: Path) -> dict:
     """A bytecode cache as an installed kbase has (this machine sets PYTHONDONTWRITEBYTECODE)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "KBASE_MODEL_CACHE")}
-    return {**env, "PYTHONPATH": str(code), "XDG_DATA_HOME": str(data), "PYTHONPYCACHEPREFIX": str(OUT / "pycache")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "KBASE_MODEL_CACHE")
+    }
+    return {
+        **env,
+        "PYTHONPATH": str(code),
+        "XDG_DATA_HOME": str(data),
+        "PYTHONPYCACHEPREFIX": str(OUT / "pycache"),
+    }
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
@@ -60,16 +79,21 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
     puts the working directory first on sys.path, which would otherwise pick this checkout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
-                         cwd=Path(env["PYTHONPATH"]).parent).stdout
+    out = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, check=True, cwd=Path(env["PYTHONPATH"]).parent
+    ).stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
 
 
 def keyword_index(vault: Path, db: Path, env: dict) -> None:
-    subprocess.run([sys.executable, "-m", "kbase", "--db", str(db), "index", "-q", "--no-embed", str(vault)],
-                   env=env, check=True, cwd=Path(env["PYTHONPATH"]).parent)
+    subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(db), "index", "-q", "--no-embed", str(vault)],
+        env=env,
+        check=True,
+        cwd=Path(env["PYTHONPATH"]).parent,
+    )
 
 
 def fake_vectors(db: Path) -> int:
@@ -82,16 +106,20 @@ def fake_vectors(db: Path) -> int:
     from kbase.embedder import MINILM_FINGERPRINT
 
     con = kdb.connect(db)
-    embed.ensure_vector_table(con, type("M", (), {"fingerprint": MINILM_FINGERPRINT, "dimension": 384})())
+    embed.ensure_vector_table(
+        con, type("M", (), {"fingerprint": MINILM_FINGERPRINT, "dimension": 384})()
+    )
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     rng = np.random.default_rng(7)
     for s in range(0, len(ids), 5000):
-        part = ids[s:s + 5000]
+        part = ids[s : s + 5000]
         v = rng.standard_normal((len(part), 384)).astype("<f4")
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         with con:
-            con.executemany("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
-                            [(i, x.tobytes()) for i, x in zip(part, v)])
+            con.executemany(
+                "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                [(i, x.tobytes()) for i, x in zip(part, v)],
+            )
             con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in part])
     con.close()
     return len(ids)
@@ -107,20 +135,27 @@ def cli(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
     chunks = fake_vectors(db)
     runs = {(s, m): [] for s in sides for m in ("hybrid", "keyword")}
     for s, code in sides.items():  # warm: page cache, bytecode, B's derived graph
-        timed([sys.executable, "-m", "kbase", "--db", str(db), "search", "warm up"], env_for(code, data))
+        timed(
+            [sys.executable, "-m", "kbase", "--db", str(db), "search", "warm up"],
+            env_for(code, data),
+        )
     for r in range(a.rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
         for q in QUERIES:
             for s in order:
                 for mode in ("hybrid", "keyword"):
-                    wall, cpu, _ = timed([sys.executable, "-m", "kbase", "--db", str(db), "search", "-m", mode, q],
-                                         env_for(sides[s], data))
+                    wall, cpu, _ = timed(
+                        [sys.executable, "-m", "kbase", "--db", str(db), "search", "-m", mode, q],
+                        env_for(sides[s], data),
+                    )
                     runs[(s, mode)].append((wall, cpu))
     result = {"notes": a.notes, "chunks": chunks, "rounds": a.rounds, "queries": len(QUERIES)}
     for (s, mode), xs in runs.items():
         result[f"{s}_{mode}_wall_s"] = round(statistics.median(x[0] for x in xs), 3)
         result[f"{s}_{mode}_cpu_s"] = round(statistics.median(x[1] for x in xs), 3)
-        result[f"{s}_{mode}_wall_p90_s"] = round(sorted(x[0] for x in xs)[int(0.9 * (len(xs) - 1))], 3)
+        result[f"{s}_{mode}_wall_p90_s"] = round(
+            sorted(x[0] for x in xs)[int(0.9 * (len(xs) - 1))], 3
+        )
     return result
 
 
@@ -138,15 +173,19 @@ def embed(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
     for s, code in sides.items():  # warm: B's derived graph is built here
         warm = work / f"warm-{s}.db"
         keyword_index(work / "warm-vault", warm, env_for(code, data))
-        timed([sys.executable, "-m", "kbase", "--db", str(warm), "embed", "-q"], env_for(code, data))
+        timed(
+            [sys.executable, "-m", "kbase", "--db", str(warm), "embed", "-q"], env_for(code, data)
+        )
     for r in range(a.rounds):
-        for s in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+        for s in list(sides) if r % 2 == 0 else list(reversed(sides)):
             db = work / f"run-{s}.db"
             for f in work.glob(f"run-{s}.db*"):
                 f.unlink()
             shutil.copy(base, db)
-            wall, cpu, out = timed([sys.executable, "-m", "kbase", "--db", str(db), "embed", "-q"],
-                                   env_for(sides[s], data))
+            wall, cpu, out = timed(
+                [sys.executable, "-m", "kbase", "--db", str(db), "embed", "-q"],
+                env_for(sides[s], data),
+            )
             runs[s].append((wall, cpu))
             print(f"round {r} {s}: {wall:.1f} s wall, {cpu:.1f} s CPU ({out.strip()})", flush=True)
             if r == 0:
@@ -163,8 +202,13 @@ def embed(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
     va = np.stack([np.frombuffer(vectors["A"][i], dtype="<f4") for i in ids])
     vb = np.stack([np.frombuffer(vectors["B"][i], dtype="<f4") for i in ids])
     cos = (va * vb).sum(1)
-    result = {"notes": a.notes, "chunks": n, "rounds": a.rounds,
-              "cosine_A_B_min": round(float(cos.min()), 6), "cosine_A_B_mean": round(float(cos.mean()), 7)}
+    result = {
+        "notes": a.notes,
+        "chunks": n,
+        "rounds": a.rounds,
+        "cosine_A_B_min": round(float(cos.min()), 6),
+        "cosine_A_B_mean": round(float(cos.mean()), 7),
+    }
     for s, xs in runs.items():
         wall, cpu = statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs)
         result[f"{s}_wall_s"], result[f"{s}_cpu_s"] = round(wall, 2), round(cpu, 2)
@@ -179,7 +223,9 @@ def embed(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("part", choices=["cli", "embed"])
-    ap.add_argument("--rev", default="1092f36", help="the base revision (A; default: kbase before issue 15)")
+    ap.add_argument(
+        "--rev", default="1092f36", help="the base revision (A; default: kbase before issue 15)"
+    )
     ap.add_argument("--notes", type=int, help="synthetic notes (default: cli 10000, embed 100)")
     ap.add_argument("--rounds", type=int, help="alternating rounds (default: cli 7, embed 3)")
     a = ap.parse_args()
@@ -191,13 +237,25 @@ def main() -> None:
         sides = {"A": export(a.rev, work / "A"), "B": REPO}
         data = work / "data"
         for code in sides.values():  # each side runs its own code
-            _, _, where = timed([sys.executable, "-c", "import kbase; print(kbase.__file__)"], env_for(code, data))
+            _, _, where = timed(
+                [sys.executable, "-c", "import kbase; print(kbase.__file__)"], env_for(code, data)
+            )
             assert Path(where.strip()).is_relative_to(code), (code, where)
         t0, load0 = time.time(), os.getloadavg()
         result = (cli if a.part == "cli" else embed)(a, work, sides, data)
-        result.update(rev_A=a.rev, rev_B=subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                                         capture_output=True, text=True, check=False).stdout.strip() + " (+ working tree)",
-                      seconds=round(time.time() - t0), loadavg_before=load0, loadavg_after=os.getloadavg())
+        result.update(
+            rev_A=a.rev,
+            rev_B=subprocess.run(
+                ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            + " (+ working tree)",
+            seconds=round(time.time() - t0),
+            loadavg_before=load0,
+            loadavg_after=os.getloadavg(),
+        )
     print(json.dumps(result, indent=2))
     (OUT / f"speed-{a.part}.json").write_text(json.dumps(result, indent=2))
 

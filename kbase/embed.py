@@ -9,13 +9,16 @@ from collections.abc import Callable, Sequence
 
 import apsw
 
+from kbase.db import meta_set
 from kbase.embedder import Embedder, embed_input
 from kbase.errors import KbaseError
 from kbase.models import EmbedReport
 
 
 def has_vectors(con: apsw.Connection) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is not None
+    return (
+        con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is not None
+    )
 
 
 def stored_fingerprint(con: apsw.Connection) -> str | None:
@@ -74,8 +77,10 @@ def _add_codes(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
 def _insert_codes(con: apsw.Connection, ids, matrix) -> None:
     from kbase.vectors import code_columns, sign_codes
 
-    con.execute("INSERT INTO chunks_codes (ids, codes) VALUES (?, ?)",
-                (ids.tobytes(), code_columns(sign_codes(matrix)).tobytes()))
+    con.execute(
+        "INSERT INTO chunks_codes (ids, codes) VALUES (?, ?)",
+        (ids.tobytes(), code_columns(sign_codes(matrix)).tobytes()),
+    )
 
 
 def rebuild_codes(con: apsw.Connection) -> int:
@@ -121,7 +126,8 @@ def tidy_codes(con: apsw.Connection) -> None:
     entries, small = con.execute(
         "SELECT coalesce(sum(length(ids)), 0) / 8, count(*) FILTER (WHERE length(ids) < ?)"
         " FROM chunks_codes",
-        (CODE_BLOCK * 8,)).fetchone()
+        (CODE_BLOCK * 8,),
+    ).fetchone()
     if entries > (1 + CODES_STALE) * coverage(con)[0] + 100:
         rebuild_codes(con)
         return
@@ -141,9 +147,13 @@ def tidy_codes(con: apsw.Connection) -> None:
         )
         con.executemany("DELETE FROM chunks_codes WHERE id = ?", [(r[0],) for r in rows])
         for start in range(0, len(ids), CODE_BLOCK):
-            con.execute("INSERT INTO chunks_codes (ids, codes) VALUES (?, ?)",
-                        (ids[start:start + CODE_BLOCK].tobytes(),
-                         np.ascontiguousarray(columns[:, start:start + CODE_BLOCK]).tobytes()))
+            con.execute(
+                "INSERT INTO chunks_codes (ids, codes) VALUES (?, ?)",
+                (
+                    ids[start : start + CODE_BLOCK].tobytes(),
+                    np.ascontiguousarray(columns[:, start : start + CODE_BLOCK]).tobytes(),
+                ),
+            )
 
 
 def ensure_vector_table(con: apsw.Connection, embedder: Embedder) -> None:
@@ -157,10 +167,7 @@ def ensure_vector_table(con: apsw.Connection, embedder: Embedder) -> None:
             f"embedding float[{int(embedder.dimension)}] distance_metric=cosine)"
         )
         con.execute(VECTOR_TRIGGER)
-        con.execute(
-            "INSERT INTO meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (embedder.fingerprint,),
-        )
+        meta_set(con, "embedder", embedder.fingerprint)
     if codes_missing:
         rebuild_codes(con)
 
@@ -220,16 +227,22 @@ def embed_missing(
         progress(0, total)
     stopped = False
     while done < total and not stopped:
-        ids = [r for (r,) in con.execute(
-            "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded = 0"
-            " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?", (min(WINDOW, total - done),))]
+        ids = [
+            r
+            for (r,) in con.execute(
+                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded = 0"
+                " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?",
+                (min(WINDOW, total - done),),
+            )
+        ]
         if not ids:
             break
         rows = con.execute(
             "SELECT c.id, c.embed_hash, c.tokens, d.title, c.heading_path,"
             " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
             f" FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(ids))})",
-            ids).fetchall()
+            ids,
+        ).fetchall()
         copies: dict[int, bytes] = {}
         todo = []
         for chunk_id, ehash, tokens, title, heading_path, text in rows:
@@ -251,7 +264,7 @@ def embed_missing(
             if should_stop is not None and should_stop():
                 stopped = True
                 break
-            part = todo[start:start + batch]
+            part = todo[start : start + batch]
             t1 = time.perf_counter()
             vectors = embedder.embed_batch([text for _, _, text in part])
             embed_seconds += time.perf_counter() - t1
@@ -260,14 +273,22 @@ def embed_missing(
             if progress:
                 progress(done, total)
     tidy_codes(con)
-    return EmbedReport(embedded=done - reused, reused=reused, seconds=time.perf_counter() - t0,
-                       model_seconds=embed_seconds, remaining=missing_count(con))
+    return EmbedReport(
+        embedded=done - reused,
+        reused=reused,
+        seconds=time.perf_counter() - t0,
+        model_seconds=embed_seconds,
+        remaining=missing_count(con),
+    )
 
 
 def _store(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
     with con:
         for chunk_id, vec in vectors.items():
-            con.execute("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vec))
+            con.execute(
+                "INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                (chunk_id, vec),
+            )
         con.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in vectors])
         _add_codes(con, vectors)
 
@@ -280,13 +301,18 @@ def embed_newest(con: apsw.Connection, embedder: Embedder, limit: int) -> int:
     return result.embedded + result.reused
 
 
-def copy_vectors(con: apsw.Connection, old: dict[bytes, bytes], new_chunks: Sequence[tuple[int, bytes]]) -> int:
+def copy_vectors(
+    con: apsw.Connection, old: dict[bytes, bytes], new_chunks: Sequence[tuple[int, bytes]]
+) -> int:
     """Give new chunks the vectors their identical predecessors had (same embedder input)."""
     copied = {}
     for chunk_id, ehash in new_chunks:
         vec = old.get(ehash)
         if vec is not None:
-            con.execute("INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vec))
+            con.execute(
+                "INSERT OR REPLACE INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                (chunk_id, vec),
+            )
             con.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
             copied[chunk_id] = vec
     _add_codes(con, copied)
@@ -297,8 +323,10 @@ def vectors_of(con: apsw.Connection, doc_id: int) -> dict[bytes, bytes]:
     """embed_hash -> vector for a document's embedded chunks (kept across its rewrite)."""
     if not has_vectors(con):
         return {}
-    return dict(con.execute(
-        "SELECT c.embed_hash, v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
-        " WHERE c.doc_id = ? AND c.embedded",
-        (doc_id,),
-    ).fetchall())
+    return dict(
+        con.execute(
+            "SELECT c.embed_hash, v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+            " WHERE c.doc_id = ? AND c.embedded",
+            (doc_id,),
+        ).fetchall()
+    )

@@ -16,8 +16,15 @@ from kbase.db import located_root, meta_set
 from kbase.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
 from kbase.links import block_ids, parse_links
-from kbase.models import (CompactReport, FrontmatterWarning, ParsedDoc, Problem, RootInfo,
-                          RootMove, Status)
+from kbase.models import (
+    CompactReport,
+    FrontmatterWarning,
+    ParsedDoc,
+    Problem,
+    RootInfo,
+    RootMove,
+    Status,
+)
 from kbase.parse import parse
 
 
@@ -27,63 +34,116 @@ def check(con: apsw.Connection) -> list[Problem]:
     one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
     result = [r[0] for r in con.execute("PRAGMA integrity_check")]
     if result != ["ok"]:
-        problems.append(Problem("sqlite_integrity", len(result), "; ".join(result[:3]), fixable=False))
-    bad = one("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-              " WHERE c.start_char < 0 OR c.end_char <= c.start_char OR c.end_char > length(d.body)")
+        problems.append(
+            Problem("sqlite_integrity", len(result), "; ".join(result[:3]), fixable=False)
+        )
+    bad = one(
+        "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+        " WHERE c.start_char < 0 OR c.end_char <= c.start_char OR c.end_char > length(d.body)"
+    )
     if bad:
-        problems.append(Problem("chunk_offsets", bad, "chunks whose offsets fall outside their document's text"))
+        problems.append(
+            Problem("chunk_offsets", bad, "chunks whose offsets fall outside their document's text")
+        )
     orphan = one("SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)")
     if orphan:
-        problems.append(Problem("orphan_chunks", orphan, "chunks of documents that no longer exist"))
+        problems.append(
+            Problem("orphan_chunks", orphan, "chunks of documents that no longer exist")
+        )
     try:
         con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
         con.execute("INSERT INTO chunks_cjk (chunks_cjk) VALUES ('integrity-check')")
     except apsw.Error as e:
-        problems.append(Problem("fts", one("SELECT count(*) FROM chunks"),
-                                f"the keyword index does not match the chunks ({e.__class__.__name__})"))
+        problems.append(
+            Problem(
+                "fts",
+                one("SELECT count(*) FROM chunks"),
+                f"the keyword index does not match the chunks ({e.__class__.__name__})",
+            )
+        )
     if embed.has_vectors(con):
         n_vec = one("SELECT count(*) FROM chunks_vec")
         stray = one("SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
-        lost = one("SELECT count(*) FROM chunks WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)")
-        unflagged = one("SELECT count(*) FROM chunks WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)")
+        lost = one(
+            "SELECT count(*) FROM chunks WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)"
+        )
+        unflagged = one(
+            "SELECT count(*) FROM chunks WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)"
+        )
         if stray or lost or unflagged:
-            problems.append(Problem("vectors", stray + lost + unflagged,
-                                    f"{n_vec} vectors: {stray} without a chunk, {lost} chunks marked embedded "
-                                    f"without a vector, {unflagged} vectors of chunks not marked embedded"))
+            problems.append(
+                Problem(
+                    "vectors",
+                    stray + lost + unflagged,
+                    f"{n_vec} vectors: {stray} without a chunk, {lost} chunks marked embedded "
+                    f"without a vector, {unflagged} vectors of chunks not marked embedded",
+                )
+            )
         # (no codes table at all is no problem: search then scans exactly, and the next
         # kbase embed makes the table from the vectors)
         missing, _ = embed.codes_in_step(con)
         if missing > 0:
-            problems.append(Problem(
-                "vector_codes", missing,
-                "vectors without their binary code (search of a large index would miss them)"))
+            problems.append(
+                Problem(
+                    "vector_codes",
+                    missing,
+                    "vectors without their binary code (search of a large index would miss them)",
+                )
+            )
         stored = embed.stored_fingerprint(con)
         if stored is not None and stored != MINILM_FINGERPRINT:
-            problems.append(Problem("embedder", n_vec, "the vectors come from another embedding model; "
-                                    "run kbase embed --rebuild", fixable=False))
+            problems.append(
+                Problem(
+                    "embedder",
+                    n_vec,
+                    "the vectors come from another embedding model; run kbase embed --rebuild",
+                    fixable=False,
+                )
+            )
     elif one("SELECT count(*) FROM chunks WHERE embedded"):
-        problems.append(Problem("vectors", one("SELECT count(*) FROM chunks WHERE embedded"),
-                                "chunks marked embedded but there is no vector table"))
-    dangling = one("SELECT count(*) FROM links WHERE target_id IS NOT NULL AND target_id NOT IN (SELECT id FROM documents)")
+        problems.append(
+            Problem(
+                "vectors",
+                one("SELECT count(*) FROM chunks WHERE embedded"),
+                "chunks marked embedded but there is no vector table",
+            )
+        )
+    dangling = one(
+        "SELECT count(*) FROM links WHERE target_id IS NOT NULL AND target_id NOT IN (SELECT id FROM documents)"
+    )
     if dangling:
-        problems.append(Problem("links", dangling, "links pointing at documents that no longer exist"))
+        problems.append(
+            Problem("links", dangling, "links pointing at documents that no longer exist")
+        )
     chunker = con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()
     if chunker is not None:
         settings = ChunkSettings.from_fingerprint(chunker[0])
         if settings.fingerprint(default_counter()) != chunker[0]:
-            problems.append(Problem("chunker", one("SELECT count(*) FROM documents"),
-                                    "the chunks were made by another chunker version; they will be re-made"))
+            problems.append(
+                Problem(
+                    "chunker",
+                    one("SELECT count(*) FROM documents"),
+                    "the chunks were made by another chunker version; they will be re-made",
+                )
+            )
     return problems
 
 
 def frontmatter_warnings(con: apsw.Connection) -> list[FrontmatterWarning]:
     """Notes indexed without their front matter because it could not be read: path, line, why."""
-    return [FrontmatterWarning(*row) for row in con.execute(
-        "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path, line")]
+    return [
+        FrontmatterWarning(*row)
+        for row in con.execute(
+            "SELECT path, line, detail FROM frontmatter_warnings ORDER BY path, line"
+        )
+    ]
 
 
 def rechunk_all(
-    con: apsw.Connection, counter: TokenCounter, settings: ChunkSettings, progress: Callable[[int, int, str], None] | None = None
+    con: apsw.Connection,
+    counter: TokenCounter,
+    settings: ChunkSettings,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> int:
     """Chunk every document again from its stored text (the chunker's settings changed)."""
     rows = con.execute("SELECT id, path FROM documents ORDER BY id").fetchall()
@@ -96,19 +156,36 @@ def rechunk_all(
     return len(rows)
 
 
-def rederive(con: apsw.Connection, doc_id: int, counter: TokenCounter, settings: ChunkSettings,
-             doc: ParsedDoc | None = None) -> None:
+def rederive(
+    con: apsw.Connection,
+    doc_id: int,
+    counter: TokenCounter,
+    settings: ChunkSettings,
+    doc: ParsedDoc | None = None,
+) -> None:
     """Parse and chunk a document again from its stored text and rewrite what derives from it
     (vectors of chunks whose embedder input is unchanged are kept)."""
     root_id, path, size, mtime_ns, digest, encoding, body, root = con.execute(
         "SELECT d.root_id, d.path, d.size, d.mtime_ns, d.hash, d.encoding, d.body, r.path"
-        " FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?", (doc_id,)).fetchone()
+        " FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?",
+        (doc_id,),
+    ).fetchone()
     doc = doc or parse(body, path or Path(root).name)
     chunking = chunk(doc, counter, settings)
     store.write_document(
-        con, doc_id=doc_id, root_id=root_id, path=path, size=size, mtime_ns=mtime_ns, hash=digest,
-        encoding=encoding, doc=doc, chunks=chunking.chunks, diagnostics=chunking.diagnostics,
-        links=parse_links(doc), block_ids=block_ids(doc),
+        con,
+        doc_id=doc_id,
+        root_id=root_id,
+        path=path,
+        size=size,
+        mtime_ns=mtime_ns,
+        hash=digest,
+        encoding=encoding,
+        doc=doc,
+        chunks=chunking.chunks,
+        diagnostics=chunking.diagnostics,
+        links=parse_links(doc),
+        block_ids=block_ids(doc),
     )
 
 
@@ -120,7 +197,8 @@ def fix(con: apsw.Connection) -> list[str]:
         with con:
             con.execute("DELETE FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)")
         settings = ChunkSettings.from_fingerprint(
-            (con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone() or [None])[0])
+            (con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone() or [None])[0]
+        )
         n = rechunk_all(con, default_counter(), settings)
         with con:
             meta_set(con, "chunker", settings.fingerprint(default_counter()))
@@ -134,8 +212,12 @@ def fix(con: apsw.Connection) -> list[str]:
         with con:
             if embed.has_vectors(con):
                 con.execute("DELETE FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
-                con.execute("UPDATE chunks SET embedded = 0 WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)")
-                con.execute("UPDATE chunks SET embedded = 1 WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)")
+                con.execute(
+                    "UPDATE chunks SET embedded = 0 WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)"
+                )
+                con.execute(
+                    "UPDATE chunks SET embedded = 1 WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)"
+                )
             else:
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
         done.append("matched vectors to chunks (run kbase embed for any still missing)")
@@ -163,12 +245,18 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport
         # vec0 does not give back the space of deleted rows: copy the live vectors into a new table.
         dim = con.execute("SELECT vec_length(embedding) FROM chunks_vec LIMIT 1").fetchone()
         with con:
-            con.execute("CREATE TEMP TABLE kbase_vectors AS SELECT rowid AS id, embedding FROM chunks_vec")
+            con.execute(
+                "CREATE TEMP TABLE kbase_vectors AS SELECT rowid AS id, embedding FROM chunks_vec"
+            )
             con.execute("DROP TABLE chunks_vec")
             if dim:
-                con.execute(f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dim[0])}]"
-                            " distance_metric=cosine)")
-                con.execute("INSERT INTO chunks_vec (rowid, embedding) SELECT id, embedding FROM temp.kbase_vectors")
+                con.execute(
+                    f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dim[0])}]"
+                    " distance_metric=cosine)"
+                )
+                con.execute(
+                    "INSERT INTO chunks_vec (rowid, embedding) SELECT id, embedding FROM temp.kbase_vectors"
+                )
             else:
                 con.execute("DROP TRIGGER IF EXISTS chunks_vec_after_delete")
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
@@ -190,26 +278,42 @@ def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[RootInf
         " FROM roots r ORDER BY path"
     ):
         now = located_root(path, rel, db_path)
-        out.append(RootInfo(id=root_id, path=path, documents=n, exists=os.path.exists(path),
-                            moved_with_index=now if now != path else None, last_indexed_at=last))
+        out.append(
+            RootInfo(
+                id=root_id,
+                path=path,
+                documents=n,
+                exists=os.path.exists(path),
+                moved_with_index=now if now != path else None,
+                last_indexed_at=last,
+            )
+        )
     return out
 
 
-def move_root(con: apsw.Connection, old: str, new: str, db_path: str | os.PathLike[str]) -> RootMove:
+def move_root(
+    con: apsw.Connection, old: str, new: str, db_path: str | os.PathLike[str]
+) -> RootMove:
     """Point a root at its new place (the notes moved); nothing is re-indexed."""
     new_path = str(Path(new).expanduser().resolve())
-    row = con.execute("SELECT id, path FROM roots WHERE path = ?", (str(Path(old).expanduser().absolute()),)).fetchone()
+    row = con.execute(
+        "SELECT id, path FROM roots WHERE path = ?", (str(Path(old).expanduser().absolute()),)
+    ).fetchone()
     if row is None:
         row = con.execute("SELECT id, path FROM roots WHERE path = ?", (old,)).fetchone()
     if row is None:
         raise InputError(f"{old} is not an indexed root", "see the roots with: kbase roots")
     if not os.path.exists(new_path):
-        raise InputError(f"no such file or folder: {new}", "move the notes first, then re-point the root")
+        raise InputError(
+            f"no such file or folder: {new}", "move the notes first, then re-point the root"
+        )
     if con.execute("SELECT 1 FROM roots WHERE path = ? AND id <> ?", (new_path, row[0])).fetchone():
         raise InputError(f"{new_path} is already an indexed root", "remove one of them first")
     with con:
-        con.execute("UPDATE roots SET path = ?, relpath = ? WHERE id = ?",
-                    (new_path, store.relpath_from_db(new_path, db_path), row[0]))
+        con.execute(
+            "UPDATE roots SET path = ?, relpath = ? WHERE id = ?",
+            (new_path, store.relpath_from_db(new_path, db_path), row[0]),
+        )
     return RootMove(old=row[1], new=new_path)
 
 
@@ -237,14 +341,24 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
         chunks=one("SELECT count(*) FROM chunks"),
         embedded_chunks=one("SELECT count(*) FROM chunks WHERE embedded"),
         links=one("SELECT count(*) FROM links"),
-        unresolved_links=one("SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"),
+        unresolved_links=one(
+            "SELECT count(*) FROM links WHERE target_id IS NULL AND target_path IS NULL"
+        ),
         tags=one("SELECT count(DISTINCT tag) FROM tags"),
         oversized_chunks=one("SELECT count(*) FROM chunks WHERE flags & 1"),
-        diagnostics=dict(con.execute("SELECT kind, count(*) FROM diagnostics WHERE kind <> 'frontmatter'"
-                                        " GROUP BY 1 ORDER BY 1").fetchall()),
+        diagnostics=dict(
+            con.execute(
+                "SELECT kind, count(*) FROM diagnostics WHERE kind <> 'frontmatter'"
+                " GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        ),
         frontmatter_warnings=one("SELECT count(DISTINCT doc_id) FROM frontmatter_warnings"),
         chunker=json.loads(chunker[0]) if chunker else None,
-        encodings=dict(con.execute("SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC").fetchall()),
+        encodings=dict(
+            con.execute(
+                "SELECT encoding, count(*) FROM documents GROUP BY 1 ORDER BY 2 DESC"
+            ).fetchall()
+        ),
         text_bytes=text_bytes,
         db_bytes=db_bytes,
         db_to_text=round(db_bytes / text_bytes, 2) if text_bytes else None,

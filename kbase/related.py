@@ -39,37 +39,71 @@ KEYWORD_CANDIDATES = 200
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 
 
-def related(con: apsw.Connection, note, *, limit: int = 10, include_linked: bool = False,
-            cache: VectorCache | None = None, strategy: str = DEFAULT_STRATEGY) -> RelatedResult:
+def related(
+    con: apsw.Connection,
+    note,
+    *,
+    limit: int = 10,
+    include_linked: bool = False,
+    cache: VectorCache | None = None,
+    strategy: str = DEFAULT_STRATEGY,
+) -> RelatedResult:
     """Notes related to ``note`` (a kbase.graph.Note), best first, leaving out the notes it links
     to unless ``include_linked``. ``cache``: the in-memory vectors (a temporary one if None)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
-    links_to = {t for (t,) in con.execute(
-        "SELECT DISTINCT target_id FROM links WHERE source_id = ? AND target_id IS NOT NULL", (note.id,))}
-    linked_from = {s for (s,) in con.execute(
-        "SELECT DISTINCT source_id FROM links WHERE target_id = ? AND source_id <> ?", (note.id, note.id))}
+    links_to = {
+        t
+        for (t,) in con.execute(
+            "SELECT DISTINCT target_id FROM links WHERE source_id = ? AND target_id IS NOT NULL",
+            (note.id,),
+        )
+    }
+    linked_from = {
+        s
+        for (s,) in con.execute(
+            "SELECT DISTINCT source_id FROM links WHERE target_id = ? AND source_id <> ?",
+            (note.id, note.id),
+        )
+    }
     skip = {note.id} | (set() if include_linked else links_to)
-    result = RelatedResult(note.id, note.path, note.title, "semantic", (), [], frozenset(links_to),
-                           frozenset(linked_from))
+    result = RelatedResult(
+        note.id,
+        note.path,
+        note.title,
+        "semantic",
+        (),
+        [],
+        frozenset(links_to),
+        frozenset(linked_from),
+    )
     if limit <= 0:
         return result
-    ranked = _by_vectors(con, note.id, cache or VectorCache(), strategy, skip, limit) if _has_vectors(con) else None
+    ranked = (
+        _by_vectors(con, note.id, cache or VectorCache(), strategy, skip, limit)
+        if _has_vectors(con)
+        else None
+    )
     if ranked is None:
         terms, ranked = _by_keywords(con, note.id, skip, limit)
         result.method, result.terms = "keyword", terms
     from kbase.search import _hit
 
-    result.hits = [_hit(con, doc_id, cid, score, n, match) for doc_id, cid, score, n, match in ranked]
+    result.hits = [
+        _hit(con, doc_id, cid, score, n, match) for doc_id, cid, score, n, match in ranked
+    ]
     return result
 
 
 def _has_vectors(con: apsw.Connection) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is not None
+    return (
+        con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is not None
+    )
 
 
-def _by_vectors(con, note_id: int, cache: VectorCache, strategy: str, skip: set[int],
-                limit: int) -> list[tuple] | None:
+def _by_vectors(
+    con, note_id: int, cache: VectorCache, strategy: str, skip: set[int], limit: int
+) -> list[tuple] | None:
     """[(doc_id, best chunk id, score, 1, None)], or None when the note has no vectors."""
     import numpy as np
 
@@ -105,13 +139,15 @@ def _by_vectors(con, note_id: int, cache: VectorCache, strategy: str, skip: set[
     ends = np.r_[starts[1:], len(order)]
     out = []
     for g in top:
-        rows = order[starts[g]:ends[g]]
+        rows = order[starts[g] : ends[g]]
         best = rows[int(np.argmax(per_chunk[rows]))]
         out.append((int(doc_ids[g]), int(ids[best]), float(scores[g]), 1, None))
     return out
 
 
-def _by_keywords(con: apsw.Connection, note_id: int, skip: set[int], limit: int) -> tuple[tuple[str, ...], list]:
+def _by_keywords(
+    con: apsw.Connection, note_id: int, skip: set[int], limit: int
+) -> tuple[tuple[str, ...], list]:
     """(the note's most distinctive terms, [(doc_id, chunk id, bm25 score, matched chunks, match)])."""
     from kbase.search import keyword_ranked
 
@@ -120,10 +156,14 @@ def _by_keywords(con: apsw.Connection, note_id: int, skip: set[int], limit: int)
         return (), []
     text = " OR ".join('"' + t + '"' for t in terms)
     ranked = keyword_ranked(con, text, limit + len(skip))
-    return terms, [(r.doc_id, r.chunk_id, r.score, r.matched, r.match) for r in ranked if r.doc_id not in skip][:limit]
+    return terms, [
+        (r.doc_id, r.chunk_id, r.score, r.matched, r.match) for r in ranked if r.doc_id not in skip
+    ][:limit]
 
 
-def distinctive_terms(con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS) -> tuple[str, ...]:
+def distinctive_terms(
+    con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS
+) -> tuple[str, ...]:
     """The words of a note that best tell it apart (tf-idf over the keyword index's chunks), in the
     keyword index's own terms: each word is run through the index's tokenizer (stemming included)
     in a scratch FTS5 table, and words sharing a stem count together."""
@@ -132,7 +172,9 @@ def distinctive_terms(con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS
 
     row = con.execute("SELECT body FROM documents WHERE id = ?", (note_id,)).fetchone()
     words = Counter(w.lower() for w in re.findall(r"\w+", row[0] if row else ""))
-    words = Counter({w: n for w, n in words.items() if w not in STOPWORDS and not w.isdigit() and len(w) > 1})
+    words = Counter(
+        {w: n for w, n in words.items() if w not in STOPWORDS and not w.isdigit() and len(w) > 1}
+    )
     if not words:
         return ()
     sql = con.execute("SELECT sql FROM sqlite_schema WHERE name = 'chunks_fts'").fetchone()[0]
@@ -140,7 +182,9 @@ def distinctive_terms(con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS
     tokenize = m.group(1).replace("''", "'") if m else "unicode61"
     scratch = scratch_connection()
     try:
-        scratch.execute(f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize = '{tokenize.replace(chr(39), chr(39) * 2)}')")
+        scratch.execute(
+            f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize = '{tokenize.replace(chr(39), chr(39) * 2)}')"
+        )
         scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, instance)")
         vocab = list(words)
         scratch.executemany("INSERT INTO w (rowid, word) VALUES (?, ?)", list(enumerate(vocab)))
@@ -150,7 +194,10 @@ def distinctive_terms(con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS
     finally:
         scratch.close()
     # Each stem is looked up by its most frequent word, which the index's tokenizer turns back into it.
-    tf = {stem: (sum(words[w] for w in ws), max(ws, key=lambda w: (words[w], w))) for stem, ws in stems.items()}
+    tf = {
+        stem: (sum(words[w] for w in ws), max(ws, key=lambda w: (words[w], w)))
+        for stem, ws in stems.items()
+    }
     candidates = sorted(tf.items(), key=lambda kv: -kv[1][0])[:KEYWORD_CANDIDATES]
     own = [cid for (cid,) in con.execute("SELECT id FROM chunks WHERE doc_id = ?", (note_id,))]
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0] - len(own)
@@ -158,10 +205,14 @@ def distinctive_terms(con: apsw.Connection, note_id: int, k: int = KEYWORD_TERMS
     scored = []
     for stem, (count, word) in candidates:
         match = '"' + word.replace('"', '""') + '"'
-        df = con.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchone()[0]
+        df = con.execute(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)
+        ).fetchone()[0]
         if own:
-            df -= con.execute(f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({own_marks})",
-                              (match, *own)).fetchone()[0]
+            df -= con.execute(
+                f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({own_marks})",
+                (match, *own),
+            ).fetchone()[0]
         if df <= 0:
             continue  # only in this note: it cannot find another one
         idf = math.log(1 + (total - df + 0.5) / (df + 0.5))

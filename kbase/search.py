@@ -11,14 +11,14 @@ from pathlib import Path, PurePosixPath
 
 import apsw
 
+from kbase import cjk
 from kbase import snippet as snippets
 from kbase.db import located_root
-from kbase import cjk
 from kbase.errors import InputError
 from kbase.models import Hit
-from kbase.text import LINE_BREAK
 from kbase.query import Query, parse_query
 from kbase.rank import FUSION_ALPHA, convex
+from kbase.text import LINE_BREAK
 from kbase.vectors import VectorCache, nearest_oneshot
 
 # bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured
@@ -34,7 +34,9 @@ BM25_WEIGHTS = (1.0, 1.0, 1.0)
 class Filters:
     """Restrictions on which documents a search may return."""
 
-    path: str | None = None  # glob on the root-relative path, or a folder/path prefix if no wildcard
+    path: str | None = (
+        None  # glob on the root-relative path, or a folder/path prefix if no wildcard
+    )
     tags: tuple[str, ...] = ()  # each must be present (nested tags match: 'a' matches 'a/b')
     since: str | None = None  # ISO date: the document's date (front matter, else mtime) >= since
     until: str | None = None  # ISO date: <= until (inclusive)
@@ -94,18 +96,24 @@ def _check_date(value: str, option: str) -> str:
     try:
         return dt.datetime.fromisoformat(value.strip()).date().isoformat()
     except ValueError:
-        raise InputError(f"{option} {value!r} is not a date", "use YYYY-MM-DD or an age like 7d, 2w, 3m, 1y") from None
+        raise InputError(
+            f"{option} {value!r} is not a date", "use YYYY-MM-DD or an age like 7d, 2w, 3m, 1y"
+        ) from None
 
 
-def keyword_search(con: apsw.Connection, text: str, *, limit: int = 10, filters: Filters = Filters()) -> list[Hit]:
+def keyword_search(
+    con: apsw.Connection, text: str, *, limit: int = 10, filters: Filters = Filters()
+) -> list[Hit]:
     """Documents matching ``text`` (see kbase.query for the syntax), best first, one hit each.
 
     A note whose name (title, file name or alias) is the query comes first, then notes whose name
     starts with it, then notes matching all words; if those are fewer than ``limit`` and the
     query has several words (and no explicit OR), documents matching only some words follow.
     """
-    return [_hit(con, r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain)
-            for r in keyword_ranked(con, text, limit, filters)]
+    return [
+        _hit(con, r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain)
+        for r in keyword_ranked(con, text, limit, filters)
+    ]
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,13 @@ class Ranked:
 # meant; one whose name starts with the query is what they are typing; then all words, then some.
 # (TIER_ACROSS: all words, but in different chunks of the note; used for scripts without spaces.)
 TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_ACROSS, TIER_SOME = 5, 4, 3, 2, 1
-TIER_LABELS = {TIER_NAME: "name", TIER_NAME_PREFIX: "name prefix", TIER_ALL: "all words",
-               TIER_ACROSS: "all words across passages", TIER_SOME: "some words"}
+TIER_LABELS = {
+    TIER_NAME: "name",
+    TIER_NAME_PREFIX: "name prefix",
+    TIER_ALL: "all words",
+    TIER_ACROSS: "all words across passages",
+    TIER_SOME: "some words",
+}
 # Within a tier, bm25 maps onto [0, 1) as s / (s + BM25_HALF): a chunk scoring BM25_HALF shows .50.
 BM25_HALF = 10.0
 # A long note has many chunks, so many chances that one of them matches well by accident: past
@@ -138,8 +151,13 @@ LENGTH_FREE_CHUNKS = 32
 RERANK_SLACK = 20
 
 
-def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = Filters(),
-                   fill_to: int | None = None) -> list[Ranked]:
+def keyword_ranked(
+    con: apsw.Connection,
+    text: str,
+    n: int,
+    filters: Filters = Filters(),
+    fill_to: int | None = None,
+) -> list[Ranked]:
     """Up to ``n`` documents for ``text``, best first (see keyword_search for the order).
 
     Documents matching only some of the words are added when fewer than ``fill_to`` (default
@@ -156,8 +174,11 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
         found = [(TIER_ALL, r) for r in _ranked_docs(con, query.to_fts(), kw_where, kw_args, depth)]
         if len(found) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
             have = {r[0] for _, r in found}
-            found += [(TIER_SOME, r) for r in _ranked_docs(con, query.to_fts(match_any=True), kw_where, kw_args,
-                                                           depth) if r[0] not in have]
+            found += [
+                (TIER_SOME, r)
+                for r in _ranked_docs(con, query.to_fts(match_any=True), kw_where, kw_args, depth)
+                if r[0] not in have
+            ]
     names = _name_tiers(con, query, where, args)
     have = {r[0]: i for i, (_, r) in enumerate(found)}
     for doc_id, tier in names.items():
@@ -165,7 +186,9 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
         # query keeps its best chunk, if its words match one.
         old = found[have[doc_id]][1] if doc_id in have else None
         if tier == TIER_NAME or old is None:
-            first = con.execute("SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)).fetchone()
+            first = con.execute(
+                "SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)
+            ).fetchone()
             if first is None:
                 continue
             bm25, count = (old[2], old[3]) if old else (0.0, 1)
@@ -182,8 +205,16 @@ def keyword_ranked(con: apsw.Connection, text: str, n: int, filters: Filters = F
         raw = -bm25
         adjusted = max(0.0, raw - LENGTH_PRIOR * _length_units(sizes.get(doc_id, 1)))
         score = tier + adjusted / (adjusted + BM25_HALF)
-        out.append(Ranked(doc_id, cid, score, count, match,
-                          {"tier": TIER_LABELS[tier], "bm25": round(raw, 4), "chunks": sizes.get(doc_id, 1)}))
+        out.append(
+            Ranked(
+                doc_id,
+                cid,
+                score,
+                count,
+                match,
+                {"tier": TIER_LABELS[tier], "bm25": round(raw, 4), "chunks": sizes.get(doc_id, 1)},
+            )
+        )
     out.sort(key=lambda r: -r.score)
     return out[:n]
 
@@ -206,7 +237,9 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
         return {}
     # The last word as a prefix, unless it is too short to narrow anything down.
     prefix = "*" if len(words[-1]) >= 3 else ""
-    expr = "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + prefix + ")"
+    expr = (
+        "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + prefix + ")"
+    )
     rows = con.execute(
         f"""SELECT d.id, d.title, d.path, (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)
             FROM documents AS d WHERE d.id IN (
@@ -224,8 +257,12 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
             if nw == words:
                 best = TIER_NAME
                 break
-            if (len(words) <= len(nw) and nw[:len(words) - 1] == words[:-1] and nw[len(words) - 1].startswith(words[-1])
-                    and (len(words) > 1 or nw[0] != words[0])):
+            if (
+                len(words) <= len(nw)
+                and nw[: len(words) - 1] == words[:-1]
+                and nw[len(words) - 1].startswith(words[-1])
+                and (len(words) > 1 or nw[0] != words[0])
+            ):
                 best = TIER_NAME_PREFIX
         if best:
             tiers[doc_id] = best
@@ -242,11 +279,17 @@ def _chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
     if not doc_ids:
         return {}
     marks = ",".join("?" * len(doc_ids))
-    return dict(con.execute(
-        f"SELECT doc_id, max(seq) + 1 FROM chunks WHERE doc_id IN ({marks}) GROUP BY doc_id", doc_ids).fetchall())
+    return dict(
+        con.execute(
+            f"SELECT doc_id, max(seq) + 1 FROM chunks WHERE doc_id IN ({marks}) GROUP BY doc_id",
+            doc_ids,
+        ).fetchall()
+    )
 
 
-def _cjk_found(con: apsw.Connection, query: Query, n: int, where: str, args: list, fill_to: int) -> list[tuple]:
+def _cjk_found(
+    con: apsw.Connection, query: Query, n: int, where: str, args: list, fill_to: int
+) -> list[tuple]:
     """keyword_ranked's (tier, row) list for a query with words in scripts without spaces
     (kbase.cjk): all words in one chunk of chunks_cjk (TIER_ALL), all words across a note's chunks
     (TIER_ACROSS), then some of them; then notes whose chunks hold none of these scripts but some
@@ -262,11 +305,22 @@ def _cjk_found(con: apsw.Connection, query: Query, n: int, where: str, args: lis
 
     # Notes that hold every word, but not in one chunk (a chunk is a few paragraphs; words without
     # spaces are short and a note is what the user looks for): next, by their best chunk.
-    across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - {r[0] for _, r in found}
+    across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - {
+        r[0] for _, r in found
+    }
     if across:
         marks = ",".join("?" * len(across))
-        more(TIER_ACROSS, _ranked_docs(con, pq.to_fts(match_any=True), f"{where} AND d.id IN ({marks})",
-                                       [*args, *across], n, cjk.TABLE))
+        more(
+            TIER_ACROSS,
+            _ranked_docs(
+                con,
+                pq.to_fts(match_any=True),
+                f"{where} AND d.id IN ({marks})",
+                [*args, *across],
+                n,
+                cjk.TABLE,
+            ),
+        )
     more(TIER_SOME, _ranked_docs(con, pq.to_fts(match_any=True), where, args, n, cjk.TABLE))
     latin = cjk.latin_query(query)
     if len(found) < fill_to and not latin.empty:
@@ -280,8 +334,14 @@ def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
     also in chunks_fts, which alone holds the chunks without runs)."""
     expr = " OR ".join(t.fts() for t in clause)
     tables = [cjk.TABLE] + (["chunks_fts"] if not cjk.is_pair_match(expr) else [])
-    return {doc_id for table in tables for (doc_id,) in con.execute(
-        f"SELECT DISTINCT doc_id FROM chunks WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)", (expr,))}
+    return {
+        doc_id
+        for table in tables
+        for (doc_id,) in con.execute(
+            f"SELECT DISTINCT doc_id FROM chunks WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)",
+            (expr,),
+        )
+    }
 
 
 def _without_excluded_runs(query: Query, where: str, args: list) -> tuple[str, list]:
@@ -290,13 +350,16 @@ def _without_excluded_runs(query: Query, where: str, args: list) -> tuple[str, l
     excluded = cjk.excluded_runs(query)
     if excluded is None:
         return where, args
-    sql = (f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
-           f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))")
+    sql = (
+        f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
+        f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))"
+    )
     return sql, [*args, excluded]
 
 
-def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit: int,
-                 table: str = "chunks_fts") -> list[tuple]:
+def _ranked_docs(
+    con: apsw.Connection, match: str, where: str, args: list, limit: int, table: str = "chunks_fts"
+) -> list[tuple]:
     """(doc_id, best chunk id, bm25, matching chunks, match) per document, best first.
 
     The bm25 scores are materialised first (FTS5 computes them only in its own query), then
@@ -315,8 +378,9 @@ def _ranked_docs(con: apsw.Connection, match: str, where: str, args: list, limit
     return con.execute(sql, [match, match, *args, limit]).fetchall()
 
 
-def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int,
-                                  table: str = "chunks_fts") -> list[tuple]:
+def _ranked_docs_from_best_chunks(
+    con: apsw.Connection, match: str, limit: int, table: str = "chunks_fts"
+) -> list[tuple]:
     """What _ranked_docs gives without filters, from FTS5's own ordering: the best chunks in
     order (FTS5 still scores every match, but nothing else is done with the rest), widened until
     they hold ``limit`` documents; then one count of matching chunks for those documents. A
@@ -343,23 +407,35 @@ def _ranked_docs_from_best_chunks(con: apsw.Connection, match: str, limit: int,
     if not best:
         return []
     marks = ",".join("?" * len(best))
-    counts = dict(con.execute(
-        f"SELECT doc_id, count(*) FROM chunks WHERE doc_id IN ({marks})"
-        f" AND id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) GROUP BY doc_id",
-        [*best, match],
-    ).fetchall())
-    return [(doc_id, cid, score, counts.get(doc_id, 1), match) for doc_id, cid, score in best.values()]
+    counts = dict(
+        con.execute(
+            f"SELECT doc_id, count(*) FROM chunks WHERE doc_id IN ({marks})"
+            f" AND id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) GROUP BY doc_id",
+            [*best, match],
+        ).fetchall()
+    )
+    return [
+        (doc_id, cid, score, counts.get(doc_id, 1), match) for doc_id, cid, score in best.values()
+    ]
 
 
 # sqlite-vec answers k-nearest-neighbour queries for k up to this many rows.
 KNN_MAX = 4096
 
 
-def semantic_search(con: apsw.Connection, query_vector: bytes, *, limit: int = 10,
-                    filters: Filters = Filters(), cache: VectorCache | None = None) -> list[Hit]:
+def semantic_search(
+    con: apsw.Connection,
+    query_vector: bytes,
+    *,
+    limit: int = 10,
+    filters: Filters = Filters(),
+    cache: VectorCache | None = None,
+) -> list[Hit]:
     """Documents nearest in meaning to the query vector, one hit (the nearest chunk) each."""
-    return [_hit(con, r.doc_id, r.chunk_id, r.score, r.matched, None, r.explain)
-            for r in semantic_ranked(con, query_vector, limit, filters, cache)]
+    return [
+        _hit(con, r.doc_id, r.chunk_id, r.score, r.matched, None, r.explain)
+        for r in semantic_ranked(con, query_vector, limit, filters, cache)
+    ]
 
 
 # The length prior of the semantic list, per natural-log unit of a note's chunk count, in cosine
@@ -367,33 +443,59 @@ def semantic_search(con: apsw.Connection, query_vector: bytes, *, limit: int = 1
 SEMANTIC_LENGTH_PRIOR = 0.01
 
 
-def semantic_ranked(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters(),
-                    cache: VectorCache | None = None) -> list[Ranked]:
+def semantic_ranked(
+    con: apsw.Connection,
+    query_vector: bytes,
+    n: int,
+    filters: Filters = Filters(),
+    cache: VectorCache | None = None,
+) -> list[Ranked]:
     """Up to ``n`` documents nearest in meaning, best first: the cosine similarity of the nearest
     chunk, less the length prior."""
     docs = _semantic_docs(con, query_vector, n + RERANK_SLACK, filters, cache)
     sizes = _chunk_counts(con, [d[0] for d in docs])
-    out = [Ranked(doc_id, cid, sim - SEMANTIC_LENGTH_PRIOR * _length_units(sizes.get(doc_id, 1)), count, None,
-                  {"similarity": round(sim, 4), "chunks": sizes.get(doc_id, 1)})
-           for doc_id, cid, sim, count in docs]
+    out = [
+        Ranked(
+            doc_id,
+            cid,
+            sim - SEMANTIC_LENGTH_PRIOR * _length_units(sizes.get(doc_id, 1)),
+            count,
+            None,
+            {"similarity": round(sim, 4), "chunks": sizes.get(doc_id, 1)},
+        )
+        for doc_id, cid, sim, count in docs
+    ]
     out.sort(key=lambda r: -r.score)
     return out[:n]
 
 
-def _semantic_docs(con: apsw.Connection, query_vector: bytes, n: int, filters: Filters = Filters(),
-                   cache: VectorCache | None = None) -> list[tuple]:
+def _semantic_docs(
+    con: apsw.Connection,
+    query_vector: bytes,
+    n: int,
+    filters: Filters = Filters(),
+    cache: VectorCache | None = None,
+) -> list[tuple]:
     """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest), best first.
 
     Unfiltered: a k-nearest-neighbour query (sqlite-vec, or the in-memory ``cache``), widened
     until ``n`` documents are found. Filtered: an exact scan over the chunks that pass the
     filters, so a filter never hides matches that exist.
     """
-    if n <= 0 or con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is None:
+    if (
+        n <= 0
+        or con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is None
+    ):
         return []
     where, args = filters.sql()
     if where != "1" and cache is not None:
-        allowed = [cid for (cid,) in con.execute(
-            f"SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded AND {where}", args)]
+        allowed = [
+            cid
+            for (cid,) in con.execute(
+                f"SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded AND {where}",
+                args,
+            )
+        ]
         return _group_nearest(con, cache.nearest(con, query_vector, len(allowed), allowed))[:n]
     if where == "1":
         k = max(4 * n, 40)
@@ -406,7 +508,8 @@ def _semantic_docs(con: apsw.Connection, query_vector: bytes, n: int, filters: F
             else:
                 k = min(k, KNN_MAX)
                 nearest = con.execute(
-                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (query_vector, k)
+                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
+                    (query_vector, k),
                 ).fetchall()
             docs = _group_nearest(con, nearest)
             if len(docs) >= n or len(nearest) < k or (limit is not None and k >= limit):
@@ -432,9 +535,12 @@ def _semantic_docs(con: apsw.Connection, query_vector: bytes, n: int, filters: F
 def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> list[tuple]:
     if not nearest:
         return []
-    doc_of = dict(con.execute(
-        f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(nearest))})", [r for r, _ in nearest]
-    ).fetchall())
+    doc_of = dict(
+        con.execute(
+            f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(nearest))})",
+            [r for r, _ in nearest],
+        ).fetchall()
+    )
     best: dict[int, list] = {}
     for cid, dist in nearest:  # nearest first
         doc_id = doc_of.get(cid)
@@ -484,31 +590,55 @@ def hybrid_search(
     sem: list[Ranked] = []
     if cjk.model_can_read(text):
         in_kw = {r.doc_id for r in kw}
-        sem = [r for r in semantic_ranked(con, query_vector, n, filters, cache)
-               if r.explain["similarity"] >= min_similarity or r.doc_id in in_kw]
+        sem = [
+            r
+            for r in semantic_ranked(con, query_vector, n, filters, cache)
+            if r.explain["similarity"] >= min_similarity or r.doc_id in in_kw
+        ]
     top = max((r.score % 1 for r in kw), default=0.0) or 1.0
     hi, lo = (sem[0].score, sem[-1].score) if sem else (1.0, 0.0)
     # Each list's evidence for a note, in [0, 1]; the keyword list adds its tier on top.
-    strength = {"keyword": {r.doc_id: (1 - alpha) * (r.score % 1) / top for r in kw},
-                "semantic": {r.doc_id: alpha * ((r.score - lo) / (hi - lo) if hi > lo else 1.0) for r in sem}}
-    fused = convex({"keyword": [(r.doc_id, int(r.score) - TIER_SOME + (r.score % 1) / top) for r in kw],
-                    "semantic": [(r.doc_id, strength["semantic"][r.doc_id] / alpha if alpha else 0.0) for r in sem]},
-                   {"keyword": 1 - alpha, "semantic": alpha})
+    strength = {
+        "keyword": {r.doc_id: (1 - alpha) * (r.score % 1) / top for r in kw},
+        "semantic": {
+            r.doc_id: alpha * ((r.score - lo) / (hi - lo) if hi > lo else 1.0) for r in sem
+        },
+    }
+    fused = convex(
+        {
+            "keyword": [(r.doc_id, int(r.score) - TIER_SOME + (r.score % 1) / top) for r in kw],
+            "semantic": [
+                (r.doc_id, strength["semantic"][r.doc_id] / alpha if alpha else 0.0) for r in sem
+            ],
+        },
+        {"keyword": 1 - alpha, "semantic": alpha},
+    )
     by_list = {"keyword": {r.doc_id: r for r in kw}, "semantic": {r.doc_id: r for r in sem}}
     highlight = parse_query(text).to_fts(match_any=True) or None
     hits = []
     for f in fused[:limit]:
-        explain = {name: {**part, **by_list[name][f.key].explain} for name, part in f.explain.items()}
+        explain = {
+            name: {**part, **by_list[name][f.key].explain} for name, part in f.explain.items()
+        }
         # The snippet comes from the list whose evidence is stronger (not counting the tier, a
         # class of match rather than a measure of this chunk); keyword wins a tie.
         best = max(f.explain, key=lambda name: strength[name][f.key])
         r = by_list[best][f.key]
-        hits.append(_hit(con, r.doc_id, r.chunk_id, f.score, r.matched, r.match or highlight, explain))
+        hits.append(
+            _hit(con, r.doc_id, r.chunk_id, f.score, r.matched, r.match or highlight, explain)
+        )
     return hits
 
 
-def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int, match: str | None = None,
-         explain: dict | None = None) -> Hit:
+def _hit(
+    con: apsw.Connection,
+    doc_id: int,
+    chunk_id: int,
+    score: float,
+    n: int,
+    match: str | None = None,
+    explain: dict | None = None,
+) -> Hit:
     """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
     first match of ``match`` that stays visible, if any, and that match's line in the file."""
     pair_match = match if match is not None and cjk.is_pair_match(match) else None
@@ -537,11 +667,20 @@ def _hit(con: apsw.Connection, doc_id: int, chunk_id: int, score: float, n: int,
     root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root
     return Hit(
-        doc_id=doc_id, path=path or Path(root).name, abspath=abspath, title=title, score=score,
-        chunk_id=chunk_id, line=line + len(LINE_BREAK.findall(text, 0, anchor)),
+        doc_id=doc_id,
+        path=path or Path(root).name,
+        abspath=abspath,
+        title=title,
+        score=score,
+        chunk_id=chunk_id,
+        line=line + len(LINE_BREAK.findall(text, 0, anchor)),
         heading_path=_plain_headings(heading_path) if kind == "markdown" else heading_path,
-        snippet=snippet, highlights=highlights, matched_chunks=n, tags=tuple((tags or "").split()),
-        stale=is_stale(abspath, size, mtime_ns), explain=explain or {},
+        snippet=snippet,
+        highlights=highlights,
+        matched_chunks=n,
+        tags=tuple((tags or "").split()),
+        stale=is_stale(abspath, size, mtime_ns),
+        explain=explain or {},
     )
 
 
@@ -577,8 +716,11 @@ class ChunkRef:
 
 
 def chunk_ref(con: apsw.Connection, chunk_id: int) -> ChunkRef:
-    row = con.execute("SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind"
-                      " FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+    row = con.execute(
+        "SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind"
+        " FROM chunks WHERE id = ?",
+        (chunk_id,),
+    ).fetchone()
     if row is None:
         raise InputError(f"no chunk {chunk_id} in the index", "it was replaced: search again")
     return ChunkRef(*row)

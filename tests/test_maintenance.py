@@ -38,9 +38,13 @@ def test_healthy_index_checks_ok(kb, db_path):
 
 def test_fts_damage_is_found_and_rebuilt(kb, db_path):
     con = raw(db_path)
-    cid, title, head, body = con.execute("SELECT id, title, headings, body FROM chunks_fts_content LIMIT 1").fetchone()
-    con.execute("INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body) VALUES ('delete', ?, ?, ?, ?)",
-                (cid, title, head, body))
+    cid, title, head, body = con.execute(
+        "SELECT id, title, headings, body FROM chunks_fts_content LIMIT 1"
+    ).fetchone()
+    con.execute(
+        "INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body) VALUES ('delete', ?, ?, ?, ?)",
+        (cid, title, head, body),
+    )
     assert "fts" in kinds(kb)
     r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
     assert r.exit_code == 1 and "problem: fts" in r.stdout
@@ -52,7 +56,9 @@ def test_fts_damage_is_found_and_rebuilt(kb, db_path):
 def test_vector_damage_is_found_and_repaired(kb, db_path):
     con = raw(db_path)
     con.execute("DELETE FROM chunks_vec WHERE rowid = (SELECT min(id) FROM chunks)")
-    con.execute("INSERT INTO chunks_vec (rowid, embedding) SELECT 999999, embedding FROM chunks_vec LIMIT 1")
+    con.execute(
+        "INSERT INTO chunks_vec (rowid, embedding) SELECT 999999, embedding FROM chunks_vec LIMIT 1"
+    )
     assert "vectors" in kinds(kb)
     kb.check(fix=True)
     assert kinds(kb) == set()
@@ -75,7 +81,9 @@ def test_dangling_link_and_foreign_model_are_found(kb, db_path):
 def test_bad_offsets_are_found_and_rechunked(kb, db_path):
     con = raw(db_path)
     con.execute("DROP TRIGGER chunks_before_update")  # the schema forbids this; damage on purpose
-    con.execute("UPDATE chunks SET end_char = end_char + 100000 WHERE id = (SELECT min(id) FROM chunks)")
+    con.execute(
+        "UPDATE chunks SET end_char = end_char + 100000 WHERE id = (SELECT min(id) FROM chunks)"
+    )
     assert "chunk_offsets" in kinds(kb)
     result = kb.check(fix=True)
     assert any("re-chunked" in f for f in result.fixed)
@@ -98,7 +106,9 @@ def test_page_corruption_is_reported_not_hidden(kb, db_path):
 
 
 def test_compact_shrinks_a_churned_index(db_path, tmp_path):
-    v = write(tmp_path / "churn", {f"n{i}.md": f"# Note {i}\n\n" + "words " * 400 for i in range(40)})
+    v = write(
+        tmp_path / "churn", {f"n{i}.md": f"# Note {i}\n\n" + "words " * 400 for i in range(40)}
+    )
     k = kbase.open(db_path)
     k.index([v], embed=False)
     for round_ in range(3):
@@ -126,14 +136,29 @@ def test_roots_move_and_follow_a_vault_moved_with_its_index(tmp_path):
     assert not r.exists and r.moved_with_index == str(tmp_path / "moved" / "notes")
     report = k2.index([], embed=False)
     assert report.moved_roots and report.unchanged == 1 and report.new == 0
-    assert k2.search("alpha", mode="keyword")[0].abspath == str(tmp_path / "moved" / "notes" / "a.md")
+    assert k2.search("alpha", mode="keyword")[0].abspath == str(
+        tmp_path / "moved" / "notes" / "a.md"
+    )
     elsewhere = tmp_path / "elsewhere"
     shutil.move(tmp_path / "moved" / "notes", elsewhere)
-    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "move",
-                                   str(tmp_path / "moved" / "notes"), str(elsewhere)])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "--db",
+            str(tmp_path / "moved" / "index.db"),
+            "roots",
+            "move",
+            str(tmp_path / "moved" / "notes"),
+            str(elsewhere),
+        ],
+    )
     assert out.exit_code == 0 and out.stdout.startswith("moved root")
     assert k2.index([], embed=False).unchanged == 1
-    roots = json.loads(CliRunner().invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "--json"]).stdout)
+    roots = json.loads(
+        CliRunner()
+        .invoke(cli, ["--db", str(tmp_path / "moved" / "index.db"), "roots", "--json"])
+        .stdout
+    )
     assert roots[0]["path"] == str(elsewhere) and roots[0]["exists"]
 
 
@@ -142,9 +167,16 @@ def test_compact_prints_sizes_in_the_binary_units_it_names(db_path, tmp_path):
     kbase.open(db_path).index([v], embed=False)
     run = lambda *a: CliRunner().invoke(cli, ["--db", str(db_path), "compact", *a])  # noqa: E731
     r = json.loads(run("--json").stdout)
-    assert r["bytes_saved"] == r["bytes_before"] - r["bytes_after"] and r["bytes_after"] == db_path.stat().st_size
+    assert (
+        r["bytes_saved"] == r["bytes_before"] - r["bytes_after"]
+        and r["bytes_after"] == db_path.stat().st_size
+    )
     size = db_path.stat().st_size  # compacting again changes nothing: before = after = size
-    assert size > 1024 and run().stdout == f"compacted: {size / 1024:.1f} KiB -> {size / 1024:.1f} KiB (0 B saved)\n"
+    assert (
+        size > 1024
+        and run().stdout
+        == f"compacted: {size / 1024:.1f} KiB -> {size / 1024:.1f} KiB (0 B saved)\n"
+    )
 
 
 def test_readers_find_a_vault_moved_with_its_index_without_writing(tmp_path):
@@ -162,7 +194,10 @@ def test_readers_find_a_vault_moved_with_its_index_without_writing(tmp_path):
         assert k.document("sub/b.md").abspath == str(new / "sub" / "b.md")
         assert [lk.target_path for lk in k.links(hit.abspath)] == ["sub/b.md"]
     r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "beta", "--json"])
-    assert json.loads(r.stdout)[0]["abspath"] == str(new / "sub" / "b.md") and "changed on disk" not in r.stdout
+    assert (
+        json.loads(r.stdout)[0]["abspath"] == str(new / "sub" / "b.md")
+        and "changed on disk" not in r.stdout
+    )
     r = CliRunner().invoke(cli, ["--db", str(dbp), "show", str(new / "sub" / "b.md"), "--json"])
     assert json.loads(r.stdout)["abspath"] == str(new / "sub" / "b.md")
     r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "alpha"])
@@ -173,11 +208,14 @@ def test_readers_find_a_vault_moved_with_its_index_without_writing(tmp_path):
 
 
 def test_front_matter_warnings_are_kept_per_note_and_listed_by_status_check_and_a_view(tmp_path):
-    vault = write(tmp_path / "v", {
-        "sub/bad.md": "---\ntitle: ok\ntags: [a, b\nother: x\n---\n# Bad\n\nbody text\n",
-        "list.md": "---\n- a list\n---\nlisty\n",
-        "fine.md": "---\ntitle: Fine\n---\nfine\n",
-    })
+    vault = write(
+        tmp_path / "v",
+        {
+            "sub/bad.md": "---\ntitle: ok\ntags: [a, b\nother: x\n---\n# Bad\n\nbody text\n",
+            "list.md": "---\n- a list\n---\nlisty\n",
+            "fine.md": "---\ntitle: Fine\n---\nfine\n",
+        },
+    )
     dbp = tmp_path / "i.db"
     cli_run = lambda *a: CliRunner().invoke(cli, ["--db", str(dbp), *map(str, a)])  # noqa: E731
     assert "2 warnings" in cli_run("index", "--no-embed", vault).stdout
@@ -191,19 +229,28 @@ def test_front_matter_warnings_are_kept_per_note_and_listed_by_status_check_and_
         "ok: the index is consistent",
     ]
     assert json.loads(cli_run("check", "--json").stdout)["warnings"][1] == {
-        "path": "sub/bad.md", "line": 4,
-        "detail": "malformed front matter at line 4: did not find expected ',' or ']'; body indexed without it"}
-    assert "warnings   2 notes indexed without front matter it could not read  (kbase check lists them)" \
+        "path": "sub/bad.md",
+        "line": 4,
+        "detail": "malformed front matter at line 4: did not find expected ',' or ']'; body indexed without it",
+    }
+    assert (
+        "warnings   2 notes indexed without front matter it could not read  (kbase check lists them)"
         in cli_run("status").stdout
+    )
     st = json.loads(cli_run("status", "--json").stdout)
     assert st["frontmatter_warnings"] == 2 and "frontmatter" not in st["diagnostics"]
     with kbase.open(dbp) as k:
         assert k.sql("SELECT path, title, line FROM frontmatter_warnings ORDER BY path").rows == [
-            ("list.md", "list", 1), ("sub/bad.md", "Bad", 4)]
+            ("list.md", "list", 1),
+            ("sub/bad.md", "Bad", 4),
+        ]
         # The diagnostic's offsets are the line the YAML parser stopped at (or the whole block).
-        assert k.sql("SELECT substr(d.body, g.start_char + 1, g.end_char - g.start_char) FROM diagnostics AS g"
-                     " JOIN documents AS d ON d.id = g.doc_id ORDER BY d.path").rows == [
-            ("---\n- a list\n---\n",), ("other: x",)]
+        assert k.sql(
+            "SELECT substr(d.body, g.start_char + 1, g.end_char - g.start_char) FROM diagnostics AS g"
+            " JOIN documents AS d ON d.id = g.doc_id ORDER BY d.path"
+        ).rows == [("---\n- a list\n---\n",), ("other: x",)]
     (vault / "sub" / "bad.md").write_text("---\ntitle: ok\ntags: [a, b]\n---\n# Bad\n\nbody text\n")
     cli_run("index", "--no-embed", vault)
-    assert [w["path"] for w in json.loads(cli_run("check", "--json").stdout)["warnings"]] == ["list.md"]
+    assert [w["path"] for w in json.loads(cli_run("check", "--json").stdout)["warnings"]] == [
+        "list.md"
+    ]

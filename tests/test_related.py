@@ -79,7 +79,9 @@ def test_without_embeddings_the_distinctive_terms_are_searched(tmp_path, vault):
 
 
 def test_a_note_not_yet_embedded_falls_back_to_keywords(embedded, vault):
-    (vault / "Cake.md").write_text("# Cake\n\nBake the sponge in a hot oven, then let it rise.\n", encoding="utf-8")
+    (vault / "Cake.md").write_text(
+        "# Cake\n\nBake the sponge in a hot oven, then let it rise.\n", encoding="utf-8"
+    )
     embedded.index([vault], embed=False)
     r = embedded.related("Cake", limit=2)
     assert r.method == "keyword" and r.hits
@@ -95,8 +97,23 @@ def test_cli_related_formats(tmp_path, vault):
     rows = json.loads(r.stdout)
     soup = next(x for x in rows if x["path"] == "Soup.md")
     assert soup["linked"] is True and soup["links_here"] is False and soup["method"] == "keyword"
-    assert list(rows[0]) == ["rank", "score", "title", "path", "abspath", "line", "heading_path", "snippet",
-                             "tags", "stale", "doc_id", "chunk_id", "linked", "links_here", "method"]
+    assert list(rows[0]) == [
+        "rank",
+        "score",
+        "title",
+        "path",
+        "abspath",
+        "line",
+        "heading_path",
+        "snippet",
+        "tags",
+        "stale",
+        "doc_id",
+        "chunk_id",
+        "linked",
+        "links_here",
+        "method",
+    ]
     r = CliRunner().invoke(cli, ["--db", db, "related", "Bread", "--csv"])
     assert r.stdout.splitlines()[0].startswith("rank,score,title,path")
     r = CliRunner().invoke(cli, ["--db", db, "related", "Nothing"])
@@ -110,12 +127,20 @@ def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
     bump_mtime(vault / "Disks.md", 50)
     k.index([vault], embed=False)
     assert k.embed_newest(1) == 1
-    done = [p for (p,) in k.reader.execute(
-        "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedded")]
+    done = [
+        p
+        for (p,) in k.reader.execute(
+            "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedded"
+        )
+    ]
     assert done == ["Soup.md"]
     assert k.embed_newest(1) == 1
-    done = {p for (p,) in k.reader.execute(
-        "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedded")}
+    done = {
+        p
+        for (p,) in k.reader.execute(
+            "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedded"
+        )
+    }
     assert done == {"Soup.md", "Disks.md"}
     while k.embed_newest(8):
         pass

@@ -11,7 +11,13 @@ def paths(hits):
 
 
 def test_hits_are_grouped_per_document_with_line_and_snippet(kb, vault):
-    write(vault, {"Long.md": "# Long\n\n" + "\n\n".join(f"## Part {i}\n\nwater " * 1 + "x " * 400 for i in range(5))})
+    write(
+        vault,
+        {
+            "Long.md": "# Long\n\n"
+            + "\n\n".join(f"## Part {i}\n\nwater " * 1 + "x " * 400 for i in range(5))
+        },
+    )
     kb.index([vault], embed=False)
     hits = kb.search("water")
     assert len(paths(hits)) == len(set(paths(hits)))
@@ -46,7 +52,12 @@ def test_phrase_prefix_exclusion_or(kb):
 
 
 def test_title_weighs_more_than_body(kb, vault):
-    write(vault, {"Mention.md": "# Other\n\nA garden garden is mentioned here in passing among many other words.\n"})
+    write(
+        vault,
+        {
+            "Mention.md": "# Other\n\nA garden garden is mentioned here in passing among many other words.\n"
+        },
+    )
     kb.index([vault], embed=False)
     assert paths(kb.search("garden"))[0] == "Garden.md"
 
@@ -58,7 +69,7 @@ def test_filters(kb, vault):
     assert paths(kb.search("readers", tags=["#db/sqlite"])) == ["tech/SQLite.md"]
     assert paths(kb.search("readers", tags=["d"])) == []
     assert paths(kb.search("garden", since="2024-04-01", until="2024-05-31")) == ["Welcome.md"]
-    old = (vault / "Garden.md")
+    old = vault / "Garden.md"
     os.utime(old, (1_000_000_000, 1_000_000_000))
     kb.index([vault], embed=False)
     assert "Garden.md" not in paths(kb.search("garden", since="2020-01-01"))
@@ -70,7 +81,11 @@ def test_filters(kb, vault):
 def test_limit_and_empty_queries(kb):
     assert len(kb.search("the OR a OR tomatoes OR readers OR start", limit=2)) == 2
     for query in ("", "   ", ":", "!!!", "!!! ???", "🎉", "-tomatoes", '-"raised beds"', "OR"):
-        for mode in ("keyword", "semantic", "hybrid"):  # one rule in every mode, before any model is asked
+        for mode in (
+            "keyword",
+            "semantic",
+            "hybrid",
+        ):  # one rule in every mode, before any model is asked
             with pytest.raises(InputError) as e:
                 kb.search(query, mode=mode)
             assert e.value.message == f"no words to search for in {query!r}"
@@ -89,7 +104,7 @@ def test_chunk_and_document_refs_for_a_hit(kb, vault):
     ref = kb.chunk(hit.chunk_id)
     doc = kb.document(hit.path)
     assert doc.kind == "markdown" and ref.doc_id == doc.id
-    assert "Raised beds" in doc.body[ref.start:ref.end] and ref.line <= hit.line <= ref.end_line
+    assert "Raised beds" in doc.body[ref.start : ref.end] and ref.line <= hit.line <= ref.end_line
     assert kb.document("tech/notes.txt").kind == "text"
     with pytest.raises(InputError, match="no chunk"):
         kb.chunk(10**9)
@@ -98,20 +113,32 @@ def test_chunk_and_document_refs_for_a_hit(kb, vault):
 def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
     from kbase import db, ingest
 
-    v = write(tmp_path / "v", {
-        "alpha.md": "# Alpha Notes\n\n" + "intro words here. " * 60 + "\n\n## Beta Part\n\n" + "more words there. " * 60,
-        "other.md": "---\ntitle: Gamma\n---\n# Delta\n\n## Epsilon\n\nwords\n",
-    })
+    v = write(
+        tmp_path / "v",
+        {
+            "alpha.md": "# Alpha Notes\n\n"
+            + "intro words here. " * 60
+            + "\n\n## Beta Part\n\n"
+            + "more words there. " * 60,
+            "other.md": "---\ntitle: Gamma\n---\n# Delta\n\n## Epsilon\n\nwords\n",
+        },
+    )
     con = db.connect(tmp_path / "t.db", create=True)
     ingest.index(con, [v])
-    rows = con.execute("SELECT c.heading_path, f.headings FROM chunks c JOIN chunks_fts_content f ON f.id = c.id"
-                       " ORDER BY c.id").fetchall()
+    rows = con.execute(
+        "SELECT c.heading_path, f.headings FROM chunks c JOIN chunks_fts_content f ON f.id = c.id"
+        " ORDER BY c.id"
+    ).fetchall()
     # the H1 that is the title leaves the heading path; one that is not the title stays
     assert ("Alpha Notes", "") in rows and ("Alpha Notes > Beta Part", "Beta Part") in rows
     assert ("Delta > Epsilon", "Delta > Epsilon") in rows
-    match = lambda q: [r for (r,) in con.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (q,))]  # noqa: E731
+    match = lambda q: [
+        r for (r,) in con.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (q,))
+    ]
     assert match("headings:alpha") == [] and match("title:alpha") and match("headings:beta")
-    (v / "alpha.md").write_text("# Alpha Notes\n\nrewritten\n")  # FTS5 deletes with the view's values
+    (v / "alpha.md").write_text(
+        "# Alpha Notes\n\nrewritten\n"
+    )  # FTS5 deletes with the view's values
     ingest.index(con, [v])
     con.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
     assert match("beta") == []
@@ -133,7 +160,9 @@ def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
                 full = search._ranked_docs(con, match, "1 = 1", [], n)  # every match grouped
                 key = lambda rows: sorted((d, round(s, 9), count) for d, _, s, count, _ in rows)  # noqa: E731
                 assert key(fast) == key(full), (match, n)
-                assert [round(s, 9) for _, _, s, _, _ in fast] == [round(s, 9) for _, _, s, _, _ in full]
+                assert [round(s, 9) for _, _, s, _, _ in fast] == [
+                    round(s, 9) for _, _, s, _, _ in full
+                ]
 
 
 def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chunks(tmp_path):
@@ -141,16 +170,31 @@ def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chun
     from kbase.chunk import ChunkSettings
 
     big = "\n\n".join(f"## Part {i}\n\nzebra zebra zebra stripes number {i}." for i in range(150))
-    files = {"big.md": "# Big\n\n" + big, **{f"small{i}.md": f"# Small {i}\n\n" + "filler words here. " * 40
-                                             + "one zebra.\n" for i in range(5)}}
+    files = {
+        "big.md": "# Big\n\n" + big,
+        **{
+            f"small{i}.md": f"# Small {i}\n\n" + "filler words here. " * 40 + "one zebra.\n"
+            for i in range(5)
+        },
+    }
     con = db.connect(tmp_path / "w.db", create=True)
-    ingest.index(con, [write(tmp_path / "v", files)], settings=ChunkSettings(max_tokens=24, min_tokens=4))
-    assert con.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = 'big.md'"
-                       ).get > 64  # more strong chunks than the first look takes
+    ingest.index(
+        con, [write(tmp_path / "v", files)], settings=ChunkSettings(max_tokens=24, min_tokens=4)
+    )
+    assert (
+        con.execute(
+            "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = 'big.md'"
+        ).get
+        > 64
+    )  # more strong chunks than the first look takes
     fast = search._ranked_docs(con, '"zebra"', "1", [], 4)
     full = search._ranked_docs(con, '"zebra"', "1 = 1", [], 4)
-    assert [(d, round(s, 9), n) for d, _, s, n, _ in fast] == [(d, round(s, 9), n) for d, _, s, n, _ in full]
-    assert len(fast) == 4 and fast[0][3] > 64  # the big note first, with all of its matching chunks counted
+    assert [(d, round(s, 9), n) for d, _, s, n, _ in fast] == [
+        (d, round(s, 9), n) for d, _, s, n, _ in full
+    ]
+    assert (
+        len(fast) == 4 and fast[0][3] > 64
+    )  # the big note first, with all of its matching chunks counted
 
 
 def test_hits_carry_every_field_the_readme_lists(kb):
@@ -163,8 +207,16 @@ def test_hits_carry_every_field_the_readme_lists(kb):
     from kbase.output import HIT_FIELDS
     from tests.conftest import REPO
 
-    table = (REPO / "README.md").read_text(encoding="utf-8").split("## Output formats", 1)[1].split("\n## ", 1)[0]
-    listed = re.findall(r"`(\w+)`", "".join(line.split("|")[1] for line in table.splitlines() if line.startswith("| `")))
+    table = (
+        (REPO / "README.md")
+        .read_text(encoding="utf-8")
+        .split("## Output formats", 1)[1]
+        .split("\n## ", 1)[0]
+    )
+    listed = re.findall(
+        r"`(\w+)`",
+        "".join(line.split("|")[1] for line in table.splitlines() if line.startswith("| `")),
+    )
     assert {"rank", "score", "doc_id", "chunk_id"} <= set(listed) and set(HIT_FIELDS) <= set(listed)
     assert set(listed) <= {f.name for f in dataclasses.fields(Hit)}
     hits = kb.search("tomatoes OR raised OR readers")

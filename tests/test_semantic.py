@@ -18,13 +18,16 @@ def model():
 
 @pytest.fixture
 def vault(tmp_path):
-    return write(tmp_path / "v", {
-        "cooking/Bread.md": "# Bread\n\nKnead the dough for ten minutes, let it rise overnight, bake at 230 degrees.\n",
-        "cooking/Soup.md": "# Soup\n\nSimmer onions, carrots and lentils in stock for forty minutes.\n",
-        "tech/Backups.md": "# Backups\n\nKeep three copies of your data on two media, one off site.\n",
-        "tech/Sqlite.md": "# SQLite\n\nWrite-ahead logging lets readers continue while a writer appends.\n",
-        "garden/Tomatoes.md": "# Tomatoes\n\nPlant seedlings after the last frost, in full sun, 60 cm apart.\n",
-    })
+    return write(
+        tmp_path / "v",
+        {
+            "cooking/Bread.md": "# Bread\n\nKnead the dough for ten minutes, let it rise overnight, bake at 230 degrees.\n",
+            "cooking/Soup.md": "# Soup\n\nSimmer onions, carrots and lentils in stock for forty minutes.\n",
+            "tech/Backups.md": "# Backups\n\nKeep three copies of your data on two media, one off site.\n",
+            "tech/Sqlite.md": "# SQLite\n\nWrite-ahead logging lets readers continue while a writer appends.\n",
+            "garden/Tomatoes.md": "# Tomatoes\n\nPlant seedlings after the last frost, in full sun, 60 cm apart.\n",
+        },
+    )
 
 
 @pytest.fixture
@@ -52,11 +55,15 @@ def test_a_tampered_model_file_is_refused(monkeypatch):
 
 def test_semantic_finds_meaning_without_shared_words(kb):
     assert kb.search("how to make a loaf", mode="semantic")[0].path == "cooking/Bread.md"
-    assert kb.search("protecting against losing files", mode="semantic")[0].path == "tech/Backups.md"
+    assert (
+        kb.search("protecting against losing files", mode="semantic")[0].path == "tech/Backups.md"
+    )
     for mode in ("keyword", "semantic", "hybrid"):  # every mode numbers its hits
         hits = kb.search("files OR bread OR sqlite", mode=mode)
         assert len(hits) >= 2 and [h.rank for h in hits] == list(range(1, len(hits) + 1)), mode
-    assert "cooking/Bread.md" not in [h.path for h in kb.search("how to make a loaf", mode="keyword")]
+    assert "cooking/Bread.md" not in [
+        h.path for h in kb.search("how to make a loaf", mode="keyword")
+    ]
 
 
 def test_hybrid_is_the_default_with_vectors_and_explains(kb):
@@ -65,7 +72,9 @@ def test_hybrid_is_the_default_with_vectors_and_explains(kb):
     assert hits[0].path == "tech/Sqlite.md"
     e = hits[0].explain
     assert e["keyword"]["rank"] == 1 and e["semantic"]["rank"] == 1
-    assert hits[0].score == pytest.approx(e["keyword"]["contribution"] + e["semantic"]["contribution"], abs=1e-5)
+    assert hits[0].score == pytest.approx(
+        e["keyword"]["contribution"] + e["semantic"]["contribution"], abs=1e-5
+    )
 
 
 def test_cache_and_sqlite_vec_agree(tmp_path, vault, model):
@@ -80,8 +89,15 @@ def test_cache_and_sqlite_vec_agree(tmp_path, vault, model):
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_filtered_semantic_search_still_fills_the_limit(tmp_path, model, cache):
-    files = {f"a/note{i}.md": f"# A{i}\n\nA story about dogs and cats number {i}.\n" for i in range(30)}
-    files.update({f"b/note{i}.md": f"# B{i}\n\nQuarterly tax forms and accounting, item {i}.\n" for i in range(12)})
+    files = {
+        f"a/note{i}.md": f"# A{i}\n\nA story about dogs and cats number {i}.\n" for i in range(30)
+    }
+    files.update(
+        {
+            f"b/note{i}.md": f"# B{i}\n\nQuarterly tax forms and accounting, item {i}.\n"
+            for i in range(12)
+        }
+    )
     v = write(tmp_path / "many", files)
     k = kbase.open(tmp_path / "f.db", embedder=model, cache_vectors=cache)
     k.index([v])
@@ -100,10 +116,17 @@ def test_unchanged_chunks_are_never_embedded_again(tmp_path, vault, model):
     bump_mtime(vault / "cooking" / "Soup.md")
     assert k.index([vault]).embedding.embedded == 0  # touched
     p = vault / "garden" / "Tomatoes.md"
-    p.write_text(p.read_text() + "\n## Watering\n\n" + "Water deeply twice a week in the morning. " * 30 + "\n")
+    p.write_text(
+        p.read_text()
+        + "\n## Watering\n\n"
+        + "Water deeply twice a week in the morning. " * 30
+        + "\n"
+    )
     bump_mtime(p, 20)
     r = k.index([vault])
-    assert r.updated == 1 and 0 < r.embedding.embedded < 4  # the new chunks, not the unchanged first one
+    assert (
+        r.updated == 1 and 0 < r.embedding.embedded < 4
+    )  # the new chunks, not the unchanged first one
     assert k.index([vault]).embedding.embedded == 0
 
 
@@ -153,10 +176,14 @@ def test_vectors_of_two_models_never_mix(kb, tmp_path):
 def test_rrf_is_pure_and_explains():
     fused = rrf({"keyword": ["a", "b", "c"], "semantic": ["c", "a"]}, k=60)
     assert [f.key for f in fused] == ["a", "c", "b"]
-    assert fused[0].explain == {"keyword": {"rank": 1, "contribution": round(1 / 61, 6)},
-                                "semantic": {"rank": 2, "contribution": round(1 / 62, 6)}}
+    assert fused[0].explain == {
+        "keyword": {"rank": 1, "contribution": round(1 / 61, 6)},
+        "semantic": {"rank": 2, "contribution": round(1 / 62, 6)},
+    }
     assert fused[0].score == pytest.approx(1 / 61 + 1 / 62)
-    weighted = rrf({"keyword": ["a", "b", "c"], "semantic": ["c", "a"]}, k=60, weights={"semantic": 2.0})
+    weighted = rrf(
+        {"keyword": ["a", "b", "c"], "semantic": ["c", "a"]}, k=60, weights={"semantic": 2.0}
+    )
     assert [f.key for f in weighted] == ["c", "a", "b"]
     assert rrf({"x": []}) == []
 
@@ -177,7 +204,9 @@ class RecordingModel(OtherModel):
 def test_embedding_goes_newest_note_first_in_steps(tmp_path):
     import os
 
-    v = write(tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nText of note number {i}.\n" for i in range(6)})
+    v = write(
+        tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nText of note number {i}.\n" for i in range(6)}
+    )
     for i in range(6):  # n5 is the newest file, n0 the oldest
         os.utime(v / f"n{i}.md", (1_700_000_000 + i, 1_700_000_000 + i))
     model = RecordingModel()
@@ -206,13 +235,19 @@ def test_embed_step_yields_to_another_writer(tmp_path, vault, model):
     assert k.embed_step().remaining == 0
 
 
-def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cover(tmp_path, vault, model):
+def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cover(
+    tmp_path, vault, model
+):
     import subprocess
     import sys
 
     dbp = tmp_path / "c.db"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kbase", "--db", str(dbp), *a],
-                                    capture_output=True, text=True, check=True)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(dbp), *a],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out = run("index", str(vault))
     assert "keyword search is ready; embedding 5 chunks" in out.stderr
     con = kbase.db.connect(dbp)
