@@ -50,7 +50,8 @@ def throughput(n: int, work: Path) -> dict:
     kb.index([vault], embed=False)
     con = kb.reader
     rows = con.execute(
-        "SELECT d.title, c.heading_path, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+        "SELECT d.title, c.heading_path,"
+        " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
         " FROM chunks c JOIN documents d ON d.id = c.doc_id ORDER BY c.id LIMIT ?",
         (n,),
     ).fetchall()

@@ -1,7 +1,7 @@
 """Retrieval quality on BEIR SciFact through kbase's own pipeline, and the ranking constants.
 
-    python bench/retrieval.py                 # build (once, cached in bench/out/scifact) and evaluate
-    python bench/retrieval.py --tune          # also sweep fusion constants and print the grid
+    python bench/retrieval.py               # build (once, cached in bench/out/scifact) and evaluate
+    python bench/retrieval.py --tune        # also sweep fusion constants and print the grid
 
 Each abstract becomes a note ``<id>.md`` ("# title" + abstract) and is indexed with
 ``kbase index`` (keyword index, chunking, embeddings). The 300 test queries run in keyword,

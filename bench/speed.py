@@ -75,8 +75,9 @@ def env_for(code: Path, data: Path) -> dict:
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
-    """(wall s, CPU s of the child, stdout). The child runs in the code's parent folder: ``python -m``
-    puts the working directory first on sys.path, which would otherwise pick this checkout."""
+    """(wall s, CPU s of the child, stdout). The child runs in the code's parent folder:
+    ``python -m`` puts the working directory first on sys.path, which would otherwise pick this
+    checkout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(
@@ -134,7 +135,7 @@ def cli(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
     keyword_index(vault, db, env_for(sides["B"], data))
     chunks = fake_vectors(db)
     runs = {(s, m): [] for s in sides for m in ("hybrid", "keyword")}
-    for s, code in sides.items():  # warm: page cache, bytecode, B's derived graph
+    for _s, code in sides.items():  # warm: page cache, bytecode, B's derived graph
         timed(
             [sys.executable, "-m", "kbase", "--db", str(db), "search", "warm up"],
             env_for(code, data),

@@ -31,14 +31,16 @@ def check_fingerprint(con: apsw.Connection, embedder: Embedder) -> None:
     stored = stored_fingerprint(con)
     if stored is not None and stored != embedder.fingerprint:
         raise KbaseError(
-            f"the index holds vectors of another embedding model ({json.loads(stored).get('model')})",
+            "the index holds vectors of another embedding model"
+            f" ({json.loads(stored).get('model')})",
             "re-embed everything with: kbase embed --rebuild",
         )
 
 
 # Removes a chunk's vector with the chunk (made with chunks_vec, which schema.sql cannot declare).
 VECTOR_TRIGGER = (
-    "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks WHEN old.embedded BEGIN"
+    "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks"
+    " WHEN old.embedded BEGIN"
     " DELETE FROM chunks_vec WHERE rowid = old.id; END"
 )
 
@@ -230,7 +232,8 @@ def embed_missing(
         ids = [
             r
             for (r,) in con.execute(
-                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded = 0"
+                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+                " WHERE c.embedded = 0"
                 " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?",
                 (min(WINDOW, total - done),),
             )
@@ -240,7 +243,8 @@ def embed_missing(
         rows = con.execute(
             "SELECT c.id, c.embed_hash, c.tokens, d.title, c.heading_path,"
             " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-            f" FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(ids))})",
+            " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+            f" WHERE c.id IN ({','.join('?' * len(ids))})",
             ids,
         ).fetchall()
         copies: dict[int, bytes] = {}
@@ -325,7 +329,8 @@ def vectors_of(con: apsw.Connection, doc_id: int) -> dict[bytes, bytes]:
         return {}
     return dict(
         con.execute(
-            "SELECT c.embed_hash, v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+            "SELECT c.embed_hash, v.embedding FROM chunks AS c"
+            " JOIN chunks_vec AS v ON v.rowid = c.id"
             " WHERE c.doc_id = ? AND c.embedded",
             (doc_id,),
         ).fetchall()

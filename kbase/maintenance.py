@@ -65,10 +65,12 @@ def check(con: apsw.Connection) -> list[Problem]:
         n_vec = one("SELECT count(*) FROM chunks_vec")
         stray = one("SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
         lost = one(
-            "SELECT count(*) FROM chunks WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)"
+            "SELECT count(*) FROM chunks WHERE embedded"
+            " AND id NOT IN (SELECT rowid FROM chunks_vec)"
         )
         unflagged = one(
-            "SELECT count(*) FROM chunks WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)"
+            "SELECT count(*) FROM chunks WHERE NOT embedded"
+            " AND id IN (SELECT rowid FROM chunks_vec)"
         )
         if stray or lost or unflagged:
             problems.append(
@@ -109,7 +111,8 @@ def check(con: apsw.Connection) -> list[Problem]:
             )
         )
     dangling = one(
-        "SELECT count(*) FROM links WHERE target_id IS NOT NULL AND target_id NOT IN (SELECT id FROM documents)"
+        "SELECT count(*) FROM links WHERE target_id IS NOT NULL"
+        " AND target_id NOT IN (SELECT id FROM documents)"
     )
     if dangling:
         problems.append(
@@ -213,10 +216,12 @@ def fix(con: apsw.Connection) -> list[str]:
             if embed.has_vectors(con):
                 con.execute("DELETE FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
                 con.execute(
-                    "UPDATE chunks SET embedded = 0 WHERE embedded AND id NOT IN (SELECT rowid FROM chunks_vec)"
+                    "UPDATE chunks SET embedded = 0 WHERE embedded"
+                    " AND id NOT IN (SELECT rowid FROM chunks_vec)"
                 )
                 con.execute(
-                    "UPDATE chunks SET embedded = 1 WHERE NOT embedded AND id IN (SELECT rowid FROM chunks_vec)"
+                    "UPDATE chunks SET embedded = 1 WHERE NOT embedded"
+                    " AND id IN (SELECT rowid FROM chunks_vec)"
                 )
             else:
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
@@ -255,7 +260,8 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport
                     " distance_metric=cosine)"
                 )
                 con.execute(
-                    "INSERT INTO chunks_vec (rowid, embedding) SELECT id, embedding FROM temp.kbase_vectors"
+                    "INSERT INTO chunks_vec (rowid, embedding)"
+                    " SELECT id, embedding FROM temp.kbase_vectors"
                 )
             else:
                 con.execute("DROP TRIGGER IF EXISTS chunks_vec_after_delete")
@@ -274,7 +280,8 @@ def roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[RootInf
     """The indexed roots, whether they exist, and where they would be if moved with the index."""
     out = []
     for root_id, path, rel, n, last in con.execute(
-        "SELECT r.id, r.path, r.relpath, (SELECT count(*) FROM documents WHERE root_id = r.id), r.last_indexed_at"
+        "SELECT r.id, r.path, r.relpath,"
+        " (SELECT count(*) FROM documents WHERE root_id = r.id), r.last_indexed_at"
         " FROM roots r ORDER BY path"
     ):
         now = located_root(path, rel, db_path)

@@ -148,7 +148,8 @@ def _by_vectors(
 def _by_keywords(
     con: apsw.Connection, note_id: int, skip: set[int], limit: int
 ) -> tuple[tuple[str, ...], list]:
-    """(the note's most distinctive terms, [(doc_id, chunk id, bm25 score, matched chunks, match)])."""
+    """(the note's most distinctive terms,
+    [(doc_id, chunk id, bm25 score, matched chunks, match)])."""
     from kbase.search import keyword_ranked
 
     terms = distinctive_terms(con, note_id)
@@ -183,7 +184,8 @@ def distinctive_terms(
     scratch = scratch_connection()
     try:
         scratch.execute(
-            f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize = '{tokenize.replace(chr(39), chr(39) * 2)}')"
+            "CREATE VIRTUAL TABLE w USING fts5(word,"
+            f" tokenize = '{tokenize.replace(chr(39), chr(39) * 2)}')"
         )
         scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, instance)")
         vocab = list(words)
@@ -193,7 +195,8 @@ def distinctive_terms(
             stems.setdefault(term, []).append(vocab[doc])
     finally:
         scratch.close()
-    # Each stem is looked up by its most frequent word, which the index's tokenizer turns back into it.
+    # Each stem is looked up by its most frequent word, which the index's tokenizer turns back
+    # into it.
     tf = {
         stem: (sum(words[w] for w in ws), max(ws, key=lambda w: (words[w], w)))
         for stem, ws in stems.items()
@@ -203,14 +206,15 @@ def distinctive_terms(
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0] - len(own)
     own_marks = ",".join("?" * len(own))
     scored = []
-    for stem, (count, word) in candidates:
+    for _stem, (count, word) in candidates:
         match = '"' + word.replace('"', '""') + '"'
         df = con.execute(
             "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)
         ).fetchone()[0]
         if own:
             df -= con.execute(
-                f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({own_marks})",
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+                f" AND rowid IN ({own_marks})",
                 (match, *own),
             ).fetchone()[0]
         if df <= 0:

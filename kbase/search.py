@@ -54,7 +54,8 @@ class Filters:
         for tag in self.tags:
             t = tag.lstrip("#")
             where.append(
-                "EXISTS (SELECT 1 FROM tags t WHERE t.doc_id = d.id AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
+                "EXISTS (SELECT 1 FROM tags t WHERE t.doc_id = d.id"
+                " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
             )
             args += [t, _like_escape(t) + "/%"]
         date_expr = "date(coalesce(d.date, datetime(d.mtime_ns / 1000000000, 'unixepoch')))"
@@ -88,7 +89,8 @@ _RELATIVE = re.compile(r"^(\d+)([dwmy])$")
 
 
 def _check_date(value: str, option: str) -> str:
-    """ISO date or datetime, or a relative age like 7d, 2w, 3m, 1y (days, weeks, months, years ago)."""
+    """ISO date or datetime, or a relative age like 7d, 2w, 3m, 1y
+    (days, weeks, months, years ago)."""
     m = _RELATIVE.match(value.strip())
     if m:
         days = int(m.group(1)) * {"d": 1, "w": 7, "m": 30, "y": 365}[m.group(2)]
@@ -241,7 +243,8 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
         "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + prefix + ")"
     )
     rows = con.execute(
-        f"""SELECT d.id, d.title, d.path, (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)
+        f"""SELECT d.id, d.title, d.path,
+                   (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)
             FROM documents AS d WHERE d.id IN (
                 SELECT c.doc_id FROM chunks AS c WHERE c.id IN (
                     SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 5000))
@@ -338,7 +341,8 @@ def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
         doc_id
         for table in tables
         for (doc_id,) in con.execute(
-            f"SELECT DISTINCT doc_id FROM chunks WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)",
+            "SELECT DISTINCT doc_id FROM chunks"
+            f" WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)",
             (expr,),
         )
     }
@@ -392,7 +396,8 @@ def _ranked_docs_from_best_chunks(
         rows = con.execute(
             f"WITH top AS (SELECT rowid AS cid, rank AS s FROM {table}"
             f" WHERE {table} MATCH ?1 AND rank MATCH ?2 ORDER BY rank LIMIT ?3)"
-            " SELECT c.doc_id, top.cid, top.s FROM top JOIN chunks AS c ON c.id = top.cid ORDER BY top.s",
+            " SELECT c.doc_id, top.cid, top.s FROM top"
+            " JOIN chunks AS c ON c.id = top.cid ORDER BY top.s",
             (match, rank, k),
         ).fetchall()
         best: dict[int, tuple] = {}
@@ -492,7 +497,8 @@ def _semantic_docs(
         allowed = [
             cid
             for (cid,) in con.execute(
-                f"SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.embedded AND {where}",
+                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+                f" WHERE c.embedded AND {where}",
                 args,
             )
         ]
@@ -521,10 +527,12 @@ def _semantic_docs(
     return con.execute(
         f"""WITH s AS (
                 SELECT c.doc_id, c.id AS cid, vec_distance_cosine(v.embedding, ?) AS dist
-                FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN chunks_vec AS v ON v.rowid = c.id
+                FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+                     JOIN chunks_vec AS v ON v.rowid = c.id
                 WHERE c.embedded AND {where}
             ), r AS (
-                SELECT doc_id, cid, dist, row_number() OVER (PARTITION BY doc_id ORDER BY dist) AS rn,
+                SELECT doc_id, cid, dist,
+                       row_number() OVER (PARTITION BY doc_id ORDER BY dist) AS rn,
                        count(*) OVER (PARTITION BY doc_id) AS n FROM s
             )
             SELECT doc_id, cid, 1 - dist, n FROM r WHERE rn = 1 ORDER BY dist LIMIT ?""",
@@ -645,13 +653,15 @@ def _hit(
     if pair_match is not None:
         match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
     row = con.execute(
-        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line, c.heading_path,
+        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line,
+                  c.heading_path,
                   substr(d.body, c.start_char + 1, c.end_char - c.start_char),
                   CASE WHEN ?1 IS NOT NULL THEN
                       (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
                        WHERE chunks_fts MATCH ?1 AND rowid = c.id) END,
                   (SELECT group_concat(tag, ' ') FROM tags WHERE doc_id = d.id)
-           FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id JOIN roots AS r ON r.id = d.root_id
+           FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+                JOIN roots AS r ON r.id = d.root_id
            WHERE c.id = ?2""",
         (match, chunk_id),
     ).fetchone()

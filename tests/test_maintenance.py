@@ -42,7 +42,8 @@ def test_fts_damage_is_found_and_rebuilt(kb, db_path):
         "SELECT id, title, headings, body FROM chunks_fts_content LIMIT 1"
     ).fetchone()
     con.execute(
-        "INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body) VALUES ('delete', ?, ?, ?, ?)",
+        "INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)"
+        " VALUES ('delete', ?, ?, ?, ?)",
         (cid, title, head, body),
     )
     assert "fts" in kinds(kb)
@@ -231,11 +232,12 @@ def test_front_matter_warnings_are_kept_per_note_and_listed_by_status_check_and_
     assert json.loads(cli_run("check", "--json").stdout)["warnings"][1] == {
         "path": "sub/bad.md",
         "line": 4,
-        "detail": "malformed front matter at line 4: did not find expected ',' or ']'; body indexed without it",
+        "detail": "malformed front matter at line 4: did not find expected ',' or ']';"
+        " body indexed without it",
     }
     assert (
-        "warnings   2 notes indexed without front matter it could not read  (kbase check lists them)"
-        in cli_run("status").stdout
+        "warnings   2 notes indexed without front matter it could not read"
+        "  (kbase check lists them)" in cli_run("status").stdout
     )
     st = json.loads(cli_run("status", "--json").stdout)
     assert st["frontmatter_warnings"] == 2 and "frontmatter" not in st["diagnostics"]
@@ -246,7 +248,8 @@ def test_front_matter_warnings_are_kept_per_note_and_listed_by_status_check_and_
         ]
         # The diagnostic's offsets are the line the YAML parser stopped at (or the whole block).
         assert k.sql(
-            "SELECT substr(d.body, g.start_char + 1, g.end_char - g.start_char) FROM diagnostics AS g"
+            "SELECT substr(d.body, g.start_char + 1, g.end_char - g.start_char)"
+            " FROM diagnostics AS g"
             " JOIN documents AS d ON d.id = g.doc_id ORDER BY d.path"
         ).rows == [("---\n- a list\n---\n",), ("other: x",)]
     (vault / "sub" / "bad.md").write_text("---\ntitle: ok\ntags: [a, b]\n---\n# Bad\n\nbody text\n")

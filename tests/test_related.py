@@ -12,13 +12,16 @@ from kbase.cli import cli
 from tests.conftest import bump_mtime, write
 
 NOTES = {
-    "Bread.md": "# Bread\n\nKnead the dough, let it rise overnight and bake it in a hot oven. See [[Soup]].\n",
+    "Bread.md": "# Bread\n\nKnead the dough, let it rise overnight and bake it in a hot oven."
+    " See [[Soup]].\n",
     "Soup.md": "# Soup\n\nSimmer onions, carrots and lentils in stock for forty minutes.\n",
-    "Pizza.md": "# Pizza\n\nStretch the risen dough thin, add tomato sauce and bake in a very hot oven.\n",
+    "Pizza.md": "# Pizza\n\nStretch the risen dough thin, add tomato sauce and bake"
+    " in a very hot oven.\n",
     "Backups.md": "# Backups\n\nKeep three copies of your data on two media, one off site.\n\n"
     "## Restore\n\nTest a restore from the off-site copy every month.\n",
     "Sqlite.md": "# SQLite\n\nWrite-ahead logging lets readers continue while a writer appends.\n",
-    "Disks.md": "# Disks\n\nA failing disk loses data; copy your files to a second drive and to the cloud.\n",
+    "Disks.md": "# Disks\n\nA failing disk loses data; copy your files to a second drive"
+    " and to the cloud.\n",
 }
 
 
@@ -130,7 +133,8 @@ def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
     done = [
         p
         for (p,) in k.reader.execute(
-            "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedded"
+            "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE c.embedded"
         )
     ]
     assert done == ["Soup.md"]
@@ -138,7 +142,8 @@ def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
     done = {
         p
         for (p,) in k.reader.execute(
-            "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedded"
+            "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE c.embedded"
         )
     }
     assert done == {"Soup.md", "Disks.md"}

@@ -55,7 +55,8 @@ def test_title_weighs_more_than_body(kb, vault):
     write(
         vault,
         {
-            "Mention.md": "# Other\n\nA garden garden is mentioned here in passing among many other words.\n"
+            "Mention.md": "# Other\n\nA garden garden is mentioned here in passing"
+            " among many other words.\n"
         },
     )
     kb.index([vault], embed=False)
@@ -132,9 +133,12 @@ def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
     # the H1 that is the title leaves the heading path; one that is not the title stays
     assert ("Alpha Notes", "") in rows and ("Alpha Notes > Beta Part", "Beta Part") in rows
     assert ("Delta > Epsilon", "Delta > Epsilon") in rows
-    match = lambda q: [
-        r for (r,) in con.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (q,))
-    ]
+
+    def match(q):
+        return [
+            r for (r,) in con.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (q,))
+        ]
+
     assert match("headings:alpha") == [] and match("title:alpha") and match("headings:beta")
     (v / "alpha.md").write_text(
         "# Alpha Notes\n\nrewritten\n"
@@ -183,7 +187,8 @@ def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chun
     )
     assert (
         con.execute(
-            "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = 'big.md'"
+            "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE d.path = 'big.md'"
         ).get
         > 64
     )  # more strong chunks than the first look takes

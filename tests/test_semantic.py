@@ -21,11 +21,16 @@ def vault(tmp_path):
     return write(
         tmp_path / "v",
         {
-            "cooking/Bread.md": "# Bread\n\nKnead the dough for ten minutes, let it rise overnight, bake at 230 degrees.\n",
-            "cooking/Soup.md": "# Soup\n\nSimmer onions, carrots and lentils in stock for forty minutes.\n",
-            "tech/Backups.md": "# Backups\n\nKeep three copies of your data on two media, one off site.\n",
-            "tech/Sqlite.md": "# SQLite\n\nWrite-ahead logging lets readers continue while a writer appends.\n",
-            "garden/Tomatoes.md": "# Tomatoes\n\nPlant seedlings after the last frost, in full sun, 60 cm apart.\n",
+            "cooking/Bread.md": "# Bread\n\nKnead the dough for ten minutes,"
+            " let it rise overnight, bake at 230 degrees.\n",
+            "cooking/Soup.md": "# Soup\n\nSimmer onions, carrots and lentils"
+            " in stock for forty minutes.\n",
+            "tech/Backups.md": "# Backups\n\nKeep three copies of your data"
+            " on two media, one off site.\n",
+            "tech/Sqlite.md": "# SQLite\n\nWrite-ahead logging lets readers continue"
+            " while a writer appends.\n",
+            "garden/Tomatoes.md": "# Tomatoes\n\nPlant seedlings after the last frost,"
+            " in full sun, 60 cm apart.\n",
         },
     )
 
@@ -216,7 +221,10 @@ def test_embedding_goes_newest_note_first_in_steps(tmp_path):
     assert k.coverage() == (0, 6)
     first = k.embed_step(limit=2)
     assert first.embedded == 2 and first.remaining == 4 and k.coverage() == (2, 6)
-    note = lambda text: int(text.split()[1])  # each text starts "Note <i>"
+
+    def note(text):  # each text starts "Note <i>"
+        return int(text.split()[1])
+
     assert {note(t) for t in model.seen} == {5, 4}  # the newest notes first
     asked = []
     second = k.embed_step(should_stop=lambda: asked.append(1) or len(asked) > 1, limit=100)
@@ -242,12 +250,15 @@ def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cov
     import sys
 
     dbp = tmp_path / "c.db"
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "kbase", "--db", str(dbp), *a],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "kbase", "--db", str(dbp), *a],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+
     out = run("index", str(vault))
     assert "keyword search is ready; embedding 5 chunks" in out.stderr
     con = kbase.db.connect(dbp)
