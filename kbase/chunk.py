@@ -61,7 +61,14 @@ HEADISH = frozenset({"heading", "hr"})  # units that never make a chunk on their
 _BLOCK_KIND = {"paragraph": "prose", "callout": "quote", "quote": "quote", "list": "list"}
 
 _WORD = re.compile(r"\w+|[^\w\s]")
-_TOKEN_RUN = re.compile(r"\w+|[^\w\s]+")
+# The CJK ideographs the model's normalizer surrounds with spaces, so that each is a word (and one
+# token) of its own: the ranges of tokenizers' BertNormalizer, which skips U+2B820-U+2B91F.
+_IDEOGRAPHS = (
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002b81f"
+    "\U0002b920-\U0002ceaf\U0002f800-\U0002fa1f"
+)
+# Runs that tokenize alike alone and in context: an ideograph, word characters, other symbols.
+_TOKEN_RUN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+|[^\w\s{_IDEOGRAPHS}]+")
 # A blank line. (A CR must not pair with the LF of the same CRLF into a "blank line".)
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)\s*")
 # A sentence ends at . ! ? … (and CJK 。！？), maybe followed by closing quotes or brackets, then
@@ -102,7 +109,9 @@ class ModelTokenCounter:
     The text is split into runs of word characters and runs of other symbols, about the way
     BERT's pre-tokenizer splits it, and each distinct run is tokenized once by the real tokenizer
     and remembered: three times faster than tokenizing whole passages, with the same count
-    (tests compare the two). A second cache holds whole words (what ``str.split()`` gives, which
+    (tests compare the two). A CJK ideograph is a run of its own, as it is to the tokenizer:
+    Chinese and Japanese text has few spaces, and its runs would otherwise be whole sentences,
+    each new to the cache. A second cache holds whole words (what ``str.split()`` gives, which
     runs never cross): splitting at whitespace is three times faster than the run pattern.
     """
 

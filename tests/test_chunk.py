@@ -4,7 +4,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kbase.chunk import OVERSIZED, ChunkSettings, ModelTokenCounter, WordCounter, chunk
+from kbase.chunk import (
+    _TOKEN_RUN,
+    OVERSIZED,
+    ChunkSettings,
+    ModelTokenCounter,
+    WordCounter,
+    chunk,
+)
 from kbase.parse import parse
 from tests.conftest import shared
 
@@ -296,6 +303,22 @@ def test_model_counter_matches_the_tokenizer_on_any_text(model_counter, text):
     # by a token: the tokenizer splits or merges them after normalising.)
     expected = len(model_counter._tok.encode(text, add_special_tokens=False).ids)
     assert model_counter.count(text) == expected
+
+
+def test_model_counter_takes_cjk_ideographs_one_by_one_as_the_tokenizer_does(model_counter):
+    # The model's normaliser puts spaces around each CJK ideograph; the counter's runs must split
+    # at exactly the same characters, or a count of Chinese or Japanese text would be off.
+    normalize = model_counter._tok.normalizer.normalize_str
+    differ = []
+    for c in range(0x30000):
+        ch = chr(c)
+        if 0xD800 <= c <= 0xDFFF or ch.isspace():
+            continue
+        padded = " " in normalize(ch * 2).strip()
+        alone = _TOKEN_RUN.findall(ch * 2) == [ch, ch]
+        if padded != alone:
+            differ.append(f"U+{c:04X}")
+    assert not differ, differ[:20]
 
 
 def test_default_budget_fits_the_model_with_its_context(model_counter):
