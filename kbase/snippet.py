@@ -52,7 +52,7 @@ _PATTERN = re.compile(
             r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
-            r"(?P<heading_close>[ \t]+#+[ \t]*$)",
+            r"(?P<heading_close>[ \t]+#+[ \t]*(?=\r|$))",  # before CRLF and CR too
             r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}"
             r"|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
             r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
@@ -219,6 +219,26 @@ def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), ranges
 
 
+# What a heading's line break becomes in a one-line snippet (other line breaks become a space).
+HEADING_SEPARATOR = " — "
+_HEADING_LINE = re.compile(r"[ \t]*(?:>[ \t]*)*#{1,6}(?:[ \t]|$)")
+
+
+def _heading_ends(text: str, rendered: str, source: Sequence[int]) -> frozenset[int]:
+    """Positions in ``rendered`` where a heading line of ``text`` ends: its line break, or the
+    spaces before it."""
+    ends = set()
+    for i, ch in enumerate(rendered):
+        if ch in "\r\n" and (i == 0 or rendered[i - 1] not in "\r\n"):
+            at = source[i]
+            line = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+            if _HEADING_LINE.match(text, line):
+                while i > 0 and rendered[i - 1] in " \t":
+                    i -= 1
+                ends.add(i)
+    return frozenset(ends)
+
+
 def snippet(
     text: str,
     ranges: Sequence[tuple[int, int]] = (),
@@ -238,6 +258,7 @@ def snippet(
         end = text.find("\n", first_match + WINDOW_AFTER)
         hi = hi if end < 0 else end
     rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
+    heading_ends = _heading_ends(text, rendered, source) if markdown else frozenset()
     # Output positions of each match that is still visible after rendering: the output characters
     # that come from inside it (``source`` never decreases), without the spaces at its ends.
     marks: list[tuple[int, int]] = []
@@ -273,6 +294,8 @@ def snippet(
         if ch.isspace():
             if last_space:
                 continue
+            if i in heading_ends:  # "Heading — its text", not "Heading its text"
+                out.extend(HEADING_SEPARATOR[:-1])
             ch, last_space = " ", True
         else:
             last_space = False

@@ -64,7 +64,7 @@ def test_search_table(run, indexed):
         r.stdout
         == "1. Garden  Garden.md:5  " + r.stdout.split("Garden.md:5  ")[1].split("\n")[0]
         + "\n"
-        "   Garden\n   Garden Tomatoes need sun and water. Beds Raised beds drain well.\n"
+        "   Garden\n   Garden — Tomatoes need sun and water. Beds — Raised beds drain well.\n"
     )
 
 

@@ -81,7 +81,7 @@ def test_snippet_highlights_are_exact_in_the_rendered_text_and_anchor_gives_the_
     raw, ranges = unmark(marked)
     assert raw == text
     out, highlights, anchor = snippet(raw, ranges)
-    assert out == "Intro line Recover a snapshot Open Sync settings then restore the snapshot."
+    assert out == "Intro line Recover a snapshot — Open Sync settings then restore the snapshot."
     assert [out[a:b] for a, b in highlights] == ["snapshot", "restore", "snapshot"]
     assert text[anchor:].startswith("snapshot") and text.count("\n", 0, anchor) == 2
 
@@ -187,3 +187,20 @@ def test_no_snippet_of_a_real_vault_shows_markup(vault):
                 )
             seen += 1
     assert seen > 100
+
+
+def test_a_heading_is_set_off_from_the_text_after_it():
+    """Folded onto one line, a heading and its paragraph would run together ('Setup Install
+    it'); a separator keeps them apart, whatever ends the heading's line."""
+    for text in (
+        "# Setup\n\nInstall it.",
+        "## Setup ##\r\nInstall it.",
+        "> ### Setup  \n> Install it.",
+    ):
+        assert snippet(text)[0] == "Setup — Install it."
+    assert snippet("Setup\n\nInstall it.")[0] == "Setup Install it."  # not a heading
+    assert snippet("#tag\nInstall it.")[0] == "#tag Install it."  # a tag, not a heading
+    assert snippet("# Setup\n\nInstall it.", markdown=False)[0] == "# Setup Install it."
+    text = "# Setup\n\nInstall it."
+    out, highlights, _ = snippet(text, [(text.index("Install"), text.index("Install") + 7)])
+    assert [out[a:b] for a, b in highlights] == ["Install"]
