@@ -219,7 +219,8 @@ class ChunkSettings:
             return replace(self, **changes)
         except ValueError as e:
             raise InputError(
-                f"chunk settings: {e}", "see kbase index --help for the ranges"
+                f"chunk settings: {e}",
+                "--max-tokens is at least 4, --overlap between 0 and 0.5, --min-tokens at most --max-tokens",
             ) from None
 
     @classmethod

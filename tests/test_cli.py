@@ -7,6 +7,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+import kbase
 from kbase.cli import cli
 from kbase.output import HIT_FIELDS
 from tests.conftest import bump_mtime
@@ -342,3 +343,23 @@ def test_a_first_run_failing_midway_removes_only_the_file_it_created(
             assert k.status().documents == 4
     else:
         assert list(tmp_path.glob("i.db*")) == []  # nor its -wal and -shm files
+
+
+def test_chunk_settings_out_of_range_are_one_line_and_change_nothing(tmp_path, vault):
+    db = tmp_path / "c.db"
+    run = lambda *a: CliRunner().invoke(cli, ["--db", str(db), *a])  # noqa: E731
+    assert run("index", "--no-embed", "-q", str(vault)).exit_code == 0
+    before = kbase.open(db).status()
+    r = run("index", "--no-embed", str(vault), "--max-tokens", "8", "--min-tokens", "50")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [
+        "Error: chunk settings: min_tokens must be between 0 and max_tokens, not 50",
+        "  hint: --max-tokens is at least 4, --overlap between 0 and 0.5, --min-tokens at most"
+        " --max-tokens",
+    ]
+    after = kbase.open(db).status()
+    assert (after.documents, after.chunks, after.chunker) == (
+        before.documents,
+        before.chunks,
+        before.chunker,
+    )
