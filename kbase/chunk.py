@@ -220,7 +220,8 @@ class ChunkSettings:
         except ValueError as e:
             raise InputError(
                 f"chunk settings: {e}",
-                "--max-tokens is at least 4, --overlap between 0 and 0.5, --min-tokens at most --max-tokens",
+                "--max-tokens is at least 4, --overlap between 0 and 0.5,"
+                " --min-tokens at most --max-tokens",
             ) from None
 
     @classmethod
