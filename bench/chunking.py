@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from kbase.chunk import OVERSIZED, ChunkSettings, ModelTokenCounter, chunk  # noqa: E402
-from kbase.parse import parse  # noqa: E402
+from kbase.ingest.chunk import OVERSIZED, ChunkSettings, ModelTokenCounter, chunk  # noqa: E402
+from kbase.ingest.parse import parse  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data" / "vaults"
 

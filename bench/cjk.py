@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
-from kbase import cjk  # noqa: E402
+from kbase.search import cjk  # noqa: E402
 
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 

@@ -31,7 +31,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import kbase  # noqa: E402
-from kbase import db, embed, embedder, search  # noqa: E402
+from kbase.embed import embedder  # noqa: E402
+from kbase.embed import vectors as embed  # noqa: E402
+from kbase.search import (  # noqa: E402
+    hybrid,
+    keyword,
+    semantic,
+)
+from kbase.store import db  # noqa: E402
 
 KBASE = [sys.executable, "-m", "kbase"]
 
@@ -158,13 +165,13 @@ def scale(target_chunks: int, work: Path, queries: int) -> dict:
         for w, v in zip(words, qvecs):
             con_r = k.reader
             t = time.perf_counter()
-            search.keyword_search(con_r, w, limit=10)
+            keyword.keyword_search(con_r, w, limit=10)
             lat["keyword"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            search.semantic_search(con_r, v, limit=10, cache=k.vector_cache)
+            semantic.semantic_search(con_r, v, limit=10, cache=k.vector_cache)
             lat["semantic"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            search.hybrid_search(con_r, w, v, limit=10, cache=k.vector_cache)
+            hybrid.hybrid_search(con_r, w, v, limit=10, cache=k.vector_cache)
             lat["hybrid"].append(time.perf_counter() - t)
             if not cache and len(lat["hybrid"]) >= 20:
                 break  # sqlite-vec is slow at this size; 20 queries tell enough

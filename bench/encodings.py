@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kbase.decode import UndecodableError, decode  # noqa: E402
+from kbase.ingest.decode import UndecodableError, decode  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data" / "encodings" / "charset-normalizer-samples"
 _CHARDET_NAMES = {

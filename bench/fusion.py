@@ -5,7 +5,7 @@
     python bench/fusion.py --no-scifact # the question sets only
 
 The keyword and semantic document lists are computed once per query through kbase's own ranked
-lists (search.keyword_ranked / semantic_ranked, length prior included); every fusion variant is
+lists (keyword.keyword_ranked / semantic_ranked, length prior included); every fusion variant is
 then a pure function of those lists, so the comparison is exact and cheap. SciFact gives nDCG@10;
 the question sets give top-1 / top-3 / MRR@10 (document level, bench/questions.py's answers). A
 constant is only worth shipping if it holds on both.
@@ -26,15 +26,20 @@ sys.path.insert(0, str(REPO))
 import kbase  # noqa: E402
 from bench import questions as qbench  # noqa: E402
 from bench import retrieval  # noqa: E402
-from kbase import search  # noqa: E402
-from kbase.rank import rrf  # noqa: E402
+from kbase.search import (  # noqa: E402
+    hits,
+    hybrid,
+    keyword,
+    semantic,
+)
+from kbase.search.fusion import rrf  # noqa: E402
 
 DEPTH = 100
-Lists = tuple[list[search.Ranked], list[search.Ranked]]
+Lists = tuple[list[hits.Ranked], list[hits.Ranked]]
 
 
 def rrf_fusion(
-    k: float, floor: float = search.MIN_SIMILARITY, w_sem: float = 1.0
+    k: float, floor: float = hybrid.MIN_SIMILARITY, w_sem: float = 1.0
 ) -> Callable[[Lists], list[int]]:
     def fuse(lists: Lists) -> list[int]:
         kw, sem = lists
@@ -112,8 +117,8 @@ def scifact_lists() -> tuple[dict[str, Lists], dict, Callable[[int], str]]:
     for q in qrels:
         vector = kb.embedder.embed_query(queries[q])
         lists[q] = (
-            search.keyword_ranked(con, queries[q], DEPTH),
-            search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache),
+            keyword.keyword_ranked(con, queries[q], DEPTH),
+            semantic.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache),
         )
     return lists, qrels, lambda doc_id: path_of[doc_id].rsplit(".", 1)[0]
 
@@ -129,8 +134,8 @@ def question_lists() -> dict[str, tuple[dict, dict[str, Lists], dict[int, str]]]
         for q in qset["questions"]:
             vector = kb.query_vector(q["question"])
             lists[q["id"]] = (
-                search.keyword_ranked(con, q["question"], DEPTH),
-                search.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache),
+                keyword.keyword_ranked(con, q["question"], DEPTH),
+                semantic.semantic_ranked(con, vector, DEPTH, cache=kb.vector_cache),
             )
         out[qset["vault"]] = (qset, lists, path_of)
     return out

@@ -22,7 +22,11 @@ sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
 from bench import questions as qbench  # noqa: E402
-from kbase import search  # noqa: E402
+from kbase.search import (  # noqa: E402
+    hits,
+    keyword,
+    semantic,
+)
 
 LINES = 3000
 PRIORS = {  # (keyword bm25 per log unit, semantic cosine per log unit, chunks free of it)
@@ -75,9 +79,9 @@ def main() -> None:
             ).fetchone()
             print(f"\n{qset['vault']}: list note of {LINES} lines, {chunks} chunks")
             print(f"{'prior':<38}{'mode':<10}{'list in top 5':>14}{'top-3':>8}{'MRR@10':>8}")
-            saved = search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS
+            saved = keyword.LENGTH_PRIOR, semantic.SEMANTIC_LENGTH_PRIOR, hits.LENGTH_FREE_CHUNKS
             for name, (kw, sem, free) in PRIORS.items():
-                search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = (
+                keyword.LENGTH_PRIOR, semantic.SEMANTIC_LENGTH_PRIOR, hits.LENGTH_FREE_CHUNKS = (
                     kw,
                     sem,
                     free,
@@ -93,7 +97,7 @@ def main() -> None:
                         f"{name:<38}{mode:<10}{in_top5:>8} of {len(ranks):<3}"
                         f"{s['top3']:>8.2f}{s['mrr10']:>8.3f}"
                     )
-            search.LENGTH_PRIOR, search.SEMANTIC_LENGTH_PRIOR, search.LENGTH_FREE_CHUNKS = saved
+            keyword.LENGTH_PRIOR, semantic.SEMANTIC_LENGTH_PRIOR, hits.LENGTH_FREE_CHUNKS = saved
             kb.close()
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import kbase  # noqa: E402
-from kbase import db  # noqa: E402
+from kbase.store import db  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -65,7 +65,7 @@ def build(work: Path, notes: int) -> tuple[Path, Path]:
 
 
 async def inside(path: Path, queries: list[str], notes: list[str]) -> dict:
-    from kbase.mcp_server import Backend, build_server
+    from kbase.mcp.server import Backend, build_server
 
     server = build_server(Backend(path))
     direct = kbase.open(

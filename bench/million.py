@@ -38,7 +38,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import kbase  # noqa: E402
-from kbase import db, embed, embedder  # noqa: E402
+from kbase.embed import embedder  # noqa: E402
+from kbase.embed import vectors as embed  # noqa: E402
+from kbase.store import db  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "million"
 SCIFACT = REPO / "bench" / "out" / "scifact" / "index.db"
@@ -215,7 +217,8 @@ import json, sys, time, statistics
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 import kbase
-from kbase import search, vectors
+
+from kbase.embed import nearest as vectors
 
 def rss():
     f = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
@@ -279,7 +282,7 @@ def run(queries: int, rounds: int, base: str, cli_queries: int, only: str | None
 
     import numpy as np
 
-    from kbase import vectors
+    from kbase.embed import nearest as vectors
 
     path = OUT / "index.db"
     con = db.connect(path)
@@ -358,7 +361,7 @@ def sizes(queries: int = 50) -> dict:
 
     import numpy as np
 
-    from kbase import vectors
+    from kbase.embed import nearest as vectors
 
     con = db.connect(OUT / "index.db", readonly=True)
     _, matrix = all_vectors(con)

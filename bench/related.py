@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import kbase
-from kbase import related as rel
-from kbase.graph import Note
+from kbase.notes import related as rel
+from kbase.notes.graph import Note
 
 
 def neighbours(kb) -> dict[int, set[int]]:

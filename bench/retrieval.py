@@ -24,8 +24,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
-from kbase import search  # noqa: E402
-from kbase.rank import RRF_K, rrf  # noqa: E402
+from kbase.search import (  # noqa: E402
+    hybrid,
+    keyword,
+    semantic,
+)
+from kbase.search.fusion import RRF_K, rrf  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact-beir"
 OUT = REPO / "bench" / "out" / "scifact"
@@ -116,15 +120,15 @@ def main() -> None:
     # (keyword lists use the shipped BM25_WEIGHTS; --tune compares the alternatives)
     for q in qrels:
         t = time.perf_counter()
-        kw[q] = search.keyword_ranked(con, queries[q], DEPTH)
+        kw[q] = keyword.keyword_ranked(con, queries[q], DEPTH)
         lat_kw.append(time.perf_counter() - t)
         t = time.perf_counter()
-        sem[q] = search.semantic_ranked(con, vectors[q], DEPTH, cache=kb.vector_cache)
+        sem[q] = semantic.semantic_ranked(con, vectors[q], DEPTH, cache=kb.vector_cache)
         lat_sem.append(time.perf_counter() - t)
 
     def fused(k=RRF_K, weights=None, depth=DEPTH) -> dict[str, list[str]]:
         # RRF, for comparison (no similarity floor: the sweep shows the fusion itself); the shipped
-        # hybrid search fuses scores (kbase.rank.convex; bench/fusion.py compares the two)
+        # hybrid search fuses scores (kbase.search.fusion.convex; bench/fusion.py compares the two)
         w = weights or {"keyword": 1.0, "semantic": 1.0}
         return {
             q: [
@@ -151,7 +155,7 @@ def main() -> None:
     shipped = {
         q: [
             did(h.doc_id)
-            for h in search.hybrid_search(
+            for h in hybrid.hybrid_search(
                 con, queries[q], vectors[q], limit=100, cache=kb.vector_cache
             )
         ]
@@ -170,7 +174,7 @@ def main() -> None:
     print(json.dumps(results, indent=2))
 
     if a.tune:
-        saved = search.BM25_WEIGHTS
+        saved = keyword.BM25_WEIGHTS
         results["bm25_weights"] = {}
         # (body, title, headings), chunks_fts's column order
         for weights in (
@@ -180,17 +184,17 @@ def main() -> None:
             (1.0, 1.0, 1.0),
             (1.0, 1.0, 0.0),
         ):
-            search.BM25_WEIGHTS = weights
+            keyword.BM25_WEIGHTS = weights
             r = evaluate(
                 {
-                    q: [did(x.doc_id) for x in search.keyword_ranked(con, queries[q], DEPTH)]
+                    q: [did(x.doc_id) for x in keyword.keyword_ranked(con, queries[q], DEPTH)]
                     for q in qrels
                 },
                 qrels,
             )
             results["bm25_weights"][str(weights)] = r
             print(f"bm25 weights {weights}: {r}")
-        search.BM25_WEIGHTS = saved
+        keyword.BM25_WEIGHTS = saved
         for floor in (0.0, 0.25, 0.3, 0.35):
             r = evaluate(
                 {

@@ -247,7 +247,8 @@ def bench_kbase(name: str, vault: Path, work: Path, a: argparse.Namespace) -> di
 
 def inproc_index(vault: Path, db: Path) -> dict:
     """A fresh in-process index, timing its stages (decode, parse, chunk, write incl. commit)."""
-    from kbase import ingest, store
+    from kbase.ingest import pipeline as ingest
+    from kbase.store import writes as store
 
     spent: Counter = Counter()
 

@@ -102,9 +102,9 @@ def fake_vectors(db: Path) -> int:
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from kbase import db as kdb
-    from kbase import embed
-    from kbase.embedder import MINILM_FINGERPRINT
+    from kbase.embed import vectors as embed
+    from kbase.embed.embedder import MINILM_FINGERPRINT
+    from kbase.store import db as kdb
 
     con = kdb.connect(db)
     embed.ensure_vector_table(

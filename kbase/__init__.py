@@ -16,7 +16,7 @@ from kbase.models import Chunk, Hit, IndexReport
 
 if TYPE_CHECKING:
     from kbase.api import KB
-    from kbase.embedder import Embedder
+    from kbase.embed.embedder import Embedder
 
 __all__ = ["open", "KB", "KbaseError", "DatabaseError", "InputError", "Hit", "Chunk", "IndexReport"]
 

@@ -1,4 +1,4 @@
-from kbase.cli import cli
+from kbase.cli.commands import cli
 
 if __name__ == "__main__":  # pragma: no cover
     cli(prog_name="kbase")

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from kbase import db
 from kbase.errors import IndexBusyError, InputError
 from kbase.models import (
     CheckReport,
@@ -24,16 +23,17 @@ from kbase.models import (
     Status,
 )
 from kbase.paths import default_db_path
+from kbase.store import db
 
 if TYPE_CHECKING:
-    from kbase.chunk import ChunkSettings
-    from kbase.documents import DocRef, Region
-    from kbase.embed import EmbedProgress
-    from kbase.embedder import Embedder
-    from kbase.graph import LinkHit, Note
-    from kbase.ingest import Progress
-    from kbase.reading import NoteText
-    from kbase.search import ChunkRef
+    from kbase.embed.embedder import Embedder
+    from kbase.embed.vectors import EmbedProgress
+    from kbase.ingest.chunk import ChunkSettings
+    from kbase.ingest.pipeline import Progress
+    from kbase.notes.graph import LinkHit, Note
+    from kbase.notes.reading import NoteText
+    from kbase.notes.resolve import DocRef, Region
+    from kbase.search.hits import ChunkRef
     from kbase.sqlapi import Result as SqlResult
 
 
@@ -54,7 +54,7 @@ class KB:
     ) -> None:
         """``cache_vectors``: keep the vectors in memory for fast repeated semantic queries (a
         long-lived process); one-shot commands pass False and query sqlite-vec directly."""
-        from kbase.vectors import VectorCache
+        from kbase.embed.nearest import VectorCache
 
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self._reader: apsw.Connection | None = None
@@ -67,7 +67,7 @@ class KB:
         """The embedding model, loaded on first use (milliseconds; the very first use builds its
         cached graph, a few seconds)."""
         if self._embedder is None:
-            from kbase.embedder import default_embedder
+            from kbase.embed.embedder import default_embedder
 
             self._embedder = default_embedder()
         return self._embedder
@@ -111,7 +111,7 @@ class KB:
         The paths are checked before anything is created, and a first run that fails before it
         stored anything removes the file it created: a failed first run leaves no file. An
         index that existed before the call is never removed."""
-        from kbase import ingest
+        from kbase.ingest import pipeline as ingest
 
         created = not self.path.exists()
         if paths:
@@ -160,8 +160,8 @@ class KB:
     ) -> ChunkSettings | None:
         """The index's chunk settings with the ones given changed, for ``index(settings=...)``;
         None when none is given (the index keeps its own)."""
-        from kbase.chunk import ChunkSettings
-        from kbase.db import meta_get
+        from kbase.ingest.chunk import ChunkSettings
+        from kbase.store.db import meta_get
 
         if max_tokens is None and overlap is None and min_tokens is None:
             return None
@@ -172,7 +172,7 @@ class KB:
 
     def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> EmbedReport:
         """Embed every chunk that has no vector yet (all of them with ``rebuild``)."""
-        from kbase import embed
+        from kbase.embed import vectors as embed
 
         con = db.connect(self.path)
         try:
@@ -188,7 +188,7 @@ class KB:
     def embed_newest(self, limit: int) -> int:
         """Embed up to ``limit`` chunks that lack vectors, newest notes first; how many (0: none
         missing). Raises IndexBusyError while another process writes (see also ``embed_step``)."""
-        from kbase import embed
+        from kbase.embed import vectors as embed
 
         con = db.connect(self.path)
         try:
@@ -213,7 +213,7 @@ class KB:
         ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
         ``kbase watch``, an MCP server) calls while idle, until ``remaining`` is 0. The writer
         lock is held for this step only; None when another process holds it (try again later)."""
-        from kbase import embed
+        from kbase.embed import vectors as embed
 
         con = db.connect(self.path)
         try:
@@ -236,7 +236,7 @@ class KB:
         limit: int | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> EmbedReport:
-        from kbase import embed
+        from kbase.embed import vectors as embed
 
         if embed.missing_count(con) == 0 and embed.has_vectors(con):
             return EmbedReport()
@@ -264,8 +264,8 @@ class KB:
 
         A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
         empty query, or one of punctuation only, is an ``InputError`` in every mode."""
-        from kbase import search
-        from kbase.query import parse_query
+        from kbase.search import filters, hybrid, keyword, semantic
+        from kbase.search.query import parse_query
 
         if mode not in (None, "keyword", "semantic", "hybrid"):
             raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
@@ -277,15 +277,15 @@ class KB:
             )
         if isinstance(exclude, str):
             exclude = (exclude,)
-        filters = search.Filters(
+        filters = filters.Filters(
             path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude)
         )
         mode = mode or self.default_mode()
         if mode == "keyword":
-            hits = self._read(search.keyword_search, query, limit=limit, filters=filters)
+            hits = self._read(keyword.keyword_search, query, limit=limit, filters=filters)
         elif mode == "semantic":
             hits = self._read(
-                search.semantic_search,
+                semantic.semantic_search,
                 self.query_vector(query),
                 limit=limit,
                 filters=filters,
@@ -293,7 +293,7 @@ class KB:
             )
         else:
             hits = self._read(
-                search.hybrid_search,
+                hybrid.hybrid_search,
                 query,
                 self.query_vector(query),
                 limit=limit,
@@ -305,7 +305,7 @@ class KB:
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks): how much of the index semantic search covers
         (less than all while embedding is under way)."""
-        from kbase.embed import coverage
+        from kbase.embed.vectors import coverage
 
         return self._read(coverage)
 
@@ -315,7 +315,7 @@ class KB:
 
     def query_vector(self, query: str) -> bytes:
         """The query's embedding, after checking the index was embedded with the same model."""
-        from kbase import embed
+        from kbase.embed import vectors as embed
 
         stored = self._read(embed.stored_fingerprint)
         if stored is None:
@@ -326,15 +326,16 @@ class KB:
 
     def document(self, target: str) -> DocRef:
         """The document ``target`` names: a path, a name as a link gives it, or an alias; one
-        match, else an ``InputError`` listing the candidates (see ``kbase.documents.resolve``)."""
-        from kbase.documents import find_document
+        match, else an ``InputError`` listing the candidates (see
+        ``kbase.notes.resolve.resolve``)."""
+        from kbase.notes.resolve import find_document
 
         return self._read(find_document, target)
 
     def region(self, target: str, context: int = 10) -> Region:
         """Lines of a document: ``PATH``, ``PATH:LINE`` (with ``context`` lines either side) or
         ``PATH:START-END``; a line out of range is an ``InputError`` (see ``documents.region``)."""
-        from kbase.documents import region
+        from kbase.notes.resolve import region
 
         return self._read(region, target, context)
 
@@ -343,54 +344,54 @@ class KB:
     ) -> NoteText:
         """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
         a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut)."""
-        from kbase.reading import read_note
+        from kbase.notes.reading import read_note
 
         return self._read(read_note, self.document(target), start_line, end_line)
 
     def document_at(self, path: str) -> DocRef:
         """The document at exactly ``path`` inside its root (see ``reading.note_at``)."""
-        from kbase.reading import note_at
+        from kbase.notes.reading import note_at
 
         return self._read(note_at, path)
 
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str) -> Note:
         """``document``'s note as a graph node (id, path, title): the same resolution."""
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.find_note, name)
 
     def links(self, note: str) -> list[LinkHit]:
         """Links from ``note`` (resolved or not), in order."""
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.links_from, self.note(note))
 
     def backlinks(self, note: str) -> list[LinkHit]:
         """Links from other notes to ``note``."""
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.links_to, self.note(note))
 
     def unresolved(self) -> list[LinkHit]:
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.unresolved)
 
     def broken_anchors(self) -> list[LinkHit]:
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.broken_anchors)
 
     def orphans(self) -> list[Note]:
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.orphans)
 
     def neighbors(self, note: str, depth: int = 1) -> list[Note]:
         """Notes within ``depth`` links of ``note`` either way, nearest first, each with the
         ``direction`` of its link to the note one hop nearer (``via``): 'out', 'in' or 'both'."""
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(graph.neighbors, self.note(note), depth)
 
@@ -405,7 +406,7 @@ class KB:
         """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
         or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
         Notes it links to are left out unless ``include_linked``."""
-        from kbase import related as related_notes
+        from kbase.notes import related as related_notes
 
         if limit < 1:
             raise InputError(f"limit must be at least 1, not {limit}", "ask for 1 or more notes")
@@ -430,7 +431,7 @@ class KB:
         """``{"nodes": [...], "edges": [...]}``: the whole graph, or ``note``'s neighbourhood
         within ``depth`` links (default 1), keeping the notes ``path`` and ``exclude`` allow
         (see ``graph.graph``)."""
-        from kbase import graph
+        from kbase.notes import graph
 
         return self._read(
             graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude)
@@ -452,7 +453,7 @@ class KB:
     def check(self, fix: bool = False) -> CheckReport:
         """Integrity and invariants; with ``fix``, repair what the stored texts allow. ``warnings``:
         notes indexed without their front matter (not a problem of the index; fix the notes)."""
-        from kbase import maintenance
+        from kbase.store import maintenance
 
         # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
         fixed = self._write(maintenance.fix) if fix else []
@@ -463,18 +464,18 @@ class KB:
         )
 
     def compact(self) -> CompactReport:
-        from kbase import maintenance
+        from kbase.store import maintenance
 
         self.close()  # VACUUM needs the readers gone
         return self._write(maintenance.compact, self.path)
 
     def roots(self) -> list[RootInfo]:
-        from kbase import maintenance
+        from kbase.store import maintenance
 
         return self._read(maintenance.roots, self.path)
 
     def move_root(self, old: str, new: str) -> RootMove:
-        from kbase import maintenance
+        from kbase.store import maintenance
 
         return self._write(maintenance.move_root, old, new, self.path)
 
@@ -493,12 +494,12 @@ class KB:
 
     def chunk(self, chunk_id: int) -> ChunkRef:
         """A chunk's place in its document (offsets and lines), e.g. to highlight a hit."""
-        from kbase.search import chunk_ref
+        from kbase.search.hits import chunk_ref
 
         return self._read(chunk_ref, chunk_id)
 
     def status(self) -> Status:
-        from kbase.maintenance import status
+        from kbase.store.maintenance import status
 
         return self._read(status, self.path)
 

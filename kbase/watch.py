@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbase.discover import IGNORE_FILE
 from kbase.errors import IndexBusyError, InputError, KbaseError
+from kbase.ingest.discover import IGNORE_FILE
 from kbase.models import IndexReport
 
 DEBOUNCE_MS = 300  # changes arriving within this time are one batch
@@ -83,7 +83,7 @@ def watch(
     """
     import watchfiles
 
-    from kbase import ingest
+    from kbase.ingest import pipeline as ingest
 
     if paths:
         roots = ingest.resolve_paths(paths)

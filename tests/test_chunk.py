@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kbase.chunk import (
+from kbase.ingest.chunk import (
     _TOKEN_RUN,
     OVERSIZED,
     ChunkSettings,
@@ -12,7 +12,7 @@ from kbase.chunk import (
     WordCounter,
     chunk,
 )
-from kbase.parse import parse
+from kbase.ingest.parse import parse
 from tests.conftest import shared
 
 WORDS = WordCounter()

@@ -1,4 +1,4 @@
-"""Search in scripts without spaces between words (kbase/cjk.py):
+"""Search in scripts without spaces between words (kbase/search/cjk.py):
 Chinese, Japanese, Korean, Thai."""
 
 import random
@@ -6,8 +6,9 @@ import random
 import pytest
 
 import kbase
-from kbase import cjk, db
-from kbase.query import parse_query
+from kbase.search import cjk
+from kbase.search.query import parse_query
+from kbase.store import db
 from tests.conftest import shared, write
 
 NOTES = {

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli import cli
-from kbase.output import HIT_FIELDS
+from kbase.cli.commands import cli
+from kbase.cli.render import HIT_FIELDS
 from tests.conftest import bump_mtime
 
 
@@ -215,7 +215,7 @@ def test_python_dash_m_and_light_imports(tmp_path, vault):
         [sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True
     )
     code = (
-        "import sys; from kbase.cli import cli\n"
+        "import sys; from kbase.cli.commands import cli\n"
         f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
         "except SystemExit: pass\n"
         "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', "
@@ -324,8 +324,8 @@ def test_a_first_run_failing_midway_removes_only_the_file_it_created(
     import apsw
 
     import kbase
-    from kbase import ingest
     from kbase.errors import DatabaseError
+    from kbase.ingest import pipeline as ingest
 
     db = tmp_path / "i.db"
     if existing:

@@ -4,9 +4,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from kbase import db, paths
+from kbase import paths
 from kbase.errors import DatabaseError, IndexBusyError
-from kbase.migrations import SCHEMA_VERSION
+from kbase.store import db
+from kbase.store.migrations import SCHEMA_VERSION
 
 
 def test_new_index_is_stamped_and_has_the_schema(db_path):
@@ -59,7 +60,7 @@ def test_refuses_an_index_from_a_newer_kbase(db_path):
 
 def test_migrations_run_in_order(db_path, monkeypatch):
     db.connect(db_path, create=True).close()
-    from kbase import migrations
+    from kbase.store import migrations
 
     steps = {
         SCHEMA_VERSION + 1: "CREATE TABLE extra_one (x)",
@@ -163,7 +164,7 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
 
     migrated = db.connect(old)
     new = db.connect(tmp_path / "new.db", create=True)
-    from kbase.embed import VECTOR_TRIGGER
+    from kbase.embed.vectors import VECTOR_TRIGGER
 
     new.execute(vectors)  # what an index with vectors has
     new.execute(VECTOR_TRIGGER)
@@ -194,7 +195,7 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
         ),
         ("c.md", 1, "front matter is a list, not a mapping; ignored"),
     ]
-    from kbase.maintenance import check
+    from kbase.store.maintenance import check
 
     assert [p for p in check(migrated) if p.kind != "vectors"] == []
 
@@ -202,7 +203,7 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
 def test_a_migration_step_does_not_read_todays_schema(tmp_path, monkeypatch):
     """Each step carries its own DDL: a later change to chunks in schema.sql is not applied to a
     version-4 file by step 5 (it would be applied twice once a later step adds it)."""
-    from kbase.migrations import MIGRATIONS
+    from kbase.store.migrations import MIGRATIONS
 
     old = tmp_path / "v4.db"
     con = apsw.Connection(str(old))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kbase.decode import UndecodableError, decode
+from kbase.ingest.decode import UndecodableError, decode
 from tests.conftest import shared
 
 FRENCH = "Où est la bibliothèque ? L'été dernier, nous avons mangé des crêpes à Noël. " * 4

@@ -1,6 +1,6 @@
 import os
 
-from kbase.discover import Candidate, Skipped, walk
+from kbase.ingest.discover import Candidate, Skipped, walk
 from tests.conftest import write
 
 

@@ -6,7 +6,7 @@ import re
 import click
 import pytest
 
-from kbase.cli import cli
+from kbase.cli.commands import cli
 from tests.conftest import REPO
 
 

@@ -7,8 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase import db, ingest
-from kbase.cli import cli
+from kbase.cli.commands import cli
+from kbase.ingest import pipeline as ingest
+from kbase.store import db
 from tests.conftest import bump_mtime, shared, write
 
 

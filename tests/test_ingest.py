@@ -6,7 +6,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import kbase
-from kbase import db, ingest
+from kbase.ingest import pipeline as ingest
+from kbase.store import db
 from tests.conftest import bump_mtime, shared, write
 
 
@@ -311,7 +312,7 @@ def test_shared_encodings_are_indexed_with_their_encoding(con):
 
 
 def test_new_chunk_settings_rechunk_from_stored_text_and_stick(con, vault, monkeypatch):
-    from kbase.chunk import ChunkSettings
+    from kbase.ingest.chunk import ChunkSettings
 
     ingest.index(con, [vault])
     before = con.execute("SELECT count(*) FROM chunks").get
@@ -429,9 +430,9 @@ _name = st.sampled_from(
 def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, aliases):
     """store.fts_names gives the chunks_fts title value that the chunks_fts_content view (which
     FTS5 reads to delete a row) gives: file name, extension, case, aliases."""
-    from kbase import store
-    from kbase.chunk import chunk
-    from kbase.parse import parse
+    from kbase.ingest.chunk import chunk
+    from kbase.ingest.parse import parse
+    from kbase.store import writes as store
 
     con = db.connect(":memory:", create=True)
     root = store.ensure_root(con, "/vault")

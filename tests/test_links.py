@@ -1,4 +1,4 @@
-"""kbase.links: parsing links out of notes and resolving them the way Obsidian does."""
+"""kbase.ingest.links: parsing links out of notes and resolving them the way Obsidian does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbase.links import (
+from kbase.ingest.links import (
     LinkRef,
     Resolver,
     anchor_ok,
@@ -20,8 +20,8 @@ from kbase.links import (
     is_attachment,
     parse_links,
 )
+from kbase.ingest.parse import parse
 from kbase.models import Block, Heading, ParsedDoc
-from kbase.parse import parse
 from tests.conftest import shared
 
 

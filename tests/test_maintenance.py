@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase import db
-from kbase.cli import cli
+from kbase.cli.commands import cli
+from kbase.store import db
 from tests.conftest import bump_mtime, write
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kbase import embedder, model_graph
+from kbase.embed import embedder
+from kbase.embed import onnx_graph as model_graph
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
 
@@ -97,7 +98,7 @@ def test_without_onnx_the_graph_is_only_optimised(tmp_path, monkeypatch):
 def test_a_query_imports_neither_fastembed_nor_the_graph_tools(model, tmp_path):
     script = (
         "import sys\n"
-        "from kbase import embedder\n"
+        "from kbase.embed import embedder\n"
         "embedder.MiniLMEmbedder().embed_query('hello')\n"
         "print(sorted(m for m in ('fastembed', 'onnx', 'huggingface_hub') if m in sys.modules))\n"
     )

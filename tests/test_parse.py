@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbase.parse import parse
+from kbase.ingest.parse import parse
 
 
 def test_front_matter_fields():
@@ -144,7 +144,7 @@ _line_break = st.sampled_from(["\n", "\r\n", "\r"])
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(_piece, _line_break), max_size=30))
 def test_fast_block_parser_matches_markdown_it_py(lines):
-    from kbase.parse import _blocks, _py_blocks
+    from kbase.ingest.parse import _blocks, _py_blocks
     from kbase.text import line_starts
 
     text = "".join(piece + nl for piece, nl in lines)

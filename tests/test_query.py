@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbase.query import parse_query
+from kbase.search.query import parse_query
 
 
 @pytest.fixture(scope="module")

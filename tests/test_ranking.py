@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase import ingest, search
-from kbase.chunk import ChunkSettings
-from kbase.cli import cli
-from kbase.db import meta_set
-from kbase.parse import parse
+from kbase.cli.commands import cli
+from kbase.ingest import pipeline as ingest
+from kbase.ingest.chunk import ChunkSettings
+from kbase.ingest.parse import parse
+from kbase.search import hits, hybrid, keyword
+from kbase.store.db import meta_set
 from tests.conftest import write
 
 
@@ -46,7 +47,7 @@ def test_existing_index_gets_new_titles_without_reading_files(tmp_path, monkeypa
     kb = kbase.open(db)
     kb.index([v], embed=False)
     # Make the index look as an older kbase left it: first heading of any level as the title.
-    con = kbase.db.connect(db)
+    con = kbase.store.db.connect(db)
     with con:
         con.execute("DELETE FROM chunks")  # (the title is part of every chunk's keyword row)
         con.execute("UPDATE documents SET title = 'Alias' WHERE path = 'Glossary.md'")
@@ -178,12 +179,12 @@ def test_a_long_note_does_not_outrank_a_short_one_by_its_length(tmp_path):
     assert (short.path, long.path) == ("Bread.md", "Everything.md")
 
     def unpenalised(hit):  # the keyword score its best chunk's bm25 alone would give
-        return 3 + hit.explain["bm25"] / (hit.explain["bm25"] + search.BM25_HALF)
+        return 3 + hit.explain["bm25"] / (hit.explain["bm25"] + keyword.BM25_HALF)
 
     assert short.explain["chunks"] == 1 and short.score == pytest.approx(unpenalised(short))
     assert long.explain["chunks"] > 100 and long.score < unpenalised(long) - 0.01
     # the semantic list pays the same prior, in cosine units, on the same chunk count
-    assert search._length_units(long.explain["chunks"]) > 1 and search._length_units(32) == 0
+    assert hits.length_units(long.explain["chunks"]) > 1 and hits.length_units(32) == 0
 
 
 def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
@@ -241,27 +242,23 @@ def test_hybrid_hit_shows_the_chunk_of_the_list_that_contributes_most(names, mon
     a, b = "Sync settings.md", "Other.md"
     ca, cb = int(chunks[a].split(",")[0]), int(chunks[b].split(",")[0])
     kw = [
-        search.Ranked(
-            doc[b], cb, 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}
-        ),
-        search.Ranked(
-            doc[a], ca, 3.2, 1, '"sync"', {"tier": "all words", "bm25": 2.5, "chunks": 1}
-        ),
+        hits.Ranked(doc[b], cb, 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}),
+        hits.Ranked(doc[a], ca, 3.2, 1, '"sync"', {"tier": "all words", "bm25": 2.5, "chunks": 1}),
     ]
-    sem_a = search.Ranked(doc[a], ca + 1000, 0.8, 1, None, {"similarity": 0.8, "chunks": 1})
-    sem_b = search.Ranked(doc[b], cb + 1000, 0.4, 1, None, {"similarity": 0.4, "chunks": 1})
-    monkeypatch.setattr(search, "keyword_ranked", lambda *a, **k: kw)
-    monkeypatch.setattr(search, "semantic_ranked", lambda *a, **k: [sem_a, sem_b])
+    sem_a = hits.Ranked(doc[a], ca + 1000, 0.8, 1, None, {"similarity": 0.8, "chunks": 1})
+    sem_b = hits.Ranked(doc[b], cb + 1000, 0.4, 1, None, {"similarity": 0.4, "chunks": 1})
+    monkeypatch.setattr(hybrid, "keyword_ranked", lambda *a, **k: kw)
+    monkeypatch.setattr(hybrid, "semantic_ranked", lambda *a, **k: [sem_a, sem_b])
     picked, scores = {}, []
     monkeypatch.setattr(
-        search,
-        "_hit",
+        hybrid,
+        "hit",
         lambda con, doc_id, cid, score, *rest: (
             picked.setdefault(doc_id, cid),
             scores.append(score),
         ),
     )
-    search.hybrid_search(con, "sync", b"", limit=2, alpha=0.5)
+    hybrid.hybrid_search(con, "sync", b"", limit=2, alpha=0.5)
     # bm25 evidence (fraction / best fraction): a 0.4, b 1; cosine evidence (min-max): a 1, b 0.
     # a: its nearest chunk (semantic 0.5 > keyword 0.2); b: its keyword chunk (0.5 > 0)
     assert picked == {doc[a]: ca + 1000, doc[b]: cb}
@@ -295,7 +292,7 @@ def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
         assert kb.search(query, mode="keyword")[0].path == path
     old = kb.search("old name", mode="keyword")
     assert old[0].path == "Other.md" and all(h.explain["tier"] != "name" for h in old)
-    con = kbase.db.connect(tmp_path / "r.db")
+    con = kbase.store.db.connect(tmp_path / "r.db")
     assert (
         con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
         is not None

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kbase
-from kbase.documents import _stem as _without_suffix
 from kbase.errors import InputError
-from kbase.reading import MAX_LINES
+from kbase.notes.reading import MAX_LINES
+from kbase.notes.resolve import _stem as _without_suffix
 from tests.conftest import write
 
 

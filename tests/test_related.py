@@ -7,8 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase import embedder, related
-from kbase.cli import cli
+from kbase.cli.commands import cli
+from kbase.embed import embedder
+from kbase.notes import related
 from tests.conftest import bump_mtime, write
 
 NOTES = {

@@ -34,11 +34,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kbase
-from kbase import db, ingest
-from kbase.cli import cli
-from kbase.embedder import pack
+from kbase.cli.commands import cli
+from kbase.embed.embedder import pack
 from kbase.errors import DatabaseError, InputError, KbaseError
-from kbase.query import parse_query
+from kbase.ingest import pipeline as ingest
+from kbase.search.query import parse_query
+from kbase.store import db
 from tests.conftest import bump_mtime, write
 
 SEED = int(os.environ.get("KBASE_RELIABILITY_SEED", "7"))
@@ -1350,7 +1351,7 @@ PROPERTY = dict(
 @pytest.fixture(scope="module")
 def query_index(tmp_path_factory):
     """A small index with embeddings from the real model (loaded once for the module)."""
-    from kbase.embedder import default_embedder
+    from kbase.embed.embedder import default_embedder
 
     tmp = tmp_path_factory.mktemp("queries")
     vault = write(

@@ -112,7 +112,8 @@ def test_chunk_and_document_refs_for_a_hit(kb, vault):
 
 
 def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
-    from kbase import db, ingest
+    from kbase.ingest import pipeline as ingest
+    from kbase.store import db
 
     v = write(
         tmp_path / "v",
@@ -149,8 +150,10 @@ def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
 
 
 def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
-    from kbase import db, ingest, search
-    from kbase.query import parse_query
+    from kbase.ingest import pipeline as ingest
+    from kbase.search import keyword
+    from kbase.search.query import parse_query
+    from kbase.store import db
     from tests.conftest import shared
 
     con = db.connect(tmp_path / "r.db", create=True)
@@ -160,8 +163,8 @@ def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
         q = parse_query(title)
         for match in (q.to_fts(), q.to_fts(match_any=True)):
             for n in (1, 10, 100):
-                fast = search._ranked_docs(con, match, "1", [], n)  # FTS5's ordering, best chunks
-                full = search._ranked_docs(con, match, "1 = 1", [], n)  # every match grouped
+                fast = keyword._ranked_docs(con, match, "1", [], n)  # FTS5's ordering, best chunks
+                full = keyword._ranked_docs(con, match, "1 = 1", [], n)  # every match grouped
                 key = lambda rows: sorted((d, round(s, 9), count) for d, _, s, count, _ in rows)  # noqa: E731
                 assert key(fast) == key(full), (match, n)
                 assert [round(s, 9) for _, _, s, _, _ in fast] == [
@@ -170,8 +173,10 @@ def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
 
 
 def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chunks(tmp_path):
-    from kbase import db, ingest, search
-    from kbase.chunk import ChunkSettings
+    from kbase.ingest import pipeline as ingest
+    from kbase.ingest.chunk import ChunkSettings
+    from kbase.search import keyword
+    from kbase.store import db
 
     big = "\n\n".join(f"## Part {i}\n\nzebra zebra zebra stripes number {i}." for i in range(150))
     files = {
@@ -192,8 +197,8 @@ def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chun
         ).get
         > 64
     )  # more strong chunks than the first look takes
-    fast = search._ranked_docs(con, '"zebra"', "1", [], 4)
-    full = search._ranked_docs(con, '"zebra"', "1 = 1", [], 4)
+    fast = keyword._ranked_docs(con, '"zebra"', "1", [], 4)
+    full = keyword._ranked_docs(con, '"zebra"', "1 = 1", [], 4)
     assert [(d, round(s, 9), n) for d, _, s, n, _ in fast] == [
         (d, round(s, 9), n) for d, _, s, n, _ in full
     ]
@@ -208,8 +213,8 @@ def test_hits_carry_every_field_the_readme_lists(kb):
     import dataclasses
     import re
 
+    from kbase.cli.render import HIT_FIELDS
     from kbase.models import Hit
-    from kbase.output import HIT_FIELDS
     from tests.conftest import REPO
 
     table = (

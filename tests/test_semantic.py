@@ -6,8 +6,9 @@ import struct
 import pytest
 
 import kbase
-from kbase import embed, embedder
-from kbase.rank import rrf
+from kbase.embed import embedder
+from kbase.embed import vectors as embed
+from kbase.search.fusion import rrf
 from tests.conftest import bump_mtime, write
 
 
@@ -144,7 +145,7 @@ def test_interrupted_embedding_resumes(tmp_path, vault, model):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        embed.embed_missing(kbase.db.connect(k.path), model, progress=stop, batch=2)
+        embed.embed_missing(kbase.store.db.connect(k.path), model, progress=stop, batch=2)
     assert k.reader.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0] == 2
     assert k.embed().embedded == 3
 
@@ -238,7 +239,7 @@ def test_embedding_goes_newest_note_first_in_steps(tmp_path):
 def test_embed_step_yields_to_another_writer(tmp_path, vault, model):
     k = kbase.KB(tmp_path / "b.db", embedder=model)
     k.index([vault], embed=False)
-    with kbase.db.writer_lock(k.path):
+    with kbase.store.db.writer_lock(k.path):
         assert k.embed_step() is None
     assert k.embed_step().remaining == 0
 
@@ -261,7 +262,7 @@ def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cov
 
     out = run("index", str(vault))
     assert "keyword search is ready; embedding 5 chunks" in out.stderr
-    con = kbase.db.connect(dbp)
+    con = kbase.store.db.connect(dbp)
     con.execute("DELETE FROM chunks_vec WHERE rowid IN (SELECT id FROM chunks LIMIT 2)")
     con.execute("UPDATE chunks SET embedded = 0 WHERE id IN (SELECT id FROM chunks LIMIT 2)")
     con.close()

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.markup import markup_in  # the fixed list of markup a snippet must not show
-from kbase.snippet import CLOSE, OPEN, plain, render, snippet, unmark
+from kbase.search.snippet import CLOSE, OPEN, plain, render, snippet, unmark
 from tests.conftest import shared
 
 
@@ -163,8 +163,8 @@ def test_no_snippet_of_a_real_vault_shows_markup(vault):
     """Every chunk of the shared vaults, with its first word highlighted as a search would.
     Code is shown as written (a note about wikilinks quotes `[[them]]`): code blocks and inline
     code are replaced by letters first."""
-    from kbase.chunk import chunk
-    from kbase.parse import parse
+    from kbase.ingest.chunk import chunk
+    from kbase.ingest.parse import parse
 
     folder = shared("vaults", vault)
     seen = 0

@@ -990,7 +990,7 @@ async def test_missing_vectors_are_embedded_in_the_background_while_idle(tmp_pat
     import kbase.tui.screens as screens
 
     db, _ = build(tmp_path, embedder=FakeEmbedder())
-    con = kbase.db.connect(db)
+    con = kbase.store.db.connect(db)
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     con.execute("DELETE FROM chunks_vec WHERE rowid IN (SELECT id FROM chunks WHERE id % 2 = 0)")
     con.execute("UPDATE chunks SET embedded = 0 WHERE id % 2 = 0")  # half the vectors are missing
@@ -1011,7 +1011,7 @@ async def test_missing_vectors_are_embedded_in_the_background_while_idle(tmp_pat
         await settle(pilot)
         assert f"embedded {total}/{total} (100%)" in screen_text(app)
     assert (
-        kbase.db.connect(db, readonly=True)
+        kbase.store.db.connect(db, readonly=True)
         .execute("SELECT count(*) FROM chunks WHERE NOT embedded")
         .fetchone()[0]
         == 0

@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 import kbase
-from kbase import db, embed, embedder, maintenance, search, vectors
+from kbase.embed import embedder
+from kbase.embed import nearest as vectors
+from kbase.embed import vectors as embed
+from kbase.search import semantic
+from kbase.store import db, maintenance
 from tests.conftest import bump_mtime, write
 
 N_NOTES, CENTERS, DIM = 600, 30, 384
@@ -27,7 +31,8 @@ def _unit(m):
 @pytest.fixture
 def clustered(tmp_path):
     """An index of N_NOTES one-chunk notes whose vectors form CENTERS clusters (as real
-    embeddings do), stored through kbase.embed in small batches; and 20 queries near centres."""
+    embeddings do), stored through kbase.embed.vectors in small batches; and 20 queries near
+    centres."""
     rng = np.random.default_rng(3)
     write(tmp_path / "v", {f"n{i:04d}.md": f"Note number {i}.\n" for i in range(N_NOTES)})
     path = tmp_path / "c.db"
@@ -89,10 +94,10 @@ def test_one_shot_search_reads_the_codes_above_the_threshold(clustered, monkeypa
     found = [vectors.nearest_oneshot(con, q.tobytes(), 10) for q in queries]
     assert _recall(found, ids, matrix, queries) >= 0.95
     # the CLI's semantic search takes this path, and agrees with sqlite-vec's exact k-NN
-    coded = search.semantic_search(con, queries[1].tobytes(), limit=5)
+    coded = semantic.semantic_search(con, queries[1].tobytes(), limit=5)
     monkeypatch.setattr(vectors, "QUANTIZE_FROM", 10**9)
     assert [h.path for h in coded] == [
-        h.path for h in search.semantic_search(con, queries[1].tobytes(), limit=5)
+        h.path for h in semantic.semantic_search(con, queries[1].tobytes(), limit=5)
     ]
 
 
@@ -170,7 +175,7 @@ def test_check_finds_vectors_without_codes_and_fix_makes_them(clustered):
 
 def test_related_notes_work_from_the_quantised_vectors(clustered):
     con, ids, matrix, _ = clustered
-    from kbase import graph, related
+    from kbase.notes import graph, related
 
     note = graph.find_note(con, "n0007")
     exact = related.related(con, note, limit=5, cache=vectors.VectorCache())

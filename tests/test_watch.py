@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import kbase
-from kbase import db
-from kbase.embedder import pack
+from kbase.embed.embedder import pack
+from kbase.store import db
 from kbase.watch import WatchBatch, watch
 from tests.conftest import write
 
@@ -171,7 +171,7 @@ def test_a_burst_of_changes_is_one_debounced_batch_and_the_index_equals_a_fresh_
 
 
 def test_the_index_file_inside_the_folder_does_not_set_off_runs(tmp_path, vault):
-    dbp = vault / "kbase.db"  # each run writes the index: that must not count as a change
+    dbp = vault / "kbase.store.db"  # each run writes the index: that must not count as a change
     with Watcher(kbase.open(dbp), [vault], embed=False) as w:
         until(lambda: len(w.batches) >= 2, "the second catch-up run")
         time.sleep(1.5)
@@ -301,7 +301,7 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
 
 
 def test_a_watch_line_names_a_few_files_and_counts_the_rest():
-    from kbase.output import render_changes
+    from kbase.cli.render import render_changes
 
     changed = [("new", f"burst/n{i:02}.md") for i in range(50)] + [
         ("updated", "Garden.md"),

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from kbase.documents import DocRef
 from kbase.models import Hit, RelatedResult, Status
+from kbase.notes.resolve import DocRef
 from kbase.tui.backend import Location
 
 

@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from kbase.errors import DatabaseError, KbaseError
 from kbase.models import Status
-from kbase.query import parse_query
+from kbase.search.query import parse_query
 from kbase.tui.backend import (
     MODES,
     SEARCH_LIMIT,

@@ -1,7 +1,7 @@
--- kbase index schema, version 1 (later versions: the numbered steps in kbase/migrations.py).
+-- kbase index schema, version 1 (later versions: the numbered steps in kbase/store/migrations.py).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
--- packaged into the wheel. Later changes are numbered steps in kbase/migrations.py, gated by
+-- packaged into the wheel. Later changes are numbered steps in kbase/store/migrations.py, gated by
 -- PRAGMA user_version. The file is also the reference for people who query the index with SQL;
 -- prefer the views at the end to the tables, they are the stable surface.
 --

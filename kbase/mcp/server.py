@@ -1,6 +1,6 @@
 """The agent face: the index over the Model Context Protocol (``kbase mcp``).
 
-A thin face over ``kbase.api.KB``, like ``cli.py`` and ``tui/``, built on the official SDK's
+A thin face over ``kbase.api.KB``, like ``cli/`` and ``tui/``, built on the official SDK's
 ``MCPServer``. Tools: search, read, links, related, sql, status (each read-only, with a JSON
 schema for its arguments and for its structured result, plus readable text); resources: every
 note as ``kbase://note/{path}``. Transports: stdio, or streamable HTTP on loopback with the
@@ -43,8 +43,8 @@ from mcp_types import (
 from pydantic import BaseModel, Field, ValidationError
 
 from kbase.api import KB
+from kbase.embed.nearest import VectorCache
 from kbase.errors import DatabaseError, IndexBusyError, InputError, KbaseError
-from kbase.vectors import VectorCache
 
 SERVER_NAME = "kbase"
 NOTE_URI = "kbase://note/"
@@ -852,7 +852,7 @@ def serve(
             threading.Thread(target=backend.watch, args=(poll,), name="kbase-watch", daemon=True)
         )
         if embed:
-            from kbase.embedder import BATCH_SIZE
+            from kbase.embed.embedder import BATCH_SIZE
 
             threads.append(
                 threading.Thread(

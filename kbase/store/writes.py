@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 import apsw
 
-from kbase import cjk, embed
-from kbase.embedder import input_hash
-from kbase.links import LinkRef, Resolver, anchor_ok
+from kbase.embed import vectors as embed
+from kbase.embed.embedder import input_hash
+from kbase.ingest.links import LinkRef, Resolver, anchor_ok
+from kbase.ingest.parse import frontmatter_diagnostics, frontmatter_json
 from kbase.models import Chunk, Diagnostic, Heading, ParsedDoc
-from kbase.parse import frontmatter_diagnostics, frontmatter_json
+from kbase.search import cjk
 from kbase.text import line_of, line_starts
 
 
@@ -82,9 +83,9 @@ def write_document(
 ) -> int:
     """Insert or replace one document with everything derived from it, in one transaction (or
     savepoint). ``savepoint=False``: in the caller's transaction, which must roll back if this
-    raises (kbase.ingest does so; a savepoint per document costs a tenth of an index run).
-    ``hashes``: the chunks' ``chunk_hashes``, when the caller has them already (kbase.ingest's
-    workers make them, which takes them off the writer)."""
+    raises (kbase.ingest.pipeline does so; a savepoint per document costs a tenth of an index run).
+    ``hashes``: the chunks' ``chunk_hashes``, when the caller has them already
+    (kbase.ingest.pipeline's workers make them, which takes them off the writer)."""
     text = doc.text
     values = (
         doc.kind,
@@ -216,7 +217,8 @@ def write_document(
 
 
 def chunk_hashes(doc: ParsedDoc, chunks: Sequence[Chunk]) -> list[bytes]:
-    """chunks.embed_hash of each chunk: what the embedder would see (kbase.embedder.input_hash)."""
+    """chunks.embed_hash of each chunk: what the embedder would see
+    (kbase.embed.embedder.input_hash)."""
     text = doc.text
     return [input_hash(doc.title, c.heading_path, text[c.start : c.end]) for c in chunks]
 

@@ -54,7 +54,7 @@ MAX_HEADING_RUN = 4
 # then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule.
 CHUNKER_VERSION = 3
 
-TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
+TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
 HEADISH = frozenset({"heading", "hr"})  # units that never make a chunk on their own

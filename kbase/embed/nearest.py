@@ -13,7 +13,7 @@ So:
   instead of 1.5: the Hamming distance to every code gives a shortlist, the int8 vectors rank
   it, and the best ``RESCORE`` get their exact cosine from chunks_vec;
 - a one-shot query (the CLI) over ``QUANTIZE_FROM`` chunks or more reads the codes, stored in
-  large blocks in ``chunks_codes`` (kbase.embed), and scores its shortlist exactly from
+  large blocks in ``chunks_codes`` (kbase.embed.vectors), and scores its shortlist exactly from
   chunks_vec; below, sqlite-vec's exact k-NN (see QUANTIZE_FROM).
 
 Measured on a million synthetic chunks made from real MiniLM vectors (bench/million.py,
@@ -209,7 +209,7 @@ class VectorCache:
 
     def arrays(self, con: apsw.Connection) -> tuple:
         """(chunk ids, vectors, document ids) as numpy arrays, row for row; for scoring whole
-        notes (kbase.related). The vectors are unit float32 rows, or above ``quantize_from``
+        notes (kbase.notes.related). The vectors are unit float32 rows, or above ``quantize_from``
         int8 rows: use ``matmul`` and ``vectors_at`` to compute with them. Call inside the read
         transaction that uses them."""
         import numpy as np
@@ -283,10 +283,10 @@ class VectorCache:
 
 
 def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[int, float]] | None:
-    """The ``k`` nearest chunks through the stored codes (kbase.embed's chunks_codes): a Hamming
-    shortlist, ranked again by ``sign_scores``, the best of it scored exactly from chunks_vec.
-    None when the index is smaller than ``QUANTIZE_FROM`` or has no codes (then sqlite-vec's
-    exact k-NN is the way)."""
+    """The ``k`` nearest chunks through the stored codes (kbase.embed.vectors's chunks_codes): a
+    Hamming shortlist, ranked again by ``sign_scores``, the best of it scored exactly from
+    chunks_vec. None when the index is smaller than ``QUANTIZE_FROM`` or has no codes (then
+    sqlite-vec's exact k-NN is the way)."""
     import numpy as np
 
     if con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_codes'").fetchone() is None:

@@ -43,7 +43,7 @@ PROBES = (
     "Write-ahead logging lets readers continue while a writer appends. " * 12,
 )
 MANIFEST = "manifest.json"
-TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
+TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # what the model was trained for (tokenizer.json says 128, some configs 512)
 
 

@@ -77,7 +77,7 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
     tokenize = 'porter unicode61 remove_diacritics 2'
 )""",
 }
-# chunks_vec's trigger as version 5 made it (kbase.embed creates chunks_vec).
+# chunks_vec's trigger as version 5 made it (kbase.embed.vectors creates chunks_vec).
 _VECTOR_TRIGGER_5 = (
     "CREATE TRIGGER IF NOT EXISTS chunks_vec_after_delete AFTER DELETE ON chunks"
     " WHEN old.embedded BEGIN"
@@ -191,7 +191,7 @@ def _schema_7(con: apsw.Connection) -> None:
         " FROM diagnostics AS g JOIN documents AS d ON d.id = g.doc_id"
         " WHERE g.kind = 'frontmatter'"
     )
-    from kbase.parse import frontmatter_diagnostics, parse
+    from kbase.ingest.parse import frontmatter_diagnostics, parse
     from kbase.text import line_of, line_starts
 
     rows = con.execute(
@@ -212,9 +212,9 @@ def _schema_7(con: apsw.Connection) -> None:
 
 
 def _schema_8(con: apsw.Connection) -> None:
-    """chunks_cjk: the keyword index of runs in scripts without spaces (kbase/cjk.py), filled from
-    the chunks already indexed."""
-    from kbase import cjk
+    """chunks_cjk: the keyword index of runs in scripts without spaces (kbase/search/cjk.py),
+    filled from the chunks already indexed."""
+    from kbase.search import cjk
 
     con.execute(
         "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '',"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import apsw
 
-from kbase import cjk, embed, store
-from kbase.chunk import ChunkSettings, TokenCounter, chunk, default_counter
-from kbase.db import located_root, meta_set
-from kbase.embedder import MINILM_FINGERPRINT
+from kbase.embed import vectors as embed
+from kbase.embed.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
-from kbase.links import block_ids, parse_links
+from kbase.ingest.chunk import ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.ingest.links import block_ids, parse_links
+from kbase.ingest.parse import parse
 from kbase.models import (
     CompactReport,
     FrontmatterWarning,
@@ -25,7 +25,9 @@ from kbase.models import (
     RootMove,
     Status,
 )
-from kbase.parse import parse
+from kbase.search import cjk
+from kbase.store import writes as store
+from kbase.store.db import located_root, meta_set
 
 
 def check(con: apsw.Connection) -> list[Problem]:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from kbase.cli.render import FORMATS
 from kbase.errors import KbaseError
 from kbase.models import EmbedReport
-from kbase.output import FORMATS
 
 if TYPE_CHECKING:
     from kbase.api import KB
@@ -311,7 +311,7 @@ def watch(ctx, paths, no_embed, debounce, poll):
     included; only new and changed chunks are embedded). Quiet unless something changed."""
     from datetime import datetime
 
-    from kbase.output import render_changes
+    from kbase.cli.render import render_changes
     from kbase.watch import watch as run_watch
 
     skips_shown: set[tuple[str, str]] = set()  # each skipped file is reported once, not every batch
@@ -370,7 +370,7 @@ def watch(ctx, paths, no_embed, debounce, poll):
 
 
 def _printable(path: str) -> str:
-    from kbase.discover import printable
+    from kbase.ingest.discover import printable
 
     return printable(path).replace("\n", "\\n").replace("\r", "\\r")
 
@@ -453,7 +453,7 @@ def _search_options(f):
 @click.pass_context
 def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, until, fmt):
     """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b."""
-    from kbase.output import render_hits
+    from kbase.cli.render import render_hits
 
     kb = _kb(ctx)
     hits = kb.search(
@@ -488,7 +488,7 @@ def status(ctx, fmt):
     """Roots, counts, sizes and the last index time."""
     from dataclasses import asdict
 
-    from kbase.output import render_status
+    from kbase.cli.render import render_status
 
     kb = _kb(ctx)
     st = kb.status()
@@ -505,9 +505,9 @@ def chunks(file, max_tokens, overlap, min_tokens, fmt):
     """Show how kbase cuts FILE into chunks (offsets, lines, tokens, kind, heading path, flags).
 
     Reads the file itself; no index is needed. --json gives every field and each chunk's text."""
-    from kbase.chunk import ChunkSettings
-    from kbase.ingest import chunk_file
-    from kbase.output import render_chunks
+    from kbase.cli.render import render_chunks
+    from kbase.ingest.chunk import ChunkSettings
+    from kbase.ingest.pipeline import chunk_file
 
     settings = ChunkSettings().with_changes(
         max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens
@@ -522,7 +522,7 @@ def _links_command(name: str, doc: str, show: str):
     @format_options
     @click.pass_context
     def command(ctx, note, fmt):
-        from kbase.output import render_links
+        from kbase.cli.render import render_links
 
         kb = _kb(ctx)
         found = getattr(kb, name)(note)
@@ -551,7 +551,7 @@ _links_command("backlinks", "Notes that link to NOTE, each with the linking line
 @click.pass_context
 def unresolved(ctx, anchors, fmt):
     """Links that point at no note or file (or, with --anchors, at a missing heading or block)."""
-    from kbase.output import render_links
+    from kbase.cli.render import render_links
 
     kb = _kb(ctx)
     found = kb.broken_anchors() if anchors else kb.unresolved()
@@ -566,7 +566,7 @@ def unresolved(ctx, anchors, fmt):
 @click.pass_context
 def orphans(ctx, fmt):
     """Notes that no other note links to."""
-    from kbase.output import render_notes
+    from kbase.cli.render import render_notes
 
     kb = _kb(ctx)
     click.echo(render_notes(kb.orphans(), fmt))
@@ -588,7 +588,7 @@ def neighbors(ctx, note, depth, fmt):
     """Notes within --depth links of NOTE, following links both ways (distance first). Each says
     which way its link goes: out (the note one hop nearer links to it), in (it links
     there), both."""
-    from kbase.output import render_notes
+    from kbase.cli.render import render_notes
 
     kb = _kb(ctx)
     click.echo(render_notes(kb.neighbors(note, depth), fmt, with_distance=True))
@@ -613,7 +613,7 @@ def related(ctx, note, limit, include_linked, fmt):
     """Notes closest in meaning to NOTE (from its chunk vectors), leaving out those it links to.
 
     Without embeddings, the note's most distinctive terms are searched instead (and it says so)."""
-    from kbase.output import render_related
+    from kbase.cli.render import render_related
 
     kb = _kb(ctx)
     result = kb.related(note, limit=limit, include_linked=include_linked)
@@ -652,7 +652,7 @@ def related(ctx, note, limit, include_linked, fmt):
 def graph(ctx, note, depth, path_glob, exclude, fmt):
     """The note graph as JSON (nodes and edges) or Graphviz DOT: all of it, or the notes within
     --depth links of NOTE. Links through notes left out by --path or --exclude are not followed."""
-    from kbase.graph import to_dot
+    from kbase.notes.graph import to_dot
 
     kb = _kb(ctx)
     g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
@@ -695,7 +695,7 @@ def mcp(ctx, http, token, watch, no_embed, poll):
     Tools: search, read, links, related, sql, status (all read-only); resources: every note as
     kbase://note/PATH. See the README for client configuration."""
     try:
-        from kbase.mcp_server import serve
+        from kbase.mcp.server import serve
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise
@@ -742,7 +742,7 @@ def sql(ctx, query, sql_file, timeout, fmt):
 
     sqlite-vec is loaded, and kbase adds kbase_embed(text) (a query vector) and the table-valued
     kbase_search(query, mode, limit). See docs/SCHEMA.md for the tables, views and examples."""
-    from kbase.output import render_sql
+    from kbase.cli.render import render_sql
 
     if sql_file is not None:
         text = sql_file.read()
@@ -804,7 +804,7 @@ def compact(ctx, fmt):
     after and the space saved, in KiB/MiB/GiB (1 KiB = 1024 bytes)."""
     from dataclasses import asdict
 
-    from kbase.output import human_bytes
+    from kbase.cli.render import human_bytes
 
     kb = _kb(ctx)
     r = kb.compact()

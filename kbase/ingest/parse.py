@@ -17,7 +17,7 @@ from bisect import bisect_right
 from pathlib import PurePosixPath
 
 from kbase.models import Block, Diagnostic, Heading, ParsedDoc
-from kbase.snippet import plain
+from kbase.search.snippet import plain
 from kbase.text import LINE_BREAK, line_of, line_starts
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import apsw
 
-from kbase.documents import resolve
 from kbase.errors import InputError
-from kbase.search import Filters
+from kbase.notes.resolve import resolve
+from kbase.search.filters import Filters
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
 
 def find_note(con: apsw.Connection, note: str) -> Note:
     """The note ``note`` names: a path, a name as a link gives it, or an alias (see
-    ``kbase.documents.resolve``: one match, else an error listing the candidates)."""
+    ``kbase.notes.resolve.resolve``: one match, else an error listing the candidates)."""
     return Note(
         *con.execute(
             "SELECT id, path, title FROM documents WHERE id = ?", (resolve(con, note),)

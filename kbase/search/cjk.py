@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import apsw
 
-from kbase.query import Query, Term
+from kbase.search.query import Query, Term
 
 # Han (with radicals, extensions, compatibility ideographs, 々〆〇〻), kana (with ー and half-width
 # kana), bopomofo, Hangul (syllables and jamo), Thai, Lao, Khmer, Myanmar. Punctuation such as

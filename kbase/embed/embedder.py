@@ -1,5 +1,5 @@
 """The embedding model: the ``Embedder`` protocol and the offline MiniLM adapter, and what the
-model is shown for a chunk (``embed_input``). Storing vectors is ``kbase.embed``'s job.
+model is shown for a chunk (``embed_input``). Storing vectors is ``kbase.embed.vectors``'s job.
 
 onnxruntime, tokenizers and numpy are imported only when a ``MiniLMEmbedder`` is made or used, so
 commands that do not embed never pay for them.
@@ -28,7 +28,7 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 # its time (BENCHMARKS.md, section 10).
 BATCH_SIZE = 8
 # At most this many characters of "title > headings" context go before a chunk's text: about
-# 32 tokens, the room the chunker leaves under the model's 256 (see kbase.chunk.MAX_TOKENS).
+# 32 tokens, the room the chunker leaves under the model's 256 (see kbase.ingest.chunk.MAX_TOKENS).
 CONTEXT_CHARS = 120
 # What identifies the vectors this model makes (stored in meta 'embedder').
 MINILM_FINGERPRINT = json.dumps(
@@ -98,7 +98,7 @@ class MiniLMEmbedder:
     fingerprint = MINILM_FINGERPRINT
 
     def __init__(self, threads: int | None = None, batch_size: int = BATCH_SIZE) -> None:
-        from kbase import model_graph
+        from kbase.embed import onnx_graph as model_graph
 
         self.batch_size = batch_size
         self.threads = threads or os.cpu_count() or 1
@@ -113,7 +113,7 @@ class MiniLMEmbedder:
         since its vectors are stored)."""
         key = "bulk" if bulk else "query"
         if key not in self._sessions:
-            from kbase import model_graph
+            from kbase.embed import onnx_graph as model_graph
 
             if bulk:
                 self.graph = model_graph.derived_graph(MODEL_SHA256, model_cache_dir(), verify=True)
@@ -125,7 +125,7 @@ class MiniLMEmbedder:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from kbase.model_graph import load_tokenizer
+            from kbase.embed.onnx_graph import load_tokenizer
 
             self._tokenizer = load_tokenizer()
         return self._tokenizer

@@ -1,5 +1,5 @@
 """The index side of embeddings: the ``chunks_vec`` table, reuse of vectors a note already had,
-and filling in the vectors that are missing with an ``Embedder`` (``kbase.embedder``)."""
+and filling in the vectors that are missing with an ``Embedder`` (``kbase.embed.embedder``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 
 import apsw
 
-from kbase.db import meta_set
-from kbase.embedder import Embedder, embed_input
+from kbase.embed.embedder import Embedder, embed_input
 from kbase.errors import KbaseError
 from kbase.models import EmbedReport
+from kbase.store.db import meta_set
 
 
 def has_vectors(con: apsw.Connection) -> bool:
@@ -46,10 +46,10 @@ VECTOR_TRIGGER = (
 
 
 # Binary codes of the vectors (the sign of each dimension) in large blocks, for a one-shot
-# nearest-neighbour query over a large index (kbase.vectors.nearest_oneshot): one read of 48 MB
-# at a million chunks instead of 1.5 GB, or of sqlite-vec's scan. Derived from chunks_vec: each
-# stored vector appends its code; a deleted chunk's code stays until the blocks are rebuilt (its
-# id then finds no vector when the shortlist is scored, so it is never a hit).
+# nearest-neighbour query over a large index (kbase.embed.nearest.nearest_oneshot): one read of
+# 48 MB at a million chunks instead of 1.5 GB, or of sqlite-vec's scan. Derived from chunks_vec:
+# each stored vector appends its code; a deleted chunk's code stays until the blocks are rebuilt
+# (its id then finds no vector when the shortlist is scored, so it is never a hit).
 CODES_TABLE = (
     "CREATE TABLE IF NOT EXISTS chunks_codes ("
     " id INTEGER PRIMARY KEY, ids BLOB NOT NULL, codes BLOB NOT NULL)"
@@ -77,7 +77,7 @@ def _add_codes(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
 
 
 def _insert_codes(con: apsw.Connection, ids, matrix) -> None:
-    from kbase.vectors import code_columns, sign_codes
+    from kbase.embed.nearest import code_columns, sign_codes
 
     con.execute(
         "INSERT INTO chunks_codes (ids, codes) VALUES (?, ?)",
@@ -143,7 +143,8 @@ def tidy_codes(con: apsw.Connection) -> None:
             (CODE_BLOCK * 8,),
         ).fetchall()
         ids = np.concatenate([np.frombuffer(r[1], dtype="<i8") for r in rows])
-        # each block's codes are column-major (kbase.vectors.code_columns): join them column-wise
+        # each block's codes are column-major (kbase.embed.nearest.code_columns): join them
+        # column-wise
         columns = np.concatenate(
             [np.frombuffer(r[2], dtype="<u8").reshape(-1, len(r[1]) // 8) for r in rows], axis=1
         )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import apsw
 
-from kbase.db import located_root
 from kbase.errors import InputError
-from kbase.search import is_stale
+from kbase.search.hits import is_stale
+from kbase.store.db import located_root
 from kbase.text import LINE_BREAK
 
 MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count

@@ -119,7 +119,7 @@ _HEADING_PUNCT = re.compile(r"[!\"#$%&()*+,.:;<=>?@^`{|}~/\[\]\\\r\n]")
 
 @cache
 def _markdown():
-    """Block structure only (loaded on first use, like kbase.parse's)."""
+    """Block structure only (loaded on first use, like kbase.ingest.parse's)."""
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])

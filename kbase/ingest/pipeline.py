@@ -22,11 +22,10 @@ from pathlib import Path, PurePosixPath
 
 import apsw
 
-from kbase import store
-from kbase.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
-from kbase.db import meta_get, meta_set
-from kbase.decode import Decoded, UndecodableError, decode
-from kbase.discover import (
+from kbase.errors import InputError
+from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.ingest.decode import Decoded, UndecodableError, decode
+from kbase.ingest.discover import (
     DEFAULT_EXTENSIONS,
     DEFAULT_MAX_SIZE,
     Attachment,
@@ -35,11 +34,12 @@ from kbase.discover import (
     printable,
     walk,
 )
-from kbase.errors import InputError
-from kbase.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
-from kbase.maintenance import follow_moved_roots, rechunk_all, rederive
+from kbase.ingest.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
+from kbase.ingest.parse import parse
 from kbase.models import IndexReport, ParsedDoc
-from kbase.parse import parse
+from kbase.store import writes as store
+from kbase.store.db import meta_get, meta_set
+from kbase.store.maintenance import follow_moved_roots, rechunk_all, rederive
 from kbase.text import LINE_BREAK
 
 # Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
@@ -465,7 +465,7 @@ def _worker_init() -> None:
     import signal
     import threading
 
-    from kbase.db import release_inherited_locks
+    from kbase.store.db import release_inherited_locks
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     release_inherited_locks()

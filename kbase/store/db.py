@@ -18,7 +18,7 @@ from pathlib import Path
 import apsw
 
 from kbase.errors import DatabaseError, IndexBusyError
-from kbase.migrations import MIGRATIONS, SCHEMA_VERSION
+from kbase.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 APPLICATION_ID = 0x6B626173  # "kbas": marks a SQLite file as a kbase index
 BUSY_TIMEOUT_MS = 10_000  # a reader or writer waits this long for a lock before giving up
@@ -32,7 +32,7 @@ def schema_sql() -> str:
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
     # Editable installs and source checkouts: the file lives at the repository root.
-    return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parents[2] / "schema.sql").read_text(encoding="utf-8")
 
 
 def _check_file(path: Path) -> None:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import apsw
 
-from kbase.documents import DocRef, load
 from kbase.errors import InputError
-from kbase.search import is_stale
+from kbase.notes.resolve import DocRef, load
+from kbase.search.hits import is_stale
 from kbase.text import LINE_BREAK
 
 # A read without a line range returns at most this many lines (a huge note would flood an agent's

@@ -21,8 +21,8 @@ from collections import Counter
 
 import apsw
 
+from kbase.embed.nearest import VectorCache
 from kbase.models import RelatedResult
-from kbase.vectors import VectorCache
 
 STRATEGIES = ("mean", "best", "maxsim", "centroid")
 # Chosen on the shared vaults (bench/related.py, BENCHMARKS.md): Recall@10 of linked notes,
@@ -48,8 +48,9 @@ def related(
     cache: VectorCache | None = None,
     strategy: str = DEFAULT_STRATEGY,
 ) -> RelatedResult:
-    """Notes related to ``note`` (a kbase.graph.Note), best first, leaving out the notes it links
-    to unless ``include_linked``. ``cache``: the in-memory vectors (a temporary one if None)."""
+    """Notes related to ``note`` (a kbase.notes.graph.Note), best first, leaving out the notes it
+    links to unless ``include_linked``. ``cache``: the in-memory vectors (a temporary one if
+    None)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
     links_to = {
@@ -87,10 +88,11 @@ def related(
     if ranked is None:
         terms, ranked = _by_keywords(con, note.id, skip, limit)
         result.method, result.terms = "keyword", terms
-    from kbase.search import _hit
+
+    from kbase.search.hits import hit
 
     result.hits = [
-        _hit(con, doc_id, cid, score, n, match) for doc_id, cid, score, n, match in ranked
+        hit(con, doc_id, cid, score, n, match) for doc_id, cid, score, n, match in ranked
     ]
     return result
 
@@ -150,7 +152,7 @@ def _by_keywords(
 ) -> tuple[tuple[str, ...], list]:
     """(the note's most distinctive terms,
     [(doc_id, chunk id, bm25 score, matched chunks, match)])."""
-    from kbase.search import keyword_ranked
+    from kbase.search.keyword import keyword_ranked
 
     terms = distinctive_terms(con, note_id)
     if not terms:
@@ -168,8 +170,8 @@ def distinctive_terms(
     """The words of a note that best tell it apart (tf-idf over the keyword index's chunks), in the
     keyword index's own terms: each word is run through the index's tokenizer (stemming included)
     in a scratch FTS5 table, and words sharing a stem count together."""
-    from kbase.db import scratch_connection
-    from kbase.query import STOPWORDS
+    from kbase.search.query import STOPWORDS
+    from kbase.store.db import scratch_connection
 
     row = con.execute("SELECT body FROM documents WHERE id = ?", (note_id,)).fetchone()
     words = Counter(w.lower() for w in re.findall(r"\w+", row[0] if row else ""))

@@ -1,0 +1,1 @@
+"""The command-line face: click commands and their renderers."""

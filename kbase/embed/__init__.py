@@ -1,0 +1,1 @@
+"""Embeddings: the model, its derived ONNX graph, vectors in the index, nearest-neighbour search."""

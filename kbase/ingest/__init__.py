@@ -1,0 +1,1 @@
+"""Files to rows: discover, decode, parse, chunk, links, the pipeline."""

@@ -1,0 +1,1 @@
+"""Notes by name: resolving names and regions, the link graph, related notes, reading."""

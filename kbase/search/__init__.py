@@ -1,0 +1,1 @@
+"""Queries to ranked hits: query parsing, keyword, semantic, fusion, snippets."""

@@ -1,0 +1,82 @@
+"""Restrictions on which documents a search may return, as SQL over ``documents AS d``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from kbase.errors import InputError
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions on which documents a search may return."""
+
+    path: str | None = (
+        None  # glob on the root-relative path, or a folder/path prefix if no wildcard
+    )
+    tags: tuple[str, ...] = ()  # each must be present (nested tags match: 'a' matches 'a/b')
+    since: str | None = None  # ISO date: the document's date (front matter, else mtime) >= since
+    until: str | None = None  # ISO date: <= until (inclusive)
+    exclude: tuple[str, ...] = ()  # paths to leave out: globs or folder/path prefixes, as ``path``
+
+    def sql(self) -> tuple[str, list]:
+        """A WHERE fragment over ``documents AS d`` and its bindings. Paths match without regard
+        to case (ASCII letters, as SQLite's lower())."""
+        where, args = [], []
+        if self.path:
+            where.append(_path_match(self.path, args))
+        for pattern in self.exclude:
+            if pattern.strip().strip("/"):
+                where.append(f"NOT {_path_match(pattern, args)}")
+        for tag in self.tags:
+            t = tag.lstrip("#")
+            where.append(
+                "EXISTS (SELECT 1 FROM tags t WHERE t.doc_id = d.id"
+                " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
+            )
+            args += [t, _like_escape(t) + "/%"]
+        date_expr = "date(coalesce(d.date, datetime(d.mtime_ns / 1000000000, 'unixepoch')))"
+        if self.since:
+            where.append(f"{date_expr} >= date(?)")
+            args.append(_check_date(self.since, "--since"))
+        if self.until:
+            where.append(f"{date_expr} <= date(?)")
+            args.append(_check_date(self.until, "--until"))
+        return (" AND ".join(where) or "1"), args
+
+
+def _path_match(pattern: str, args: list) -> str:
+    """SQL true when ``d.path`` matches ``pattern``: a glob if it has a wildcard, else the path
+    itself or a folder above it."""
+    p = pattern.strip().strip("/").lower()
+    if any(ch in p for ch in "*?["):
+        args.append(p)
+        return "(lower(d.path) GLOB ?)"
+    if not p:
+        return "1"
+    args += [p, len(p) + 1, p + "/"]
+    return "(lower(d.path) = ? OR lower(substr(d.path, 1, ?)) = ?)"
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+_RELATIVE = re.compile(r"^(\d+)([dwmy])$")
+
+
+def _check_date(value: str, option: str) -> str:
+    """ISO date or datetime, or a relative age like 7d, 2w, 3m, 1y
+    (days, weeks, months, years ago)."""
+    m = _RELATIVE.match(value.strip())
+    if m:
+        days = int(m.group(1)) * {"d": 1, "w": 7, "m": 30, "y": 365}[m.group(2)]
+        return (dt.date.today() - dt.timedelta(days=days)).isoformat()
+    try:
+        return dt.datetime.fromisoformat(value.strip()).date().isoformat()
+    except ValueError:
+        raise InputError(
+            f"{option} {value!r} is not a date", "use YYYY-MM-DD or an age like 7d, 2w, 3m, 1y"
+        ) from None

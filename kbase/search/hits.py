@@ -1,0 +1,152 @@
+"""Ranked lists' records and their hydration into Hits: snippet, line, staleness."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from kbase.errors import InputError
+from kbase.models import Hit
+from kbase.search import cjk
+from kbase.search import snippet as snippets
+from kbase.store.db import located_root
+from kbase.text import LINE_BREAK
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A document in one ranked list, with the chunk that speaks for it."""
+
+    doc_id: int
+    chunk_id: int
+    score: float  # higher is better; falls with rank
+    matched: int  # chunks of the document that matched
+    match: str | None = None  # the FTS5 expression that matched (to highlight the snippet)
+    explain: dict = field(default_factory=dict)  # how the score was made
+
+
+LENGTH_FREE_CHUNKS = 32
+
+
+# How many more documents than asked each list considers before the length prior re-orders them.
+RERANK_SLACK = 20
+
+
+def length_units(chunks: int) -> float:
+    """How long a note is, for the length prior: log of its chunks past LENGTH_FREE_CHUNKS."""
+    return math.log(chunks / LENGTH_FREE_CHUNKS) if chunks > LENGTH_FREE_CHUNKS else 0.0
+
+
+def chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
+    """How many chunks each document has (their count, not the matching ones)."""
+    if not doc_ids:
+        return {}
+    marks = ",".join("?" * len(doc_ids))
+    return dict(
+        con.execute(
+            f"SELECT doc_id, max(seq) + 1 FROM chunks WHERE doc_id IN ({marks}) GROUP BY doc_id",
+            doc_ids,
+        ).fetchall()
+    )
+
+
+def hit(
+    con: apsw.Connection,
+    doc_id: int,
+    chunk_id: int,
+    score: float,
+    n: int,
+    match: str | None = None,
+    explain: dict | None = None,
+) -> Hit:
+    """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
+    first match of ``match`` that stays visible, if any, and that match's line in the file."""
+    pair_match = match if match is not None and cjk.is_pair_match(match) else None
+    if pair_match is not None:
+        match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
+    row = con.execute(
+        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line,
+                  c.heading_path,
+                  substr(d.body, c.start_char + 1, c.end_char - c.start_char),
+                  CASE WHEN ?1 IS NOT NULL THEN
+                      (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
+                       WHERE chunks_fts MATCH ?1 AND rowid = c.id) END,
+                  (SELECT group_concat(tag, ' ') FROM tags WHERE doc_id = d.id)
+           FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+                JOIN roots AS r ON r.id = d.root_id
+           WHERE c.id = ?2""",
+        (match, chunk_id),
+    ).fetchone()
+    path, root, relpath, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
+    ranges: list[tuple[int, int]] = []
+    if pair_match is not None:
+        marked = cjk.highlighted(con, chunk_id, text, pair_match)
+    if marked:
+        unmarked, ranges = snippets.unmark(marked)
+        if unmarked != text:  # cannot happen with external content; never show wrong highlights
+            ranges = []
+    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=kind == "markdown")
+    root = located_root(root, relpath, con.filename)  # moved along with the index?
+    abspath = os.path.join(root, path) if path else root
+    return Hit(
+        doc_id=doc_id,
+        path=path or Path(root).name,
+        abspath=abspath,
+        title=title,
+        score=score,
+        chunk_id=chunk_id,
+        line=line + len(LINE_BREAK.findall(text, 0, anchor)),
+        heading_path=plain_headings(heading_path) if kind == "markdown" else heading_path,
+        snippet=snippet,
+        highlights=highlights,
+        matched_chunks=n,
+        tags=tuple((tags or "").split()),
+        stale=is_stale(abspath, size, mtime_ns),
+        explain=explain or {},
+    )
+
+
+def plain_headings(heading_path: str) -> str:
+    """A heading path as read: 'Example **template**' shows as 'Example template'."""
+    if not any(ch in heading_path for ch in "*_`[<~=%\\$"):
+        return heading_path
+    return " > ".join(snippets.plain(h) for h in heading_path.split(" > "))
+
+
+def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:
+    """True when the file changed (or vanished) since it was indexed: one stat."""
+    try:
+        st = os.stat(abspath)
+    except OSError:
+        return True
+    return st.st_size != size or st.st_mtime_ns != mtime_ns
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """Where a chunk sits in its document: ``body[start:end]``, lines ``line`` to ``end_line``."""
+
+    id: int
+    doc_id: int
+    seq: int
+    start: int
+    end: int
+    line: int
+    end_line: int
+    heading_path: str
+    kind: str
+
+
+def chunk_ref(con: apsw.Connection, chunk_id: int) -> ChunkRef:
+    row = con.execute(
+        "SELECT id, doc_id, seq, start_char, end_char, line, end_line, heading_path, kind"
+        " FROM chunks WHERE id = ?",
+        (chunk_id,),
+    ).fetchone()
+    if row is None:
+        raise InputError(f"no chunk {chunk_id} in the index", "it was replaced: search again")
+    return ChunkRef(*row)

@@ -1,0 +1,317 @@
+"""Keyword search: FTS5 bm25 in tiers (name, name prefix, all words, some words), CJK runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+import apsw
+
+from kbase.models import Hit
+from kbase.search import cjk
+from kbase.search.filters import Filters
+from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units
+from kbase.search.query import Query, parse_query
+
+# bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured
+# on SciFact (bench/retrieval.py, BENCHMARKS.md section 4), nDCG@10 as (body, title, headings):
+# (1, 10, 4) 0.670, (1, 5, 1) 0.677, (1, 2, 1) 0.678, (1, 1, 1) 0.682. The title column is short,
+# so bm25's length normalisation already makes a title match count for much; extra weight only
+# helped when the title was indexed twice (also as the first heading of the heading path, which
+# chunks_fts_content no longer does) and hurts once it is not.
+BM25_WEIGHTS = (1.0, 1.0, 1.0)
+
+
+def keyword_search(
+    con: apsw.Connection, text: str, *, limit: int = 10, filters: Filters = Filters()
+) -> list[Hit]:
+    """Documents matching ``text`` (see kbase.search.query for the syntax), best first, one hit
+    each.
+
+    A note whose name (title, file name or alias) is the query comes first, then notes whose name
+    starts with it, then notes matching all words; if those are fewer than ``limit`` and the
+    query has several words (and no explicit OR), documents matching only some words follow.
+    """
+    return [
+        hit(con, r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain)
+        for r in keyword_ranked(con, text, limit, filters)
+    ]
+
+
+# Keyword tiers: the integer part of a keyword score. A note named by the query is what the person
+# meant; one whose name starts with the query is what they are typing; then all words, then some.
+# (TIER_ACROSS: all words, but in different chunks of the note; used for scripts without spaces.)
+TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_ACROSS, TIER_SOME = 5, 4, 3, 2, 1
+
+
+TIER_LABELS = {
+    TIER_NAME: "name",
+    TIER_NAME_PREFIX: "name prefix",
+    TIER_ALL: "all words",
+    TIER_ACROSS: "all words across passages",
+    TIER_SOME: "some words",
+}
+
+
+# Within a tier, bm25 maps onto [0, 1) as s / (s + BM25_HALF): a chunk scoring BM25_HALF shows .50.
+BM25_HALF = 10.0
+
+
+# A long note has many chunks, so many chances that one of them matches well by accident: past
+# LENGTH_FREE_CHUNKS chunks (a long chapter), its best chunk's bm25 pays LENGTH_PRIOR per
+# natural-log unit of its chunk count over that (a 320-chunk list note: ln 10 x LENGTH_PRIOR).
+# Measured with bench/long_note.py (BENCHMARKS.md, "Long notes").
+LENGTH_PRIOR = 0.5
+
+
+def keyword_ranked(
+    con: apsw.Connection,
+    text: str,
+    n: int,
+    filters: Filters = Filters(),
+    fill_to: int | None = None,
+) -> list[Ranked]:
+    """Up to ``n`` documents for ``text``, best first (see keyword_search for the order).
+
+    Documents matching only some of the words are added when fewer than ``fill_to`` (default
+    ``n``) match all of them."""
+    query = parse_query(text)
+    if query.empty or n <= 0:
+        return []
+    where, args = filters.sql()
+    depth = n + RERANK_SLACK
+    if cjk.applies(query):
+        found = _cjk_found(con, query, depth, where, args, fill_to or n)
+    else:
+        kw_where, kw_args = _without_excluded_runs(query, where, args)
+        found = [(TIER_ALL, r) for r in _ranked_docs(con, query.to_fts(), kw_where, kw_args, depth)]
+        if len(found) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
+            have = {r[0] for _, r in found}
+            found += [
+                (TIER_SOME, r)
+                for r in _ranked_docs(con, query.to_fts(match_any=True), kw_where, kw_args, depth)
+                if r[0] not in have
+            ]
+    names = _name_tiers(con, query, where, args)
+    have = {r[0]: i for i, (_, r) in enumerate(found)}
+    for doc_id, tier in names.items():
+        # A note asked for by name shows its beginning; one whose name merely starts with the
+        # query keeps its best chunk, if its words match one.
+        old = found[have[doc_id]][1] if doc_id in have else None
+        if tier == TIER_NAME or old is None:
+            first = con.execute(
+                "SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)
+            ).fetchone()
+            if first is None:
+                continue
+            bm25, count = (old[2], old[3]) if old else (0.0, 1)
+            row = (doc_id, first[0], bm25, count, query.to_fts(match_any=True))
+        else:
+            row = old
+        if doc_id in have:
+            found[have[doc_id]] = (tier, row)
+        else:
+            found.append((tier, row))
+    sizes = chunk_counts(con, [r[0] for _, r in found])
+    out = []
+    for tier, (doc_id, cid, bm25, count, match) in found:
+        raw = -bm25
+        adjusted = max(0.0, raw - LENGTH_PRIOR * length_units(sizes.get(doc_id, 1)))
+        score = tier + adjusted / (adjusted + BM25_HALF)
+        out.append(
+            Ranked(
+                doc_id,
+                cid,
+                score,
+                count,
+                match,
+                {"tier": TIER_LABELS[tier], "bm25": round(raw, 4), "chunks": sizes.get(doc_id, 1)},
+            )
+        )
+    out.sort(key=lambda r: -r.score)
+    return out[:n]
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int, int]:
+    """Documents whose name (title, file name, alias) is the query (TIER_NAME) or starts with it
+    (TIER_NAME_PREFIX: the query's last word may be unfinished; a single finished word is not a
+    prefix, or every note named 'Tasks ...' would jump ahead for 'tasks')."""
+    if query.explicit_or or query.excluded:
+        return {}
+    words = [w.casefold() for w in query.words]
+    if not words or len(words) > 12:
+        return {}
+    # The last word as a prefix, unless it is too short to narrow anything down.
+    prefix = "*" if len(words[-1]) >= 3 else ""
+    expr = (
+        "{title} : (" + " AND ".join('"' + w.replace('"', '""') + '"' for w in words) + prefix + ")"
+    )
+    rows = con.execute(
+        f"""SELECT d.id, d.title, d.path,
+                   (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)
+            FROM documents AS d WHERE d.id IN (
+                SELECT c.doc_id FROM chunks AS c WHERE c.id IN (
+                    SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 5000))
+            AND {where}""",
+        [expr, *args],
+    ).fetchall()
+    tiers = {}
+    for doc_id, title, path, aliases in rows:
+        names = [title, PurePosixPath(path).stem, *((aliases or "").split("\x1f"))]
+        best = 0
+        for name in names:
+            nw = _words(name)
+            if nw == words:
+                best = TIER_NAME
+                break
+            if (
+                len(words) <= len(nw)
+                and nw[: len(words) - 1] == words[:-1]
+                and nw[len(words) - 1].startswith(words[-1])
+                and (len(words) > 1 or nw[0] != words[0])
+            ):
+                best = TIER_NAME_PREFIX
+        if best:
+            tiers[doc_id] = best
+    return tiers
+
+
+def _cjk_found(
+    con: apsw.Connection, query: Query, n: int, where: str, args: list, fill_to: int
+) -> list[tuple]:
+    """keyword_ranked's (tier, row) list for a query with words in scripts without spaces
+    (kbase.search.cjk): all words in one chunk of chunks_cjk (TIER_ALL), all words across a note's
+    chunks (TIER_ACROSS), then some of them; then notes whose chunks hold none of these scripts but
+    some of the other words (from chunks_fts). Rows are _ranked_docs's."""
+    pq = cjk.pair_query(query)
+    found = [(TIER_ALL, r) for r in _ranked_docs(con, pq.to_fts(), where, args, n, cjk.TABLE)]
+    if len(found) >= fill_to or len(query.clauses) < 2 or query.explicit_or:
+        return found
+
+    def more(tier: int, rows: list[tuple]) -> None:
+        have = {r[0] for _, r in found}
+        found.extend((tier, r) for r in rows if r[0] not in have)
+
+    # Notes that hold every word, but not in one chunk (a chunk is a few paragraphs; words without
+    # spaces are short and a note is what the user looks for): next, by their best chunk.
+    across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - {
+        r[0] for _, r in found
+    }
+    if across:
+        marks = ",".join("?" * len(across))
+        more(
+            TIER_ACROSS,
+            _ranked_docs(
+                con,
+                pq.to_fts(match_any=True),
+                f"{where} AND d.id IN ({marks})",
+                [*args, *across],
+                n,
+                cjk.TABLE,
+            ),
+        )
+    more(TIER_SOME, _ranked_docs(con, pq.to_fts(match_any=True), where, args, n, cjk.TABLE))
+    latin = cjk.latin_query(query)
+    if len(found) < fill_to and not latin.empty:
+        lw, la = _without_excluded_runs(query, where, args)
+        more(TIER_SOME, _ranked_docs(con, latin.to_fts(match_any=True), lw, la, n))
+    return found
+
+
+def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
+    """The notes with a chunk that matches a clause of a chunks_cjk query (a clause without runs
+    also in chunks_fts, which alone holds the chunks without runs)."""
+    expr = " OR ".join(t.fts() for t in clause)
+    tables = [cjk.TABLE] + (["chunks_fts"] if not cjk.is_pair_match(expr) else [])
+    return {
+        doc_id
+        for table in tables
+        for (doc_id,) in con.execute(
+            "SELECT DISTINCT doc_id FROM chunks"
+            f" WHERE id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)",
+            (expr,),
+        )
+    }
+
+
+def _without_excluded_runs(query: Query, where: str, args: list) -> tuple[str, list]:
+    """A query on chunks_fts whose excluded words are in scripts without spaces: chunks_fts
+    cannot see them, so the notes holding them (in chunks_cjk) are left out."""
+    excluded = cjk.excluded_runs(query)
+    if excluded is None:
+        return where, args
+    sql = (
+        f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
+        f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))"
+    )
+    return sql, [*args, excluded]
+
+
+def _ranked_docs(
+    con: apsw.Connection, match: str, where: str, args: list, limit: int, table: str = "chunks_fts"
+) -> list[tuple]:
+    """(doc_id, best chunk id, bm25, matching chunks, match) per document, best first.
+
+    The bm25 scores are materialised first (FTS5 computes them only in its own query), then
+    grouped: with min(), SQLite takes the other bare columns from the row holding the minimum,
+    so ``cid`` is the best chunk (a third faster than ranking with window functions)."""
+    if where == "1":
+        return _ranked_docs_from_best_chunks(con, match, limit, table)
+    w = ", ".join(str(x) for x in BM25_WEIGHTS)
+    sql = f"""
+        WITH m AS MATERIALIZED (
+            SELECT rowid AS cid, bm25({table}, {w}) AS s FROM {table} WHERE {table} MATCH ?
+        )
+        SELECT c.doc_id, m.cid, min(m.s) AS s, count(*) AS n, ? AS match
+        FROM m JOIN chunks AS c ON c.id = m.cid JOIN documents AS d ON d.id = c.doc_id
+        WHERE {where} GROUP BY c.doc_id ORDER BY s LIMIT ?"""
+    return con.execute(sql, [match, match, *args, limit]).fetchall()
+
+
+def _ranked_docs_from_best_chunks(
+    con: apsw.Connection, match: str, limit: int, table: str = "chunks_fts"
+) -> list[tuple]:
+    """What _ranked_docs gives without filters, from FTS5's own ordering: the best chunks in
+    order (FTS5 still scores every match, but nothing else is done with the rest), widened until
+    they hold ``limit`` documents; then one count of matching chunks for those documents. A
+    query whose words are common (an any-word query, say) matches much of the index: this way
+    it costs a quarter less (any-word queries of titles, 10k notes: p95 39 -> 29 ms)."""
+    rank = "bm25(" + ", ".join(str(x) for x in BM25_WEIGHTS) + ")"
+    k = max(4 * limit, 64)
+    while True:
+        rows = con.execute(
+            f"WITH top AS (SELECT rowid AS cid, rank AS s FROM {table}"
+            f" WHERE {table} MATCH ?1 AND rank MATCH ?2 ORDER BY rank LIMIT ?3)"
+            " SELECT c.doc_id, top.cid, top.s FROM top"
+            " JOIN chunks AS c ON c.id = top.cid ORDER BY top.s",
+            (match, rank, k),
+        ).fetchall()
+        best: dict[int, tuple] = {}
+        for doc_id, cid, score in rows:  # best first: a document's first row is its best chunk
+            if doc_id not in best:
+                best[doc_id] = (doc_id, cid, score)
+                if len(best) == limit:
+                    break
+        if len(best) == limit or len(rows) < k:
+            break
+        k *= 4  # a few documents hold all of the best chunks: look further
+    if not best:
+        return []
+    marks = ",".join("?" * len(best))
+    counts = dict(
+        con.execute(
+            f"SELECT doc_id, count(*) FROM chunks WHERE doc_id IN ({marks})"
+            f" AND id IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) GROUP BY doc_id",
+            [*best, match],
+        ).fetchall()
+    )
+    return [
+        (doc_id, cid, score, counts.get(doc_id, 1), match) for doc_id, cid, score in best.values()
+    ]

@@ -1,0 +1,146 @@
+"""Semantic search: the chunks nearest the query vector, grouped per document."""
+
+from __future__ import annotations
+
+import apsw
+
+from kbase.embed.nearest import VectorCache, nearest_oneshot
+from kbase.models import Hit
+from kbase.search.filters import Filters
+from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units
+
+# sqlite-vec answers k-nearest-neighbour queries for k up to this many rows.
+KNN_MAX = 4096
+
+
+def semantic_search(
+    con: apsw.Connection,
+    query_vector: bytes,
+    *,
+    limit: int = 10,
+    filters: Filters = Filters(),
+    cache: VectorCache | None = None,
+) -> list[Hit]:
+    """Documents nearest in meaning to the query vector, one hit (the nearest chunk) each."""
+    return [
+        hit(con, r.doc_id, r.chunk_id, r.score, r.matched, None, r.explain)
+        for r in semantic_ranked(con, query_vector, limit, filters, cache)
+    ]
+
+
+# The length prior of the semantic list, per natural-log unit of a note's chunk count, in cosine
+# similarity (see LENGTH_PRIOR).
+SEMANTIC_LENGTH_PRIOR = 0.01
+
+
+def semantic_ranked(
+    con: apsw.Connection,
+    query_vector: bytes,
+    n: int,
+    filters: Filters = Filters(),
+    cache: VectorCache | None = None,
+) -> list[Ranked]:
+    """Up to ``n`` documents nearest in meaning, best first: the cosine similarity of the nearest
+    chunk, less the length prior."""
+    docs = _semantic_docs(con, query_vector, n + RERANK_SLACK, filters, cache)
+    sizes = chunk_counts(con, [d[0] for d in docs])
+    out = [
+        Ranked(
+            doc_id,
+            cid,
+            sim - SEMANTIC_LENGTH_PRIOR * length_units(sizes.get(doc_id, 1)),
+            count,
+            None,
+            {"similarity": round(sim, 4), "chunks": sizes.get(doc_id, 1)},
+        )
+        for doc_id, cid, sim, count in docs
+    ]
+    out.sort(key=lambda r: -r.score)
+    return out[:n]
+
+
+def _semantic_docs(
+    con: apsw.Connection,
+    query_vector: bytes,
+    n: int,
+    filters: Filters = Filters(),
+    cache: VectorCache | None = None,
+) -> list[tuple]:
+    """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest), best first.
+
+    Unfiltered: a k-nearest-neighbour query (sqlite-vec, or the in-memory ``cache``), widened
+    until ``n`` documents are found. Filtered: an exact scan over the chunks that pass the
+    filters, so a filter never hides matches that exist.
+    """
+    if (
+        n <= 0
+        or con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is None
+    ):
+        return []
+    where, args = filters.sql()
+    if where != "1" and cache is not None:
+        allowed = [
+            cid
+            for (cid,) in con.execute(
+                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+                f" WHERE c.embedded AND {where}",
+                args,
+            )
+        ]
+        return _group_nearest(con, cache.nearest(con, query_vector, len(allowed), allowed))[:n]
+    if where == "1":
+        k = max(4 * n, 40)
+        limit = None if cache is not None else KNN_MAX
+        while True:
+            if cache is not None:
+                nearest = cache.nearest(con, query_vector, k)
+            elif (coded := nearest_oneshot(con, query_vector, k)) is not None:
+                nearest, limit = coded, None
+            else:
+                k = min(k, KNN_MAX)
+                nearest = con.execute(
+                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
+                    (query_vector, k),
+                ).fetchall()
+            docs = _group_nearest(con, nearest)
+            if len(docs) >= n or len(nearest) < k or (limit is not None and k >= limit):
+                break
+            k *= 4
+        if len(docs) >= n or len(nearest) < k:
+            return docs[:n]
+    # Exact scan: every embedded chunk that passes the filters (or, past KNN_MAX, every chunk).
+    return con.execute(
+        f"""WITH s AS (
+                SELECT c.doc_id, c.id AS cid, vec_distance_cosine(v.embedding, ?) AS dist
+                FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+                     JOIN chunks_vec AS v ON v.rowid = c.id
+                WHERE c.embedded AND {where}
+            ), r AS (
+                SELECT doc_id, cid, dist,
+                       row_number() OVER (PARTITION BY doc_id ORDER BY dist) AS rn,
+                       count(*) OVER (PARTITION BY doc_id) AS n FROM s
+            )
+            SELECT doc_id, cid, 1 - dist, n FROM r WHERE rn = 1 ORDER BY dist LIMIT ?""",
+        [query_vector, *args, n],
+    ).fetchall()
+
+
+def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> list[tuple]:
+    if not nearest:
+        return []
+    doc_of = dict(
+        con.execute(
+            f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(nearest))})",
+            [r for r, _ in nearest],
+        ).fetchall()
+    )
+    best: dict[int, list] = {}
+    for cid, dist in nearest:  # nearest first
+        doc_id = doc_of.get(cid)
+        if doc_id is None:
+            continue
+        if doc_id in best:
+            best[doc_id][3] += 1
+        else:
+            best[doc_id] = [doc_id, cid, 1 - dist, 1]
+    return [tuple(v) for v in best.values()]

@@ -1,0 +1,1 @@
+"""The index file: connections, schema migrations, writes, maintenance."""
