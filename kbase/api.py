@@ -103,10 +103,13 @@ class KB:
         max_size: int | None = None,
         progress: Progress | None = None,
         embed_progress: EmbedProgress | None = None,
+        follow_outside: bool = False,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
         then embed the new and changed chunks unless ``embed`` is false. Keyword search works as
-        soon as the first step is done.
+        soon as the first step is done. A symlink leading outside every indexed root is skipped
+        (``report.skipped`` says so) unless ``follow_outside``, which the index remembers for
+        the roots given with it.
 
         The paths are checked before anything is created, and a first run that fails before it
         stored anything removes the file it created: a failed first run leaves no file. An
@@ -132,6 +135,7 @@ class KB:
                         progress=progress,
                         extensions=extensions or ingest.DEFAULT_EXTENSIONS,
                         max_size=ingest.DEFAULT_MAX_SIZE if max_size is None else max_size,
+                        follow_outside=follow_outside,
                     )
                 except BaseException:
                     if created and con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is None:

@@ -144,9 +144,26 @@ def chunk_options(f):
 @click.option(
     "--no-embed", is_flag=True, help="Only the keyword index; embed later with kbase embed."
 )
+@click.option(
+    "--follow-outside",
+    is_flag=True,
+    help="Index what symlinks lead to outside the indexed folders too (remembered per folder).",
+)
 @chunk_options
 @click.pass_context
-def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, overlap, min_tokens):
+def index(
+    ctx,
+    paths,
+    extensions,
+    max_size,
+    quiet,
+    fmt,
+    no_embed,
+    follow_outside,
+    max_tokens,
+    overlap,
+    min_tokens,
+):
     """Index folders or files of notes (incrementally). With no PATHS, update every known root.
 
     Chunk settings given here are kept by the index; changing them re-chunks every document from
@@ -164,6 +181,7 @@ def index(ctx, paths, extensions, max_size, quiet, fmt, no_embed, max_tokens, ov
             settings=settings,
             extensions=tuple(extensions) or None,
             max_size=max_size,
+            follow_outside=follow_outside,
         )
     if fmt == "json":
         from dataclasses import asdict

@@ -3,18 +3,23 @@
 Hidden entries (``.git``, ``.obsidian``, ``.trash``, dotfiles) are skipped, ``.kbaseignore``
 files (gitignore syntax, one per folder, applying below it) are honoured, symlinked folders are
 followed once (a loop is reported, never followed), and files over the size cap are skipped.
+
+A symlink (to a file or a folder) whose target resolves outside every indexed root is skipped with
+a reason, unless ``follow_outside``: the index holds files under its roots, so that a link to
+``/etc/passwd`` planted in a shared vault never reaches a search result or an agent.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import apsw
     import pathspec
 
 DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt")
@@ -53,10 +58,14 @@ def walk(
     max_size: int = DEFAULT_MAX_SIZE,
     start: Path | None = None,
     attachments: frozenset[str] = frozenset(),
+    inside: Sequence[str] | None = None,
+    follow_outside: bool = False,
 ) -> Iterator[Candidate | Skipped | Attachment]:
     """Yield the candidate files under ``root`` (or under ``start``, a file or folder inside it).
 
-    ``relpath`` is always relative to ``root``; a file root has the relpath ''.
+    ``relpath`` is always relative to ``root``; a file root has the relpath ''. ``inside``: the
+    resolved paths of every indexed root (default: ``root``'s); a symlink resolving outside all
+    of them is skipped unless ``follow_outside``.
     """
     exts = tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
     root = Path(root)
@@ -81,7 +90,8 @@ def walk(
         if problem:
             yield problem
     atts = frozenset("." + a.lower().lstrip(".") for a in attachments)
-    yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), atts, top=True)
+    bounds = None if follow_outside else tuple(inside or (os.path.realpath(root),))
+    yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), atts, bounds, top=True)
 
 
 def _load_ignore(
@@ -117,6 +127,7 @@ def _walk_dir(
     specs: list[tuple[str, pathspec.PathSpec]],
     seen: set[tuple[int, int]],
     atts: frozenset[str] = frozenset(),
+    bounds: tuple[str, ...] | None = None,
     top: bool = False,
 ) -> Iterator[Candidate | Skipped | Attachment]:
     try:
@@ -150,6 +161,13 @@ def _walk_dir(
                 is_dir = entry.is_dir()  # follows symlinks
             except OSError:
                 is_dir = False
+            if bounds is not None and entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                # (An attachment is never read: a link to one reveals nothing.)
+                if not within(target, bounds) and (is_dir or name.lower().endswith(exts)):
+                    if not _ignored(child_rel, is_dir, specs):
+                        yield Skipped(printable(entry.path), outside_reason(target))
+                    continue
             if not _utf8(name):
                 # The index stores paths as UTF-8 text; undecodable bytes in a name cannot be
                 # stored.
@@ -163,7 +181,7 @@ def _walk_dir(
             if is_dir:
                 if not _ignored(child_rel, True, specs):
                     yield from _walk_dir(
-                        Path(entry.path), child_rel, exts, max_size, specs, seen, atts
+                        Path(entry.path), child_rel, exts, max_size, specs, seen, atts, bounds
                     )
                 continue
             if not name.lower().endswith(exts):
@@ -185,6 +203,37 @@ def _walk_dir(
             yield from _file(child_rel, entry.path, est, max_size)
     finally:
         del specs[n:]
+
+
+def within(path: str, bounds: Sequence[str]) -> bool:
+    """Is the resolved ``path`` one of ``bounds`` (resolved roots) or under one of them?"""
+    for b in bounds:
+        if path == b or path.startswith(b.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def follow_outside_key(root_id: int) -> str:
+    """The meta key marking a root indexed with ``follow_outside`` (later runs follow it too)."""
+    return f"follow_outside:{root_id}"
+
+
+def root_bounds(con: apsw.Connection) -> tuple[str, ...]:
+    """The resolved paths of every indexed root (where it is now, if it moved with the index):
+    where a symlink may lead, and where a note read from the index must be."""
+    from kbase.db import located_root
+
+    return tuple(
+        os.path.realpath(located_root(path, relpath, con.filename))
+        for path, relpath in con.execute("SELECT path, relpath FROM roots")
+    )
+
+
+def outside_reason(target: str) -> str:
+    return (
+        f"symlink to {printable(target)}, outside the indexed roots"
+        " (pass --follow-outside to index it)"
+    )
 
 
 def _utf8(name: str) -> bool:

@@ -31,8 +31,12 @@ from kbase.ingest.discover import (
     Attachment,
     Candidate,
     Skipped,
+    follow_outside_key,
+    outside_reason,
     printable,
+    root_bounds,
     walk,
+    within,
 )
 from kbase.ingest.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
 from kbase.ingest.parse import parse
@@ -104,9 +108,13 @@ def index(
     counter: TokenCounter | None = None,
     settings: ChunkSettings | None = None,
     progress: Progress | None = None,
+    follow_outside: bool = False,
 ) -> IndexReport:
     """Bring the index up to date with ``paths`` (folders or files). With no paths, every known
     root.
+
+    A symlink whose target is outside every indexed root is skipped with a reason, unless
+    ``follow_outside`` (remembered for the roots it is given with: later runs follow them too).
 
     A KeyboardInterrupt leaves a consistent index (each document is written whole or not at all);
     the report says so, counts what was committed, and the next run completes the work.
@@ -141,16 +149,22 @@ def index(
             with con:
                 meta_set(con, "chunker", fingerprint)
                 con.execute("DELETE FROM meta WHERE key = 'chunker_pending'")
+        # Where a symlink may lead: under any root indexed before or now.
+        bounds = tuple(dict.fromkeys(root_bounds(con) + tuple(os.path.realpath(p) for p in roots)))
         for path in roots:
+            sc = _scope(con, path)
+            if follow_outside:
+                meta_set_tx(con, follow_outside_key(sc.root_id), "1")
             _index_scope(
                 con,
-                _scope(con, path),
+                sc,
                 tuple(extensions),
                 max_size,
                 counter,
                 settings,
                 progress,
                 report,
+                None if meta_get(con, follow_outside_key(sc.root_id)) else bounds,
             )
         meta_set_tx(con, "last_index_at", store.now_iso())
     except KeyboardInterrupt:
@@ -220,11 +234,18 @@ def _index_scope(
     settings: ChunkSettings,
     progress: Progress | None,
     report: IndexReport,
+    bounds: tuple[str, ...] | None,
 ) -> None:
     found: list[Candidate] = []
     attachments: list[str] = []
     for item in walk(
-        scope.root, extensions, max_size, start=scope.start, attachments=ATTACHMENT_EXTENSIONS
+        scope.root,
+        extensions,
+        max_size,
+        start=scope.start,
+        attachments=ATTACHMENT_EXTENSIONS,
+        inside=bounds,
+        follow_outside=bounds is None,
     ):
         if isinstance(item, Skipped):
             report.skipped.append((item.abspath, item.reason))
@@ -275,7 +296,7 @@ def _index_scope(
         with _Batches(con, report) as batches:
             renamed_from = {h for h, paths in by_hash.items() if paths}
             for done, (c, old, item) in enumerate(
-                _prepared(todo, known, renamed_from, max_size, settings, pool), 1
+                _prepared(todo, known, renamed_from, max_size, settings, pool, bounds), 1
             ):
                 if progress:
                     progress(done - 1, total, c.relpath)
@@ -484,9 +505,10 @@ def _exit_when_orphaned(parent: int) -> None:
 ORPHAN_CHECK_SECONDS = 0.5
 
 
-def _read(c: Candidate, max_size: int):
+def _read(c: Candidate, max_size: int, bounds: tuple[str, ...] | None = None):
     """(stat, sha256, bytes), or (stat, None, None) if the file vanished, or a reason it cannot be
-    read."""
+    read. With ``bounds``, a file that turns out to be outside them once opened (a symlink
+    swapped in since the listing) is not read."""
     try:
         # Non-blocking: a file swapped for a FIFO since the listing must not hang the run.
         with open(c.abspath, "rb", opener=_nonblocking) as f:
@@ -495,6 +517,10 @@ def _read(c: Candidate, max_size: int):
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 return "not a regular file"
+            if bounds is not None:
+                real = opened_path(f.fileno(), c.abspath)
+                if not within(real, bounds):
+                    return outside_reason(real)
             data = f.read(max_size + 1)
     except FileNotFoundError:
         return None
@@ -503,6 +529,15 @@ def _read(c: Candidate, max_size: int):
     if len(data) > max_size:
         return f"grew past the size cap ({max_size:,} bytes) while indexing"
     return st, store.sha256(data), data
+
+
+def opened_path(fd: int, path: str) -> str:
+    """Where the open file ``fd`` really is: what the kernel says (Linux: /proc/self/fd), so that
+    no symlink swapped in after the open can mislead; else the resolved ``path``."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
 
 
 def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
@@ -557,7 +592,7 @@ def _prepare_item(args):
 _UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed
 
 
-def _prepared(todo, known, renamed_from, max_size, settings, pool):
+def _prepared(todo, known, renamed_from, max_size, settings, pool, bounds=None):
     """(candidate, old row, item) in order, where item is a reason to skip, or (stat, digest,
     prepared, data) with prepared None (vanished), a reason, _UNPARSED, or prepare()'s result.
     Files whose content hash shows no change, or a rename, are not parsed. With a pool, the next
@@ -568,7 +603,7 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool):
         window = []
         for c in todo[start : start + WINDOW]:
             old = known.get(c.relpath)
-            read = _read(c, max_size)
+            read = _read(c, max_size, bounds)
             parse_it = isinstance(read, tuple) and (
                 read[1] != old[3] if old is not None else read[1] not in renamed_from
             )

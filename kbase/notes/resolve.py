@@ -12,9 +12,10 @@ from pathlib import Path
 
 import apsw
 
+from kbase.ingest.discover import follow_outside_key, root_bounds, within
 from kbase.errors import InputError
 from kbase.search.hits import is_stale
-from kbase.store.db import located_root
+from kbase.store.db import located_root, meta_get
 from kbase.text import LINE_BREAK
 
 MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
@@ -149,14 +150,16 @@ def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int
 def load(con: apsw.Connection, doc_id: int) -> DocRef:
     """A stored document, flagged ``stale`` when its file changed since it was indexed
     (one stat)."""
-    doc_id, path, root, relpath, title, body, body_start, kind, size, mtime_ns = con.execute(
+    row = con.execute(
         "SELECT d.id, d.path, r.path, r.relpath, d.title, d.body, d.body_start, d.kind, d.size,"
-        " d.mtime_ns"
+        " d.mtime_ns, r.id"
         " FROM documents AS d JOIN roots AS r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()
+    doc_id, path, root, relpath, title, body, body_start, kind, size, mtime_ns, root_id = row
     root = located_root(root, relpath, con.filename)
     abspath = os.path.join(root, path) if path else root
+    check_inside(con, abspath, root_id, path or Path(root).name)
     return DocRef(
         doc_id,
         path or Path(root).name,
@@ -166,6 +169,21 @@ def load(con: apsw.Connection, doc_id: int) -> DocRef:
         body_start,
         kind,
         is_stale(abspath, size, mtime_ns),
+    )
+
+
+def check_inside(con: apsw.Connection, abspath: str, root_id: int, shown: str) -> None:
+    """Refuse a document whose file resolves outside every indexed root (a symlink to
+    ``/etc/passwd`` in an index made before kbase skipped those, or a path that climbs out with
+    ``..``), unless its root was indexed with ``--follow-outside``: whatever the index holds,
+    reading it never serves a file from elsewhere."""
+    real = os.path.realpath(abspath)
+    bounds = root_bounds(con)
+    if within(real, bounds) or meta_get(con, follow_outside_key(root_id)) is not None:
+        return
+    raise InputError(
+        f"{shown} resolves to {real}, outside the indexed roots: not served",
+        "kbase index drops it; index such links on purpose with kbase index --follow-outside",
     )
 
 
