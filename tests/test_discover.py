@@ -57,9 +57,30 @@ def test_symlink_loop_is_reported_not_followed(tmp_path):
 
 def test_symlinked_folder_is_followed_once(tmp_path):
     write(tmp_path / "elsewhere", {"n.md": "x"})
-    write(tmp_path / "vault", {"m.md": "x"})
+    write(tmp_path / "vault", {"m.md": "x", "inside/i.md": "x"})
     os.symlink(tmp_path / "elsewhere", tmp_path / "vault" / "linked")
-    assert rels(walk(tmp_path / "vault")) == ["linked/n.md", "m.md"]
+    os.symlink(tmp_path / "vault" / "inside", tmp_path / "vault" / "z-inside-again")
+    items = list(walk(tmp_path / "vault", follow_outside=True))
+    assert rels(items) == ["inside/i.md", "linked/n.md", "m.md"]
+    assert [i.reason for i in items if isinstance(i, Skipped)] == [
+        "folder already visited through a symlink (loop or second link)"
+    ]
+
+
+def test_a_symlink_out_of_the_roots_is_skipped_unless_followed(tmp_path):
+    write(tmp_path / "elsewhere", {"n.md": "x", "f.md": "secret"})
+    write(tmp_path / "vault", {"m.md": "x"})
+    write(tmp_path / "other", {"o.md": "x"})
+    os.symlink(tmp_path / "elsewhere", tmp_path / "vault" / "linked")
+    os.symlink(tmp_path / "elsewhere" / "f.md", tmp_path / "vault" / "f.md")
+    os.symlink(tmp_path / "other", tmp_path / "vault" / "other")
+    items = list(walk(tmp_path / "vault"))
+    assert rels(items) == ["m.md"]
+    reasons = {os.path.basename(i.abspath): i.reason for i in items if isinstance(i, Skipped)}
+    assert reasons["f.md"].startswith(f"symlink to {tmp_path / 'elsewhere' / 'f.md'}, outside")
+    assert "--follow-outside" in reasons["linked"] and "other" in reasons
+    inside = (str(tmp_path / "vault"), str(tmp_path / "other"))
+    assert rels(walk(tmp_path / "vault", inside=inside)) == ["m.md", "other/o.md"]
 
 
 def test_size_cap_and_broken_symlink(tmp_path):

@@ -221,7 +221,7 @@ def follow_outside_key(root_id: int) -> str:
 def root_bounds(con: apsw.Connection) -> tuple[str, ...]:
     """The resolved paths of every indexed root (where it is now, if it moved with the index):
     where a symlink may lead, and where a note read from the index must be."""
-    from kbase.db import located_root
+    from kbase.store.db import located_root
 
     return tuple(
         os.path.realpath(located_root(path, relpath, con.filename))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import apsw
 
-from kbase.ingest.discover import follow_outside_key, root_bounds, within
 from kbase.errors import InputError
+from kbase.ingest.discover import follow_outside_key, root_bounds, within
 from kbase.search.hits import is_stale
 from kbase.store.db import located_root, meta_get
 from kbase.text import LINE_BREAK
