@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from kbase.models import (
     EmbedReport,
     Hit,
     IndexReport,
+    NoteEntry,
     RelatedResult,
     RootInfo,
     RootMove,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from kbase.notes.resolve import DocRef, Region
     from kbase.search.hits import ChunkRef
     from kbase.sqlapi import Result as SqlResult
+    from kbase.watch import WatchBatch
 
 
 class KB:
@@ -85,6 +88,16 @@ class KB:
             self._reader.close()
             self._reader = None
             self._sql_ready = False
+
+    def refresh(self) -> None:
+        """Forget the read connection and the vectors held in memory, so that the next read opens
+        the file again: for a long-lived process whose index file was replaced (deleted and
+        built again) under the same name."""
+        from kbase.embed.nearest import VectorCache
+
+        self.close()
+        if self.vector_cache is not None:
+            self.vector_cache = VectorCache()
 
     def __enter__(self) -> KB:
         return self
@@ -189,10 +202,14 @@ class KB:
         finally:
             con.close()
 
-    def embed_newest(self, limit: int) -> int:
-        """Embed up to ``limit`` chunks that lack vectors, newest notes first; how many (0: none
-        missing). Raises IndexBusyError while another process writes (see also ``embed_step``)."""
+    def embed_newest(self, limit: int | None = None) -> int:
+        """Embed up to ``limit`` chunks (default: one batch of the model) that lack vectors, newest
+        notes first; how many (0: none missing). Raises IndexBusyError while another process
+        writes (see also ``embed_step``)."""
         from kbase.embed import vectors as embed
+        from kbase.embed.embedder import BATCH_SIZE
+
+        limit = BATCH_SIZE if limit is None else limit
 
         con = db.connect(self.path)
         try:
@@ -358,6 +375,13 @@ class KB:
 
         return self._read(note_at, path)
 
+    def note_list(self, offset: int = 0, limit: int = 500) -> list[NoteEntry]:
+        """Every note in path order (path, title, kind), ``limit`` of them from ``offset``: to page
+        through all the notes (the MCP server's resources/list)."""
+        from kbase.notes.reading import note_list
+
+        return self._read(note_list, max(0, offset), max(0, limit))
+
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str) -> Note:
         """``document``'s note as a graph node (id, path, title): the same resolution."""
@@ -439,6 +463,29 @@ class KB:
 
         return self._read(
             graph.graph, None if note is None else self.note(note), depth, path, tuple(exclude)
+        )
+
+    def watch(
+        self,
+        paths: Sequence[str | os.PathLike[str]] = (),
+        *,
+        stop_event: threading.Event | None = None,
+        on_batch: Callable[[WatchBatch], None] | None = None,
+        embed: bool = True,
+        force_polling: bool | None = None,
+    ) -> int:
+        """Keep the index in step with ``paths`` (none: every root) until ``stop_event`` is set or
+        Ctrl-C; ``on_batch`` gets each run's WatchBatch (see ``kbase.watch.watch``). Returns how
+        many index runs were made."""
+        from kbase.watch import watch
+
+        return watch(
+            self,
+            paths,
+            stop_event=stop_event,
+            on_batch=on_batch,
+            embed=embed,
+            force_polling=force_polling,
         )
 
     # maintenance ----------------------------------------------------------------------------------

@@ -242,3 +242,12 @@ class RelatedResult:
         frozenset()
     )  # documents the note links to (left out unless asked for)
     linked_from: frozenset[int] = frozenset()  # documents that link to the note
+
+
+@dataclass(frozen=True)
+class NoteEntry:
+    """One note in a listing of every note (``KB.note_list``), e.g. an MCP resource."""
+
+    path: str  # inside its root
+    title: str
+    kind: str  # 'markdown', 'text', ...

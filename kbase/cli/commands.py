@@ -712,6 +712,10 @@ def mcp(ctx, http, token, watch, no_embed, poll):
 
     Tools: search, read, links, related, sql, status (all read-only); resources: every note as
     kbase://note/PATH. See the README for client configuration."""
+    if http is not None:  # refuse at once, before the SDK loads or the index opens
+        from kbase.mcp.transport import check_exposure, parse_http
+
+        check_exposure(parse_http(http)[0], token)
     try:
         from kbase.mcp.server import serve
     except ModuleNotFoundError as e:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import apsw
 
 from kbase.errors import InputError
+from kbase.models import NoteEntry
 from kbase.notes.resolve import DocRef, load
 from kbase.search.hits import is_stale
 from kbase.text import LINE_BREAK
@@ -132,3 +133,12 @@ def note_at(con: apsw.Connection, path: str) -> DocRef:
             "read it with the read tool and its absolute path",
         )
     return load(con, rows[0][0])
+
+
+def note_list(con: apsw.Connection, offset: int, limit: int) -> list[NoteEntry]:
+    """Notes in path order, ``limit`` of them from ``offset``."""
+    rows = con.execute(
+        "SELECT path, title, kind FROM documents ORDER BY path, id LIMIT ? OFFSET ?",
+        (limit, offset),
+    )
+    return [NoteEntry(path=p, title=t, kind=k) for p, t, k in rows]
