@@ -197,6 +197,7 @@ def listen(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections wait in the backlog until the server accepts them
     except OSError as e:
         sock.close()
         raise InputError(
