@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import apsw
 
+from kbase.search import segment
 from kbase.search.query import Query, Term
 
 # Han (with radicals, extensions, compatibility ideographs, 々〆〇〻), kana (with ー and half-width
@@ -113,6 +114,71 @@ def pair_query(query: Query) -> Query:
         clauses=tuple(tuple(_term(t) for t in clause) for clause in query.clauses),
         excluded=tuple(_term(t) for t in query.excluded),
     )
+
+
+def segmented(query: Query) -> Query | None:
+    """``query`` with each word typed without quotes that holds a run cut into the words it is
+    made of (kbase.search.segment), one clause each: a question typed as one run
+    (``所有权的规则是什么``) asks for its words (所有权, 规则), not for itself as a phrase.
+    None when nothing changes (every run already one word) or the query has an explicit OR."""
+    if query.explicit_or:
+        return None
+    clauses: list[tuple[Term, ...]] = []
+    changed = False
+    for clause in query.clauses:
+        term = clause[0]
+        if len(clause) > 1 or term.quoted or not any(has_runs(w) for w in term.words):
+            clauses.append(clause)
+            continue
+        parts: list[Term] = []
+        for word in term.words:
+            for piece in re.split(f"([{_CHARS}]+)", word):
+                if RUN.fullmatch(piece):
+                    parts.extend(Term((w,)) for w in segment.words(piece))
+                elif piece:
+                    parts.append(Term((piece,)))
+        if not parts:  # only function words: look for them after all
+            clauses.append(clause)
+            continue
+        if term.prefix:
+            parts[-1] = replace(parts[-1], prefix=True)
+        new = [(t,) for t in parts]
+        changed = changed or new != [clause]
+        clauses.extend(new)
+    return replace(query, clauses=tuple(clauses)) if changed else None
+
+
+def _weak(clause: tuple[Term, ...]) -> bool:
+    """A clause of a pair query that is one character alone (every pair it starts)."""
+    return (
+        len(clause) == 1
+        and len(clause[0].words) == 1
+        and len(clause[0].words[0]) == 1
+        and RUN.fullmatch(clause[0].words[0]) is not None
+    )
+
+
+def required(pq: Query) -> Query:
+    """The clauses of a pair query that all must match: a word of one character matches every
+    pair that starts with it, so it is left to the some-words tier (which ranks by it) when at
+    least two longer words remain."""
+    strong = tuple(c for c in pq.clauses if not _weak(c))
+    return replace(pq, clauses=strong) if len(strong) >= 2 else pq
+
+
+def pairs_query(query: Query) -> Query:
+    """Every character pair of the query's runs typed without quotes as a clause of its own (the
+    any-word expression ranks chunks by how many of them they hold), or an empty query."""
+    seen = dict.fromkeys(
+        p
+        for clause in query.clauses
+        for t in clause
+        if not t.quoted
+        for w in t.words
+        for run in RUN.findall(w)
+        for p in pairs(run)
+    )
+    return pair_query(Query(clauses=tuple((Term((p,)),) for p in seen), excluded=query.excluded))
 
 
 def latin_query(query: Query) -> Query:

@@ -40,7 +40,8 @@ def keyword_search(
 
 # Keyword tiers: the integer part of a keyword score. A note named by the query is what the person
 # meant; one whose name starts with the query is what they are typing; then all words, then some.
-# (TIER_ACROSS: all words, but in different chunks of the note; used for scripts without spaces.)
+# (TIER_ACROSS, for scripts without spaces: all words, but apart: the words of a sentence typed
+# without spaces, each somewhere in one chunk; or the words typed, in different chunks of a note.)
 TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_ACROSS, TIER_SOME = 5, 4, 3, 2, 1
 
 
@@ -48,7 +49,7 @@ TIER_LABELS = {
     TIER_NAME: "name",
     TIER_NAME_PREFIX: "name prefix",
     TIER_ALL: "all words",
-    TIER_ACROSS: "all words across passages",
+    TIER_ACROSS: "all words, apart",
     TIER_SOME: "some words",
 }
 
@@ -187,41 +188,63 @@ def _cjk_found(
     con: apsw.Connection, query: Query, n: int, where: str, args: list, fill_to: int
 ) -> list[tuple]:
     """keyword_ranked's (tier, row) list for a query with words in scripts without spaces
-    (kbase.search.cjk): all words in one chunk of chunks_cjk (TIER_ALL), all words across a note's
-    chunks (TIER_ACROSS), then some of them; then notes whose chunks hold none of these scripts but
-    some of the other words (from chunks_fts). Rows are _ranked_docs's."""
+    (kbase.search.cjk), from chunks_cjk: every word as typed in one chunk (TIER_ALL); then
+    TIER_ACROSS: for a query whose runs are sentences, every word they are made of in one chunk,
+    else every word typed across a note's chunks; then some of the words; then notes whose chunks
+    hold none of these scripts but some of the other words (from chunks_fts); and when nothing
+    holds a word, the notes that hold some of the query's character pairs, the most first. Rows
+    are _ranked_docs's."""
     pq = cjk.pair_query(query)
     found = [(TIER_ALL, r) for r in _ranked_docs(con, pq.to_fts(), where, args, n, cjk.TABLE)]
-    if len(found) >= fill_to or len(query.clauses) < 2 or query.explicit_or:
+    if len(found) >= fill_to or query.explicit_or:
         return found
 
     def more(tier: int, rows: list[tuple]) -> None:
         have = {r[0] for _, r in found}
         found.extend((tier, r) for r in rows if r[0] not in have)
 
-    # Notes that hold every word, but not in one chunk (a chunk is a few paragraphs; words without
-    # spaces are short and a note is what the user looks for): next, by their best chunk.
-    across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - {
-        r[0] for _, r in found
-    }
-    if across:
-        marks = ",".join("?" * len(across))
-        more(
-            TIER_ACROSS,
-            _ranked_docs(
-                con,
-                pq.to_fts(match_any=True),
-                f"{where} AND d.id IN ({marks})",
-                [*args, *across],
-                n,
-                cjk.TABLE,
-            ),
-        )
-    more(TIER_SOME, _ranked_docs(con, pq.to_fts(match_any=True), where, args, n, cjk.TABLE))
+    seg = cjk.segmented(query)
+    words = pq if seg is None else cjk.pair_query(seg)
+    if seg is not None:
+        # A sentence typed without spaces: its words, anywhere in one chunk. (Not across chunks:
+        # a long note holds four or five common words somewhere; measured, it ranks worse.)
+        required = cjk.required(words)
+        more(TIER_ACROSS, _ranked_docs(con, required.to_fts(), where, args, n, cjk.TABLE))
+    if len(query.clauses) > 1 and len(found) < fill_to:
+        # Notes that hold every word, but not in one chunk (a chunk is a few paragraphs; words
+        # without spaces are short and a note is what the user looks for): next, by their best
+        # chunk.
+        across = set.intersection(*(_docs_matching(con, c) for c in pq.clauses)) - {
+            r[0] for _, r in found
+        }
+        if across:
+            marks = ",".join("?" * len(across))
+            more(
+                TIER_ACROSS,
+                _ranked_docs(
+                    con,
+                    pq.to_fts(match_any=True),
+                    f"{where} AND d.id IN ({marks})",
+                    [*args, *across],
+                    n,
+                    cjk.TABLE,
+                ),
+            )
+    if len(words.clauses) > 1:
+        more(TIER_SOME, _ranked_docs(con, words.to_fts(match_any=True), where, args, n, cjk.TABLE))
     latin = cjk.latin_query(query)
     if len(found) < fill_to and not latin.empty:
         lw, la = _without_excluded_runs(query, where, args)
         more(TIER_SOME, _ranked_docs(con, latin.to_fts(match_any=True), lw, la, n))
+    if not found:
+        # No word of the query is in any note (a word the segmenter cut wrongly, or one spelled
+        # differently): the notes that share its character pairs, the most first.
+        chars = cjk.pairs_query(query)
+        if not chars.empty:
+            more(
+                TIER_SOME,
+                _ranked_docs(con, chars.to_fts(match_any=True), where, args, n, cjk.TABLE),
+            )
     return found
 
 

@@ -34,6 +34,7 @@ _TOKEN = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)("|$)|(?P<bare>[^\s"]+)')
 class Term:
     words: tuple[str, ...]
     prefix: bool = False
+    quoted: bool = field(default=False, compare=False)  # typed in quotes: a phrase, kept whole
 
     def fts(self) -> str:
         quoted = '"' + " ".join(self.words).replace('"', '""') + '"'
@@ -101,7 +102,7 @@ def parse_query(text: str) -> Query:
             found = _WORD.findall(m.group("phrase"))
         if not found:
             continue
-        term = Term(tuple(found), prefix)
+        term = Term(tuple(found), prefix, quoted=m.group("bare") is None)
         if neg:
             excluded.append(term)
             pending_or = False
