@@ -22,6 +22,7 @@ from kbase.models import (
     RelatedResult,
     RootInfo,
     RootMove,
+    RootRemoval,
     Status,
 )
 from kbase.paths import default_db_path
@@ -110,7 +111,7 @@ class KB:
         self,
         paths: Sequence[str | os.PathLike[str]] = (),
         *,
-        embed: bool = True,
+        embed: bool | None = None,
         settings: ChunkSettings | None = None,
         extensions: Sequence[str] | None = None,
         max_size: int | None = None,
@@ -119,14 +120,17 @@ class KB:
         follow_outside: bool = False,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
-        then embed the new and changed chunks unless ``embed`` is false. Keyword search works as
-        soon as the first step is done. A symlink leading outside every indexed root is skipped
-        (``report.skipped`` says so) unless ``follow_outside``, which the index remembers for
-        the roots given with it.
+        then embed the new and changed chunks. ``embed``: None (the default) does what the index
+        is set to do (``auto_embed``: yes, unless it was made keyword-only with
+        ``set_auto_embed(False)``, as ``kbase index --no-embed`` does); True or False decide for
+        this run only. Keyword search works as soon as the first step is done. A symlink leading
+        outside every indexed root is skipped (``report.skipped`` says so) unless
+        ``follow_outside``, which the index remembers for the roots given with it.
 
         The paths are checked before anything is created, and a first run that fails before it
         stored anything removes the file it created: a failed first run leaves no file. An
         index that existed before the call is never removed."""
+        from kbase.embed import vectors as embedding
         from kbase.ingest import pipeline as ingest
 
         created = not self.path.exists()
@@ -140,6 +144,10 @@ class KB:
         report: IndexReport | None = None
         try:
             with db.writer_lock(self.path):
+                if db.meta_get(con, embedding.AUTO_EMBED) is None:  # new, or from an older kbase
+                    embedding.set_auto_embed(con, embedding.auto_embed(con))
+                if embed is None:
+                    embed = embedding.auto_embed(con)
                 try:
                     report = ingest.index(
                         con,
@@ -188,12 +196,14 @@ class KB:
         return base.with_changes(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
 
     def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> EmbedReport:
-        """Embed every chunk that has no vector yet (all of them with ``rebuild``)."""
+        """Embed every chunk that has no vector yet (all of them with ``rebuild``). A keyword-only
+        index (``auto_embed`` false) is set to embed from now on."""
         from kbase.embed import vectors as embed
 
         con = db.connect(self.path)
         try:
             with db.writer_lock(self.path):
+                embed.set_auto_embed(con, True)
                 if rebuild:
                     embed.drop_vectors(con)
                 return self._embed(con, progress)
@@ -202,10 +212,24 @@ class KB:
         finally:
             con.close()
 
+    def auto_embed(self) -> bool:
+        """Whether ``index`` (and ``embed_step``, what long-lived processes call while idle)
+        embeds new and changed chunks: true unless the index was made keyword-only
+        (``set_auto_embed(False)``, ``kbase index --no-embed``) and not embedded since."""
+        from kbase.embed import vectors as embed
+
+        return self._read(embed.auto_embed)
+
+    def set_auto_embed(self, on: bool) -> None:
+        """Keep the index keyword-only (False) until ``embed()`` or ``set_auto_embed(True)``."""
+        from kbase.embed import vectors as embed
+
+        self._write(embed.set_auto_embed, on)
+
     def embed_newest(self, limit: int | None = None) -> int:
         """Embed up to ``limit`` chunks (default: one batch of the model) that lack vectors, newest
-        notes first; how many (0: none missing). Raises IndexBusyError while another process
-        writes (see also ``embed_step``)."""
+        notes first; how many (0: none missing, or the index is keyword-only). Raises
+        IndexBusyError while another process writes (see also ``embed_step``)."""
         from kbase.embed import vectors as embed
         from kbase.embed.embedder import BATCH_SIZE
 
@@ -213,7 +237,7 @@ class KB:
 
         con = db.connect(self.path)
         try:
-            if embed.missing_count(con) == 0:
+            if embed.missing_count(con) == 0 or not embed.auto_embed(con):
                 return 0
             with db.writer_lock(self.path):
                 return embed.embed_newest(con, self.embedder, limit)
@@ -233,11 +257,14 @@ class KB:
         seconds of work), newest notes first, one committed batch at a time, ending early once
         ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
         ``kbase watch``, an MCP server) calls while idle, until ``remaining`` is 0. The writer
-        lock is held for this step only; None when another process holds it (try again later)."""
+        lock is held for this step only; None when another process holds it (try again later).
+        A keyword-only index (``auto_embed`` false) has nothing to embed: an empty report."""
         from kbase.embed import vectors as embed
 
         con = db.connect(self.path)
         try:
+            if not embed.auto_embed(con):
+                return EmbedReport()
             with db.writer_lock(self.path):
                 return self._embed(
                     con, progress, limit=limit or embed.WINDOW, should_stop=should_stop
@@ -529,6 +556,13 @@ class KB:
         from kbase.store import maintenance
 
         return self._write(maintenance.move_root, old, new, self.path)
+
+    def remove_root(self, root: str) -> RootRemoval:
+        """Forget ``root`` (its path as ``roots()`` lists it) and every document indexed from it,
+        in one transaction; nothing on disk is touched."""
+        from kbase.store import maintenance
+
+        return self._write(maintenance.remove_root, root)
 
     # SQL ------------------------------------------------------------------------------------------
     def sql(

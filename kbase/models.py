@@ -90,9 +90,10 @@ class Hit:
     highlights: tuple[tuple[int, int], ...] = ()  # [start, end) of matched terms in ``snippet``
     matched_chunks: int = 1  # how many chunks of the document matched
     tags: tuple[str, ...] = ()
-    stale: bool = False  # the file changed on disk since it was indexed
+    stale: bool = False  # the file changed on disk (or is gone) since it was indexed
     explain: dict = field(default_factory=dict)
     rank: int = 0  # 1-based position in the results (KB.search numbers them; 0: not ranked)
+    missing: bool = False  # the file is gone from disk (stale too): moved or deleted
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,14 @@ class RootMove:
 
     old: str
     new: str
+
+
+@dataclass(frozen=True)
+class RootRemoval:
+    """A root forgotten with its documents (``kbase roots remove``)."""
+
+    path: str
+    documents: int
 
 
 @dataclass(frozen=True)
@@ -217,6 +226,9 @@ class Status:
     db_bytes: int
     db_to_text: float | None
     last_index_at: str | None
+    # kbase index embeds new and changed chunks; False: keyword-only (kbase index --no-embed)
+    # until kbase embed or kbase index --embed
+    auto_embed: bool = True
 
     @property
     def embedding_coverage(self) -> float | None:

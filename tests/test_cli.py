@@ -275,7 +275,7 @@ def test_show_flags_a_file_changed_on_disk(run, indexed):
     )
     assert json.loads(run("show", "Garden", "--json").stdout)["stale"] is True
     (indexed / "Garden.md").unlink()  # a vanished file too
-    assert run("show", "Garden").stderr.startswith("warning: Garden.md changed on disk")
+    assert run("show", "Garden").stderr.startswith("warning: Garden.md is missing on disk")
 
 
 def test_link_context_is_cut_with_an_ellipsis_around_the_link(run, vault):

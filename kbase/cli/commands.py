@@ -142,7 +142,12 @@ def chunk_options(f):
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
 @output_options("text", "json")
 @click.option(
-    "--no-embed", is_flag=True, help="Only the keyword index; embed later with kbase embed."
+    "--embed/--no-embed",
+    "embed",
+    default=None,
+    help="--no-embed: only the keyword index, from now on for this index (kbase embed or"
+    " kbase index --embed embeds it and turns embedding back on). Default: as the index is set"
+    " (kbase status says which).",
 )
 @click.option(
     "--follow-outside",
@@ -158,7 +163,7 @@ def index(
     max_size,
     quiet,
     fmt,
-    no_embed,
+    embed,
     follow_outside,
     max_tokens,
     overlap,
@@ -171,18 +176,23 @@ def index(
     kb = _kb(ctx)
     as_json = fmt == "json"  # no progress bars, no warnings on stderr: the report says it all
     settings = kb.chunk_settings(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
+    existed = kb.path.exists()
+    if embed is not None and existed:
+        kb.set_auto_embed(embed)  # before the run: an interrupted run keeps the choice
     with _Bars(not quiet and not as_json) as bar:
-        eta = _EmbedEta(bar.chunks, not quiet and not as_json)
+        eta = _EmbedEta(bar.chunks, not quiet and not as_json, bar)
         report = kb.index(
             paths,
             progress=bar.files,
             embed_progress=eta,
-            embed=not no_embed,
+            embed=embed,
             settings=settings,
             extensions=tuple(extensions) or None,
             max_size=max_size,
             follow_outside=follow_outside,
         )
+    if embed is not None and not existed and kb.path.exists():
+        kb.set_auto_embed(embed)
     if fmt == "json":
         from dataclasses import asdict
 
@@ -217,6 +227,7 @@ class _Bars:
         self.enabled = enabled and sys.stderr.isatty()
         self._progress = None
         self._tasks: dict[str, object] = {}
+        self.embed_left = ""  # the embedding estimate (_EmbedEta), shown as its time left
 
     def __enter__(self) -> _Bars:
         if self.enabled:
@@ -229,13 +240,26 @@ class _Bars:
                 TimeRemainingColumn,
             )
 
+            class _TimeLeft(TimeRemainingColumn):
+                """rich's time left, or the measured estimate where one is given."""
+
+                def render(self, task):
+                    from rich.text import Text
+
+                    left = task.fields.get("left")
+                    return (
+                        Text(f"~{left}", style="progress.remaining")
+                        if left
+                        else super().render(task)
+                    )
+
             self._progress = Progress(
                 TextColumn("{task.description:<9}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TaskProgressColumn(),
                 TextColumn("{task.fields[rate]}"),
-                TimeRemainingColumn(),
+                _TimeLeft(),
                 TextColumn("{task.fields[current]}", style="dim"),
                 transient=True,
                 console=None,
@@ -251,11 +275,16 @@ class _Bars:
         if self._progress is None:
             return
         if name not in self._tasks:
-            self._tasks[name] = self._progress.add_task(name, total=total, current="", rate="")
+            self._tasks[name] = self._progress.add_task(
+                name, total=total, current="", rate="", left=""
+            )
         task = self._tasks[name]
         elapsed = self._progress.tasks[self._tasks[name]].elapsed or 0
         rate = f"{done / elapsed:.0f} {unit}/s" if elapsed > 0.5 and unit else ""
-        self._progress.update(task, completed=done, total=total, current=current[-40:], rate=rate)
+        left = self.embed_left if name == "embedding" else ""
+        self._progress.update(
+            task, completed=done, total=total, current=current[-40:], rate=rate, left=left
+        )
 
     def files(self, done: int, total: int, current: str) -> None:
         self._update("indexing", done, total, current, "files")
@@ -265,35 +294,67 @@ class _Bars:
 
 
 class _EmbedEta:
-    """Says on stderr when keyword search is ready (embedding starts) and, after some seconds of
-    it, about how long embedding will take; passes the progress on to the bar."""
+    """Says on stderr when keyword search is ready (embedding starts), then how long embedding
+    will take, and keeps that current: the progress bar's time left on a terminal, else a new
+    line every ``EVERY_S``; passes the progress on to the bar.
+
+    The rate is measured, never assumed: chunks per second since the first batch was done (the
+    first one pays for loading the model), first told once a whole window of the embedder's
+    order is done (``WINDOW`` chunks, which run shortest first: an earlier rate would be too
+    fast) and at least ``AFTER_S`` seconds have passed."""
 
     AFTER_S = 5.0
+    EVERY_S = 60.0
+    WINDOW = 256  # kbase's embedder takes chunks this many at a time, each window by length
 
-    def __init__(self, inner, enabled: bool) -> None:
+    def __init__(self, inner, enabled: bool, bar=None, clock=None, announce: bool = True) -> None:
         import time
 
-        self.inner, self.enabled, self.clock = inner, enabled, time.monotonic
+        self.inner, self.enabled, self.bar, self.announce = inner, enabled, bar, announce
+        self.clock = clock or time.monotonic
         self.start: float | None = None
-        self.told = False
+        self.base: tuple[float, int] | None = None  # (time, done) after the first batch
+        self.told: float | None = None  # when the estimate was last printed
+
+    def left(self, done: int, total: int, now: float) -> tuple[float, float] | None:
+        """(seconds left, chunks per second), or None while there is too little to go on."""
+        if self.base is None or done >= total:
+            return None
+        t0, d0 = self.base
+        if done - d0 < min(self.WINDOW, total - d0) or now - self.start < self.AFTER_S:
+            return None
+        if now <= t0 or done <= d0:
+            return None
+        rate = (done - d0) / (now - t0)
+        return (total - done) / rate, rate
 
     def __call__(self, done: int, total: int) -> None:
         now = self.clock()
         if self.start is None:
             self.start = now
-            if self.enabled:
+            if self.enabled and self.announce:
                 click.echo(
                     f"keyword search is ready; embedding {total:,} chunks for semantic search "
                     "(Ctrl-C stops safely; kbase embed resumes)",
                     err=True,
                 )
-        elif self.enabled and not self.told and done < total and now - self.start >= self.AFTER_S:
-            self.told = True
-            rate = done / (now - self.start)
-            click.echo(
-                f"embedding: about {_duration((total - done) / rate)} left at {rate:.0f} chunks/s",
-                err=True,
-            )
+        elif self.base is None and done > 0:
+            self.base = (now, done)
+        estimate = self.left(done, total, now)
+        if estimate is not None:
+            seconds, rate = estimate
+            if self.bar is not None:
+                self.bar.embed_left = _duration(seconds)
+            quiet_bar = self.bar is not None and self.bar.enabled  # the bar keeps it current
+            first = self.told is None
+            if self.enabled and (first or (not quiet_bar and now - self.told >= self.EVERY_S)):
+                self.told = now
+                click.echo(
+                    "embedding: "
+                    + ("" if first else f"{done:,} of {total:,} chunks done, ")
+                    + f"about {_duration(seconds)} left at {rate:.0f} chunks/s",
+                    err=True,
+                )
         self.inner(done, total)
 
 
@@ -352,26 +413,18 @@ def watch(ctx, paths, no_embed, debounce, poll):
                 + f" ({b.seconds:.2f} s)"
             )
 
-    said = [0.0]
-
-    def on_embed(r: EmbedReport) -> None:
-        """Background embedding: a line when the backlog is done, else at most one a minute."""
-        import time
-
-        if r.embedded + r.reused and (r.remaining == 0 or time.monotonic() - said[0] >= 60):
-            said[0] = time.monotonic()
-            left = (
-                f"{r.remaining:,} chunks still to embed"
-                if r.remaining
-                else "every chunk is embedded"
-            )
-            click.echo(f"{datetime.now().strftime('%H:%M:%S')} embedding while idle: {left}")
-
+    on_embed = _IdleEmbedLines()
     kb = _kb(ctx)
     click.echo(
         f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)",
         err=True,
     )
+    if not no_embed and kb.path.exists() and not kb.auto_embed():
+        click.echo(
+            "this index is keyword-only: changes are not embedded"
+            " (kbase embed embeds it and turns embedding on)",
+            err=True,
+        )
     try:
         run_watch(
             kb,
@@ -384,7 +437,38 @@ def watch(ctx, paths, no_embed, debounce, poll):
         )
     except KeyboardInterrupt:
         pass
+    # Watching ends only on Ctrl-C (run_watch returns then): exit code 130, as for every command.
     click.echo("stopped; the index is consistent", err=True)
+    ctx.exit(130)
+
+
+class _IdleEmbedLines:
+    """What ``kbase watch`` says about embedding a backlog (chunks that were waiting for vectors
+    at start, an interrupted index): a line at most once a minute while it lasts and one when it
+    is done. A change's own chunks are counted on its line, so a step that left nothing waiting
+    says nothing unless it ended a backlog."""
+
+    EVERY_S = 60.0
+
+    def __init__(self, clock=None) -> None:
+        import time
+
+        self.clock = clock or time.monotonic
+        self.said = float("-inf")
+        self.backlog = False
+
+    def __call__(self, r: EmbedReport) -> None:
+        from datetime import datetime
+
+        stamp = datetime.now().strftime("%H:%M:%S")
+        if r.remaining:
+            if not self.backlog or self.clock() - self.said >= self.EVERY_S:
+                self.said = self.clock()
+                click.echo(f"{stamp} embedding while idle: {r.remaining:,} chunks still to embed")
+            self.backlog = True
+        elif self.backlog:
+            self.backlog = False
+            click.echo(f"{stamp} embedding while idle: every chunk is embedded")
 
 
 def _printable(path: str) -> str:
@@ -402,7 +486,8 @@ def _printable(path: str) -> str:
 def embed(ctx, rebuild, quiet):
     """Embed the chunks that have no vector yet (resumes where an interrupted run stopped)."""
     with _Bars(not quiet) as bar:
-        result = _kb(ctx).embed(rebuild=rebuild, progress=bar.chunks)
+        eta = _EmbedEta(bar.chunks, not quiet, bar, announce=False)
+        result = _kb(ctx).embed(rebuild=rebuild, progress=eta)
     _say_embedded(result)
 
 
@@ -587,7 +672,16 @@ def orphans(ctx, fmt):
     from kbase.cli.render import render_notes
 
     kb = _kb(ctx)
-    click.echo(render_notes(kb.orphans(), fmt))
+    _echo_notes(render_notes, kb.orphans(), fmt)
+
+
+def _echo_notes(render, notes, fmt: str, **options) -> None:
+    """A listing of notes, or ``No matches.`` on stderr when there is none (the machine formats
+    still print their empty document: ``[]``, a CSV header)."""
+    if notes or fmt != "table":
+        click.echo(render(notes, fmt, **options))
+    else:
+        click.echo("No matches.", err=True)
 
 
 @cli.command()
@@ -609,7 +703,7 @@ def neighbors(ctx, note, depth, fmt):
     from kbase.cli.render import render_notes
 
     kb = _kb(ctx)
-    click.echo(render_notes(kb.neighbors(note, depth), fmt, with_distance=True))
+    _echo_notes(render_notes, kb.neighbors(note, depth), fmt, with_distance=True)
 
 
 @cli.command()
@@ -843,7 +937,7 @@ def compact(ctx, fmt):
 @output_options("text", "json")
 @click.pass_context
 def roots(ctx, fmt):
-    """The indexed roots (folders or files). Subcommand: move."""
+    """The indexed roots (folders or files). Subcommands: move, remove."""
     if ctx.invoked_subcommand is not None:
         return
     from dataclasses import asdict
@@ -860,7 +954,7 @@ def roots(ctx, fmt):
             else (
                 f"  MOVED? kbase roots move {r.path!r} {r.moved_with_index!r}"
                 if r.moved_with_index
-                else "  MISSING: kbase roots move OLD NEW"
+                else "  MISSING: kbase roots move OLD NEW, or kbase roots remove OLD"
             )
         )
         click.echo(f"{r.path}  ({r.documents} documents){state}")
@@ -868,13 +962,28 @@ def roots(ctx, fmt):
 
 @roots.command("move")
 @click.argument("old")
-@click.argument("new", type=click.Path(exists=True, path_type=Path))
+@click.argument("new")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing when it worked (errors still).")
 @click.pass_context
-def roots_move(ctx, old, new):
+def roots_move(ctx, old, new, quiet):
     """Re-point root OLD to NEW after moving the notes; nothing is re-indexed."""
     kb = _kb(ctx)
-    r = kb.move_root(old, str(new))
-    click.echo(f"moved root {r.old} -> {r.new}")
+    r = kb.move_root(old, new)
+    if not quiet:
+        click.echo(f"moved root {r.old} -> {r.new}")
+
+
+@roots.command("remove")
+@click.argument("root")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing when it worked (errors still).")
+@click.pass_context
+def roots_remove(ctx, root, quiet):
+    """Forget root ROOT and every document indexed from it, in one transaction (nothing on disk
+    is touched). Links from other roots to its notes turn unresolved."""
+    kb = _kb(ctx)
+    r = kb.remove_root(root)
+    if not quiet:
+        click.echo(f"removed root {r.path} ({r.documents:,} documents)")
 
 
 @cli.command()
@@ -894,7 +1003,13 @@ def show(ctx, target, context, fmt):
     kb = _kb(ctx)
     r = kb.region(target, context)
     doc = r.doc
-    if doc.stale:
+    if doc.missing:
+        click.echo(
+            f"warning: {doc.path} is missing on disk ({doc.abspath}); this is the indexed text"
+            " (kbase index forgets a deleted note; moved the notes? kbase roots move OLD NEW)",
+            err=True,
+        )
+    elif doc.stale:
         click.echo(
             f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
             " (kbase index updates it)",
@@ -908,6 +1023,7 @@ def show(ctx, target, context, fmt):
                     "abspath": doc.abspath,
                     "title": doc.title,
                     "stale": doc.stale,
+                    "missing": doc.missing,
                     "first_line": r.first,
                     "last_line": r.last,
                     "text": "\n".join(r.lines),

@@ -30,6 +30,7 @@ HIT_FIELDS = (
     "matched_chunks",
     "tags",
     "stale",
+    "missing",
     "doc_id",
     "chunk_id",
 )
@@ -87,11 +88,8 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
     for i, h in enumerate(hits, 1):
         loc = f"{h.path}:{h.line}"
         title = click.style(h.title, bold=True) if color else h.title
-        flag = (
-            (click.style(" [changed on disk]", fg="yellow") if color else " [changed on disk]")
-            if h.stale
-            else ""
-        )
+        state = " [missing]" if h.missing else " [changed on disk]" if h.stale else ""
+        flag = click.style(state, fg="yellow") if color and state else state
         head = (
             f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
             f"  {h.score:.2f}{flag}"
@@ -243,6 +241,12 @@ def render_status(st: Status) -> str:
             f"embedded   {st.embedded_chunks:,} chunks ({st.embedding_coverage:.0%})"
             + ("" if st.embedding_coverage == 1 else "  (kbase embed fills in the rest)")
         )
+    lines.append(
+        "embedding  on: kbase index embeds new and changed chunks"
+        if st.auto_embed
+        else "embedding  off: keyword-only (kbase index --no-embed);"
+        " kbase embed or kbase index --embed turns it on"
+    )
     lines.append(
         f"links      {st.links:,}"
         + (f"  ({st.unresolved_links} unresolved)" if st.unresolved_links else "")

@@ -185,6 +185,29 @@ def drop_vectors(con: apsw.Connection) -> None:
         con.execute("DELETE FROM meta WHERE key = 'embedder'")
 
 
+# meta 'auto_embed': '1' when kbase index (and watch, browse, an MCP server while idle) embeds the
+# new and changed chunks, '0' for an index kept keyword-only (kbase index --no-embed) until
+# kbase embed or kbase index --embed. An index from before the setting counts as keyword-only
+# when it has chunks but never had a vector (it was built with --no-embed).
+AUTO_EMBED = "auto_embed"
+
+
+def auto_embed(con: apsw.Connection) -> bool:
+    """Whether this index embeds new and changed chunks on its own (see ``AUTO_EMBED``)."""
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (AUTO_EMBED,)).fetchone()
+    if row is not None:
+        return row[0] == "1"
+    if stored_fingerprint(con) is not None:
+        return True
+    return con.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None
+
+
+def set_auto_embed(con: apsw.Connection, on: bool) -> None:
+    """Record the choice (in its own transaction unless one is open)."""
+    with con:
+        meta_set(con, AUTO_EMBED, "1" if on else "0")
+
+
 def missing_count(con: apsw.Connection) -> int:
     return con.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 

@@ -137,7 +137,12 @@ def index(
             )
         gone = [p for p in paths if not Path(p).exists()]
         report.skipped.extend(
-            (p, "root is gone; its documents are kept (re-point or remove it)") for p in gone
+            (
+                p,
+                "root is gone; its documents are kept (re-point it: kbase roots move OLD NEW,"
+                " or forget it: kbase roots remove OLD)",
+            )
+            for p in gone
         )
         paths = [p for p in paths if p not in gone]
     roots = resolve_paths(paths)

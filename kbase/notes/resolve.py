@@ -14,7 +14,7 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.ingest.discover import follow_outside_key, root_bounds, within
-from kbase.search.hits import is_stale
+from kbase.search.hits import disk_state
 from kbase.store.db import located_root, meta_get
 from kbase.text import LINE_BREAK
 
@@ -33,6 +33,7 @@ class DocRef:
     body_start: int
     kind: str = "markdown"  # or 'text'
     stale: bool = False  # the file changed (or vanished) on disk since it was indexed
+    missing: bool = False  # the file is gone from disk (a moved vault, a deleted note)
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def load(con: apsw.Connection, doc_id: int) -> DocRef:
         body,
         body_start,
         kind,
-        is_stale(abspath, size, mtime_ns),
+        *disk_state(abspath, size, mtime_ns),
     )
 
 

@@ -92,6 +92,7 @@ def hit(
     snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=kind == "markdown")
     root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root
+    stale, missing = disk_state(abspath, size, mtime_ns)
     return Hit(
         doc_id=doc_id,
         path=path or Path(root).name,
@@ -105,7 +106,8 @@ def hit(
         highlights=highlights,
         matched_chunks=n,
         tags=tuple((tags or "").split()),
-        stale=is_stale(abspath, size, mtime_ns),
+        stale=stale,
+        missing=missing,
         explain=explain or {},
     )
 
@@ -119,11 +121,17 @@ def plain_headings(heading_path: str) -> str:
 
 def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:
     """True when the file changed (or vanished) since it was indexed: one stat."""
+    return disk_state(abspath, size, mtime_ns)[0]
+
+
+def disk_state(abspath: str, size: int, mtime_ns: int) -> tuple[bool, bool]:
+    """(stale, missing): the file changed or vanished since it was indexed, and whether it is
+    gone (a moved vault: ``kbase roots move``); one stat."""
     try:
         st = os.stat(abspath)
     except OSError:
-        return True
-    return st.st_size != size or st.st_mtime_ns != mtime_ns
+        return True, True
+    return st.st_size != size or st.st_mtime_ns != mtime_ns, False
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from kbase.models import (
     Problem,
     RootInfo,
     RootMove,
+    RootRemoval,
     Status,
 )
 from kbase.search import cjk
@@ -305,13 +306,7 @@ def move_root(
 ) -> RootMove:
     """Point a root at its new place (the notes moved); nothing is re-indexed."""
     new_path = str(Path(new).expanduser().resolve())
-    row = con.execute(
-        "SELECT id, path FROM roots WHERE path = ?", (str(Path(old).expanduser().absolute()),)
-    ).fetchone()
-    if row is None:
-        row = con.execute("SELECT id, path FROM roots WHERE path = ?", (old,)).fetchone()
-    if row is None:
-        raise InputError(f"{old} is not an indexed root", "see the roots with: kbase roots")
+    row = find_root(con, old)
     if not os.path.exists(new_path):
         raise InputError(
             f"no such file or folder: {new}", "move the notes first, then re-point the root"
@@ -324,6 +319,32 @@ def move_root(
             (new_path, store.relpath_from_db(new_path, db_path), row[0]),
         )
     return RootMove(old=row[1], new=new_path)
+
+
+def find_root(con: apsw.Connection, name: str) -> tuple[int, str]:
+    """(id, path) of the root ``name`` gives: its path as recorded, or as a path from here."""
+    given = os.path.expanduser(name)
+    for candidate in (os.path.abspath(given), str(Path(given).resolve()), name):
+        row = con.execute("SELECT id, path FROM roots WHERE path = ?", (candidate,)).fetchone()
+        if row is not None:
+            return row
+    known = [p for (p,) in con.execute("SELECT path FROM roots ORDER BY path")]
+    raise InputError(
+        f"{name} is not an indexed root",
+        f"the roots: {', '.join(known)}" if known else "this index has no roots yet",
+    )
+
+
+def remove_root(con: apsw.Connection, name: str) -> RootRemoval:
+    """Forget a root and every document indexed from it, in one transaction (nothing on disk
+    is touched): their chunks, keyword rows, vectors, tags, links and attachments go with them;
+    links from elsewhere to them turn unresolved."""
+    root_id, path = find_root(con, name)
+    with con:
+        n = con.execute("SELECT count(*) FROM documents WHERE root_id = ?", (root_id,)).fetchone()
+        con.execute("DELETE FROM documents WHERE root_id = ?", (root_id,))
+        con.execute("DELETE FROM roots WHERE id = ?", (root_id,))
+    return RootRemoval(path=path, documents=n[0])
 
 
 def follow_moved_roots(con: apsw.Connection, db_path: str | os.PathLike[str]) -> list[RootMove]:
@@ -372,4 +393,5 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
         db_bytes=db_bytes,
         db_to_text=round(db_bytes / text_bytes, 2) if text_bytes else None,
         last_index_at=last[0] if last else None,
+        auto_embed=embed.auto_embed(con),
     )

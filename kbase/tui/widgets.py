@@ -185,7 +185,13 @@ class ResultsList(OptionList):
         tail = Content.assemble(
             "  ",
             (f"{hit.score:.2f}", "$text-muted"),
-            ("  ⚠ changed on disk", "$text-error") if hit.stale else "",
+            (
+                ("  ⚠ missing on disk", "$text-error")
+                if hit.missing
+                else ("  ⚠ changed on disk", "$text-error")
+                if hit.stale
+                else ""
+            ),
         )
         title = Content.styled(hit.title, "bold").truncate(
             max(1, width - tail.cell_length), ellipsis=True

@@ -1,0 +1,231 @@
+"""Issue 28: what a new user tripped over (a silent hour of embedding, moved vaults, empty
+listings, watch's lines and exit code, ...). Each test fails without its fix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import kbase
+from kbase.cli.commands import _IdleEmbedLines, cli
+from kbase.models import EmbedReport
+from kbase.store import db
+from tests.test_watch import CountingEmbedder
+
+
+@pytest.fixture
+def run(db_path):
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(
+            cli, ["--db", str(db_path), *map(str, args)], input=input, catch_exceptions=False
+        )
+
+    return invoke
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    """Every KB the CLI opens embeds with a counting stand-in (no model load)."""
+    embedder = CountingEmbedder()
+    monkeypatch.setattr("kbase.embed.embedder.default_embedder", lambda: embedder)
+    return embedder
+
+
+def embedded(db_path) -> int:
+    con = db.connect(db_path, readonly=True)
+    try:
+        return con.execute("SELECT count(*) FROM chunks WHERE embedded").get
+    finally:
+        con.close()
+
+
+# 1. --no-embed sticks ---------------------------------------------------------------------------
+def test_no_embed_sticks_until_embed_or_index_embed(run, vault, db_path, fake_model):
+    assert run("index", "--no-embed", vault).exit_code == 0
+    assert "embedding  off" in run("status").stdout
+    r = run("index")  # a plain update: nothing changed, and nothing is embedded
+    assert r.exit_code == 0 and "embedding" not in r.stderr and "embedded" not in r.stdout
+    (vault / "new.md").write_text("# New\n\nA new note about marmalade.\n")
+    assert "1 new" in run("index").stdout
+    assert fake_model.embedded == 0 and embedded(db_path) == 0
+    assert json.loads(run("status", "--json").stdout)["auto_embed"] is False
+    # the API's long-lived callers (watch, browse, an MCP server while idle) leave it alone too
+    assert kbase.open(db_path, embedder=fake_model).embed_step() == EmbedReport()
+    assert run("index", "--embed").exit_code == 0  # embeds, and turns embedding back on
+    assert embedded(db_path) > 0 and "embedding  on" in run("status").stdout
+    (vault / "new.md").write_text("# New\n\nA new note about marmalade, edited.\n")
+    before = fake_model.embedded
+    run("index")
+    assert fake_model.embedded > before  # the changed chunk, at once
+
+
+def test_kbase_embed_turns_embedding_on(run, vault, db_path, fake_model):
+    run("index", "--no-embed", vault)
+    assert run("embed", "-q").exit_code == 0
+    assert "embedding  on" in run("status").stdout
+    (vault / "later.md").write_text("# Later\n\nWritten after kbase embed.\n")
+    run("index")
+    assert embedded(db_path) == kbase.open(db_path).coverage()[1]
+
+
+def test_an_index_built_with_no_embed_before_the_setting_stays_keyword_only(
+    run, vault, db_path, fake_model
+):
+    run("index", "--no-embed", vault)
+    con = db.connect(db_path)
+    with con:
+        con.execute("DELETE FROM meta WHERE key = 'auto_embed'")  # as an older kbase left it
+    con.close()
+    assert "embedding  off" in run("status").stdout
+    run("index")
+    assert fake_model.embedded == 0
+
+
+def test_a_new_index_embeds_by_default(tmp_path, vault, fake_model):
+    k = kbase.open(tmp_path / "fresh.db")
+    k.index([vault])
+    assert k.auto_embed() and fake_model.embedded > 0
+
+
+# 4. a moved vault -------------------------------------------------------------------------------
+@pytest.fixture
+def moved(run, vault, tmp_path):
+    assert run("index", "--no-embed", vault).exit_code == 0
+    shutil.move(vault, tmp_path / "elsewhere")
+    return vault
+
+
+def test_hits_of_a_missing_file_say_missing(run, moved):
+    r = run("search", "tomatoes")
+    assert "[missing]" in r.stdout and "[changed on disk]" not in r.stdout
+    hit = json.loads(run("search", "tomatoes", "--json").stdout)[0]
+    assert hit["missing"] is True and hit["stale"] is True
+    assert "is missing on disk" in run("show", "Garden").stderr
+
+
+def test_a_changed_file_is_not_missing(run, vault):
+    run("index", "--no-embed", vault)
+    (vault / "Garden.md").write_text("# Garden\n\nTomatoes need sun, water and patience.\n")
+    r = run("search", "tomatoes")
+    assert "Garden" in r.stdout and "[changed on disk]" in r.stdout and "[missing]" not in r.stdout
+
+
+def test_roots_remove_drops_the_documents_in_one_transaction(run, moved, db_path):
+    r = run("index")
+    assert "kbase roots remove" in r.stderr  # the hint names the command that exists
+    assert "kbase roots remove" in run("roots").stdout
+    r = run("roots", "remove", moved)
+    assert r.exit_code == 0 and "removed root" in r.stdout and "4 documents" in r.stdout
+    con = db.connect(db_path, readonly=True)
+    for table in ("roots", "documents", "chunks", "links", "tags", "chunks_fts"):
+        assert con.execute(f"SELECT count(*) FROM {table}").get == 0, table
+    con.close()
+    assert "ok: the index is consistent" in run("check").stdout
+
+
+def test_roots_remove_is_all_or_nothing(run, moved, db_path):
+    import apsw
+
+    from kbase.store import maintenance
+
+    con = db.connect(db_path)
+    with con:  # a failure after the documents are deleted: nothing may be lost
+        con.execute(
+            "CREATE TRIGGER boom BEFORE DELETE ON roots BEGIN SELECT RAISE(ABORT, 'boom'); END"
+        )
+    with pytest.raises(apsw.Error, match="boom"):
+        maintenance.remove_root(con, str(moved))
+    con.close()
+    assert kbase.open(db_path).status().documents == 4
+
+
+def test_roots_move_and_remove_quiet_still_report_failures(run, moved, tmp_path):
+    for args in (
+        ("roots", "move", "-q", "/no/such/root", tmp_path),
+        ("roots", "move", "-q", moved, tmp_path / "nowhere"),
+        ("roots", "remove", "-q", "/no/such/root"),
+    ):
+        r = run(*args)
+        assert r.exit_code == 1 and r.stderr.startswith("Error: "), args
+    r = run("roots", "move", "-q", moved, tmp_path / "elsewhere")
+    assert r.exit_code == 0 and r.output == ""
+    assert "[missing]" not in run("search", "tomatoes").stdout
+
+
+# 7. empty listings ------------------------------------------------------------------------------
+def test_no_orphans_says_no_matches(run, tmp_path):
+    v = tmp_path / "linked"
+    v.mkdir()
+    (v / "a.md").write_text("# A\n\nSee [[b]].\n")
+    (v / "b.md").write_text("# B\n\nSee [[a]].\n")
+    run("index", "--no-embed", v)
+    r = run("orphans")
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
+    assert run("orphans", "--json").stdout.strip() == "[]"
+    (v / "c.md").write_text("# C\n\nAlone.\n")
+    run("index")
+    r = run("neighbors", "c")
+    assert r.stdout == "" and r.stderr == "No matches.\n"
+
+
+# 8. watch --------------------------------------------------------------------------------------
+def test_watch_says_every_chunk_is_embedded_once(capsys):
+    lines = _IdleEmbedLines(clock=lambda: 0.0)
+    for _ in range(3):  # a change's own chunks: nothing was waiting, nothing to say
+        lines(EmbedReport(embedded=2, remaining=0))
+    assert capsys.readouterr().out == ""
+    for left in (300, 236, 172, 108, 44, 0, 0, 0):  # a backlog, embedded step by step
+        lines(EmbedReport(embedded=64, remaining=left))
+    out = capsys.readouterr().out.splitlines()
+    assert [line[9:] for line in out] == [
+        "embedding while idle: 300 chunks still to embed",
+        "embedding while idle: every chunk is embedded",
+    ]
+
+
+# 2. the embedding estimate ----------------------------------------------------------------------
+def _embedding_run(n=3000, window=256, batch=8, warmup=2.0, seed=7):
+    """(time, done) after each batch of a run shaped like kbase's: windows of ``window`` chunks,
+    each run shortest first, a batch costing its tokens; the first batch also loads the model."""
+    import random
+
+    rnd = random.Random(seed)
+    lengths = [rnd.choice((20, 40, 60, 120, 200, 256, 256)) for _ in range(n)]
+    t, done, out = 0.0, 0, [(0.0, 0)]
+    for w in range(0, n, window):
+        part = sorted(lengths[w : w + window])
+        for b in range(0, len(part), batch):
+            t += sum(part[b : b + batch]) * 0.0004 + (warmup if done == 0 else 0.0)
+            done += len(part[b : b + batch])
+            out.append((t, done))
+    return out
+
+
+def test_the_estimate_comes_from_the_measured_rate_and_stays_current(capsys):
+    from kbase.cli.commands import _EmbedEta
+
+    run_ = _embedding_run()
+    total, end = run_[-1][1], run_[-1][0]
+    now = [0.0]
+    eta = _EmbedEta(lambda d, t: None, True, clock=lambda: now[0])
+    for t, done in run_:
+        now[0] = t
+        eta(done, total)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("embedding:")]
+    assert len(lines) >= 3, lines  # told, then told again as it goes (no terminal: new lines)
+    first_at = next(t for t, d in run_ if d >= 256 and t >= 5)
+    told = _seconds(lines[0])
+    assert abs(told - (end - first_at)) <= 0.25 * (end - first_at), (told, end - first_at)
+    assert "of 3,000 chunks done" in lines[1]
+
+
+def _seconds(line: str) -> float:
+    import re
+
+    m = re.search(r"about ([\d.]+) (s|min|h) left", line)
+    return float(m.group(1)) * {"s": 1, "min": 60, "h": 3600}[m.group(2)]
