@@ -17,7 +17,9 @@ Question files: bench/questions/<vault>.json, where <vault> is a folder of ../sh
          "kind": "howto",                  # howto | symptom | vocabulary | keyword | feature
          "question": "open today's journal page with a keyboard shortcut",
          "answers": ["user/features/daily-notes.md", "user/getting-started/first-workspace.md"],
-         "section": "Creating Daily Notes"}  # optional: the heading in answers[0] that answers best
+         "section": "Creating Daily Notes",  # optional: the heading in answers[0] that answers best
+         "line": 8,                          # the line of answers[0] (from 1) that answers
+         "answer": "- **Shortcut:** `Alt+D`"}  # a verbatim excerpt of that line
       ]
     }
 
@@ -25,6 +27,14 @@ Question files: bench/questions/<vault>.json, where <vault> is a folder of ../sh
 the best first. Scores are document-level: a hit counts when its path is one of the answers.
 top-1 and top-3 are the share of questions with an answer at rank 1 / within ranks 1-3; MRR@10 is
 the mean of 1/rank of the first answer in the top 10 (0 when none).
+
+Held-out split (issue 23): questions with an odd number in their id ("t01", "f51") are the tuning
+half, even ones the held-out half; both halves are reported, so a constant tuned on one half that
+does not hold on the other shows. Answer lines: ``line``/``answer`` name the line of answers[0]
+that answers (checked against the vault before a run: the excerpt must be on that line). For the
+hit of answers[0] in the top 10, "snippet" counts the questions whose snippet shows the answer (5
+consecutive words of the excerpt, or all of a shorter one, in the snippet's words) and "line" those
+whose reported line is the answer line; both out of the questions whose answers[0] is in the top 10.
 
 --names: for every document of a vault, query = its file name without extension; a hit counts when
 the first result has that file name (any folder: a name shared by two notes counts for either).
@@ -45,6 +55,7 @@ import ast
 import datetime
 import hashlib
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -56,6 +67,7 @@ sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
 from bench.markup import markup_in  # noqa: E402
+from kbase.search.snippet import plain  # noqa: E402
 
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 QUESTIONS = REPO / "bench" / "questions"
@@ -66,7 +78,7 @@ DEPTH = 10  # results asked per query: MRR@10
 TOP = 3  # "in the top 3", and the snippets checked per question
 KINDS = ("howto", "symptom", "vocabulary", "keyword", "feature")
 # Modules whose code decides what an index holds; the cache key follows them and their imports.
-INDEX_MODULES = ("ingest", "store", "embed", "db", "migrations")
+INDEX_MODULES = ("ingest", "store", "embed")
 
 
 # --- question files -----------------------------------------------------------------------------
@@ -107,7 +119,58 @@ def load_questions(path: Path) -> dict:
             raise ValueError(f'{at}: "kind" must be one of {", ".join(KINDS)}')
         if "section" in q and not (isinstance(q["section"], str) and q["section"]):
             raise ValueError(f'{at}: "section" must be a heading of answers[0]')
+        if ("line" in q) != ("answer" in q):
+            raise ValueError(
+                f'{at}: "line" and "answer" go together (the answer line and its text)'
+            )
+        if "line" in q and not (
+            isinstance(q["line"], int) and q["line"] >= 1 and isinstance(q["answer"], str)
+        ):
+            raise ValueError(f'{at}: "line" must be a line number from 1, "answer" its text')
+        if "answer" in q and not q["answer"].strip():
+            raise ValueError(f'{at}: "answer" must be a non-empty excerpt of the answer line')
     return data
+
+
+def split(qid: str) -> str:
+    """'tune' for ids whose number is odd, 'held' for even ones (and ids without a number)."""
+    digits = "".join(ch for ch in qid if ch.isdigit())
+    return "tune" if digits and int(digits) % 2 else "held"
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def check_answer_lines(qset: dict, vault: Path) -> None:
+    """Each labelled excerpt is on its line of answers[0] (whitespace and case aside): a clear
+    error names the question when the vault changed under the labels."""
+    for q in qset["questions"]:
+        if "line" not in q:
+            continue
+        lines = (vault / q["answers"][0]).read_text(encoding="utf-8").splitlines()
+        got = lines[q["line"] - 1] if q["line"] <= len(lines) else ""
+        if _folded(q["answer"]) not in _folded(got):
+            raise ValueError(
+                f"{qset['vault']}.json: question {q['id']}: {q['answer']!r} is not on line"
+                f" {q['line']} of {q['answers'][0]}; label the line again"
+            )
+
+
+_WORDS = re.compile(r"\w+")
+SHOWN_RUN = 5  # consecutive words of the answer excerpt a snippet must show
+
+
+def shows_answer(snippet: str, answer: str) -> bool:
+    """True when the snippet shows the answer: SHOWN_RUN consecutive words of the excerpt (as
+    read, Markdown removed), or all of it when it is shorter, appear in a row in the snippet."""
+    want = [w.casefold() for w in _WORDS.findall(plain(answer))]
+    have = [w.casefold() for w in _WORDS.findall(snippet)]
+    run = min(SHOWN_RUN, len(want))
+    if not run:
+        return False
+    shown = {tuple(have[i : i + run]) for i in range(len(have) - run + 1)}
+    return any(tuple(want[i : i + run]) in shown for i in range(len(want) - run + 1))
 
 
 def question_files() -> list[Path]:
@@ -115,29 +178,44 @@ def question_files() -> list[Path]:
 
 
 # --- indexes ------------------------------------------------------------------------------------
-def _kbase_imports(module: str) -> set[str]:
-    """kbase modules that ``kbase/<module>.py`` imports, anywhere in the file."""
-    tree = ast.parse((REPO / "kbase" / f"{module}.py").read_text(encoding="utf-8"))
+def _module_file(module: str) -> Path | None:
+    """The source file of a kbase module ('kbase.store.db'; a package: its __init__.py)."""
+    base = REPO.joinpath(*module.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _kbase_imports(path: Path) -> set[str]:
+    """kbase modules (dotted names) that a source file imports, anywhere in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "kbase":
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kbase."):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "kbase":
+            for a in node.names:  # "from kbase.search import cjk" imports a module
+                sub = f"{node.module}.{a.name}"
+                found.add(sub if _module_file(sub) else node.module)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("kbase."))
-    return {m for m in found if (REPO / "kbase" / f"{m}.py").exists()}
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "kbase")
+    return {m for m in found if _module_file(m)}
 
 
 def index_sources() -> list[Path]:
-    """schema.sql and the kbase modules that indexing runs (the closure of their imports)."""
-    todo, done = list(INDEX_MODULES), set()
+    """schema.sql and the kbase modules that indexing runs (every module of the INDEX_MODULES
+    packages and the closure of their imports)."""
+    todo = [
+        f"kbase.{pkg}.{f.stem}" if f.stem != "__init__" else f"kbase.{pkg}"
+        for pkg in INDEX_MODULES
+        for f in sorted((REPO / "kbase" / pkg).glob("*.py"))
+    ]
+    done: set[str] = set()
     while todo:
         m = todo.pop()
         if m not in done:
             done.add(m)
-            todo.extend(_kbase_imports(m) - done)
-    return [REPO / "schema.sql", *sorted(REPO / "kbase" / f"{m}.py" for m in done)]
+            todo.extend(_kbase_imports(_module_file(m)) - done)
+    return [REPO / "schema.sql", *sorted({_module_file(m) for m in done})]
 
 
 def index_key() -> str:
@@ -222,20 +300,49 @@ def run_questions(kb: kbase.KB, qset: dict, modes: tuple[str, ...]) -> dict:
         for q in qset["questions"]:
             hits = kb.search(q["question"], mode=mode, limit=DEPTH)
             paths = [h.path for h in hits]
+            best = next((h for h in hits if h.path == q["answers"][0]), None)
+            passage = {}
+            if "line" in q and best is not None:
+                passage = {
+                    "snippet": best.snippet,
+                    "snippet_line": best.line,
+                    "shows_answer": shows_answer(best.snippet, q["answer"]),
+                    "on_answer_line": best.line == q["line"],
+                }
             rows.append(
                 {
                     "id": q["id"],
                     "kind": q.get("kind", "howto"),
+                    "split": split(q["id"]),
                     "question": q["question"],
                     "answers": q["answers"],
                     "rank": first_rank(paths, set(q["answers"])),
+                    "answer_line": q.get("line"),
+                    **({"best_note": passage} if passage else {}),
                     "top": [
                         {"path": h.path, "title": h.title, "line": h.line, "snippet": h.snippet}
                         for h in hits[:TOP]
                     ],
                 }
             )
-        out[mode] = {**scores([r["rank"] for r in rows]), "questions": rows}
+        out[mode] = {**summary(rows), "questions": rows}
+    return out
+
+
+def summary(rows: list[dict]) -> dict:
+    """Scores over the rows, per split, and the answer-line counts."""
+    out = scores([r["rank"] for r in rows])
+    for part in ("tune", "held"):
+        picked = [r["rank"] for r in rows if r.get("split") == part]
+        if picked:
+            out[part] = scores(picked)
+    seen = [r["best_note"] for r in rows if "best_note" in r]
+    out["passages"] = {
+        "labelled": sum(r.get("answer_line") is not None for r in rows),
+        "answer_note_in_top": len(seen),
+        "snippet_shows_answer": sum(p["shows_answer"] for p in seen),
+        "line_is_answer_line": sum(p["on_answer_line"] for p in seen),
+    }
     return out
 
 
@@ -268,13 +375,8 @@ def pooled(results: dict) -> dict:
     """Per mode, the scores over the questions of every set together."""
     modes = dict.fromkeys(m for per_mode in results.values() for m in per_mode)
     return {
-        m: scores(
-            [
-                q["rank"]
-                for per_mode in results.values()
-                if m in per_mode
-                for q in per_mode[m]["questions"]
-            ]
+        m: summary(
+            [q for per_mode in results.values() if m in per_mode for q in per_mode[m]["questions"]]
         )
         for m in modes
     }
@@ -316,14 +418,30 @@ def snippet_markup(results: dict) -> dict:
 
 # --- reports ------------------------------------------------------------------------------------
 def print_questions(results: dict, verbose: bool) -> None:
-    print(f"{'vault':<22}{'mode':<10}{'n':>4}{'top-1':>8}{'top-3':>8}{'MRR@10':>8}")
+    print(
+        f"{'vault':<22}{'mode':<10}{'n':>4}{'top-1':>7}{'top-3':>7}{'MRR@10':>8}"
+        f"{'tune t1':>9}{'held t1':>9}{'tune MRR':>9}{'held MRR':>9}{'snippet':>10}{'line':>9}"
+    )
     rows = [(v, m, r) for v, per_mode in results.items() for m, r in per_mode.items()]
     if len(results) > 1:
         rows += [("all", m, r) for m, r in pooled(results).items()]
     for vault, mode, r in rows:
+        t, h, p = r.get("tune", {}), r.get("held", {}), r["passages"]
+        seen = p["answer_note_in_top"]
         print(
-            f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>8.2f}{r['top3']:>8.2f}{r['mrr10']:>8.3f}"
+            f"{vault:<22}{mode:<10}{r['n']:>4}{r['top1']:>7.2f}{r['top3']:>7.2f}{r['mrr10']:>8.3f}"
+            f"{t.get('top1', 0):>9.2f}{h.get('top1', 0):>9.2f}"
+            f"{t.get('mrr10', 0):>9.3f}{h.get('mrr10', 0):>9.3f}"
+            + (
+                f"{p['snippet_shows_answer']:>5}/{seen:<4}{p['line_is_answer_line']:>4}/{seen:<4}"
+                if p["labelled"]
+                else ""
+            )
         )
+    print(
+        "  tune/held: odd/even question numbers; snippet/line: of the questions whose best note"
+        " is in the top 10, its snippet shows the answer line / its line is the answer line"
+    )
     if not verbose:
         return
     for vault, per_mode in results.items():
@@ -421,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
         kb = open_index(vault, args.db, args.rebuild)
         try:
             if vault in q_vaults:
+                try:
+                    check_answer_lines(qsets[vault], vault_folder(vault))
+                except ValueError as e:
+                    sys.exit(f"error: {e}")
                 results[vault] = run_questions(kb, qsets[vault], modes)
             if vault in n_vaults:
                 names[vault] = run_names(kb, modes)
