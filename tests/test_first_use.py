@@ -229,3 +229,31 @@ def _seconds(line: str) -> float:
 
     m = re.search(r"about ([\d.]+) (s|min|h) left", line)
     return float(m.group(1)) * {"s": 1, "min": 60, "h": 3600}[m.group(2)]
+
+
+# 10. snippets keep code and footnote markers ---------------------------------------------------
+def test_snippets_keep_code_exactly_and_footnote_markers_readable():
+    from kbase.search.snippet import snippet
+
+    text = (
+        "# Footnotes\n\nUse this syntax:\n\n```markdown\nThe study.[^1] More **work**.\n\n"
+        "[^1]: Smith et al.\n```\n\nHover over `[^1]` or `[[Note|alias]]` to see it.[^note]\n"
+    )
+    out = snippet(text)[0]
+    assert "The study.[^1] More **work**. [^1]: Smith et al." in out  # the code, as written
+    assert "Hover over [^1] or [[Note|alias]] to see it.[^note]" in out
+    assert "```" not in out and "# Footnotes" not in out
+    quoted = "> [!example] Try it\n> ```text\n> # not a heading **x**\n> ```\n> after **it**\n"
+    assert snippet(quoted)[0] == "Try it # not a heading **x** after it"
+
+
+def test_search_for_a_footnote_shows_the_marker(tmp_path):
+    from tests.conftest import shared
+
+    foam = shared("vaults", "foam-docs")
+    k = kbase.open(tmp_path / "f.db")
+    k.index([foam], embed=False)
+    hit = k.search("hypothesis methodology", mode="keyword")[0]
+    assert hit.path.endswith("footnotes.md")
+    assert "The study confirmed the hypothesis.[^1] Further work is needed.[^note]" in hit.snippet
+    assert "[^1]: Smith et al." in hit.snippet

@@ -25,6 +25,12 @@ OPEN, CLOSE = "\x02", "\x03"  # highlight markers; never in indexed text (contro
 # A piece of output: (source start, source end) kept as is, or (text, source offset) inserted.
 _Piece = tuple[int, int] | tuple[str, int]
 
+# A fenced code block, from its opening fence to its closing one (or the end of the text).
+_FENCED = (
+    r"^(?P<fence_quote>[ \t]*(?:>[ \t]*)*)(?P<fence_mark>`{3,}|~{3,})[^\r\n]*"
+    r"(?P<fence_body>(?:\r\n?|\n).*?)??"
+    r"(?:(?:\r\n?|\n)[ \t]*(?:>[ \t]*)*(?P=fence_mark)[`~]*[ \t]*(?=[\r\n]|\Z)|\Z)"
+)
 _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
@@ -35,7 +41,8 @@ _PATTERN = re.compile(
         [
             r"(?P<html_comment><!--.*?(?:-->|\Z))",
             r"(?P<comment>%%.*?(?:%%|\Z))",
-            r"(?P<fence>^[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})[^\r\n]*)",
+            # A fenced code block, whole: its lines are kept exactly, the fences go.
+            rf"(?P<fence>{_FENCED})",
             # on one line
             r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",
             r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
@@ -94,6 +101,27 @@ def _code(m: re.Match) -> list[_Piece]:
     return [(a, b)]
 
 
+_QUOTE_PREFIX = re.compile(r"[ \t]*(?:>[ \t]?)+")
+
+
+def _fence(m: re.Match) -> list[_Piece]:
+    """A code block's text as written; inside a quote or callout, without the quote markers."""
+    if m.group("fence_body") is None:
+        return []
+    a, b = m.span("fence_body")
+    if ">" not in m.group("fence_quote"):
+        return [(a, b)]
+    pieces: list[_Piece] = []
+    text = m.string
+    for line in re.finditer(r"(?:\r\n?|\n)[^\r\n]*", text[a:b]):
+        start, end = a + line.start(), a + line.end()
+        brk = 2 if text.startswith("\r\n", start) else 1
+        pieces.append((start, start + brk))
+        prefix = _QUOTE_PREFIX.match(text, start + brk, end)
+        pieces.append((prefix.end() if prefix else start + brk, end))
+    return pieces
+
+
 def _embed(m: re.Match) -> list[_Piece]:
     a, b = m.span("embed_target")
     name = m.group("embed_target")
@@ -124,6 +152,7 @@ def _tag(m: re.Match) -> list[_Piece]:
 
 _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
     "tag": _tag,
+    "fence": _fence,
     "code": _code,
     "embed": _embed,
     "wiki": _wiki,
@@ -132,13 +161,14 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
     "autolink": lambda m: [m.span("url")],
     "pipe": lambda m: [(" · ", m.start())],
     "escape": lambda m: [m.span("escaped")],
+    "footnote": lambda m: [m.span()],  # [^1] stays readable: it says there is a note
 }
 
 
-# Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too,
-# and so is inline code: a snippet is a preview, and `[[Note]]` quoted in a note about links
-# reads as "Note" there (the note itself shows the code); code that would vanish stays as written.
-_NESTED = frozenset({"wiki", "link", "image", "callout", "code"})
+# Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
+# Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
+# are what the note quotes, and often what was searched for).
+_NESTED = frozenset({"wiki", "link", "image", "callout"})
 
 
 def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
@@ -183,6 +213,9 @@ _ALTERNATIVES = tuple(
         for p in (
             "ticks",
             "code_text",
+            "fence_quote",
+            "fence_mark",
+            "fence_body",
             "embed_target",
             "wiki_target",
             "wiki_alias",
@@ -224,19 +257,44 @@ HEADING_SEPARATOR = " — "
 _HEADING_LINE = re.compile(r"[ \t]*(?:>[ \t]*)*#{1,6}(?:[ \t]|$)")
 
 
+_FENCED_BLOCK = re.compile(_FENCED, re.S | re.M)
+
+
 def _heading_ends(text: str, rendered: str, source: Sequence[int]) -> frozenset[int]:
     """Positions in ``rendered`` where a heading line of ``text`` ends: its line break, or the
-    spaces before it."""
+    spaces before it (not a '# comment' inside a code block)."""
     ends = set()
+    code = (
+        [m.span() for m in _FENCED_BLOCK.finditer(text, source[0], source[-1] + 1)]
+        if source and ("```" in text or "~~~" in text)
+        else []
+    )
     for i, ch in enumerate(rendered):
         if ch in "\r\n" and (i == 0 or rendered[i - 1] not in "\r\n"):
             at = source[i]
+            if any(a <= at < b for a, b in code):
+                continue
             line = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
             if _HEADING_LINE.match(text, line):
                 while i > 0 and rendered[i - 1] in " \t":
                     i -= 1
                 ends.add(i)
     return frozenset(ends)
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*(?:>[ \t]*)*(`{3,}|~{3,})", re.M)
+
+
+def _outside_fence(text: str, lo: int) -> int:
+    """``lo``, or the start of the code block it falls inside (rendering from the middle of one
+    would read its text as Markdown)."""
+    opened: re.Match | None = None
+    for m in _FENCE_LINE.finditer(text, 0, lo):
+        if opened is None:
+            opened = m
+        elif m.group(1)[0] == opened.group(1)[0] and len(m.group(1)) >= len(opened.group(1)):
+            opened = None
+    return opened.start() if opened is not None else lo
 
 
 def snippet(
@@ -257,6 +315,7 @@ def snippet(
         lo = max(text.rfind("\n", 0, max(0, first_match - WINDOW_BEFORE)) + 1, 0)
         end = text.find("\n", first_match + WINDOW_AFTER)
         hi = hi if end < 0 else end
+        lo = _outside_fence(text, lo)
     rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
     heading_ends = _heading_ends(text, rendered, source) if markdown else frozenset()
     # Output positions of each match that is still visible after rendering: the output characters
