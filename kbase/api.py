@@ -15,6 +15,7 @@ from kbase.errors import IndexBusyError, InputError
 from kbase.models import (
     CheckReport,
     CompactReport,
+    DocRef,
     EmbedReport,
     Hit,
     IndexReport,
@@ -23,6 +24,7 @@ from kbase.models import (
     RootInfo,
     RootMove,
     RootRemoval,
+    SqlResult,
     Status,
 )
 from kbase.paths import default_db_path
@@ -31,13 +33,13 @@ from kbase.store import db
 if TYPE_CHECKING:
     from kbase.embed.embedder import Embedder
     from kbase.embed.vectors import EmbedProgress
-    from kbase.ingest.chunk import ChunkSettings
+    from kbase.ingest.chunk import Chunking, ChunkSettings
     from kbase.ingest.pipeline import Progress
+    from kbase.models import ParsedDoc
     from kbase.notes.graph import LinkHit, Note
     from kbase.notes.reading import NoteText
-    from kbase.notes.resolve import DocRef, Region
+    from kbase.notes.resolve import Region
     from kbase.search.hits import ChunkRef
-    from kbase.sqlapi import Result as SqlResult
     from kbase.watch import WatchBatch
 
 
@@ -312,7 +314,8 @@ class KB:
 
         A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
         empty query, or one of punctuation only, is an ``InputError`` in every mode."""
-        from kbase.search import filters, hybrid, keyword, semantic
+        from kbase.search import hybrid, keyword, semantic
+        from kbase.search.filters import Filters
         from kbase.search.query import parse_query
 
         if mode not in (None, "keyword", "semantic", "hybrid"):
@@ -325,7 +328,7 @@ class KB:
             )
         if isinstance(exclude, str):
             exclude = (exclude,)
-        filters = filters.Filters(
+        filters = Filters(
             path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude)
         )
         mode = mode or self.default_mode()
@@ -500,6 +503,8 @@ class KB:
         on_batch: Callable[[WatchBatch], None] | None = None,
         embed: bool = True,
         force_polling: bool | None = None,
+        debounce_ms: int | None = None,
+        on_embed: Callable[[EmbedReport], None] | None = None,
     ) -> int:
         """Keep the index in step with ``paths`` (none: every root) until ``stop_event`` is set or
         Ctrl-C; ``on_batch`` gets each run's WatchBatch (see ``kbase.watch.watch``). Returns how
@@ -513,6 +518,8 @@ class KB:
             on_batch=on_batch,
             embed=embed,
             force_polling=force_polling,
+            on_embed=on_embed,
+            **({} if debounce_ms is None else {"debounce_ms": debounce_ms}),
         )
 
     # maintenance ----------------------------------------------------------------------------------
@@ -603,3 +610,28 @@ def _has_embeddings(con: apsw.Connection) -> bool:
     if con.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
         return False
     return con.execute("SELECT 1 FROM chunks WHERE embedded = 1 LIMIT 1").fetchone() is not None
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` has anything to search for (``KB.search`` refuses a query without)."""
+    from kbase.search.query import parse_query
+
+    return not parse_query(text).empty
+
+
+def chunk_file(
+    path: str | os.PathLike[str],
+    *,
+    max_tokens: int | None = None,
+    overlap: float | None = None,
+    min_tokens: int | None = None,
+) -> tuple[ParsedDoc, Chunking]:
+    """How ``index`` cuts one file into chunks, without an index (``kbase chunks``)."""
+    from kbase.ingest.chunk import ChunkSettings
+    from kbase.ingest.pipeline import chunk_file as chunked
+
+    settings = ChunkSettings().with_changes(
+        max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens
+    )
+    doc, chunking, _ = chunked(path, settings)
+    return doc, chunking

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from kbase.text import jsonable
 
 
 @dataclass(frozen=True)
@@ -263,3 +266,31 @@ class NoteEntry:
     path: str  # inside its root
     title: str
     kind: str  # 'markdown', 'text', ...
+
+
+@dataclass(frozen=True)
+class DocRef:
+    """A document as stored: its text and where it came from."""
+
+    id: int
+    path: str
+    abspath: str
+    title: str
+    body: str
+    body_start: int
+    kind: str = "markdown"  # or 'text'
+    stale: bool = False  # the file changed (or vanished) on disk since it was indexed
+    missing: bool = False  # the file is gone from disk (a moved vault, a deleted note)
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """The rows of a read-only SQL query (``KB.sql``)."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+    def dicts(self) -> Iterator[dict]:
+        """Each row as {column: value}, blobs as base64 text (for JSON)."""
+        for row in self.rows:
+            yield {c: jsonable(v) for c, v in zip(self.columns, row)}

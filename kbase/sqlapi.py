@@ -11,16 +11,13 @@ Functions available in ``kbase sql`` (and on ``KB.sql_connection()``):
 
 from __future__ import annotations
 
-import base64
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import apsw
 import apsw.ext
 
 from kbase.errors import InputError
-from kbase.text import excerpt
+from kbase.models import SqlResult
 
 SQL_TIMEOUT = 10.0  # seconds; a runaway query is interrupted, never left to hang the process
 _PROGRESS_STEPS = 1000  # SQLite VM steps between deadline checks
@@ -131,12 +128,6 @@ def _authorizer(
     return apsw.SQLITE_OK
 
 
-@dataclass
-class Result:
-    columns: list[str]
-    rows: list[tuple]
-
-
 def register(con: apsw.Connection, kb) -> None:
     """Add kbase_embed() and kbase_search() to ``con`` (``kb`` supplies the model and searches)."""
 
@@ -163,24 +154,27 @@ def register(con: apsw.Connection, kb) -> None:
                 h.snippet,
             )
 
-    kbase_search.columns = (
-        "rank",
-        "score",
-        "doc_id",
-        "chunk_id",
-        "path",
-        "title",
-        "line",
-        "heading_path",
-        "snippet",
+    # apsw.ext reads the table's columns and how rows give them from the function's attributes
+    vars(kbase_search).update(
+        columns=(
+            "rank",
+            "score",
+            "doc_id",
+            "chunk_id",
+            "path",
+            "title",
+            "line",
+            "heading_path",
+            "snippet",
+        ),
+        column_access=apsw.ext.VTColumnAccess.By_Index,
     )
-    kbase_search.column_access = apsw.ext.VTColumnAccess.By_Index
     apsw.ext.make_virtual_module(con, "kbase_search", kbase_search)
 
 
 def run(
     con: apsw.Connection, sql: str, *, timeout: float = SQL_TIMEOUT, max_rows: int | None = None
-) -> Result:
+) -> SqlResult:
     """Run ``sql`` on a read-only connection; writes are refused, and it stops after ``timeout``."""
     if not sql.strip():
         raise InputError(
@@ -202,7 +196,7 @@ def run(
         if not columns:  # no rows: the prepared statement still knows its columns
             info = apsw.ext.query_info(con, sql)
             columns = [d[0] for d in info.description or ()] if not info.query_remaining else []
-        return Result(columns, rows)
+        return SqlResult(columns, rows)
     except apsw.AuthError as e:
         raise ReadOnlyViolation(
             f"kbase sql is read-only; refused: {_first_line(sql)}",
@@ -230,25 +224,3 @@ def run(
 def _first_line(sql: str) -> str:
     line = sql.strip().splitlines()[0]
     return line if len(line) <= 60 else line[:57] + "..."
-
-
-def jsonable(value):
-    """Blobs (vectors) as base64 text for JSON output."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return value
-
-
-def cell(value, width: int = 60) -> str:
-    """A value as one table cell."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bytes):
-        return f"<blob {len(value)} bytes>"
-    text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
-    return excerpt(text, (0, 0), width)
-
-
-def rows_as_dicts(result: Result) -> Iterator[dict]:
-    for row in result.rows:
-        yield {c: jsonable(v) for c, v in zip(result.columns, row)}

@@ -1,8 +1,10 @@
-"""Line arithmetic shared by parsing, chunking and search. Line breaks are LF, CRLF or a lone CR,
-as in the stored text (nothing is normalised, so offsets stay exact)."""
+"""Text helpers shared by the engine and its faces: line arithmetic (line breaks are LF, CRLF or a
+lone CR, as in the stored text: nothing is normalised, so offsets stay exact), excerpts, and
+values and paths made fit to print."""
 
 from __future__ import annotations
 
+import base64
 import re
 from bisect import bisect_right
 
@@ -32,3 +34,28 @@ def excerpt(text: str, span: tuple[int, int], width: int) -> str:
     if start + width - 1 >= len(text):
         return "…" + text[len(text) - (width - 1) :]
     return "…" + text[start : start + width - 2] + "…"
+
+
+def printable(path: str) -> str:
+    """``path`` fit to print: undecodable bytes of a file name shown as ``\\xff``."""
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def jsonable(value):
+    """Blobs (vectors) as base64 text for JSON output."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def cell(value, width: int = 60) -> str:
+    """An SQL value as one table cell."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return f"<blob {len(value)} bytes>"
+    text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
+    return excerpt(text, (0, 0), width)

@@ -98,6 +98,89 @@ def test_no_import_cycles():
     assert cycles(graph) == []
 
 
+# What a face (kbase/cli, kbase/tui, kbase/mcp) may import of kbase besides its own modules and
+# another face's entry point: the public API, its errors and records, and plain text helpers.
+FACE_API = {"kbase", "kbase.api", "kbase.errors", "kbase.models", "kbase.text", "kbase.paths"}
+
+
+def _face(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FACES else None
+
+
+def test_faces_reach_the_engine_only_through_the_api():
+    offenders = [
+        f"{m} -> {d}"
+        for m, deps in import_graph().items()
+        if _face(m)
+        for d in sorted(deps)
+        if d not in FACE_API and not _face(d)
+    ]
+    assert offenders == []
+
+
+def test_the_engine_never_imports_a_face():
+    offenders = [
+        f"{m} -> {d}"
+        for m, deps in import_graph().items()
+        if not _face(m) and m not in ("kbase", "kbase.__main__")
+        for d in sorted(deps)
+        if _face(d)
+    ]
+    assert offenders == []
+
+
+def private_uses(path: Path, module: str) -> list[str]:
+    """Names with a leading underscore that ``module`` takes from another kbase module: imported
+    (``from kbase.x import _y``) or reached as an attribute of an imported module (``x._y``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases = set()  # local names bound to kbase modules
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kbase"):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(f"{module}: from {node.module} import {a.name}")
+                elif f"{node.module}.{a.name}" in MODULES:
+                    aliases.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.asname and a.name.startswith("kbase.")}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{module}: {node.value.id}.{node.attr}")
+    return found
+
+
+MODULES = set(import_graph())
+
+
+def test_no_module_uses_another_modules_privates():
+    pkg = Path(kbase.__file__).parent
+    found = []
+    for path in pkg.rglob("*.py"):
+        parts = path.relative_to(pkg.parent).with_suffix("").parts
+        found += private_uses(path, ".".join(parts))
+    assert found == []
+
+
+def test_the_private_finder_finds_both_forms(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text(
+        "from kbase.search.keyword import _ranked_docs\nfrom kbase.search import hits\n"
+        "hits._x\nhits.hit\n"
+    )
+    assert private_uses(f, "m") == [
+        "m: from kbase.search.keyword import _ranked_docs",
+        "m: hits._x",
+    ]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []

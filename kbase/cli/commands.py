@@ -15,6 +15,8 @@ from kbase.errors import KbaseError
 from kbase.models import EmbedReport
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from kbase.api import KB
 
 
@@ -225,8 +227,8 @@ class _Bars:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
-        self._progress = None
-        self._tasks: dict[str, object] = {}
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
         self.embed_left = ""  # the embedding estimate (_EmbedEta), shown as its time left
 
     def __enter__(self) -> _Bars:
@@ -279,7 +281,7 @@ class _Bars:
                 name, total=total, current="", rate="", left=""
             )
         task = self._tasks[name]
-        elapsed = self._progress.tasks[self._tasks[name]].elapsed or 0
+        elapsed = next(t.elapsed or 0 for t in self._progress.tasks if t.id == task)
         rate = f"{done / elapsed:.0f} {unit}/s" if elapsed > 0.5 and unit else ""
         left = self.embed_left if name == "embedding" else ""
         self._progress.update(
@@ -391,7 +393,6 @@ def watch(ctx, paths, no_embed, debounce, poll):
     from datetime import datetime
 
     from kbase.cli.render import render_changes
-    from kbase.watch import watch as run_watch
 
     skips_shown: set[tuple[str, str]] = set()  # each skipped file is reported once, not every batch
 
@@ -426,8 +427,7 @@ def watch(ctx, paths, no_embed, debounce, poll):
             err=True,
         )
     try:
-        run_watch(
-            kb,
+        kb.watch(
             paths,
             debounce_ms=debounce,
             on_batch=on_batch,
@@ -472,7 +472,7 @@ class _IdleEmbedLines:
 
 
 def _printable(path: str) -> str:
-    from kbase.ingest.discover import printable
+    from kbase.text import printable
 
     return printable(path).replace("\n", "\\n").replace("\r", "\\r")
 
@@ -608,14 +608,10 @@ def chunks(file, max_tokens, overlap, min_tokens, fmt):
     """Show how kbase cuts FILE into chunks (offsets, lines, tokens, kind, heading path, flags).
 
     Reads the file itself; no index is needed. --json gives every field and each chunk's text."""
+    from kbase.api import chunk_file
     from kbase.cli.render import render_chunks
-    from kbase.ingest.chunk import ChunkSettings
-    from kbase.ingest.pipeline import chunk_file
 
-    settings = ChunkSettings().with_changes(
-        max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens
-    )
-    doc, result, _ = chunk_file(file, settings)
+    doc, result = chunk_file(file, max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
     click.echo(render_chunks(doc.text, result.chunks, result.diagnostics, fmt, _color()))
 
 
@@ -764,7 +760,7 @@ def related(ctx, note, limit, include_linked, fmt):
 def graph(ctx, note, depth, path_glob, exclude, fmt):
     """The note graph as JSON (nodes and edges) or Graphviz DOT: all of it, or the notes within
     --depth links of NOTE. Links through notes left out by --path or --exclude are not followed."""
-    from kbase.notes.graph import to_dot
+    from kbase.cli.render import to_dot
 
     kb = _kb(ctx)
     g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)

@@ -402,10 +402,10 @@ def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
 
 def render_sql(result, fmt: str) -> str:
     """Rows of ``kbase sql``: an aligned table, or JSON/JSON Lines/CSV (blobs as base64)."""
-    from kbase.sqlapi import cell, rows_as_dicts
+    from kbase.text import cell
 
     if fmt != "table":
-        return render_records(list(rows_as_dicts(result)), fmt, result.columns)
+        return render_records(list(result.dicts()), fmt, result.columns)
     if not result.columns:
         return ""
     cells = [[cell(v) for v in row] for row in result.rows]
@@ -415,4 +415,27 @@ def render_sql(result, fmt: str) -> str:
         "  ".join("-" * w for w in widths),
     ]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def to_dot(g: dict) -> str:
+    """Graphviz DOT of ``graph()``."""
+
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["digraph kbase {", "  node [shape=box];"]
+    lines += [
+        f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}"
+        + (", penwidth=2" if n.get("distance") == 0 else "")
+        + "];"
+        for n in g["nodes"]
+    ]
+    lines += [
+        f"  n{e['source']} -> n{e['target']}"
+        + (f" [label={e['links']}]" if e["links"] > 1 else "")
+        + ";"
+        for e in g["edges"]
+    ]
+    lines.append("}")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from itertools import islice
+from typing import Any
 
 import apsw
 
@@ -150,12 +151,14 @@ class VectorCache:
     def __init__(self, quantize_from: int = QUANTIZE_FROM) -> None:
         self.quantize_from = quantize_from
         self._key: tuple | None = None
-        self._ids = None  # numpy int64 array of chunk ids
-        self._matrix = None  # numpy float32 (n, dim), rows are unit vectors (exact mode)
-        self._words = None  # binary codes as uint64 columns (quantised mode)
-        self._int8 = None  # numpy int8 (n, dim) (quantised mode)
-        self._scale = None  # float32 (dim,): value = int8 * scale
-        self._docs = None  # numpy int64 array: the document of each row (loaded when asked for)
+        self._ids: Any = None  # numpy int64 array of chunk ids
+        self._matrix: Any = None  # numpy float32 (n, dim), rows are unit vectors (exact mode)
+        self._words: Any = None  # binary codes as uint64 columns (quantised mode)
+        self._int8: Any = None  # numpy int8 (n, dim) (quantised mode)
+        self._scale: Any = None  # float32 (dim,): value = int8 * scale
+        self._docs: Any = (
+            None  # numpy int64 array: the document of each row (loaded when asked for)
+        )
 
     @property
     def quantized(self) -> bool:
@@ -294,11 +297,12 @@ def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[i
     n = con.execute("SELECT coalesce(sum(length(ids)), 0) / 8 FROM chunks_codes").fetchone()[0]
     if n < QUANTIZE_FROM:
         return None
-    ids, columns = [], []
+    ids: list = []
+    blocks: list = []
     for id_blob, code_blob in con.execute("SELECT ids, codes FROM chunks_codes"):
         ids.append(np.frombuffer(id_blob, dtype="<i8"))
-        columns.append(np.frombuffer(code_blob, dtype="<u8").reshape(-1, len(ids[-1])))
-    all_ids, columns = np.concatenate(ids), np.concatenate(columns, axis=1)
+        blocks.append(np.frombuffer(code_blob, dtype="<u8").reshape(-1, len(ids[-1])))
+    all_ids, columns = np.concatenate(ids), np.concatenate(blocks, axis=1)
     q = np.frombuffer(vector, dtype="<f4")
     rows = _nearest_codes(
         hamming(columns, sign_codes(q[None, :])[0]), max(ONESHOT_CANDIDATES, 20 * k)

@@ -28,11 +28,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kbase.errors import InputError
 from kbase.models import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 # Budget: the model (all-MiniLM-L6-v2) reads 256 tokens; 2 go to [CLS]/[SEP] and up to about 32
 # to the "title > headings" context prepended for embedding, which leaves 222: keep 200 of them.
@@ -119,7 +122,9 @@ class ModelTokenCounter:
 
     def __init__(self, tokenizer_dir: Path = TOKENIZER_DIR) -> None:
         self._dir = tokenizer_dir
-        self._tokenizer = None  # loaded on first use: a run with nothing to chunk never pays for it
+        self._tokenizer: Tokenizer | None = (
+            None  # loaded on first use: a run with nothing to chunk never pays for it
+        )
         self.name = f"{tokenizer_dir.name}/wordpiece"
         self._cache: dict[str, int] = {}  # run -> tokens
         self._words: dict[
@@ -204,7 +209,7 @@ class ChunkSettings:
     ) -> ChunkSettings:
         """These settings with the ones given changed. A smaller budget without a minimum keeps
         the minimum a small part of it (a quarter at most)."""
-        changes = {
+        changes: dict[str, Any] = {
             k: v
             for k, v in (
                 ("max_tokens", max_tokens),

@@ -75,6 +75,7 @@ def _decode(data: bytes) -> Decoded:
     escaped = _escape_encoded(data)
     if escaped is not None:
         return escaped
+    text: str | None
     try:
         text = data.decode("utf_8")
     except UnicodeDecodeError:
@@ -83,11 +84,11 @@ def _decode(data: bytes) -> Decoded:
     if text is not None and "\x00" not in text:
         return _checked(text, "utf_8")
     if b"\x00" in data:
-        encoding = _guess_utf16_32(data)
-        if encoding is None:
+        wide = _guess_utf16_32(data)
+        if wide is None:
             raise UndecodableError("binary file (contains NUL bytes)")
         try:
-            return _checked(data.decode(encoding), encoding)
+            return _checked(data.decode(wide), wide)
         except UnicodeDecodeError:
             raise UndecodableError(f"binary file (NUL bytes, not valid {encoding})") from None
     return _charset_normalizer(data)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbase.text import printable
+
 if TYPE_CHECKING:
     import apsw
     import pathspec
@@ -242,14 +244,6 @@ def _utf8(name: str) -> bool:
         return True
     except UnicodeEncodeError:  # os.fsdecode turned undecodable bytes into lone surrogates
         return False
-
-
-def printable(path: str) -> str:
-    """``path`` fit to print: undecodable bytes of a file name shown as ``\\xff``."""
-    try:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _file(

@@ -41,6 +41,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import Any
 from urllib.parse import unquote
 
 from kbase.models import Heading, ParsedDoc
@@ -249,10 +250,10 @@ class _Body:
                 if opening < run_end:
                     k = bisect_left(self.block_ends, run_end)
                     limit = min(end, self.block_ends[k]) if k < len(self.block_ends) else end
-                    close = _closing_ticks(run_end - opening).search(text, run_end, limit)
-                    if close and not _BLANK_LINE.search(text, run_end, close.start()):
-                        spans.append((opening, close.end()))
-                        pos = close.end()
+                    closing = _closing_ticks(run_end - opening).search(text, run_end, limit)
+                    if closing and not _BLANK_LINE.search(text, run_end, closing.start()):
+                        spans.append((opening, closing.end()))
+                        pos = closing.end()
             if 0 <= tick < pos:
                 tick = text.find("`", pos, end)
             if 0 <= comment < pos:
@@ -310,6 +311,7 @@ def _wikilink(text: str, begin: int, stop: int, inner: str, kind: str) -> LinkRe
     if begin and text[begin - 1] == "\\" and _escaped(text, begin):  # '\[[' is literal
         return None
     embed = _bang_before(text, begin)
+    alias: str | None
     target, bar, alias = inner.partition("|")
     if bar and target.endswith("\\"):  # '[[a\|b]]': the pipe escaped for a table
         target = target[:-1]
@@ -526,7 +528,7 @@ class Resolver:
         return group[0][1]
 
 
-_MISSING = object()
+_MISSING: Any = object()
 
 
 def _shortest_first(item: tuple[str, str]) -> tuple[int, str]:

@@ -15,6 +15,7 @@ import json
 import re
 from bisect import bisect_right
 from pathlib import PurePosixPath
+from typing import Any, cast
 
 from kbase.models import Block, Diagnostic, Heading, ParsedDoc
 from kbase.search.snippet import plain
@@ -70,7 +71,7 @@ def _fast_markdown():
     from markdown_it_pyrs import MarkdownIt
 
     md = MarkdownIt("zero")
-    md.enable_many(list(_FAST_RULES))
+    md.enable_many(cast(Any, list(_FAST_RULES)))  # its stubs type rule names as Literals
     return md
 
 
@@ -104,12 +105,16 @@ def is_markdown(path: str) -> bool:
     return path.lower().endswith(MARKDOWN_EXTENSIONS)
 
 
+def _text_blocks(text: str) -> tuple[Block, ...]:
+    """A plain text file: one paragraph, unless it is empty."""
+    return (Block("paragraph", 0, len(text.rstrip())),) if text.strip() else ()
+
+
 def parse(text: str, path: str) -> ParsedDoc:
     """Parse a document; ``path`` gives the kind (by extension) and the fallback title."""
     stem = PurePosixPath(path).stem or PurePosixPath(path).name or path
     if not is_markdown(path):
-        blocks = (Block("paragraph", 0, len(text.rstrip())),) if text.strip() else ()
-        return ParsedDoc(text, "text", stem, None, 0, None, (), (), (), blocks)
+        return ParsedDoc(text, "text", stem, None, 0, None, (), (), (), _text_blocks(text))
 
     warnings: list[str] = []
     fm, body_start = _front_matter(text, warnings)
@@ -200,11 +205,12 @@ def _needs_py(body: str) -> bool:
     if ">" not in body:
         return False
     pos = 0
-    while m := _QUOTE_LINE.search(body, pos):
-        end = _BLANK_LINE.search(body, m.end()).start()  # the quote's paragraph ends there
-        if _LAZY_TROUBLE.search(body, m.end(), end):
+    while quote := _QUOTE_LINE.search(body, pos):
+        blank = _BLANK_LINE.search(body, quote.end())
+        end = blank.start() if blank else len(body)  # the quote's paragraph ends there
+        if _LAZY_TROUBLE.search(body, quote.end(), end):
             return True
-        pos = max(end, m.end())
+        pos = max(end, quote.end())
     return False
 
 

@@ -33,7 +33,6 @@ from kbase.ingest.discover import (
     Skipped,
     follow_outside_key,
     outside_reason,
-    printable,
     root_bounds,
     walk,
     within,
@@ -44,7 +43,7 @@ from kbase.models import IndexReport, ParsedDoc
 from kbase.store import writes as store
 from kbase.store.db import meta_get, meta_set
 from kbase.store.maintenance import follow_moved_roots, rechunk_all, rederive
-from kbase.text import LINE_BREAK
+from kbase.text import LINE_BREAK, printable
 
 # Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
 MAX_LINE_CHARS = 1_000_000
@@ -138,7 +137,7 @@ def index(
         gone = [p for p in paths if not Path(p).exists()]
         report.skipped.extend(
             (
-                p,
+                str(p),
                 "root is gone; its documents are kept (re-point it: kbase roots move OLD NEW,"
                 " or forget it: kbase roots remove OLD)",
             )
@@ -291,7 +290,7 @@ def _index_scope(
             todo.append(c)
     seen = {c.relpath for c in found}
     vanished = {path: known[path] for path in known.keys() - seen}
-    by_hash = {}
+    by_hash: dict[str, list[str]] = {}
     for path, (_doc_id, _, _, h) in vanished.items():
         by_hash.setdefault(h, []).append(path)
 
@@ -624,6 +623,7 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool, bounds=None):
 
     pending = submit(0) if todo else None
     for start in range(0, len(todo), WINDOW):
+        assert pending is not None  # submitted for every window the loop reaches
         window, results = pending
         pending = (
             submit(start + WINDOW) if pool is not None and start + WINDOW < len(todo) else None

@@ -271,26 +271,3 @@ def _matching(con: apsw.Connection, path: str | None, exclude: Sequence[str]) ->
         w, a = Filters(path=pattern).sql()
         where, args = f"{where} AND NOT ({w})", args + a
     return {i for (i,) in con.execute(f"SELECT d.id FROM documents AS d WHERE {where}", args)}
-
-
-def to_dot(g: dict) -> str:
-    """Graphviz DOT of ``graph()``."""
-
-    def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-    lines = ["digraph kbase {", "  node [shape=box];"]
-    lines += [
-        f"  n{n['id']} [label={q(n['title'])}, tooltip={q(n['path'])}"
-        + (", penwidth=2" if n.get("distance") == 0 else "")
-        + "];"
-        for n in g["nodes"]
-    ]
-    lines += [
-        f"  n{e['source']} -> n{e['target']}"
-        + (f" [label={e['links']}]" if e["links"] > 1 else "")
-        + ";"
-        for e in g["edges"]
-    ]
-    lines.append("}")
-    return "\n".join(lines)

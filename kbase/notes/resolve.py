@@ -14,26 +14,12 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.ingest.discover import follow_outside_key, root_bounds, within
+from kbase.models import DocRef
 from kbase.search.hits import disk_state
 from kbase.store.db import located_root, meta_get
 from kbase.text import LINE_BREAK
 
 MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
-
-
-@dataclass(frozen=True)
-class DocRef:
-    """A document as stored: its text and where it came from."""
-
-    id: int
-    path: str
-    abspath: str
-    title: str
-    body: str
-    body_start: int
-    kind: str = "markdown"  # or 'text'
-    stale: bool = False  # the file changed (or vanished) on disk since it was indexed
-    missing: bool = False  # the file is gone from disk (a moved vault, a deleted note)
 
 
 @dataclass(frozen=True)
@@ -98,8 +84,7 @@ def resolve(con: apsw.Connection, name: str) -> int:
         as_file = text
     rel = text.strip("/")
     t = _key(rel)
-    forms = [(d, d.path, _stem(d.path)) for d in docs]
-    forms = [(d, path, stem, _key(path), _key(stem)) for d, path, stem in forms]
+    forms = [(d, d.path, _stem(d.path), _key(d.path), _key(_stem(d.path))) for d in docs]
     steps = (  # each: does d match, and does it match in the same case
         lambda d, path, stem, kp, ks: (d.abspath == as_file, True),
         lambda d, path, stem, kp, ks: (t in (kp, ks), rel in (path, stem)),

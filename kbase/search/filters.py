@@ -24,7 +24,8 @@ class Filters:
     def sql(self) -> tuple[str, list]:
         """A WHERE fragment over ``documents AS d`` and its bindings. Paths match without regard
         to case (ASCII letters, as SQLite's lower())."""
-        where, args = [], []
+        where: list[str] = []
+        args: list = []
         if self.path:
             where.append(_path_match(self.path, args))
         for pattern in self.exclude:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 # Reciprocal rank fusion constant. The classic 60 (Cormack et al., 2009) was tuned for fusing many
 # TREC runs; with two lists of different character, a smaller k lets each list's top ranks count.
@@ -13,8 +16,8 @@ RRF_K = 10
 
 
 @dataclass(frozen=True)
-class Fused:
-    key: Hashable
+class Fused(Generic[K]):
+    key: K
     score: float
     explain: (
         dict  # list name -> {"rank": r, "contribution": c}; lists that missed the key are absent
@@ -22,19 +25,19 @@ class Fused:
 
 
 def rrf(
-    lists: Mapping[str, Sequence[Hashable]],
+    lists: Mapping[str, Sequence[K]],
     *,
     k: float = RRF_K,
     weights: Mapping[str, float] | None = None,
-) -> list[Fused]:
+) -> list[Fused[K]]:
     """Reciprocal rank fusion: score(d) = sum over lists of weight / (k + rank of d), rank from 1.
 
     ``lists`` maps a name ("keyword", "semantic") to keys in rank order. Ties keep the order in
     which keys were first seen, lists taken in the order given.
     """
     weights = weights or {}
-    scores: dict[Hashable, float] = {}
-    explain: dict[Hashable, dict] = {}
+    scores: dict[K, float] = {}
+    explain: dict[K, dict] = {}
     for name, keys in lists.items():
         w = weights.get(name, 1.0)
         for rank, key in enumerate(keys, 1):
@@ -55,14 +58,14 @@ FUSION_ALPHA = 0.5
 
 
 def convex(
-    lists: Mapping[str, Sequence[tuple[Hashable, float]]], weights: Mapping[str, float]
-) -> list[Fused]:
+    lists: Mapping[str, Sequence[tuple[K, float]]], weights: Mapping[str, float]
+) -> list[Fused[K]]:
     """score(d) = sum over lists of weight * normalised score of d (0 where the list lacks d).
 
     ``lists`` maps a name to (key, normalised score) pairs in rank order. The explanation gives
     each list's rank, normalised score and contribution. Ties keep the order first seen."""
-    scores: dict[Hashable, float] = {}
-    explain: dict[Hashable, dict] = {}
+    scores: dict[K, float] = {}
+    explain: dict[K, dict] = {}
     for name, pairs in lists.items():
         w = weights[name]
         for rank, (key, value) in enumerate(pairs, 1):

@@ -94,11 +94,11 @@ def keyword_ranked(
                 if r[0] not in have
             ]
     names = _name_tiers(con, query, where, args)
-    have = {r[0]: i for i, (_, r) in enumerate(found)}
+    position = {r[0]: i for i, (_, r) in enumerate(found)}
     for doc_id, tier in names.items():
         # A note asked for by name shows its beginning; one whose name merely starts with the
         # query keeps its best chunk, if its words match one.
-        old = found[have[doc_id]][1] if doc_id in have else None
+        old = found[position[doc_id]][1] if doc_id in position else None
         if tier == TIER_NAME or old is None:
             first = con.execute(
                 "SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)
@@ -109,8 +109,8 @@ def keyword_ranked(
             row = (doc_id, first[0], bm25, count, query.to_fts(match_any=True))
         else:
             row = old
-        if doc_id in have:
-            found[have[doc_id]] = (tier, row)
+        if doc_id in position:
+            found[position[doc_id]] = (tier, row)
         else:
             found.append((tier, row))
     sizes = chunk_counts(con, [r[0] for _, r in found])

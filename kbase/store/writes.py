@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -175,7 +176,7 @@ def write_document(
         if old_vectors:
             embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
-        line = _line_finder(text) if diagnostics or links else None
+        line = _line_finder(text)
         # Links start unresolved; resolve_links() settles them once the whole root is known.
         con.executemany(
             "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor,"
@@ -228,8 +229,12 @@ def _line_finder(text: str) -> Callable[[int], int]:
     the few offsets a document has (links, diagnostics)."""
     if "\r" not in text:
         return lambda offset: text.count("\n", 0, offset) + 1
-    starts = line_starts(text)
-    return lambda offset: line_of(starts, offset)
+
+    @functools.cache
+    def starts() -> list[int]:  # built on first use: most documents have no link at all
+        return line_starts(text)
+
+    return lambda offset: line_of(starts(), offset)
 
 
 def touch_document(con: apsw.Connection, doc_id: int, size: int, mtime_ns: int) -> None:

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from kbase.models import Hit, RelatedResult, Status
-from kbase.notes.resolve import DocRef
+from kbase.models import DocRef, Hit, RelatedResult, Status
 from kbase.tui.backend import Location
 
 

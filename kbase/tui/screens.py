@@ -13,6 +13,7 @@ import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Protocol, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -24,13 +25,14 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
+from kbase.api import has_words
 from kbase.errors import DatabaseError, KbaseError
-from kbase.models import Status
-from kbase.search.query import parse_query
+from kbase.models import DocRef, Status
 from kbase.tui.backend import (
     MODES,
     SEARCH_LIMIT,
     Filters,
+    KBPool,
     Location,
     editor_command,
     embedding_coverage,
@@ -56,6 +58,22 @@ from kbase.tui.widgets import (
     SearchBar,
     StatusLine,
 )
+
+
+class Services(Protocol):
+    """What the screens use of the app (kbase.tui.app.KbaseApp, which imports this module)."""
+
+    pool: KBPool
+    debounce: float
+
+    def notify_error(self, error: BaseException, *, title: str = "kbase") -> None: ...
+
+    def open_in_editor(self, argv: list[str]) -> None: ...
+
+
+def services(widget) -> Services:
+    """The app behind ``widget``, typed as the services the screens use."""
+    return cast(Services, widget.app)
 
 
 def _reports(what: str):
@@ -140,7 +158,7 @@ class MainScreen(Screen):
         self._links_choice: dict[
             int, int | None
         ] = {}  # history position -> links pane row when left
-        self.doc = None  # the DocRef in the preview
+        self.doc: DocRef | None = None  # the DocRef in the preview
         self._gen = 0  # search generation
         self._final_gen = 0  # generation whose final (non-keyword-placeholder) results are shown
         self._request = 0  # preview generation
@@ -230,7 +248,7 @@ class MainScreen(Screen):
     def _schedule_search(self) -> None:
         if self._debounce is not None:
             self._debounce.stop()
-        self._debounce = self.set_timer(self.app.debounce, self.start_search)
+        self._debounce = self.set_timer(services(self).debounce, self.start_search)
 
     def start_search(self) -> None:
         """Search for what the box holds now: keyword at once, then (hybrid/semantic) the
@@ -238,7 +256,7 @@ class MainScreen(Screen):
         self._debounce = None
         self._gen += 1
         query = self.search_input.value
-        if parse_query(query).empty:  # nothing to search for yet (KB.search would refuse it)
+        if not has_words(query):  # nothing to search for yet (KB.search would refuse it)
             self.workers.cancel_group(self, "search-keyword")
             self.workers.cancel_group(self, "search-vector")
             self.results.clear_hits()
@@ -258,7 +276,7 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="search-keyword", exit_on_error=False)
     @_reports("search")
     def search_keyword(self, gen: int, query: str, filters: Filters) -> SearchDone:
-        with self.app.pool.kb() as kb:
+        with services(self).pool.kb() as kb:
             return SearchDone(
                 gen,
                 "keyword",
@@ -269,7 +287,7 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
     @_reports("vector")
     def search_vector(self, gen: int, query: str, filters: Filters, mode: str) -> SearchDone | None:
-        with self.app.pool.vector_kb() as kb:  # queued behind the model load / older search
+        with services(self).pool.vector_kb() as kb:  # queued behind the model load / older search
             if get_current_worker().is_cancelled:
                 return None
             return SearchDone(
@@ -329,7 +347,7 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="document", exit_on_error=False)
     @_reports("document")
     def load_document(self, request: int, location: Location) -> DocumentLoaded:
-        with self.app.pool.kb() as kb:
+        with services(self).pool.kb() as kb:
             doc = kb.document(location.target)
             if location.chunk_id is not None and location.span is None:
                 try:
@@ -342,7 +360,7 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="links", exit_on_error=False)
     @_reports("links")
     def load_links(self, request: int, location: Location) -> LinksLoaded:
-        with self.app.pool.kb() as kb:
+        with services(self).pool.kb() as kb:
             return LinksLoaded(
                 request, location, kb.links(location.target), kb.backlinks(location.target)
             )
@@ -350,9 +368,9 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="related", exit_on_error=False)
     @_reports("related notes")
     def load_related(self, request: int, location: Location) -> RelatedLoaded:
-        with (
-            self.app.pool.vector_kb() as kb
-        ):  # the KB that holds the vectors in memory (no model needed)
+        with services(
+            self
+        ).pool.vector_kb() as kb:  # the KB that holds the vectors in memory (no model needed)
             return RelatedLoaded(
                 request, location, kb.related(location.target, limit=RELATED_LIMIT)
             )
@@ -419,7 +437,7 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="resolve", exit_on_error=False)
     @_reports("resolve")
     def resolve_note(self, name: str, anchor: str | None) -> NoteResolved:
-        with self.app.pool.kb() as kb:
+        with services(self).pool.kb() as kb:
             note = kb.note(name)
         return NoteResolved(Location(note.path, None, None, anchor, note.title))
 
@@ -462,7 +480,7 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="status", exit_on_error=False)
     @_reports("status")
     def load_status(self) -> StatusLoaded:
-        with self.app.pool.kb() as kb:
+        with services(self).pool.kb() as kb:
             return StatusLoaded(kb.status(), kb.default_mode() != "keyword")
 
     @on(StatusLoaded)
@@ -515,7 +533,7 @@ class MainScreen(Screen):
             if busy():
                 time.sleep(0.25)
                 continue
-            with self.app.pool.vector_kb() as kb:  # the model is loaded once, for both uses
+            with services(self).pool.vector_kb() as kb:  # the model is loaded once, for both uses
                 result = kb.embed_step(should_stop=busy)
             if result is None:  # another writer
                 time.sleep(2)
@@ -539,7 +557,7 @@ class MainScreen(Screen):
     @_reports("model")
     def load_model(self) -> ModelReady:
         """Load the embedding model (onnxruntime is imported here, never before the first paint)."""
-        with self.app.pool.vector_kb() as kb:
+        with services(self).pool.vector_kb() as kb:
             # Loads the model, checks it made the index's vectors, and reads the vectors
             # into memory: the first real query is then as fast as the others.
             kb.search("warm up", mode="semantic", limit=1)
@@ -589,7 +607,7 @@ class MainScreen(Screen):
             return
         elif what in ("document", "links", "related notes") and message.gen != self._request:
             return
-        self.app.notify_error(message.error, title=f"kbase ({what})")
+        services(self).notify_error(message.error, title=f"kbase ({what})")
 
     # --- actions ------------------------------------------------------------------------------
     def action_cycle_mode(self) -> None:
@@ -679,7 +697,7 @@ class MainScreen(Screen):
             return
         path = location.abspath or (self.doc.abspath if self.doc is not None else location.path)
         line = location.line or self.preview.current_line()
-        self.app.open_in_editor(editor_command(path, line))
+        services(self).open_in_editor(editor_command(path, line))
         self.start_search()  # the file may have changed: refresh the "changed on disk" marks
 
 
