@@ -24,10 +24,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbase.errors import IndexBusyError, InputError, KbaseError
 from kbase.ingest.discover import IGNORE_FILE
-from kbase.models import IndexReport
+from kbase.models import EmbedReport, IndexReport
+
+if TYPE_CHECKING:
+    from kbase.api import KB
 
 DEBOUNCE_MS = 300  # changes arriving within this time are one batch
 RETRY_MS = 1000  # how often a batch that found another writer at work tries again
@@ -58,7 +62,7 @@ OnBatch = Callable[[WatchBatch], None]
 
 
 def watch(
-    kb,
+    kb: KB,
     paths: Sequence[str | os.PathLike[str]] = (),
     *,
     debounce_ms: int = DEBOUNCE_MS,
@@ -67,7 +71,7 @@ def watch(
     embed: bool = True,
     initial: bool = True,
     force_polling: bool | None = None,
-    on_embed: Callable[[dict], None] | None = None,
+    on_embed: Callable[[EmbedReport], None] | None = None,
     **index_options,
 ) -> int:
     """Keep ``kb`` up to date with ``paths`` (folders or files; none: every root of the index)
@@ -104,7 +108,7 @@ def watch(
     runs = 0
     backlog = embed  # chunks may be waiting for vectors (an earlier --no-embed, an interrupted run)
 
-    def embed_step() -> dict | None:
+    def embed_step() -> EmbedReport | None:
         """Some of the chunks without vectors, newest notes first (None: another writer is busy)."""
         nonlocal backlog
         result = kb.embed_step(

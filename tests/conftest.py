@@ -4,9 +4,23 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+# Hypothesis: CI (the CI environment variable, or HYPOTHESIS_PROFILE=ci) runs every property with
+# its full example count; a run on a developer's machine with a tenth of it, for a fast loop.
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+settings.register_profile("ci", max_examples=100)
+settings.register_profile("dev", max_examples=20)
+settings.load_profile(PROFILE)
+
+
+def examples(n: int) -> int:
+    """A property's example count under the current profile: ``n`` in CI, a tenth locally."""
+    return n if PROFILE == "ci" else max(10, n // 10)
 
 
 def shared(*parts: str) -> Path:

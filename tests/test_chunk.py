@@ -13,7 +13,7 @@ from kbase.ingest.chunk import (
     chunk,
 )
 from kbase.ingest.parse import parse
-from tests.conftest import shared
+from tests.conftest import examples, shared
 
 WORDS = WordCounter()
 PROTECTED_BLOCKS = ("code", "table", "math", "html")
@@ -124,7 +124,8 @@ document = st.tuples(front, st.lists(block, min_size=1, max_size=15)).map(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document, st.sampled_from([24, 40, 120]))
 def test_markdown_chunk_invariants(text, budget):
     s = ChunkSettings(budget, 0.12, budget // 5)
@@ -132,11 +133,12 @@ def test_markdown_chunk_invariants(text, budget):
     check_invariants(doc, chunk(doc, WORDS, s), s)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.one_of(paragraph, wrapped), min_size=1, max_size=12),
     st.sampled_from(["\n", "\r\n", "\r"]),
 )
+@pytest.mark.slow
 def test_text_chunk_invariants_and_line_endings(paras, nl):
     lf = "\n\n".join(paras) + "\n"
     s = ChunkSettings(30, 0.12, 6)
@@ -151,7 +153,7 @@ def test_text_chunk_invariants_and_line_endings(paras, nl):
     ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=400))
 @example(
     "\t0\x1f"
@@ -287,7 +289,9 @@ def test_model_counter_matches_the_tokenizer(model_counter, text):
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.text(

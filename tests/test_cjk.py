@@ -134,6 +134,7 @@ def test_pair_queries():
     assert not cjk.applies(parse_query("sync -同步"))
 
 
+@pytest.mark.slow
 def test_hybrid_does_not_push_keyword_hits_down_for_a_query_the_model_cannot_read(tmp_path):
     k = kbase.open(tmp_path / "h.db")
     k.index([write(tmp_path / "v", NOTES)])
@@ -180,6 +181,7 @@ def book(request, tmp_path_factory):
     k.close()
 
 
+@pytest.mark.slow
 def test_book_phrases_find_their_chapter_in_the_top_3_with_exact_highlights(book):
     """4 characters of a run that occur in at most 3 chapters (seeded sample)."""
     bodies = dict(book.reader.execute("SELECT path, body FROM documents").fetchall())
@@ -222,6 +224,7 @@ def _is_zh(kb) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_book_two_words_from_different_lines(book):
     """Two 2-character words from different lines of a chapter, each in at most 10 chapters and
     together in at most 5 (seeded sample): the chapter is in the top 10."""

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import kbase
 from kbase.ingest import pipeline as ingest
 from kbase.store import db
-from tests.conftest import bump_mtime, shared, write
+from tests.conftest import bump_mtime, examples, shared, write
 
 
 def snapshot(con):
@@ -265,6 +265,7 @@ def test_missing_path_is_an_error_before_any_work(con, vault, tmp_path):
     assert con.execute("SELECT count(*) FROM documents").get == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["obsidian-tasks-docs", "foam-docs", "rust-book"])
 def test_shared_vaults_index_every_file_or_say_why(con, name):
     folder = shared("vaults", name)
@@ -280,6 +281,7 @@ def test_shared_vaults_index_every_file_or_say_why(con, name):
     assert_consistent(con)
 
 
+@pytest.mark.slow
 def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypatch):
     folder = shared("vaults", "obsidian-tasks-docs")  # links, tags, callouts, code, tables
     links = (
@@ -415,7 +417,7 @@ _name = st.sampled_from(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @example(
     title="Éclair", folder="", stem="éclair", ext=".md", aliases=[]
 )  # SQLite's lower() is ASCII only

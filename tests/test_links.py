@@ -22,7 +22,7 @@ from kbase.ingest.links import (
 )
 from kbase.ingest.parse import parse
 from kbase.models import Block, Heading, ParsedDoc
-from tests.conftest import shared
+from tests.conftest import examples, shared
 
 
 def links(text: str, path: str = "note.md") -> list[LinkRef]:
@@ -691,7 +691,8 @@ _PIECES = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=4)), max_size=40).map("".join))
 def test_parse_links_never_raises_and_links_do_not_overlap(text):
     doc = parse(text, "p.md")
@@ -757,6 +758,7 @@ def parse_and_resolve(paths, docs, aliases) -> tuple[int, int]:
     return count, resolved
 
 
+@pytest.mark.slow
 def test_ten_thousand_notes_parse_and_resolve():
     """Scale, not speed (bench/links.py times it): every link found, nearly all resolve."""
     count, resolved = parse_and_resolve(*link_corpus())

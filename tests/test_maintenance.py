@@ -106,6 +106,7 @@ def test_page_corruption_is_reported_not_hidden(kb, db_path):
     assert "sqlite_integrity" in r.stdout or "damaged" in r.stderr
 
 
+@pytest.mark.slow
 def test_compact_shrinks_a_churned_index(db_path, tmp_path):
     v = write(
         tmp_path / "churn", {f"n{i}.md": f"# Note {i}\n\n" + "words " * 400 for i in range(40)}

@@ -81,6 +81,7 @@ def file_digest(db: Path) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_every_tool_over_stdio(index):
     db, _ = index
@@ -181,6 +182,7 @@ async def test_every_tool_over_stdio(index):
         assert body == NOTES["tech/SQLite.md"]
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
     db, _ = index
@@ -230,6 +232,7 @@ async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
         assert not r.is_error and r.structured_content["hits"][0]["path"] == "tech/SQLite.md"
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_writes_are_refused_and_the_file_is_unchanged(index):
     db, _ = index
@@ -255,6 +258,7 @@ async def test_writes_are_refused_and_the_file_is_unchanged(index):
     assert file_digest(db) == before
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_reindex_and_a_rebuilt_file_are_seen_without_a_restart(index, tmp_path):
     db, vault = index
@@ -303,6 +307,7 @@ def _start_http(
     raise AssertionError(f"the server did not start: {log.read_text()}")
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_http_with_a_token_origin_checks_and_no_cors(index):
     db, _ = index
@@ -361,6 +366,7 @@ async def test_http_with_a_token_origin_checks_and_no_cors(index):
         proc.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_http_refuses_other_interfaces_without_a_token_and_stdio_refuses_a_token(index):
     db, _ = index
     r = subprocess.run(
@@ -423,6 +429,7 @@ async def test_watch_indexes_changes_and_embeds_while_idle(index):
     "exclude" not in __import__("inspect").signature(kbase.KB.search).parameters,
     reason="KB.search has no exclude filter yet in this branch (it comes with the search work)",
 )
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_search_exclude_is_passed_through(index):
     db, _ = index

@@ -25,6 +25,7 @@ def model():
     return embedder.default_embedder()
 
 
+@pytest.mark.slow
 def test_vectors_are_fastembeds(model):
     texts, want = REFERENCE["texts"], REFERENCE["vectors"]
     batch = model.embed_batch(texts)  # sorted by length inside, returned in the order given
@@ -55,6 +56,7 @@ def test_the_derived_graph_is_cached_fused_and_checksummed(model, tmp_path, monk
     )
 
 
+@pytest.mark.slow
 def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))
     graph = embedder.MiniLMEmbedder().graph
@@ -87,6 +89,7 @@ def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [graph.parent.name]  # no leftovers
 
 
+@pytest.mark.slow
 def test_without_onnx_the_graph_is_only_optimised(tmp_path, monkeypatch):
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError

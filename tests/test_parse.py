@@ -3,6 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbase.ingest.parse import parse
+from tests.conftest import examples
 
 
 def test_front_matter_fields():
@@ -141,7 +142,7 @@ _piece = st.sampled_from(
 _line_break = st.sampled_from(["\n", "\r\n", "\r"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.tuples(_piece, _line_break), max_size=30))
 def test_fast_block_parser_matches_markdown_it_py(lines):
     from kbase.ingest.parse import _blocks, _py_blocks

@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbase.search.query import parse_query
+from tests.conftest import examples
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def test_any_mode_leaves_out_stop_words_unless_nothing_else_is_left():
     )
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_makes_a_valid_fts5_query(fts, text):
     q = parse_query(text)
@@ -66,7 +67,7 @@ def test_any_text_makes_a_valid_fts5_query(fts, text):
         fts.execute("SELECT count(*) FROM t WHERE t MATCH ?", (expr,)).fetchall()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.sampled_from(

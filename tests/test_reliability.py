@@ -40,7 +40,7 @@ from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.ingest import pipeline as ingest
 from kbase.search.query import parse_query
 from kbase.store import db
-from tests.conftest import bump_mtime, write
+from tests.conftest import bump_mtime, examples, write
 
 SEED = int(os.environ.get("KBASE_RELIABILITY_SEED", "7"))
 KBASE = [sys.executable, "-m", "kbase"]
@@ -492,6 +492,7 @@ def test_sigkill_leaves_no_worker_processes_behind(tmp_path):
     assert not alive, f"worker processes {sorted(alive)} outlived their killed parent"
 
 
+@pytest.mark.slow
 def test_sigkill_while_embedding_never_corrupts_and_the_next_run_embeds_everything(tmp_path):
     np = pytest.importorskip("numpy")
     rng = random.Random(SEED + 100)
@@ -680,6 +681,7 @@ def test_full_disk_while_embedding_is_one_clear_error_and_embed_resumes(tmp_path
     assert state["embedded"] == state["chunks"]
 
 
+@pytest.mark.slow
 def test_write_error_from_the_os_is_one_clear_error_and_the_index_stays_intact(tmp_path):
     """A real failing write (the file size limit, as a full disk or an exceeded quota does):
     SQLite reports an I/O error, kbase one line naming the file and the fix."""
@@ -897,6 +899,7 @@ def test_readers_during_a_full_reindex_see_no_error_and_no_half_indexed_document
     assert counts["search"] >= 20 and counts["check"] >= 2
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_with_one_line(tmp_path):
     vault = make_vault(tmp_path / "v", 400, seed=8)
     dbp = tmp_path / "i.db"
@@ -1374,8 +1377,9 @@ def query_index(tmp_path_factory):
     return dbp, kb
 
 
+@pytest.mark.slow
 @given(q=QUERY_TEXT)
-@settings(**PROPERTY, max_examples=2000)
+@settings(**PROPERTY, max_examples=examples(2000))
 def test_any_text_is_a_keyword_query(query_index, q):
     _, kb = query_index
     if parse_query(q).empty:  # no word to search for: one error, in every mode
@@ -1393,7 +1397,7 @@ def test_any_text_is_a_keyword_query(query_index, q):
     since=st.one_of(st.none(), ANY_TEXT, st.dates().map(str)),
     limit=st.integers(-3, 50),
 )
-@settings(**PROPERTY, max_examples=500)
+@settings(**PROPERTY, max_examples=examples(500))
 def test_any_filters_are_fine_or_an_input_error(query_index, q, path, tags, since, limit):
     _, kb = query_index
     try:
@@ -1404,8 +1408,9 @@ def test_any_filters_are_fine_or_an_input_error(query_index, q, path, tags, sinc
         assert (since is not None and "is not a date" in e.message) or parse_query(q).empty
 
 
+@pytest.mark.slow
 @given(q=QUERY_TEXT, mode=st.sampled_from(["semantic", "hybrid"]))
-@settings(**PROPERTY, max_examples=600)
+@settings(**PROPERTY, max_examples=examples(600))
 def test_any_text_is_a_semantic_and_hybrid_query(query_index, q, mode):
     _, kb = query_index
     if parse_query(q).empty:
@@ -1439,7 +1444,8 @@ def test_any_text_is_a_semantic_and_hybrid_query(query_index, q, mode):
         max_size=3,
     ),
 )
-@settings(**PROPERTY, max_examples=300)
+@pytest.mark.slow
+@settings(**PROPERTY, max_examples=examples(300))
 def test_any_argv_to_kbase_search_is_an_answer_or_one_error_line(
     query_index, words, dashdash, extra
 ):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bench.markup import markup_in  # the fixed list of markup a snippet must not show
 from kbase.search.snippet import CLOSE, OPEN, plain, render, snippet, unmark
-from tests.conftest import shared
+from tests.conftest import examples, shared
 
 
 def visible(markdown: str) -> str:
@@ -109,7 +109,7 @@ def test_long_snippets_are_cut_with_an_ellipsis_but_keep_a_match_whole():
     assert [out[a:b] for a, b in highlights] == ["needle"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.sampled_from(

@@ -243,6 +243,7 @@ async def test_punctuation_alone_is_like_an_empty_box(index):
         assert notifications(app) == []
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_moving_through_results_moves_the_preview(index):
     app = make_app(index)
@@ -286,6 +287,7 @@ async def test_moving_through_results_moves_the_preview(index):
         assert screen.results.highlighted == 0 and screen.preview.location.path == "Garden.md"
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_filters_restrict_the_search(index):
     app = make_app(index)
@@ -328,6 +330,7 @@ async def test_filters_restrict_the_search(index):
         assert len(screen.results.hits) == 4 and not bar.display
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_escape_from_the_filter_bar_leaves_the_query_alone(index, monkeypatch):
     app = make_app(index)
@@ -376,6 +379,7 @@ async def test_each_hit_takes_three_lines_with_its_path_shortened_from_the_left(
 
 
 # --- links and history ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_follow_links_back_and_forward(index):
     app = make_app(index)
@@ -431,6 +435,7 @@ async def test_follow_links_back_and_forward(index):
         assert "[Garden](kbase-note:Garden)" in screen.preview.hit_block.source
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_going_back_restores_the_link_that_was_followed(index):
     app = make_app(index)
@@ -525,6 +530,7 @@ async def test_mode_switch_without_embeddings_says_so(index):
         assert screen.results.source == "keyword" and screen.results.hits
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_hybrid_shows_keyword_results_first_then_hybrid_and_modes_cycle(tmp_path):
     db, _ = build(tmp_path, embedder=FakeEmbedder())
@@ -653,6 +659,7 @@ async def test_a_failing_call_posts_one_work_failed_for_its_request(index):
 
 
 # --- help, quit, editor, status, errors -----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_help_lists_every_key_binding(index):
     from kbase.tui.app import KbaseApp as AppClass
@@ -789,6 +796,7 @@ async def test_database_errors_become_notifications(index):
         )
 
 
+@pytest.mark.slow
 def test_first_paint_imports_no_model(index):
     """The app paints without importing fastembed/onnxruntime, and an index without embeddings
     never loads them."""
@@ -985,6 +993,7 @@ def test_pool_lends_each_kb_to_one_thread_at_a_time(index):
     pool.close()
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_missing_vectors_are_embedded_in_the_background_while_idle(tmp_path, monkeypatch):
     import kbase.tui.screens as screens

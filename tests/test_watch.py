@@ -170,6 +170,7 @@ def test_a_burst_of_changes_is_one_debounced_batch_and_the_index_equals_a_fresh_
     assert docs(dbp) == docs(fresh)
 
 
+@pytest.mark.slow
 def test_the_index_file_inside_the_folder_does_not_set_off_runs(tmp_path, vault):
     dbp = vault / "kbase.store.db"  # each run writes the index: that must not count as a change
     with Watcher(kbase.open(dbp), [vault], embed=False) as w:
@@ -203,6 +204,7 @@ def test_embeddings_follow_for_changed_chunks_only(tmp_path, vault):
     assert embedder.embedded - first <= 2  # the edited chunk(s), not the whole vault again
 
 
+@pytest.mark.slow
 def test_a_batch_waits_while_another_writer_holds_the_lock(tmp_path, vault):
     dbp = tmp_path / "w.db"
     with Watcher(kbase.open(dbp), [vault], embed=False) as w:
