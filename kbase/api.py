@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -511,6 +511,7 @@ class KB:
         many index runs were made."""
         from kbase.watch import watch
 
+        options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         return watch(
             self,
             paths,
@@ -519,7 +520,7 @@ class KB:
             embed=embed,
             force_polling=force_polling,
             on_embed=on_embed,
-            **({} if debounce_ms is None else {"debounce_ms": debounce_ms}),
+            **options,
         )
 
     # maintenance ----------------------------------------------------------------------------------

@@ -323,7 +323,7 @@ class _EmbedEta:
         if self.base is None or done >= total:
             return None
         t0, d0 = self.base
-        if done - d0 < min(self.WINDOW, total - d0) or now - self.start < self.AFTER_S:
+        if done - d0 < min(self.WINDOW, total - d0) or now - (self.start or now) < self.AFTER_S:
             return None
         if now <= t0 or done <= d0:
             return None
@@ -349,7 +349,8 @@ class _EmbedEta:
                 self.bar.embed_left = _duration(seconds)
             quiet_bar = self.bar is not None and self.bar.enabled  # the bar keeps it current
             first = self.told is None
-            if self.enabled and (first or (not quiet_bar and now - self.told >= self.EVERY_S)):
+            due = self.told is not None and now - self.told >= self.EVERY_S
+            if self.enabled and (first or (not quiet_bar and due)):
                 self.told = now
                 click.echo(
                     "embedding: "

@@ -343,10 +343,10 @@ def serve(
     poll: bool = False,
 ) -> None:
     """Run ``kbase mcp`` until the client disconnects (stdio) or Ctrl-C (HTTP)."""
-    host = port = None
+    address = None
     if http is not None:  # bad options fail first, before the index is opened
-        host, port = transport.parse_http(http)
-        transport.check_exposure(host, token)
+        address = transport.parse_http(http)
+        transport.check_exposure(address[0], token)
     db_path = Path(db_path).expanduser()
     if not db_path.exists():
         raise DatabaseError(
@@ -356,9 +356,9 @@ def serve(
     backend.kb.status()  # fail now, not at the first call, if the file is not a usable index
     sock = None
     options: dict[str, Any] = {}
-    if http is not None:
-        sock = transport.listen(host, port)
-        options = transport.auth_options(host, sock.getsockname()[1], token)
+    if address is not None:
+        sock = transport.listen(*address)
+        options = transport.auth_options(address[0], sock.getsockname()[1], token)
     server = build_server(backend, **options)
     threads = []
     if watch:
@@ -374,10 +374,10 @@ def serve(
     for t in threads:
         t.start()
     try:
-        if sock is None:
+        if sock is None or address is None:
             server.run("stdio")
         else:
-            transport.serve_http(server, host, sock, backend.say)
+            transport.serve_http(server, address[0], sock, backend.say)
     except KeyboardInterrupt:
         pass
     finally:

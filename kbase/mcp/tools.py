@@ -140,7 +140,7 @@ def related(kb: KB, note: str, *, limit: int = 10, include_linked: bool = False)
     out = s.RelatedResult(
         path=r.path,
         title=r.title,
-        method=r.method,
+        method="semantic" if r.method == "semantic" else "keyword",
         terms=list(r.terms),
         notes=[
             s.RelatedNote(

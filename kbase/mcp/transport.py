@@ -105,13 +105,13 @@ def parse_origin(value: str) -> tuple[str, str, int | None] | None:
 def allowed_names(host: str) -> frozenset[str]:
     """The host names a request may use: loopback, the address served on, and on every
     interface this machine's names and their addresses."""
-    names = set(LOOPBACK_NAMES)
+    names: set[str] = set(LOOPBACK_NAMES)
     if host in ("0.0.0.0", "::", ""):
         machine = {socket.gethostname(), socket.getfqdn()}
         names |= {n.lower() for n in machine if n}
         for name in machine:
             try:
-                names |= {info[4][0] for info in socket.getaddrinfo(name, None)}
+                names |= {str(info[4][0]) for info in socket.getaddrinfo(name, None)}
             except OSError:
                 pass
     else:
@@ -151,6 +151,7 @@ class HostOriginGuard:
         for k, v in scope.get("headers", ()):
             headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
         hosts, origins = headers.get("host", []), headers.get("origin", [])
+        refused: tuple[int, str] | None
         if len(hosts) != 1 or len(origins) > 1:
             refused = (421, "Invalid Host header") if len(hosts) != 1 else (403, "Invalid Origin")
         else:
@@ -211,11 +212,13 @@ def auth_options(host: str, port: int, token: str | None) -> dict[str, Any]:
     if not token:
         return {}
     from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
 
     return {
         "token_verifier": StaticToken(token),
         "auth": AuthSettings(
-            issuer_url=f"http://{url_host(host)}:{port or 80}", resource_server_url=None
+            issuer_url=AnyHttpUrl(f"http://{url_host(host)}:{port or 80}"),
+            resource_server_url=None,
         ),
     }
 
