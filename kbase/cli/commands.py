@@ -323,7 +323,10 @@ class _EmbedEta:
         if self.base is None or done >= total:
             return None
         t0, d0 = self.base
-        if done - d0 < min(self.WINDOW, total - d0) or now - (self.start or now) < self.AFTER_S:
+        if (
+            done - d0 < min(self.WINDOW, total - d0)
+            or now - (now if self.start is None else self.start) < self.AFTER_S
+        ):
             return None
         if now <= t0 or done <= d0:
             return None
