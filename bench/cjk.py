@@ -1,23 +1,37 @@
-"""Search in scripts without spaces (issue 13): the issue's table for the Chinese and Japanese Rust
-book (../shared/data/vaults/rust-book-zh, rust-book-ja).
+"""Search in scripts without spaces (issues 13 and 24): the Chinese and Japanese Rust book
+(../shared/data/vaults/rust-book-zh, rust-book-ja), and small Korean and Thai fixtures.
 
-    python bench/cjk.py                 # keyword mode
-    python bench/cjk.py --hybrid        # also hybrid (embeds the vaults once: minutes)
+    python bench/cjk.py                     # both tables, keyword mode
+    python bench/cjk.py --hybrid            # also hybrid (embeds the vaults once: minutes)
     python bench/cjk.py --seed 2 --n 40
+    python bench/cjk.py --segmenter pairs   # as without icu4py: a run's words are its pairs
+    python bench/cjk.py --segmenter dict    # rjieba / sudachipy / pythainlp instead of ICU
+    python bench/cjk.py --segmenters        # each segmenter's size, load time, ms per query
 
-Queries are drawn from the notes themselves (seeded, so every run asks the same):
+Drawn queries (seeded, so every run asks the same; issue 13):
 - phrase: 4 characters of one run (Han, kana, ...) that occur in at most 3 notes; right when
   the note it was taken from is in the top 3;
 - pair: two 2-character words from different lines of one note, both in at most 10 notes and
   together in at most 5; right when the note is in the top 10.
-Also timed: the median query and the index's size against a vault indexed without chunks_cjk.
+
+Questions typed as people type them (issue 24): bench/questions/rust-book-zh.json and
+rust-book-ja.json (40 each, no spaces, question words and particles), and the fixtures
+tests/data/cjk-notes/ko.json and th.json (13 each on 8 notes written for the tests: no Korean or
+Thai vault is shared, so these are a check, not a benchmark). Per mode: top-1, top-3, MRR@10,
+the questions that got no match at all, the median query time and the CPU time per query.
+
+--segmenter dict needs ``pip install rjieba sudachipy sudachidict-core pythainlp`` (not kbase
+dependencies); it swaps ICU for them per script, to compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,9 +41,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
+from bench.questions import first_rank, load_questions, scores  # noqa: E402
 from kbase.search import cjk  # noqa: E402
 
+try:  # absent before issue 24: the question table still runs, for the numbers before
+    from kbase.search import segment
+except ImportError:
+    segment = None  # type: ignore[assignment]
+
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
+QUESTIONS = REPO / "bench" / "questions"
+FIXTURES = REPO / "tests" / "data" / "cjk-notes"
+BOOKS = ("rust-book-zh", "rust-book-ja")
 
 
 def draw_queries(bodies: dict[str, str], n: int, seed: int) -> tuple[list, list]:
@@ -88,6 +111,123 @@ def score(kb, queries, top: int, mode: str) -> tuple[int, list[float]]:
     return right, times
 
 
+def question_sets() -> list[tuple[str, Path, dict, str]]:
+    """(name, vault folder, question set, what it is) for the sets that are here."""
+    sets = []
+    for name in BOOKS:
+        if (VAULTS / name).is_dir():
+            sets.append((name, VAULTS / name, load_questions(QUESTIONS / f"{name}.json"), "book"))
+    for lang in ("ko", "th"):
+        qset = json.loads((FIXTURES / f"{lang}.json").read_text(encoding="utf-8"))
+        sets.append((f"{lang} (fixture)", FIXTURES / lang, qset, "fixture"))
+    return sets
+
+
+def ask(kb, qset: dict, mode: str) -> dict:
+    ranks, times, empty = [], [], 0
+    cpu = time.process_time()
+    for q in qset["questions"]:
+        t0 = time.perf_counter()
+        hits = kb.search(q["question"], mode=mode, limit=10)
+        times.append(time.perf_counter() - t0)
+        empty += not hits
+        ranks.append(first_rank([h.path for h in hits], set(q["answers"])))
+    cpu = time.process_time() - cpu
+    return {
+        **scores(ranks),
+        "empty": empty,
+        "p50": statistics.median(times) * 1000,
+        "cpu": cpu / len(ranks) * 1000,
+    }
+
+
+def use_segmenter(name: str) -> None:
+    """Swap the segmenter kbase.search.segment uses (for comparison only)."""
+    if name == "icu" or segment is None:
+        return
+    segment._icu.cache_clear()
+    if name == "pairs":
+        segment._icu = lambda: None  # type: ignore[method-assign]
+        return
+    import rjieba
+    from pythainlp.tokenize import word_tokenize
+    from sudachipy import dictionary, tokenizer
+
+    icu = segment._icu()
+    assert icu is not None
+    sudachi = dictionary.Dictionary(dict="core").create()
+    mode = tokenizer.Tokenizer.SplitMode.C
+
+    def split(text: str) -> list[str]:
+        if segment.KANA.search(text):
+            return [m.surface() for m in sudachi.tokenize(text, mode)]
+        if segment.HAN.search(text):
+            return rjieba.cut(text)
+        if re.search("[\u0e00-\u0e7f]", text):
+            return [w for w in word_tokenize(text, engine="newmm") if w.strip()]
+        return icu(text)
+
+    segment._icu = lambda: split  # type: ignore[method-assign]
+
+
+SEGMENTERS = {
+    # name: (distributions whose installed files are counted, import and first call)
+    "icu4py (ICU 78: zh ja th lo km my)": (
+        ["icu4py"],
+        "from icu4py.breakers import WordBreaker; list(WordBreaker('所有权的规则是什么', 'en'))",
+    ),
+    "rjieba (zh)": (["rjieba"], "import rjieba; rjieba.cut('所有权的规则是什么')"),
+    "sudachipy + sudachidict-core (ja)": (
+        ["sudachipy", "sudachidict-core"],
+        "from sudachipy import dictionary; tok = dictionary.Dictionary(dict='core').create();"
+        " tok.tokenize('所有権のルールとは')",
+    ),
+    "pythainlp (th)": (
+        ["pythainlp"],
+        "from pythainlp.tokenize import word_tokenize; word_tokenize('การจัดการข้อผิดพลาด')",
+    ),
+    "kiwipiepy + model (ko)": (
+        ["kiwipiepy", "kiwipiepy-model"],
+        "from kiwipiepy import Kiwi; Kiwi().tokenize('소유권의 규칙은')",
+    ),
+}
+
+
+def installed_mb(dists: list[str]) -> float | None:
+    from importlib import metadata
+
+    total = 0
+    for d in dists:
+        try:
+            files = metadata.distribution(d).files or []
+        except metadata.PackageNotFoundError:
+            return None
+        total += sum(f.locate().stat().st_size for f in files if f.locate().is_file())
+    return total / 1e6
+
+
+def print_segmenters() -> None:
+    print("| segmenter | installed MB | import + first call, ms (median of 3, fresh process) |")
+    print("|---|---|---|")
+    for name, (dists, code) in SEGMENTERS.items():
+        mb = installed_mb(dists)
+        if mb is None:
+            print(f"| {name} | not installed | |")
+            continue
+        runs = []
+        for _ in range(3):
+            t = (
+                "import time; t0_ = time.perf_counter(); "
+                + code
+                + "; print((time.perf_counter() - t0_) * 1000)"
+            )
+            out = subprocess.run([sys.executable, "-c", t], capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"error: {name}: {out.stderr.strip().splitlines()[-1]}")
+            runs.append(float(out.stdout.strip().splitlines()[-1]))
+        print(f"| {name} | {mb:.0f} | {statistics.median(runs):.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -98,30 +238,54 @@ def main() -> None:
     ap.add_argument(
         "--vault", action="append", help="vault folder names (default rust-book-zh, rust-book-ja)"
     )
+    ap.add_argument("--segmenter", choices=("icu", "pairs", "dict"), default="icu")
+    ap.add_argument("--segmenters", action="store_true", help="only the segmenters' costs")
+    ap.add_argument("--questions-only", action="store_true", help="only the question table")
     args = ap.parse_args()
+    if args.segmenters:
+        print_segmenters()
+        return
+    use_segmenter(args.segmenter)
     modes = ["keyword"] + (["hybrid"] if args.hybrid else [])
-    print(
-        "| vault | mode | 4-char phrase: note in top 3 | two 2-char words: note in top 10 |"
-        " query p50 ms |"
-    )
-    print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.vault or ["rust-book-zh", "rust-book-ja"]:
-            root = VAULTS / name
-            if not root.is_dir():
-                print(f"| {name} | absent | | | |")
-                continue
-            kb = kbase.open(Path(tmp) / f"{name}.db")
+        if not args.questions_only:
+            print(
+                "| vault | mode | 4-char phrase: note in top 3 | two 2-char words: note in top 10"
+                " | query p50 ms |"
+            )
+            print("|---|---|---|---|---|")
+            for name in args.vault or list(BOOKS):
+                root = VAULTS / name
+                if not root.is_dir():
+                    print(f"| {name} | absent | | | |")
+                    continue
+                kb = kbase.open(Path(tmp) / f"{name}.db")
+                kb.index([root], embed=args.hybrid)
+                bodies = dict(kb.reader.execute("SELECT path, body FROM documents").fetchall())
+                phrases, pairs = draw_queries(bodies, args.n, args.seed)
+                for mode in modes:
+                    r1, t1 = score(kb, phrases, 3, mode)
+                    r2, t2 = score(kb, pairs, 10, mode)
+                    p50 = statistics.median(t1 + t2) * 1000
+                    print(
+                        f"| {name} | {mode} | {r1} of {len(phrases)} | {r2} of {len(pairs)} |"
+                        f" {p50:.1f} |"
+                    )
+                kb.close()
+            print()
+        print(
+            f"Questions (segmenter: {args.segmenter}):\n\n"
+            "| set | mode | n | top-1 | top-3 | MRR@10 | no match | p50 ms | CPU ms/query |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, root, qset, _ in question_sets():
+            kb = kbase.open(Path(tmp) / f"q-{root.name}.db")
             kb.index([root], embed=args.hybrid)
-            bodies = dict(kb.reader.execute("SELECT path, body FROM documents").fetchall())
-            phrases, pairs = draw_queries(bodies, args.n, args.seed)
             for mode in modes:
-                r1, t1 = score(kb, phrases, 3, mode)
-                r2, t2 = score(kb, pairs, 10, mode)
-                p50 = statistics.median(t1 + t2) * 1000
+                r = ask(kb, qset, mode)
                 print(
-                    f"| {name} | {mode} | {r1} of {len(phrases)} | {r2} of {len(pairs)} |"
-                    f" {p50:.1f} |"
+                    f"| {name} | {mode} | {r['n']} | {r['top1']:.2f} | {r['top3']:.2f} |"
+                    f" {r['mrr10']:.3f} | {r['empty']} | {r['p50']:.1f} | {r['cpu']:.1f} |"
                 )
             kb.close()
 
