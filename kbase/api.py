@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from kbase.models import (
     EmbedReport,
     Hit,
     IndexReport,
+    ModelHint,
     NoteEntry,
     RelatedResult,
     RootInfo,
@@ -41,6 +43,11 @@ if TYPE_CHECKING:
     from kbase.notes.resolve import Region
     from kbase.search.hits import ChunkRef
     from kbase.watch import WatchBatch
+
+
+# The names ``--model`` takes for the default English model and the multilingual one (issue 24).
+ENGLISH_MODEL = "all-MiniLM-L6-v2"
+MULTILINGUAL_MODEL = "multilingual-e5-small"
 
 
 class KB:
@@ -213,6 +220,37 @@ class KB:
             raise db.translate_error(e, self.path) from e
         finally:
             con.close()
+
+    def model_hint(self) -> ModelHint | None:
+        """When most of the index's notes are in Chinese, Japanese, Korean, Thai, Lao, Khmer or
+        Burmese and its embedding model is the English default (all-MiniLM-L6-v2, which reads
+        neither those notes nor questions in those languages): the model that would read them.
+        Said once per index (None from then on, and when not so)."""
+        from kbase.embed.embedder import MODEL_ID
+        from kbase.search import cjk
+        from kbase.store.db import meta_get, meta_set
+
+        if not self.path.exists():
+            return None
+
+        def models(con: apsw.Connection) -> list[str | None]:
+            said = meta_get(con, "model_hint")
+            fingerprint = meta_get(con, "embedder_next") or meta_get(con, "embedder")
+            try:
+                model = json.loads(fingerprint).get("model") if fingerprint else MODEL_ID
+            except (ValueError, AttributeError):
+                model = None
+            return [said, model]
+
+        said, model = self._read(models)
+        if said is not None or model != MODEL_ID:
+            return None
+        found = self._read(cjk.languages)
+        share = sum(found.values())
+        if share <= 0.5:
+            return None
+        self._write(meta_set, "model_hint", MULTILINGUAL_MODEL)
+        return ModelHint(tuple(found), round(share, 2), ENGLISH_MODEL, MULTILINGUAL_MODEL)
 
     def auto_embed(self) -> bool:
         """Whether ``index`` (and ``embed_step``, what long-lived processes call while idle)

@@ -135,6 +135,17 @@ class IndexReport:
 
 
 @dataclass(frozen=True)
+class ModelHint:
+    """Most of the index's notes are in languages its embedding model does not read
+    (``KB.model_hint``): which, the model, and the one that would read them."""
+
+    languages: tuple[str, ...]  # most frequent first: 'Chinese', 'Japanese', 'Korean', 'Thai', ...
+    share: float  # of the index's chunks (a sample) written in them
+    model: str  # the index's model, e.g. all-MiniLM-L6-v2
+    suggested: str  # e.g. multilingual-e5-small (kbase index --model NAME)
+
+
+@dataclass(frozen=True)
 class RootMove:
     """A root re-pointed after its notes moved (``kbase roots move``, or found moved by index)."""
 

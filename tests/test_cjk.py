@@ -402,3 +402,48 @@ def test_book_question_sets_keyword_top_3_and_never_no_matches(book):
         ranks.append(first_rank(found, set(q["answers"])))
     assert empty == []
     assert scores(ranks)["top3"] >= 0.85
+
+
+# ---- the hint: a vault mostly in these languages, an English model (issue 24 part 5) ---------
+
+
+def test_index_says_once_which_model_would_read_a_vault_mostly_in_chinese(tmp_path):
+    from click.testing import CliRunner
+
+    from kbase.cli.commands import cli
+
+    notes = {f"zh/{p}": t for p, t in NOTES.items() if p.startswith("zh/")}
+    notes["en/Sync.md"] = NOTES["en/Sync.md"]  # one English note of four
+    db_file = tmp_path / "zh.db"
+    runner = CliRunner()
+    args = ["--db", str(db_file), "index", "--no-embed", str(write(tmp_path / "v", notes))]
+    first = runner.invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    assert "75% of these passages are in Chinese" in first.stderr
+    assert "kbase index --model multilingual-e5-small" in first.stderr
+    assert 'pip install "kbase[multilingual]"' in first.stderr
+    again = runner.invoke(cli, args)
+    assert again.exit_code == 0 and "multilingual" not in again.stderr  # said once
+
+
+def test_no_hint_for_english_notes_or_an_index_with_another_model(tmp_path):
+    en = kbase.open(tmp_path / "en.db")
+    en.index([write(tmp_path / "en", {"a.md": "# Sync\n\nKeep notes in sync.\n"})], embed=False)
+    assert en.model_hint() is None
+    en.close()
+    k = kbase.open(tmp_path / "ja.db")
+    k.index([write(tmp_path / "ja", {"a.md": NOTES["ja/所有権.md"]})], embed=False)
+    k._write(db.meta_set, "embedder", '{"model": "multilingual-e5-small"}')
+    assert k.model_hint() is None  # the index already reads Japanese
+    k._write(db.meta_set, "embedder", '{"model": "all-MiniLM-L6-v2-int8"}')
+    hint = k.model_hint()
+    assert hint is not None and hint.languages == ("Japanese",) and hint.share == 1.0
+    assert hint.model == "all-MiniLM-L6-v2" and hint.suggested == "multilingual-e5-small"
+    assert k.model_hint() is None  # once
+    k.close()
+
+
+def test_what_an_index_is_written_in(kb):
+    found = cjk.languages(kb.reader)
+    assert set(found) == {"Chinese", "Japanese", "Korean", "Thai"}
+    assert found["Chinese"] == max(found.values())  # three notes of eight

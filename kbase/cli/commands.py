@@ -215,11 +215,27 @@ def index(
         )
         if report.embedding and (report.embedding.embedded or report.embedding.reused):
             _say_embedded(report.embedding)
+        hint = None if quiet or report.interrupted else kb.model_hint()
+        if hint is not None:
+            _say_model_hint(hint)
     if report.interrupted:
         click.echo(
             "Interrupted: the index is consistent; run kbase index again to finish.", err=True
         )
         ctx.exit(130)
+
+
+def _say_model_hint(hint) -> None:
+    """Once per index: its notes are mostly in languages its English model does not read."""
+    names = list(hint.languages)
+    langs = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    click.echo(
+        f"note: {hint.share:.0%} of these passages are in {langs}; the index's model,"
+        f" {hint.model}, reads English\n  only, so search by meaning misses them (keyword search"
+        " reads them). A model that reads them:\n"
+        f'  pip install "kbase[multilingual]", then kbase index --model {hint.suggested}',
+        err=True,
+    )
 
 
 class _Bars:

@@ -281,6 +281,44 @@ def _mark(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
+# ---- what the notes are written in ------------------------------------------------------
+
+_LETTER = re.compile(r"[^\W\d_]")
+_SCRIPTS = (  # checked in this order: kana makes Japanese of a chunk that also has Han
+    ("Japanese", re.compile("[\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f]")),
+    ("Korean", re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]")),
+    ("Thai", re.compile("[\u0e00-\u0e7f]")),
+    ("Lao", re.compile("[\u0e80-\u0eff]")),
+    ("Khmer", re.compile("[\u1780-\u17ff\u19e0-\u19ff]")),
+    ("Burmese", re.compile("[\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff]")),
+    ("Chinese", RUN),
+)
+SAMPLE = 400  # chunks read to tell what an index is written in (a few ms)
+
+
+def languages(con: apsw.Connection, sample: int = SAMPLE) -> dict[str, float]:
+    """The share of the index's chunks (a sample) written in each of these scripts: a
+    chunk counts when a tenth of its letters or more are in runs (a Chinese character carries
+    about a word; an English chunk that quotes a name in Chinese does not count). Most frequent
+    first; {} for none."""
+    (total,) = con.execute("SELECT count(*) FROM chunks").fetchone()
+    rows = con.execute(  # every k-th chunk: the same answer every time
+        "SELECT body FROM chunks_fts_content WHERE id IN"
+        " (SELECT id FROM chunks WHERE id % ? = 0 LIMIT ?)",
+        (max(1, total // sample), sample),
+    ).fetchall()
+    if not rows:
+        return {}
+    counts: dict[str, int] = {}
+    for (body,) in rows:
+        runs = "".join(RUN.findall(body or ""))
+        if not runs or len(runs) < 0.1 * len(_LETTER.findall(body)):
+            continue
+        lang = next(name for name, script in _SCRIPTS if script.search(runs))
+        counts[lang] = counts.get(lang, 0) + 1
+    return {k: v / len(rows) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}
+
+
 # ---- hybrid --------------------------------------------------------------------------------
 
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
