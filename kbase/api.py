@@ -450,6 +450,14 @@ class KB:
 
         return self._read(note_list, max(0, offset), max(0, limit))
 
+    def complete_notes(self, typed: str, limit: int = 100) -> tuple[list[str], int]:
+        """Paths of the notes whose path, file name or title starts with ``typed`` (completion as
+        someone types a note's name), paths that start with it first: ``limit`` of them, and how
+        many match in all."""
+        from kbase.notes.reading import complete_notes
+
+        return self._read(complete_notes, typed, max(0, limit))
+
     # the link graph ---------------------------------------------------------------------------
     def note(self, name: str) -> Note:
         """``document``'s note as a graph node (id, path, title): the same resolution."""

@@ -134,7 +134,7 @@ async def test_every_tool_over_stdio(index):
         assert "\n8 | Tomatoes need sun and water." in text(r)
         r = await c.call_tool("read", {"note": "long.md"})
         assert r.structured_content["truncated"] and r.structured_content["last_line"] == 400
-        assert "read with start_line=401" in text(r)
+        assert "read again with start_line=401" in text(r)
         r = await c.call_tool(
             "read", {"note": "index"}
         )  # the same matching as kbase show: ambiguous
@@ -169,7 +169,17 @@ async def test_every_tool_over_stdio(index):
             "columns": ["path"],
             "rows": [["Beds.md"], ["Compost.md"]],
             "truncated": True,
+            "offset": 0,
+            "next_offset": 2,
+            "left_out": "More rows follow: call sql again with offset=2 (or raise max_rows).",
         }
+        assert text(r).endswith(
+            "More rows follow: call sql again with offset=2 (or raise max_rows)."
+        )
+        r = await c.call_tool(
+            "sql", {"query": "SELECT path FROM notes ORDER BY path", "max_rows": 2, "offset": 2}
+        )
+        assert r.structured_content["rows"] == [["Garden.md"], ["journal/index.md"]]
         r = await c.call_tool("status", {})
         assert (
             r.structured_content["documents"] == len(NOTES)
@@ -193,7 +203,7 @@ async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
                 {"query": "x", "mode": "fuzzy"},
                 "mode: Input should be 'keyword', 'semantic' or 'hybrid'",
             ),
-            ({"query": "x", "since": "yesterday"}, "--since 'yesterday' is not a date"),
+            ({"query": "x", "since": "yesterday"}, "since 'yesterday' is not a date"),
             ({}, "query: Field required"),
             (
                 {"query": "x", "mode": "semantic"},

@@ -816,8 +816,16 @@ def browse(ctx):
     "--no-embed", is_flag=True, help="With --watch: do not embed missing chunks while idle."
 )
 @click.option("--poll", is_flag=True, help="With --watch: poll the file system (network drives).")
+@click.option(
+    "--budget",
+    type=click.IntRange(500, 100_000),
+    default=8000,
+    show_default=True,
+    metavar="TOKENS",
+    help="The tools' default result size in tokens (an agent may pass another per call).",
+)
 @click.pass_context
-def mcp(ctx, http, token, watch, no_embed, poll):
+def mcp(ctx, http, token, watch, no_embed, poll, budget):
     """Serve the index to AI agents over the Model Context Protocol (stdio, or --http).
 
     Tools: search, read, links, related, sql, status (all read-only); resources: every note as
@@ -848,6 +856,7 @@ def mcp(ctx, http, token, watch, no_embed, poll):
         watch=watch,
         embed=not no_embed,
         poll=poll,
+        budget=budget,
     )
 
 

@@ -1,37 +1,86 @@
-"""The readable text of each tool result: what an agent reads first."""
+"""The readable text of each tool result (what an agent reads first), one line that says what a
+cut result left out, and errors in the words of the tools' arguments."""
 
 from __future__ import annotations
 
-from kbase.mcp.schemas import LinksResult, ReadResult, RelatedResult, SearchResult, SqlResult
-from kbase.text import excerpt
+import json
+import re
+
+from kbase.mcp import schemas as s
+
+# --- errors ------------------------------------------------------------------------------------
+# The engine's messages name the command-line options; an agent calling a tool knows arguments.
+_FLAGS = {
+    "--since": "since",
+    "--until": "until",
+    "--path": "path",
+    "--tag": "tags",
+    "--exclude": "exclude",
+    "--limit": "limit",
+    "--mode": "mode",
+    "--timeout": "timeout",
+    "--max-rows": "max_rows",
+    "--include-linked": "include_linked",
+}
+_FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in _FLAGS) + r")(?![\w-])")
 
 
-def cell(value, width: int = 80) -> str:
-    """A value as one table cell (on one line, at most ``width`` characters)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bytes):
-        return f"<blob {len(value)} bytes>"
-    text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
-    return excerpt(text, (0, 0), width)
+def agent_words(text: str) -> str:
+    """``text`` with the command-line options it names given as the tools' arguments
+    ('raise --timeout' -> 'raise timeout')."""
+    return _FLAG.sub(lambda m: _FLAGS[m.group(1)], text)
 
 
-def search_text(r: SearchResult) -> str:
-    if not r.hits:
-        return f"No notes match {r.query!r} ({r.mode})."
-    out = [f"{len(r.hits)} notes for {r.query!r} ({r.mode}):"]
-    for h in r.hits:
-        out.append(
-            f"{h.rank}. {h.title} — {h.path}:{h.line} (score {h.score:.3g})"
-            + (" [changed on disk since indexed]" if h.stale else "")
+def error_text(message: str, hint: str | None = None) -> str:
+    return agent_words(message + (f" (hint: {hint})" if hint else ""))
+
+
+# --- what a cut result left out ----------------------------------------------------------------
+def left_out(
+    tool: str, noun: str, *, cut: int, more: bool, next_offset: int, budget: int, extra: str = ""
+) -> str | None:
+    """``cut``: items of the page asked for that the budget left out; ``more``: items beyond
+    the page exist. None when nothing was left out."""
+    call = f"call {tool} again with offset={next_offset}{extra}"
+    if cut:
+        return (
+            f"{cut} more {noun} left out to keep within the {budget:,}-token budget: {call}, "
+            "or raise budget."
         )
-        if h.heading_path:
-            out.append(f"   {h.heading_path}")
-        out.append(f"   {h.snippet}")
-    return "\n".join(out)
+    if more:
+        return f"More {noun} follow: {call}."
+    return None
 
 
-def read_text(r: ReadResult, numbered: str) -> str:
+def page(head: str, items: list[str], tail: str | None) -> str:
+    return "\n".join([head, *items, *([tail] if tail else [])])
+
+
+# --- search ------------------------------------------------------------------------------------
+def search_head(r: s.SearchResult, shown: int) -> str:
+    return f"Hits {r.offset + 1}-{r.offset + shown} for {r.query!r} ({r.mode}):"
+
+
+def search_hit(h: s.SearchHit) -> str:
+    where = f"{h.path}:{h.line}" + (f", page {h.page}" if h.page else "")
+    lines = [
+        f"{h.rank}. {h.title} — {where} (score {h.score:.3g})"
+        + (" [changed on disk since indexed]" if h.stale else "")
+    ]
+    if h.heading_path:
+        lines.append(f"   {h.heading_path}")
+    lines.append(f"   {h.snippet}")
+    return "\n".join(lines)
+
+
+def search_empty(r: s.SearchResult) -> str:
+    if r.offset:
+        return f"No more notes match {r.query!r} ({r.mode}) after the first {r.offset}."
+    return f"No notes match {r.query!r} ({r.mode})."
+
+
+# --- read --------------------------------------------------------------------------------------
+def read_head(r: s.ReadResult) -> str:
     meta = [f"{r.title} — {r.path}", f"lines {r.first_line}-{r.last_line} of {r.total_lines}"]
     if r.tags:
         meta.append("tags: " + ", ".join(r.tags))
@@ -42,50 +91,97 @@ def read_text(r: ReadResult, numbered: str) -> str:
     meta.append(f"modified: {r.modified}")
     if r.stale:
         meta.append("changed on disk since indexed")
-    tail = (
-        f"\n… {r.total_lines - r.last_line} more lines: read with start_line={r.last_line + 1}"
-        if r.truncated
-        else ""
-    )
-    return " · ".join(meta) + "\n" + numbered + tail
+    return " · ".join(meta)
 
 
-def links_text(r: LinksResult) -> str:
-    out = [f"{r.title} — {r.path}", f"outgoing links ({len(r.outgoing)}):"]
-    out += [
-        f"  line {lk.line} -> {lk.path or lk.target + ' (unresolved)'}"
-        + (f"#{lk.anchor}" if lk.anchor else "")
-        + f": {lk.context}"
-        for lk in r.outgoing
-    ]
-    out.append(f"backlinks ({len(r.backlinks)}):")
-    out += [f"  {lk.path}:{lk.line} ({lk.title}): {lk.context}" for lk in r.backlinks]
+def numbered_line(n: int, line: str, width: int) -> str:
+    return f"{n:>{width}} | {line}"
+
+
+# --- links -------------------------------------------------------------------------------------
+def outgoing_link(lk: s.LinkItem) -> str:
+    target = lk.path or f"{lk.target} (unresolved)"
+    anchor = f"#{lk.anchor}" if lk.anchor else ""
+    return f"  line {lk.line} -> {target}{anchor}: {lk.context}"
+
+
+def backlink(lk: s.LinkItem) -> str:
+    return f"  {lk.path}:{lk.line} ({lk.title}): {lk.context}"
+
+
+def links_count(label: str, total: int, shown: int, offset: int) -> str:
+    if offset == 0 and shown == total:
+        return f"{label} ({total}):"
+    if not shown:
+        return f"{label} ({total}; none from {offset + 1}):"
+    return f"{label} ({offset + 1}-{offset + shown} of {total}):"
+
+
+def links_text(r: s.LinksResult, direction: str) -> str:
+    out = [f"{r.title} — {r.path}"]
+    if direction != "backlinks":
+        out.append(links_count("outgoing links", r.outgoing_total, len(r.outgoing), r.offset))
+        out += [outgoing_link(lk) for lk in r.outgoing]
+    if direction != "outgoing":
+        out.append(links_count("backlinks", r.backlinks_total, len(r.backlinks), r.offset))
+        out += [backlink(lk) for lk in r.backlinks]
+    if r.left_out:
+        out.append(r.left_out)
     return "\n".join(out)
 
 
-def related_text(r: RelatedResult) -> str:
-    how = (
-        "by meaning"
-        if r.method == "semantic"
-        else f"by keywords, as the note has no embeddings (terms: {', '.join(r.terms) or 'none'})"
-    )
-    out = (
-        [f"Notes related to {r.title} — {r.path} ({how}):"]
-        if r.notes
-        else [f"No notes related to {r.path}."]
-    )
-    for n in r.notes:
-        marks = "".join(
-            m for m, on in ((" [linked]", n.linked), (" [links here]", n.links_here)) if on
-        )
-        out.append(f"{n.rank}. {n.title} — {n.path}:{n.line} (score {n.score:.3g}){marks}")
-        out.append(f"   {n.snippet}")
-    return "\n".join(out)
+def links_empty(r: s.LinksResult, direction: str) -> str:
+    if r.offset and (r.outgoing_total or r.backlinks_total):
+        return f"{r.path}: no links after the first {r.offset}."
+    what = {
+        "both": "no outgoing links and no backlinks",
+        "outgoing": "no outgoing links",
+        "backlinks": "no backlinks",
+    }[direction]
+    return f"{r.title} — {r.path} has {what}."
 
 
-def sql_text(r: SqlResult) -> str:
-    lines = [" | ".join(r.columns)] + [" | ".join(cell(v, 80) for v in row) for row in r.rows]
-    lines.append(
-        f"({len(r.rows)} rows" + (", more not shown: raise max_rows)" if r.truncated else ")")
-    )
-    return "\n".join(lines)
+# --- related -----------------------------------------------------------------------------------
+def _how(r: s.RelatedResult) -> str:
+    if r.method == "semantic":
+        return "by meaning"
+    return f"by keywords, as the note has no embeddings (terms: {', '.join(r.terms) or 'none'})"
+
+
+def related_head(r: s.RelatedResult) -> str:
+    return f"Notes related to {r.title} — {r.path} ({_how(r)}):"
+
+
+def related_note(n: s.RelatedNote) -> str:
+    marks = "".join(m for m, on in ((" [linked]", n.linked), (" [links here]", n.links_here)) if on)
+    return f"{n.rank}. {n.title} — {n.path}:{n.line} (score {n.score:.3g}){marks}\n   {n.snippet}"
+
+
+def related_empty(r: s.RelatedResult) -> str:
+    after = f" after the first {r.offset}" if r.offset else ""
+    return f"No notes related to {r.title} — {r.path}{after} ({_how(r)})."
+
+
+# --- sql ---------------------------------------------------------------------------------------
+def cell(v: object) -> str:
+    if v is None:
+        return "NULL"
+    return str(v).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
+
+
+def sql_row(row: list) -> str:
+    return " | ".join(cell(v) for v in row)
+
+
+def sql_count(shown: int, offset: int) -> str:
+    return f"({shown} rows" + (f", from row {offset + 1})" if offset else ")")
+
+
+def sql_empty(columns: list[str], offset: int) -> str:
+    after = f" after the first {offset}" if offset else ""
+    return f"The query returned no rows{after} (columns: {', '.join(columns) or 'none'})."
+
+
+# --- status ------------------------------------------------------------------------------------
+def status_text(st: dict) -> str:
+    return json.dumps(st, indent=1, ensure_ascii=False, default=str)

@@ -1,5 +1,5 @@
 """What the tools take and give: argument types and limits, the structured results (each tool's
-output schema), and the server's instructions."""
+output schema), and the descriptions an agent reads in tools/list."""
 
 from __future__ import annotations
 
@@ -7,26 +7,65 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-SEARCH_LIMIT_MAX = 100
-SQL_ROWS_DEFAULT, SQL_ROWS_MAX = 200, 5000
-SQL_TIMEOUT_MAX = 60.0
+from kbase.mcp.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 
-INSTRUCTIONS = """\
-kbase indexes a person's notes (Markdown with [[wikilinks]], #tags and front matter, or plain text)
-in one SQLite file. Start with `search` (keyword, semantic or hybrid; filters by folder, tag and
-date), then `read` a hit at its line, follow `links` (outgoing and backlinks), and ask `related`
-for notes close in meaning. `sql` runs read-only SQL on the documented tables (documents, chunks,
-links, tags, views notes, backlinks, ...). Everything is read-only; notes are read from the index,
-never from disk."""
+SEARCH_LIMIT_MAX = 100
+LINKS_LIMIT_DEFAULT, LINKS_LIMIT_MAX = 50, 1000
+RELATED_LIMIT_MAX = 100
+OFFSET_MAX = 10_000
+SQL_ROWS_DEFAULT, SQL_ROWS_MAX = 200, 5000
+SQL_TIMEOUT_DEFAULT, SQL_TIMEOUT_MAX = 10.0, 60.0
+READ_LINES = 400  # lines read without a range
+
+
+def budget_arg(default: int = DEFAULT_BUDGET) -> Any:
+    return Annotated[
+        int,
+        Field(
+            ge=MIN_BUDGET,
+            le=MAX_BUDGET,
+            description=f"Tokens of text this result may take (about 4 characters each; default "
+            f"{default:,}). A result cut to fit says what was left out and how to get it.",
+        ),
+    ]
+
+
+NoteArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="The note: its path inside its root as search returns it ('folder/Note.md'), "
+        "with or without '.md', any unique end of the path ('Note'), its title or an alias, "
+        "as a [[wikilink]] names it.",
+    ),
+]
+Offset = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=OFFSET_MAX,
+        description="Skip this many items: to continue a cut result, pass the next_offset it gave.",
+    ),
+]
 
 
 # --- results -----------------------------------------------------------------------------------
+class Page(BaseModel):
+    """Fields every list result shares."""
+
+    offset: int = Field(description="how many items were skipped (the offset argument)")
+    next_offset: int | None = Field(
+        description="more items follow: call again with offset=next_offset (None: this is all)"
+    )
+    left_out: str | None = Field(description="what was left out and how to get it, if anything")
+
+
 class SearchHit(BaseModel):
     rank: int
     title: str
     path: str = Field(description="path inside its root; pass it to read, links or related")
-    abspath: str
     line: int = Field(description="1-based line of the best match")
+    page: int | None = Field(default=None, description="the PDF page of the match, if any")
     heading_path: str = Field(description="enclosing headings, e.g. 'Guide > Install'")
     snippet: str
     score: float = Field(
@@ -37,7 +76,7 @@ class SearchHit(BaseModel):
     matched_chunks: int
 
 
-class SearchResult(BaseModel):
+class SearchResult(Page):
     query: str
     mode: str
     hits: list[SearchHit]
@@ -56,14 +95,20 @@ class ReadResult(BaseModel):
     stale: bool = Field(description="the file changed on disk since it was indexed")
     total_lines: int
     first_line: int
-    last_line: int
-    truncated: bool = Field(description="more lines follow: read again with start_line")
-    text: str = Field(description="lines first_line..last_line, joined with newlines")
+    last_line: int = Field(description="the last line shown (whole or, see next_start_char, cut)")
+    truncated: bool = Field(description="more lines follow: read again with next_start_line")
+    next_start_line: int | None = Field(description="where to continue (start_line)")
+    next_start_char: int | None = Field(
+        description="the last line was cut: continue with start_line=next_start_line and "
+        "start_char=next_start_char"
+    )
+    left_out: str | None = Field(description="what was left out and how to get it, if anything")
+    text: str = Field(description="the lines shown, joined with newlines")
 
 
 class LinkItem(BaseModel):
     line: int = Field(description="line of the link in the note that holds it")
-    context: str = Field(description="that line")
+    context: str = Field(description="that line (cut around the link when long)")
     target: str = Field(description="the link target as written")
     anchor: str | None
     path: str | None = Field(description="the other note's path (None: unresolved)")
@@ -71,9 +116,11 @@ class LinkItem(BaseModel):
     resolved: bool
 
 
-class LinksResult(BaseModel):
+class LinksResult(Page):
     path: str
     title: str
+    outgoing_total: int = Field(description="outgoing links in all (listed or not)")
+    backlinks_total: int = Field(description="backlinks in all (listed or not)")
     outgoing: list[LinkItem]
     backlinks: list[LinkItem]
 
@@ -90,7 +137,7 @@ class RelatedNote(BaseModel):
     links_here: bool = Field(description="it links to the note")
 
 
-class RelatedResult(BaseModel):
+class RelatedResult(Page):
     path: str
     title: str
     method: Literal["semantic", "keyword"] = Field(
@@ -101,20 +148,78 @@ class RelatedResult(BaseModel):
     notes: list[RelatedNote]
 
 
-class SqlResult(BaseModel):
+class SqlResult(Page):
     columns: list[str]
-    rows: list[list[Any]] = Field(description="blobs as base64 text")
-    truncated: bool = Field(description="more rows exist than max_rows")
+    rows: list[list[Any]] = Field(
+        description="values as the text shows them: a long text cut (…), a blob as "
+        "'<blob N bytes>' (select hex(x) or length(x) to see it)"
+    )
+    truncated: bool = Field(description="more rows exist than were shown")
 
 
-NoteArg = Annotated[
-    str,
-    Field(
-        min_length=1,
-        description=(
-            "The note: its path inside its root as search returns it ('folder/Note.md'), "
-            "with or without '.md' and any unique end of the path ('Note'), "
-            "or an absolute file path."
-        ),
-    ),
-]
+# --- descriptions ------------------------------------------------------------------------------
+INSTRUCTIONS = """\
+kbase indexes a person's notes (Markdown with [[wikilinks]], #tags and front matter, plain text,
+PDFs) in one SQLite file. Start with `search` (keyword, semantic or hybrid; filters by folder, tag
+and date), then `read` a hit at its line, follow `links` (outgoing and backlinks), and ask
+`related` for notes close in meaning. `sql` runs read-only SQL on the documented tables and views.
+Everything is read-only. Every result fits a budget (about 8,000 tokens unless you pass `budget`);
+a cut result ends with a line saying what was left out and the call that continues it. The
+prompt `answer-from-notes` shows the way to answer a question from the notes with citations."""
+
+SEARCH = """\
+Search the notes; one hit per note, best first, each with its title, path, the line of the best
+passage, its heading path and a snippet. Use it first to find notes about something; then read a
+hit (path and line) for the full text. Prefer mode semantic or hybrid for questions in plain
+language, keyword for exact names, identifiers and phrases.
+Example: {"query": "how do recurring tasks work", "limit": 5, "path": "Getting Started/"}"""
+
+READ = """\
+Read a note from the index: its text with line numbers, and its title, tags, aliases, dates and
+whether the file changed since it was indexed. Give start_line/end_line to read a part (e.g.
+around a search hit's line); without them up to 400 lines come back. A long result is cut to the
+budget and says where to continue (next_start_line). A name that matches several notes is an
+error listing them.
+Example: {"note": "Getting Started/Dates.md", "start_line": 40, "end_line": 80}"""
+
+LINKS = """\
+A note's outgoing links (with their targets, resolved the way Obsidian resolves them) and its
+backlinks (the notes linking to it), each with its line and the text of that line; up to `limit`
+of each, from `offset`. Use it to follow the author's own connections from a note.
+Example: {"note": "Settings", "direction": "backlinks", "limit": 20}"""
+
+RELATED = """\
+Notes closest in meaning to a note (from its passages' embeddings), leaving out those it already
+links to: notes worth reading next or linking. Without embeddings, the note's most distinctive
+words are searched instead (method 'keyword').
+Example: {"note": "Recurring Tasks", "limit": 5}"""
+
+SQL = """\
+Run one read-only SQL statement (SQLite) on the index, for what the other tools do not answer:
+counts, lists by tag or date, link statistics. Writes are refused; a slow query is stopped at
+`timeout`. Long values are cut as the text shows them (read a note's text with read); blobs show
+their size. kbase_search(query, mode, limit) is a table-valued function. The tables and views
+are described in docs/SCHEMA.md; the main ones: documents, chunks, links, tags, aliases,
+headings, roots; views notes, note_tags, document_stats, backlinks, resolved_links,
+unresolved_links, chunk_texts.
+Example: {"query": "SELECT tag, count(*) AS n FROM note_tags GROUP BY tag ORDER BY n DESC"}"""
+
+
+def sql_description(tables: dict[str, list[str]], views: dict[str, list[str]]) -> str:
+    """The sql tool's description with the tables and views (and their columns) of the index it
+    serves."""
+    head = SQL.split("The tables and views")[0]
+
+    def listing(found: dict[str, list[str]]) -> str:
+        return "; ".join(f"{name}({', '.join(cols)})" for name, cols in found.items())
+
+    return (
+        f"{head}Tables: {listing(tables)}.\nViews: {listing(views)}.\n"
+        "docs/SCHEMA.md describes every column.\n" + SQL.rsplit("\n", 1)[1]
+    )
+
+
+STATUS = """\
+What the index holds: its roots, counts of notes, chunks and links, how many chunks have
+embeddings (semantic search covers only those), and when it was last indexed.
+Example: {}"""

@@ -2,13 +2,16 @@
 SDK's ``MCPServer``.
 
 The face is split by job: ``tools`` (the tools as functions over ``KB``), ``schemas`` (their
-arguments and structured results), ``render`` (their text), ``backend`` (the shared index,
-concurrency, watching and idle embedding) and ``transport`` (HTTP, the token, the Host/Origin
-checks). This module puts them together: it registers the tools, the note resources
-(``kbase://note/{path}``), and runs the server over stdio or streamable HTTP.
+arguments, structured results and descriptions), ``render`` (their text), ``budget`` (what fits
+in a result), ``backend`` (the shared index, concurrency, watching and idle embedding), ``logs``
+(log messages to clients), ``prompts`` and ``transport`` (HTTP, the token, the Host/Origin
+checks). This module puts them together: the tools, the note resources
+(``kbase://note/{path}``), prompts, completion of note names, logging, and running the server
+over stdio or streamable HTTP.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: the tools' annotations use values of
+# build_server's scope (the default budget), so they are evaluated where they are written.
 
 import json
 import threading
@@ -16,35 +19,38 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp_types import CallToolResult, ListResourcesResult, Resource, TextContent, ToolAnnotations
+from mcp.server.mcpserver.prompts.base import Prompt
+from mcp_types import (
+    CallToolResult,
+    Completion,
+    ListResourcesResult,
+    PromptReference,
+    Resource,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 
 from kbase.errors import DatabaseError, InputError, KbaseError
-from kbase.mcp import tools, transport
+from kbase.mcp import prompts, render, tools, transport
+from kbase.mcp import schemas as s
 from kbase.mcp.backend import Backend
-from kbase.mcp.schemas import (
-    INSTRUCTIONS,
-    SEARCH_LIMIT_MAX,
-    SQL_ROWS_DEFAULT,
-    SQL_ROWS_MAX,
-    SQL_TIMEOUT_MAX,
-    LinksResult,
-    NoteArg,
-    ReadResult,
-    RelatedResult,
-    SearchResult,
-    SqlResult,
-)
+from kbase.mcp.budget import DEFAULT_BUDGET
+from kbase.mcp.logs import ClientLog
 
 SERVER_NAME = "kbase"
 NOTE_URI = "kbase://note/"
+NOTE_TEMPLATE = NOTE_URI + "{+path}"
 RESOURCES_PAGE = 500  # notes per resources/list page
+COMPLETIONS = 100  # values per completion (the protocol's most)
 
 
-def _error(message: str, hint: str | None = None) -> CallToolResult:
-    text = message + (f" (hint: {hint})" if hint else "")
+def _error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
@@ -68,17 +74,24 @@ def _validation_message(error: ValidationError) -> str:
 
 
 class KbaseMCP(MCPServer):
-    """MCPServer with kbase's error shape and paginated note resources."""
+    """MCPServer with kbase's error shape, paginated note resources and client logging."""
 
-    def __init__(self, backend: Backend, **kwargs) -> None:
+    def __init__(self, backend: Backend, **kwargs: Any) -> None:
         super().__init__(
             SERVER_NAME,
-            instructions=INSTRUCTIONS,
+            instructions=s.INSTRUCTIONS,
             version=_version(),
             log_level="WARNING",
             **kwargs,
         )
         self.backend = backend
+        self.client_log = ClientLog()
+        low = self._lowlevel_server
+        low.middleware.append(self.client_log.middleware)
+        low.add_request_handler(
+            "logging/setLevel", SetLevelRequestParams, self.client_log.set_level
+        )
+        backend.say = self.client_log.broadcast
 
     async def call_tool(self, name, arguments, context=None):
         """Arguments that fail the schema are a one-line tool error, as any other bad input."""
@@ -86,12 +99,12 @@ class KbaseMCP(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
             if isinstance(e.__cause__, ValidationError):
-                return _error(_validation_message(e.__cause__), "see the tool's input schema")
+                return _error(
+                    _validation_message(e.__cause__) + " (hint: see the tool's input schema)"
+                )
             raise
 
     async def _handle_list_resources(self, ctx, params):  # the SDK's hook, paginated here
-        import anyio
-
         cursor = params.cursor if params is not None else None
         try:
             offset = max(0, int(cursor or 0))
@@ -135,19 +148,31 @@ READ_ONLY = ToolAnnotations(
 )
 
 
-def build_server(backend: Backend, **server_options) -> KbaseMCP:
-    """The MCP server with kbase's tools and resources over ``backend``."""
+def build_server(
+    backend: Backend, *, budget: int = DEFAULT_BUDGET, **server_options: Any
+) -> KbaseMCP:
+    """The MCP server with kbase's tools, resources and prompts over ``backend``; ``budget`` is
+    the tools' default result budget in tokens."""
     server = KbaseMCP(backend, **server_options)
+    log = server.client_log
+    Budget = s.budget_arg(budget)
 
-    def call(fn, model: bool = False) -> CallToolResult:
-        try:
+    async def call(ctx: Context, fn, model: bool = False) -> CallToolResult:
+        def work() -> tools.Reply:
             with backend.use(model=model) as kb:
-                return _result(fn(kb))
-        except KbaseError as e:
-            return _error(e.message, e.hint)
+                return fn(kb)
 
-    @server.tool(annotations=READ_ONLY)
-    def search(
+        try:
+            reply = await anyio.to_thread.run_sync(work)
+        except KbaseError as e:
+            return _error(render.error_text(e.message, e.hint))
+        for level, message in reply.log:
+            await log.about_call(ctx, level, message)
+        return _result(reply)
+
+    @server.tool(annotations=READ_ONLY, description=s.SEARCH)
+    async def search(
+        ctx: Context,
         query: Annotated[
             str,
             Field(
@@ -158,16 +183,14 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
         mode: Annotated[
             Literal["keyword", "semantic", "hybrid"] | None,
             Field(
-                description=(
-                    "keyword: exact words (bm25); semantic: meaning (embeddings); "
-                    "hybrid: both fused. "
-                    "Default: hybrid when the index has embeddings, else keyword."
-                )
+                description="keyword: exact words (bm25); semantic: meaning (embeddings); "
+                "hybrid: both fused. Default: hybrid when the index has embeddings, else keyword."
             ),
         ] = None,
         limit: Annotated[
-            int, Field(ge=1, le=SEARCH_LIMIT_MAX, description="How many notes to return.")
+            int, Field(ge=1, le=s.SEARCH_LIMIT_MAX, description="How many notes to return.")
         ] = 10,
+        offset: s.Offset = 0,
         path: Annotated[
             str | None,
             Field(
@@ -199,123 +222,153 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
                 "globs or folders ('archive/', '*.txt')."
             ),
         ] = [],  # noqa: B006
-    ) -> Annotated[CallToolResult, SearchResult]:
-        """Search the notes; one hit per note, best first, each with its title, path, the line of
-        the best passage, its heading path and a snippet. Use it first to find notes about
-        something; then read a hit (path and line) for the full text. Prefer mode semantic or hybrid
-        for questions in plain language, keyword for exact names, identifiers and phrases."""
-
-        return call(
+        budget: Budget = budget,
+    ) -> Annotated[CallToolResult, s.SearchResult]:
+        return await call(
+            ctx,
             lambda kb: tools.search(
                 kb,
                 query,
                 mode=mode,
                 limit=limit,
+                offset=offset,
                 path=path,
                 tags=tags,
                 since=since,
                 until=until,
                 exclude=exclude,
+                budget=budget,
             ),
             model=mode != "keyword",
         )
 
-    @server.tool(annotations=READ_ONLY)
-    def read(
-        note: NoteArg,
+    @server.tool(annotations=READ_ONLY, description=s.READ)
+    async def read(
+        ctx: Context,
+        note: s.NoteArg,
         start_line: Annotated[
             int | None, Field(ge=1, description="First line to return (1-based).")
         ] = None,
         end_line: Annotated[
             int | None, Field(ge=1, description="Last line to return (inclusive).")
         ] = None,
-    ) -> Annotated[CallToolResult, ReadResult]:
-        """Read a note from the index: its text with line numbers, and its title, tags, aliases,
-        dates and whether the file changed since it was indexed. Give start_line/end_line to read a
-        part (e.g. around a search hit's line); without them at most 400 lines come back and
-        `truncated` says whether more follow. A name that matches several notes is an
-        error listing them."""
-
-        return call(lambda kb: tools.read(kb, note, start_line=start_line, end_line=end_line))
-
-    @server.tool(annotations=READ_ONLY)
-    def links(
-        note: Annotated[
-            str,
+        start_char: Annotated[
+            int,
             Field(
-                min_length=1,
-                description=(
-                    "The note, named as a [[wikilink]] names it "
-                    "('Note', 'folder/Note', an alias, any case) or by path."
-                ),
+                ge=1,
+                description="Start at this character of start_line (1-based): to continue a "
+                "line too long for one result, as next_start_char says.",
             ),
-        ],
+        ] = 1,
+        budget: Budget = budget,
+    ) -> Annotated[CallToolResult, s.ReadResult]:
+        return await call(
+            ctx,
+            lambda kb: tools.read(
+                kb,
+                note,
+                start_line=start_line,
+                end_line=end_line,
+                start_char=start_char,
+                budget=budget,
+            ),
+        )
+
+    @server.tool(annotations=READ_ONLY, description=s.LINKS)
+    async def links(
+        ctx: Context,
+        note: s.NoteArg,
         direction: Annotated[
             Literal["both", "outgoing", "backlinks"],
             Field(
                 description="outgoing: links in this note; backlinks: links to it from other notes."
             ),
         ] = "both",
-    ) -> Annotated[CallToolResult, LinksResult]:
-        """A note's outgoing links (with their targets, resolved the way Obsidian resolves them) and
-        its backlinks (the notes linking to it), each with its line and the text of that line. Use
-        it to follow the author's own connections from a note."""
+        limit: Annotated[
+            int,
+            Field(ge=1, le=s.LINKS_LIMIT_MAX, description="How many links of each direction."),
+        ] = s.LINKS_LIMIT_DEFAULT,
+        offset: s.Offset = 0,
+        budget: Budget = budget,
+    ) -> Annotated[CallToolResult, s.LinksResult]:
+        return await call(
+            ctx,
+            lambda kb: tools.links(
+                kb, note, direction=direction, limit=limit, offset=offset, budget=budget
+            ),
+        )
 
-        return call(lambda kb: tools.links(kb, note, direction=direction))
-
-    @server.tool(annotations=READ_ONLY)
-    def related(
-        note: NoteArg,
-        limit: Annotated[int, Field(ge=1, le=50, description="How many notes.")] = 10,
+    @server.tool(annotations=READ_ONLY, description=s.RELATED)
+    async def related(
+        ctx: Context,
+        note: s.NoteArg,
+        limit: Annotated[
+            int, Field(ge=1, le=s.RELATED_LIMIT_MAX, description="How many notes.")
+        ] = 10,
+        offset: s.Offset = 0,
         include_linked: Annotated[
             bool, Field(description="Also list notes this note already links to.")
         ] = False,
-    ) -> Annotated[CallToolResult, RelatedResult]:
-        """Notes closest in meaning to a note (from its passages' embeddings), leaving out those it
-        already links to: notes worth reading next or linking. Without embeddings, the note's most
-        distinctive words are searched instead (method 'keyword')."""
+        budget: Budget = budget,
+    ) -> Annotated[CallToolResult, s.RelatedResult]:
+        return await call(
+            ctx,
+            lambda kb: tools.related(
+                kb,
+                note,
+                limit=limit,
+                offset=offset,
+                include_linked=include_linked,
+                budget=budget,
+            ),
+        )
 
-        return call(lambda kb: tools.related(kb, note, limit=limit, include_linked=include_linked))
+    sql_description = s.SQL
+    try:
+        with backend.use() as kb:
+            sql_description = s.sql_description(*tools.schema_names(kb))
+    except KbaseError:
+        pass
 
-    @server.tool(annotations=READ_ONLY)
-    def sql(
+    @server.tool(annotations=READ_ONLY, description=sql_description)
+    async def sql(
+        ctx: Context,
         query: Annotated[
             str,
             Field(
                 min_length=1,
-                description=(
-                    "One read-only SQL statement (SQLite). Tables: documents, chunks, links, "
-                    "tags, aliases, headings, roots; views: notes, note_tags, chunk_texts, "
-                    "backlinks, resolved_links, unresolved_links. "
-                    "kbase_search(query, mode, limit) is a table-valued function."
-                ),
+                description="One read-only SQL statement (SQLite), e.g. SELECT path, title "
+                "FROM notes WHERE date >= '2024-01-01' ORDER BY date",
             ),
         ],
         max_rows: Annotated[
-            int, Field(ge=1, le=SQL_ROWS_MAX, description="Stop after this many rows.")
-        ] = SQL_ROWS_DEFAULT,
+            int, Field(ge=1, le=s.SQL_ROWS_MAX, description="Stop after this many rows.")
+        ] = s.SQL_ROWS_DEFAULT,
+        offset: s.Offset = 0,
         timeout: Annotated[
             float,
-            Field(gt=0, le=SQL_TIMEOUT_MAX, description="Seconds before the query is stopped."),
-        ] = 10.0,
-    ) -> Annotated[CallToolResult, SqlResult]:
-        """Run read-only SQL on the index for what the other tools do not answer: counts, lists by
-        tag or date, link statistics. Writes are refused; a slow query is stopped at its
-        time limit."""
+            Field(gt=0, le=s.SQL_TIMEOUT_MAX, description="Seconds before the query is stopped."),
+        ] = s.SQL_TIMEOUT_DEFAULT,
+        budget: Budget = budget,
+    ) -> Annotated[CallToolResult, s.SqlResult]:
+        # kbase_embed() and kbase_search() may embed: the model's turn
+        return await call(
+            ctx,
+            lambda kb: tools.sql(
+                kb, query, max_rows=max_rows, offset=offset, timeout=timeout, budget=budget
+            ),
+            model=True,
+        )
 
-        # kbase_embed() and kbase_search() may embed: the model
-        return call(lambda kb: tools.sql(kb, query, max_rows=max_rows, timeout=timeout), model=True)
-
-    @server.tool(annotations=READ_ONLY)
-    def status() -> Annotated[CallToolResult, dict[str, Any]]:
-        """What the index holds: its roots, counts of notes, chunks and links, how many chunks have
-        embeddings (semantic search covers only those), and when it was last indexed."""
-
-        server_state = {"watching": backend.watching, "embedded_while_idle": backend.idle_embedded}
-        return call(lambda kb: tools.status(kb, server_state))
+    @server.tool(annotations=READ_ONLY, description=s.STATUS)
+    async def status(
+        ctx: Context, budget: Budget = budget
+    ) -> Annotated[CallToolResult, dict[str, Any]]:
+        state = {"watching": backend.watching, "embedded_while_idle": backend.idle_embedded}
+        return await call(ctx, lambda kb: tools.status(kb, state, budget=budget))
 
     @server.resource(
-        NOTE_URI + "{+path}",
+        NOTE_TEMPLATE,
         name="note",
         mime_type="text/markdown",
         description="A note's text as indexed (path inside its root, as search returns it).",
@@ -329,7 +382,59 @@ def build_server(backend: Backend, **server_options) -> KbaseMCP:
         except KbaseError as e:
             raise ResourceError(str(e)) from None
 
+    for spec in prompts.PROMPTS:
+        server.add_prompt(
+            Prompt.from_function(
+                _prompt_function(spec),
+                name=spec.name,
+                title=spec.title,
+                description=spec.description,
+            )
+        )
+
+    @server.completion()
+    async def complete(ref, argument, context) -> Completion | None:
+        """Note paths for kbase://note/{path} and for the prompts' (and tools') note arguments,
+        from what has been typed."""
+        if isinstance(ref, ResourceTemplateReference):
+            wanted = ref.uri == NOTE_TEMPLATE and argument.name == "path"
+        elif isinstance(ref, PromptReference):
+            # The protocol completes prompt and resource arguments; a client that asks about
+            # a tool's note argument by the tool's name is answered the same way.
+            wanted = argument.name == "note" and (
+                ref.name in prompts.NOTE_ARGUMENTS or ref.name in ("read", "links", "related")
+            )
+        else:
+            wanted = False
+        if not wanted:
+            return None
+
+        def paths() -> tuple[list[str], int]:
+            with backend.use() as kb:
+                return kb.complete_notes(argument.value, COMPLETIONS)
+
+        try:
+            values, total = await anyio.to_thread.run_sync(paths)
+        except KbaseError:
+            return None
+        return Completion(values=values, total=total, has_more=total > len(values))
+
     return server
+
+
+def _prompt_function(spec: prompts.PromptSpec):
+    described = Annotated[str, Field(description=spec.argument_description)]
+    if spec.argument == "question":
+
+        def with_question(question: described) -> str:
+            return spec.text(question)
+
+        return with_question
+
+    def with_note(note: described) -> str:
+        return spec.text(note)
+
+    return with_note
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -341,6 +446,7 @@ def serve(
     watch: bool = False,
     embed: bool = True,
     poll: bool = False,
+    budget: int = DEFAULT_BUDGET,
 ) -> None:
     """Run ``kbase mcp`` until the client disconnects (stdio) or Ctrl-C (HTTP)."""
     address = None
@@ -359,7 +465,7 @@ def serve(
     if address is not None:
         sock = transport.listen(*address)
         options = transport.auth_options(address[0], sock.getsockname()[1], token)
-    server = build_server(backend, **options)
+    server = build_server(backend, budget=budget, **options)
     threads = []
     if watch:
         threads.append(

@@ -1,11 +1,15 @@
-"""The tools as plain functions over ``KB``: arguments in, a ``Reply`` out (the structured result
-and its text). No protocol here: kbase.mcp.server registers them as MCP tools, and tests and
-benchmarks can call them directly."""
+"""The tools as plain functions over ``KB``: arguments in, a ``Reply`` out (the structured
+result, its text, and messages for the client's log). No protocol here: kbase.mcp.server
+registers them as MCP tools; tests and benchmarks call them directly.
+
+Every reply fits its budget (kbase.mcp.budget), in its text and in its structured content
+alike: a list stops at the item that would pass the budget and says how to go on (``offset``),
+``read`` stops at a line (``start_line``) or inside a very long one (``start_char``), and long
+fields (a title, a link's line, an SQL cell) are cut the same way in both forms.
+"""
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -13,14 +17,29 @@ from typing import Any
 from pydantic import BaseModel
 
 from kbase.api import KB
+from kbase.errors import InputError
 from kbase.mcp import render
 from kbase.mcp import schemas as s
+from kbase.mcp.budget import (
+    DEFAULT_BUDGET,
+    FIELD_CHARS,
+    RESERVE,
+    clip,
+    fit,
+    json_tokens,
+    longest_prefix,
+    tokens,
+)
+
+CONTEXT_CHARS = 300  # a link's line is cut to this many characters around the link
+SNIPPET_CHARS = 600
+LIST_CHARS = 200  # a tag or an alias
 
 
 @dataclass
 class Reply:
     """A tool's result: structured (the output schema's shape) and as text, plus messages for
-    the client's log, (level, message)."""
+    the client's log as (level, message)."""
 
     structured: BaseModel | dict
     text: str
@@ -32,61 +51,129 @@ class Reply:
         return self.structured
 
 
+def _rooms(budget: int, head: str, shell: BaseModel) -> tuple[int, int]:
+    """Tokens left for a list's items in the text and in the JSON, after the parts around it."""
+    room = budget - RESERVE
+    return room - tokens(head), room - json_tokens(shell.model_dump(mode="json"))
+
+
+def _dump(m: BaseModel) -> dict:
+    return m.model_dump(mode="json")
+
+
+# --- search ------------------------------------------------------------------------------------
 def search(
     kb: KB,
     query: str,
     *,
     mode: str | None = None,
     limit: int = 10,
+    offset: int = 0,
     path: str | None = None,
     tags: Sequence[str] = (),
     since: str | None = None,
     until: str | None = None,
     exclude: Sequence[str] = (),
+    budget: int = DEFAULT_BUDGET,
 ) -> Reply:
     used = mode or kb.default_mode()
     hits = kb.search(
         query,
         mode=used,
-        limit=limit,
+        limit=offset + limit + 1,  # one more: do more follow?
         path=path,
         tags=tuple(tags),
         since=since,
         until=until,
         exclude=tuple(exclude),
     )
+    more = len(hits) > offset + limit
+    page = [
+        s.SearchHit(
+            rank=h.rank,
+            title=clip(h.title),
+            path=h.path,
+            line=h.line,
+            page=getattr(h, "page", None),
+            heading_path=clip(h.heading_path),
+            snippet=clip(h.snippet, SNIPPET_CHARS),
+            score=round(h.score, 6),
+            stale=h.stale,
+            tags=[clip(t, LIST_CHARS) for t in h.tags[:50]],
+            matched_chunks=h.matched_chunks,
+        )
+        for h in hits[offset : offset + limit]
+    ]
     out = s.SearchResult(
-        query=query,
-        mode=used,
-        hits=[
-            s.SearchHit(
-                rank=i,
-                title=h.title,
-                path=h.path,
-                abspath=h.abspath,
-                line=h.line,
-                heading_path=h.heading_path,
-                snippet=h.snippet,
-                score=round(h.score, 6),
-                stale=h.stale,
-                tags=list(h.tags),
-                matched_chunks=h.matched_chunks,
-            )
-            for i, h in enumerate(hits, 1)
-        ],
+        query=clip(query, 500), mode=used, offset=offset, next_offset=None, left_out=None, hits=[]
     )
-    return Reply(out, render.search_text(out))
+    text_room, json_room = _rooms(budget, render.search_head(out, len(page)), out)
+    f = fit(
+        page,
+        text_room=text_room,
+        json_room=json_room,
+        text_of=render.search_hit,
+        json_of=_dump,
+        at_least=1,
+    )
+    out.hits = page[: f.count]
+    if out.hits and (f.count < len(page) or more):
+        out.next_offset = offset + f.count
+        out.left_out = render.left_out(
+            "search",
+            "hits",
+            cut=len(page) - f.count,
+            more=more,
+            next_offset=out.next_offset,
+            budget=budget,
+        )
+    if not out.hits:
+        return Reply(out, render.search_empty(out))
+    text = render.page(
+        render.search_head(out, len(out.hits)),
+        [render.search_hit(h) for h in out.hits],
+        out.left_out,
+    )
+    log = []
+    stale = sum(h.stale for h in out.hits)
+    if stale:
+        log.append(("info", f"{stale} of the notes found changed on disk since they were indexed"))
+    return Reply(out, text, log)
 
 
-def read(kb: KB, note: str, *, start_line: int | None = None, end_line: int | None = None) -> Reply:
+# --- read --------------------------------------------------------------------------------------
+def read(
+    kb: KB,
+    note: str,
+    *,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    start_char: int = 1,
+    budget: int = DEFAULT_BUDGET,
+) -> Reply:
+    if start_char > 1 and start_line is None:
+        raise InputError("start_char needs start_line", "pass the start_line it continues")
+    asked_end = end_line
+    if end_line is not None:  # never more lines than the budget could show (a token each)
+        end_line = min(end_line, (start_line or 1) + budget)
     r = kb.read(note, start_line, end_line)
+    lines = list(r.lines)
+    skipped = start_char - 1  # characters of the first line not shown (start_char)
+    if skipped and lines:
+        if skipped > len(lines[0]):
+            raise InputError(
+                f"start_char={start_char} is past the end of line {r.first_line} "
+                f"({len(lines[0]):,} characters)",
+                "start_char counts the characters of start_line from 1",
+            )
+        lines[0] = lines[0][skipped:]
     out = s.ReadResult(
         path=r.path,
         abspath=r.abspath,
-        title=r.title,
+        title=clip(r.title),
         kind=r.kind,
-        tags=list(r.tags),
-        aliases=list(r.aliases),
+        tags=[clip(t, LIST_CHARS) for t in r.tags[:50]],
+        aliases=[clip(a, LIST_CHARS) for a in r.aliases[:50]],
         date=r.date,
         modified=r.modified,
         indexed_at=r.indexed_at,
@@ -94,85 +181,303 @@ def read(kb: KB, note: str, *, start_line: int | None = None, end_line: int | No
         total_lines=r.total_lines,
         first_line=r.first_line,
         last_line=r.last_line,
-        truncated=r.truncated,
-        text="\n".join(r.lines),
+        truncated=False,
+        next_start_line=None,
+        next_start_char=None,
+        left_out=None,
+        text="",
     )
-    return Reply(out, render.read_text(out, r.numbered()))
+    width = len(str(r.last_line))
+    text_room, json_room = _rooms(budget, render.read_head(out), out)
+    shown: list[str] = []
+    t = j = 0
+    cut = False  # the last line shown is only its beginning
+    for i, line in enumerate(lines):
+        n = r.first_line + i
+        dt = tokens(render.numbered_line(n, line, width)) + 1
+        dj = json_tokens(line) + 1
+        if t + dt > text_room or j + dj > json_room:
+            if not shown:  # not even the first line: as much of it as fits
+
+                def fits(part: str, n: int = n) -> bool:
+                    return (
+                        tokens(render.numbered_line(n, part, width)) <= text_room
+                        and json_tokens(part) <= json_room
+                    )
+
+                shown.append(longest_prefix(line, fits))
+                cut = True
+            break
+        shown.append(line)
+        t, j = t + dt, j + dj
+    last = r.first_line + len(shown) - 1
+    out.last_line, out.text = last, "\n".join(shown)
+    wanted = None if asked_end is None else min(asked_end, r.total_lines)
+    if cut:
+        upto = skipped + len(shown[0])
+        out.next_start_line, out.next_start_char = last, upto + 1
+        out.left_out = (
+            f"Line {last} has {skipped + len(lines[0]):,} characters; shown up to character "
+            f"{upto:,} to keep within the {budget:,}-token budget: read again with "
+            f"start_line={last}, start_char={upto + 1}."
+        )
+    elif wanted is not None and last < wanted:
+        out.next_start_line = last + 1
+        out.left_out = (
+            f"Lines {last + 1}-{wanted} left out to keep within the {budget:,}-token budget: "
+            f"read again with start_line={last + 1}, end_line={asked_end}."
+        )
+    elif wanted is None and last < r.total_lines:
+        out.next_start_line = last + 1
+        why = (
+            f"left out to keep within the {budget:,}-token budget"
+            if len(shown) < len(lines)
+            else f"follow (without end_line, read returns {s.READ_LINES} lines at most)"
+        )
+        out.left_out = (
+            f"{r.total_lines - last:,} more lines {why}: read again with start_line={last + 1}."
+        )
+    out.truncated = out.next_start_line is not None
+    body = [render.numbered_line(n, line, width) for n, line in enumerate(shown, r.first_line)]
+    if skipped and body:
+        body[0] = body[0].replace(" | ", f" | …(from character {start_char:,}) ", 1)
+    text = "\n".join([render.read_head(out), *body, *([out.left_out] if out.left_out else [])])
+    log = [("info", f"{r.path} changed on disk since it was indexed")] if r.stale else []
+    return Reply(out, text, log)
 
 
-def links(kb: KB, note: str, *, direction: str = "both") -> Reply:
+# --- links -------------------------------------------------------------------------------------
+def _context(text: str, target: str) -> str:
+    """The link's line, cut around the link when long."""
+    if len(text) <= CONTEXT_CHARS:
+        return text
+    start = max(0, text.find(target) - CONTEXT_CHARS // 3)
+    piece = text[start : start + CONTEXT_CHARS - 2]
+    return ("…" if start else "") + piece + ("…" if start + len(piece) < len(text) else "")
+
+
+def _link_item(lk: Any, incoming: bool) -> s.LinkItem:
+    return s.LinkItem(
+        line=lk.line,
+        context=_context(lk.context, lk.target),
+        target=clip(lk.target, 300),
+        anchor=clip(lk.anchor, 300) if lk.anchor else None,
+        path=lk.source_path if incoming else lk.target_path,
+        title=clip(lk.source_title if incoming else lk.target_title or "") or None,
+        resolved=True if incoming else lk.target_path is not None,
+    )
+
+
+def links(
+    kb: KB,
+    note: str,
+    *,
+    direction: str = "both",
+    limit: int = s.LINKS_LIMIT_DEFAULT,
+    offset: int = 0,
+    budget: int = DEFAULT_BUDGET,
+) -> Reply:
     target = kb.note(note)
-    out_links = kb.links(target.path) if direction != "backlinks" else []
+    outgoing = kb.links(target.path) if direction != "backlinks" else []
     back = kb.backlinks(target.path) if direction != "outgoing" else []
+    out_page = [_link_item(lk, False) for lk in outgoing[offset : offset + limit]]
+    back_page = [_link_item(lk, True) for lk in back[offset : offset + limit]]
     out = s.LinksResult(
         path=target.path,
-        title=target.title,
-        outgoing=[
-            s.LinkItem(
-                line=lk.line,
-                context=lk.context,
-                target=lk.target,
-                anchor=lk.anchor,
-                path=lk.target_path,
-                title=lk.target_title,
-                resolved=lk.target_path is not None,
-            )
-            for lk in out_links
-        ],
-        backlinks=[
-            s.LinkItem(
-                line=lk.line,
-                context=lk.context,
-                target=lk.target,
-                anchor=lk.anchor,
-                path=lk.source_path,
-                title=lk.source_title,
-                resolved=True,
-            )
-            for lk in back
-        ],
+        title=clip(target.title),
+        offset=offset,
+        next_offset=None,
+        left_out=None,
+        outgoing_total=len(outgoing),
+        backlinks_total=len(back),
+        outgoing=[],
+        backlinks=[],
     )
-    return Reply(out, render.links_text(out))
+    text_room, json_room = _rooms(budget, render.links_text(out, direction), out)
+    kw = {"json_of": _dump}
+    # Both lists share the budget: each may take half, and what one leaves the other may use.
+    share = 2 if out_page and back_page else 1
+    fo = fit(
+        out_page,
+        text_room=text_room // share,
+        json_room=json_room // share,
+        text_of=render.outgoing_link,
+        **kw,
+    )
+    fb = fit(
+        back_page,
+        text_room=text_room - fo.text_tokens,
+        json_room=json_room - fo.json_tokens,
+        text_of=render.backlink,
+        **kw,
+    )
+    if fo.count < len(out_page):  # the backlinks may have left room
+        fo = fit(
+            out_page,
+            text_room=text_room - fb.text_tokens,
+            json_room=json_room - fb.json_tokens,
+            text_of=render.outgoing_link,
+            **kw,
+        )
+    out.outgoing, out.backlinks = out_page[: fo.count], back_page[: fb.count]
+    out_more = fo.count < len(out_page) or len(outgoing) > offset + limit
+    back_more = fb.count < len(back_page) or len(back) > offset + limit
+    if out_more or back_more:
+        if out_more and back_more:
+            nxt, extra = offset + min(fo.count, fb.count), ""
+        elif out_more:
+            nxt, extra = offset + fo.count, ", direction='outgoing'"
+        else:
+            nxt, extra = offset + fb.count, ", direction='backlinks'"
+        out.next_offset = nxt
+        out.left_out = render.left_out(
+            "links",
+            "links",
+            cut=(len(out_page) - fo.count) + (len(back_page) - fb.count),
+            more=True,
+            next_offset=nxt,
+            budget=budget,
+            extra=extra,
+        )
+    if not out.outgoing and not out.backlinks:
+        return Reply(out, render.links_empty(out, direction))
+    return Reply(out, render.links_text(out, direction))
 
 
-def related(kb: KB, note: str, *, limit: int = 10, include_linked: bool = False) -> Reply:
-    r = kb.related(note, limit=limit, include_linked=include_linked)
+# --- related -----------------------------------------------------------------------------------
+def related(
+    kb: KB,
+    note: str,
+    *,
+    limit: int = 10,
+    offset: int = 0,
+    include_linked: bool = False,
+    budget: int = DEFAULT_BUDGET,
+) -> Reply:
+    r = kb.related(note, limit=offset + limit + 1, include_linked=include_linked)
+    more = len(r.hits) > offset + limit
+    page = [
+        s.RelatedNote(
+            rank=i,
+            title=clip(h.title),
+            path=h.path,
+            line=h.line,
+            heading_path=clip(h.heading_path),
+            snippet=clip(h.snippet, SNIPPET_CHARS),
+            score=round(h.score, 6),
+            linked=h.doc_id in r.links_to,
+            links_here=h.doc_id in r.linked_from,
+        )
+        for i, h in enumerate(r.hits[offset : offset + limit], offset + 1)
+    ]
     out = s.RelatedResult(
         path=r.path,
-        title=r.title,
+        title=clip(r.title),
         method="semantic" if r.method == "semantic" else "keyword",
-        terms=list(r.terms),
-        notes=[
-            s.RelatedNote(
-                rank=i,
-                title=h.title,
-                path=h.path,
-                line=h.line,
-                heading_path=h.heading_path,
-                snippet=h.snippet,
-                score=round(h.score, 6),
-                linked=h.doc_id in r.links_to,
-                links_here=h.doc_id in r.linked_from,
-            )
-            for i, h in enumerate(r.hits, 1)
-        ],
+        terms=[clip(t, 100) for t in r.terms[:50]],
+        notes=[],
+        offset=offset,
+        next_offset=None,
+        left_out=None,
     )
-    return Reply(out, render.related_text(out))
+    head = render.related_head(out)
+    text_room, json_room = _rooms(budget, head, out)
+    f = fit(
+        page,
+        text_room=text_room,
+        json_room=json_room,
+        text_of=render.related_note,
+        json_of=_dump,
+        at_least=1,
+    )
+    out.notes = page[: f.count]
+    if out.notes and (f.count < len(page) or more):
+        out.next_offset = offset + f.count
+        out.left_out = render.left_out(
+            "related",
+            "notes",
+            cut=len(page) - f.count,
+            more=more,
+            next_offset=out.next_offset,
+            budget=budget,
+        )
+    if not out.notes:
+        return Reply(out, render.related_empty(out))
+    return Reply(out, render.page(head, [render.related_note(n) for n in out.notes], out.left_out))
 
 
-def _jsonable(value: Any) -> Any:
-    """Blobs (vectors) as base64 text for JSON."""
-    return base64.b64encode(value).decode("ascii") if isinstance(value, bytes) else value
+# --- sql ---------------------------------------------------------------------------------------
+def _value(v: Any) -> Any:
+    """A cell as both forms show it: a long text cut, a blob by its size."""
+    if isinstance(v, bytes):
+        return f"<blob {len(v)} bytes>"
+    if isinstance(v, str):
+        return clip(v, FIELD_CHARS)
+    return v
 
 
-def sql(kb: KB, query: str, *, max_rows: int = s.SQL_ROWS_DEFAULT, timeout: float = 10.0) -> Reply:
-    res = kb.sql(query, timeout=timeout, max_rows=max_rows + 1)
-    rows = [[_jsonable(v) for v in row] for row in res.rows[:max_rows]]
-    out = s.SqlResult(columns=res.columns, rows=rows, truncated=len(res.rows) > max_rows)
-    return Reply(out, render.sql_text(out))
+def sql(
+    kb: KB,
+    query: str,
+    *,
+    max_rows: int = s.SQL_ROWS_DEFAULT,
+    offset: int = 0,
+    timeout: float = s.SQL_TIMEOUT_DEFAULT,
+    budget: int = DEFAULT_BUDGET,
+) -> Reply:
+    res = kb.sql(query, timeout=timeout, max_rows=offset + max_rows + 1)
+    more = len(res.rows) > offset + max_rows
+    rows = [[_value(v) for v in row] for row in res.rows[offset : offset + max_rows]]
+    columns = [clip(c, LIST_CHARS) for c in res.columns[:500]]
+    out = s.SqlResult(
+        columns=columns, rows=[], truncated=False, offset=offset, next_offset=None, left_out=None
+    )
+    head = " | ".join(columns)
+    text_room, json_room = _rooms(budget, head + "\n" + render.sql_count(len(rows), offset), out)
+    f = fit(rows, text_room=text_room, json_room=json_room, text_of=render.sql_row, json_of=list)
+    out.rows = rows[: f.count]
+    if out.rows and (f.count < len(rows) or more):
+        out.next_offset = offset + f.count
+        out.left_out = render.left_out(
+            "sql",
+            "rows",
+            cut=len(rows) - f.count,
+            more=more,
+            next_offset=out.next_offset,
+            budget=budget,
+        )
+        if not f.count < len(rows):
+            out.left_out = out.left_out[:-1] + " (or raise max_rows)."
+    out.truncated = out.next_offset is not None
+    if not out.rows:
+        if rows:  # not even one row fits: its cells are too many
+            raise InputError(
+                f"one row of this query is more than the {budget:,}-token budget",
+                "select fewer or shorter columns (substr(x, 1, 200)), or raise budget",
+            )
+        return Reply(out, render.sql_empty(columns, offset))
+    lines = [head, *(render.sql_row(r) for r in out.rows), render.sql_count(len(out.rows), offset)]
+    return Reply(out, "\n".join(lines + ([out.left_out] if out.left_out else [])))
 
 
-def status(kb: KB, server: dict | None = None) -> Reply:
+def schema_names(kb: KB) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The tables and the views a query may want, each with its columns, from the index itself
+    (the full-text and vector tables and meta left out)."""
+    internal = ("sqlite_", "chunks_fts", "chunks_cjk", "chunks_vec", "chunks_codes", "meta")
+    res = kb.sql(
+        "SELECT s.type, s.name, group_concat(c.name, ', ') FROM sqlite_schema AS s, "
+        "pragma_table_info(s.name) AS c WHERE s.type IN ('table', 'view') "
+        "GROUP BY s.name ORDER BY s.type, s.name"
+    )
+    found: dict[str, dict[str, list[str]]] = {"table": {}, "view": {}}
+    for kind, name, cols in res.rows:
+        if not name.startswith(internal):
+            found[kind][name] = cols.split(", ")
+    return found["table"], found["view"]
+
+
+# --- status ------------------------------------------------------------------------------------
+def status(kb: KB, server: dict | None = None, budget: int = DEFAULT_BUDGET) -> Reply:
     st = kb.status()
     data = asdict(st)
     data["embedding_coverage"] = (
@@ -180,4 +485,8 @@ def status(kb: KB, server: dict | None = None) -> Reply:
     )
     if server is not None:
         data["server"] = server
-    return Reply(data, json.dumps(data, indent=1, ensure_ascii=False))
+    roots = data.get("roots") or []
+    while len(roots) > 1 and tokens(render.status_text(data)) > budget - RESERVE:
+        roots = roots[: len(roots) // 2]  # thousands of roots: the first ones
+        data["roots"], data["roots_left_out"] = roots, len(st.roots) - len(roots)
+    return Reply(data, render.status_text(data))

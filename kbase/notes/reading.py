@@ -142,3 +142,19 @@ def note_list(con: apsw.Connection, offset: int, limit: int) -> list[NoteEntry]:
         (limit, offset),
     )
     return [NoteEntry(path=p, title=t, kind=k) for p, t, k in rows]
+
+
+def complete_notes(con: apsw.Connection, typed: str, limit: int) -> tuple[list[str], int]:
+    """Paths of the notes ``typed`` begins to name, as someone types: the path, the file name or
+    the title starts with it (case-insensitive for ASCII), paths first; ``limit`` of them and
+    how many there are in all."""
+    like = typed.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = con.execute(
+        "SELECT path, CASE WHEN path LIKE ?1 ESCAPE '\\' THEN 0 ELSE 1 END AS rank"
+        " FROM documents WHERE path LIKE ?1 ESCAPE '\\' OR title LIKE ?1 ESCAPE '\\'"
+        " OR path LIKE '%/' || ?1 ESCAPE '\\'"
+        " ORDER BY rank, path",
+        (like,),
+    ).fetchall()
+    paths = list(dict.fromkeys(p for p, _ in rows))
+    return paths[:limit], len(paths)
