@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kbase.mcp.budget import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from kbase.mcp.budget import MAX_BUDGET, MIN_BUDGET
 
 SEARCH_LIMIT_MAX = 100
 LINKS_LIMIT_DEFAULT, LINKS_LIMIT_MAX = 50, 1000
@@ -18,16 +18,15 @@ SQL_TIMEOUT_DEFAULT, SQL_TIMEOUT_MAX = 10.0, 60.0
 READ_LINES = 400  # lines read without a range
 
 
-def budget_arg(default: int = DEFAULT_BUDGET) -> Any:
-    return Annotated[
-        int,
-        Field(
-            ge=MIN_BUDGET,
-            le=MAX_BUDGET,
-            description=f"Tokens of text this result may take (about 4 characters each; default "
-            f"{default:,}). A result cut to fit says what was left out and how to get it.",
-        ),
-    ]
+Budget = Annotated[
+    int,
+    Field(
+        ge=MIN_BUDGET,
+        le=MAX_BUDGET,
+        description="Tokens of text this result may take (about 4 characters of English each). "
+        "A result cut to fit says what was left out and the call that gets the rest.",
+    ),
+]
 
 
 NoteArg = Annotated[

@@ -10,9 +10,9 @@ checks). This module puts them together: the tools, the note resources
 over stdio or streamable HTTP.
 """
 
-# No ``from __future__ import annotations`` here: the tools' annotations use values of
-# build_server's scope (the default budget), so they are evaluated where they are written.
+from __future__ import annotations
 
+import inspect
 import json
 import threading
 from pathlib import Path
@@ -149,13 +149,12 @@ READ_ONLY = ToolAnnotations(
 
 
 def build_server(
-    backend: Backend, *, budget: int = DEFAULT_BUDGET, **server_options: Any
+    backend: Backend, *, default_budget: int = DEFAULT_BUDGET, **server_options: Any
 ) -> KbaseMCP:
-    """The MCP server with kbase's tools, resources and prompts over ``backend``; ``budget`` is
-    the tools' default result budget in tokens."""
+    """The MCP server with kbase's tools, resources and prompts over ``backend``;
+    ``default_budget``: the tools' default result budget in tokens."""
     server = KbaseMCP(backend, **server_options)
     log = server.client_log
-    Budget = s.budget_arg(budget)
 
     async def call(ctx: Context, fn, model: bool = False) -> CallToolResult:
         def work() -> tools.Reply:
@@ -222,7 +221,7 @@ def build_server(
                 "globs or folders ('archive/', '*.txt')."
             ),
         ] = [],  # noqa: B006
-        budget: Budget = budget,
+        budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.SearchResult]:
         return await call(
             ctx,
@@ -260,7 +259,7 @@ def build_server(
                 "line too long for one result, as next_start_char says.",
             ),
         ] = 1,
-        budget: Budget = budget,
+        budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.ReadResult]:
         return await call(
             ctx,
@@ -289,7 +288,7 @@ def build_server(
             Field(ge=1, le=s.LINKS_LIMIT_MAX, description="How many links of each direction."),
         ] = s.LINKS_LIMIT_DEFAULT,
         offset: s.Offset = 0,
-        budget: Budget = budget,
+        budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.LinksResult]:
         return await call(
             ctx,
@@ -309,7 +308,7 @@ def build_server(
         include_linked: Annotated[
             bool, Field(description="Also list notes this note already links to.")
         ] = False,
-        budget: Budget = budget,
+        budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.RelatedResult]:
         return await call(
             ctx,
@@ -349,7 +348,7 @@ def build_server(
             float,
             Field(gt=0, le=s.SQL_TIMEOUT_MAX, description="Seconds before the query is stopped."),
         ] = s.SQL_TIMEOUT_DEFAULT,
-        budget: Budget = budget,
+        budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.SqlResult]:
         # kbase_embed() and kbase_search() may embed: the model's turn
         return await call(
@@ -362,7 +361,7 @@ def build_server(
 
     @server.tool(annotations=READ_ONLY, description=s.STATUS)
     async def status(
-        ctx: Context, budget: Budget = budget
+        ctx: Context, budget: s.Budget = default_budget
     ) -> Annotated[CallToolResult, dict[str, Any]]:
         state = {"watching": backend.watching, "embedded_while_idle": backend.idle_embedded}
         return await call(ctx, lambda kb: tools.status(kb, state, budget=budget))
@@ -422,19 +421,27 @@ def build_server(
     return server
 
 
-def _prompt_function(spec: prompts.PromptSpec):
-    described = Annotated[str, Field(description=spec.argument_description)]
-    if spec.argument == "question":
+def _prompt_function(spec: prompts.PromptSpec) -> Any:
+    """A function whose one parameter is the prompt's argument, described (for prompts/list)."""
 
-        def with_question(question: described) -> str:
-            return spec.text(question)
+    def fn(**arguments: str) -> str:
+        return spec.text(arguments[spec.argument])
 
-        return with_question
-
-    def with_note(note: described) -> str:
-        return spec.text(note)
-
-    return with_note
+    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(
+                spec.argument,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[str, Field(description=spec.argument_description)],
+            )
+        ],
+        return_annotation=str,
+    )
+    fn.__annotations__ = {
+        spec.argument: Annotated[str, Field(description=spec.argument_description)],
+        "return": str,
+    }
+    return fn
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -465,7 +472,7 @@ def serve(
     if address is not None:
         sock = transport.listen(*address)
         options = transport.auth_options(address[0], sock.getsockname()[1], token)
-    server = build_server(backend, budget=budget, **options)
+    server = build_server(backend, default_budget=budget, **options)
     threads = []
     if watch:
         threads.append(

@@ -294,7 +294,6 @@ def links(
         backlinks=[],
     )
     text_room, json_room = _rooms(budget, render.links_text(out, direction), out)
-    kw = {"json_of": _dump}
     # Both lists share the budget: each may take half, and what one leaves the other may use.
     share = 2 if out_page and back_page else 1
     fo = fit(
@@ -302,14 +301,14 @@ def links(
         text_room=text_room // share,
         json_room=json_room // share,
         text_of=render.outgoing_link,
-        **kw,
+        json_of=_dump,
     )
     fb = fit(
         back_page,
         text_room=text_room - fo.text_tokens,
         json_room=json_room - fo.json_tokens,
         text_of=render.backlink,
-        **kw,
+        json_of=_dump,
     )
     if fo.count < len(out_page):  # the backlinks may have left room
         fo = fit(
@@ -317,7 +316,7 @@ def links(
             text_room=text_room - fb.text_tokens,
             json_room=json_room - fb.json_tokens,
             text_of=render.outgoing_link,
-            **kw,
+            json_of=_dump,
         )
     out.outgoing, out.backlinks = out_page[: fo.count], back_page[: fb.count]
     out_more = fo.count < len(out_page) or len(outgoing) > offset + limit
@@ -446,7 +445,7 @@ def sql(
             next_offset=out.next_offset,
             budget=budget,
         )
-        if not f.count < len(rows):
+        if out.left_out and f.count == len(rows):
             out.left_out = out.left_out[:-1] + " (or raise max_rows)."
     out.truncated = out.next_offset is not None
     if not out.rows:
