@@ -1,4 +1,4 @@
--- kbase index schema, version 8 (PRAGMA user_version).
+-- kbase index schema, version 9 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -31,17 +31,17 @@ CREATE TABLE documents (
     id          INTEGER PRIMARY KEY,        -- row id
     root_id     INTEGER NOT NULL REFERENCES roots(id), -- the root (roots.id) it belongs to
     path        TEXT NOT NULL,          -- path relative to the root, '/'-separated ('' for a file root)
-    kind        TEXT NOT NULL,          -- 'markdown' or 'text'
-    title       TEXT NOT NULL,          -- front matter title, else an opening level-1 heading, else the file name
+    kind        TEXT NOT NULL,          -- 'markdown', 'text', 'pdf' or 'canvas'
+    title       TEXT NOT NULL,          -- front matter title, else an opening level-1 heading, else the file name (a PDF's or canvas's: always the file name)
     size        INTEGER NOT NULL,       -- file size in bytes when indexed
     mtime_ns    INTEGER NOT NULL,       -- file modification time (ns since the epoch) when indexed
     hash        TEXT NOT NULL,          -- sha256 of the file's bytes (hex)
-    encoding    TEXT NOT NULL,          -- encoding the bytes were decoded with, e.g. 'utf_8', 'cp1252'
+    encoding    TEXT NOT NULL,          -- encoding the bytes were decoded with, e.g. 'utf_8', 'cp1252'; 'pdf' for a PDF
     frontmatter TEXT,                   -- front matter as a JSON object, NULL if none or malformed
     body_start  INTEGER NOT NULL DEFAULT 0, -- offset where the text after the front matter starts
     date        TEXT,                   -- date from front matter (date/created/updated), ISO-8601
     indexed_at  TEXT NOT NULL,          -- UTC ISO-8601 time this version was indexed
-    body        TEXT NOT NULL,          -- the whole decoded text, line endings as in the file
+    body        TEXT NOT NULL,          -- the whole decoded text, line endings as in the file (PDF, canvas: see pages, canvas_cards)
     UNIQUE (root_id, path)
 ) STRICT;
 
@@ -151,11 +151,74 @@ CREATE TABLE attachments (
     PRIMARY KEY (root_id, path)
 ) STRICT, WITHOUT ROWID;
 
+-- The pages of PDF documents. A PDF's body is its pages' texts joined by form feeds (U+000C), as
+-- pdftotext writes them: page n is substr(body, start_char + 1, end_char - start_char), and the
+-- character at end_char is the form feed before page n + 1. Every non-empty page ends with a line
+-- break, so each page starts a line. A page without text (a scanned page) is empty.
+CREATE TABLE pages (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the PDF (documents.id)
+    page       INTEGER NOT NULL,   -- 1-based page number, in the PDF's order (as #page=N counts)
+    start_char INTEGER NOT NULL,   -- offset of the page's first character in documents.body
+    end_char   INTEGER NOT NULL,   -- offset after its last character (exclusive)
+    PRIMARY KEY (doc_id, page)
+) STRICT, WITHOUT ROWID;
+
+-- A PDF's document information (what its Info dictionary says) and page counts.
+CREATE TABLE pdf_info (
+    doc_id     INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE, -- the PDF (documents.id)
+    pages      INTEGER NOT NULL,   -- number of pages
+    text_pages INTEGER NOT NULL,   -- pages with text (the others are images: scans, no OCR)
+    encrypted  INTEGER NOT NULL DEFAULT 0, -- 1: encrypted, and opened with the empty user password
+    title      TEXT,               -- the metadata title (often a tool's: 'Microsoft Word - draft3.doc')
+    author     TEXT,               -- Author
+    subject    TEXT,               -- Subject
+    keywords   TEXT,               -- Keywords
+    creator    TEXT,               -- the application that made the original document
+    producer   TEXT,               -- the application that wrote the PDF
+    created    TEXT,               -- CreationDate as ISO-8601 (also documents.date)
+    modified   TEXT,               -- ModDate as ISO-8601
+    names      TEXT NOT NULL DEFAULT '' -- title, author, subject and keywords as the keyword index's title column adds them
+) STRICT;
+
+-- The cards of Obsidian canvases (.canvas, JSON Canvas). A canvas's body is one segment per card
+-- (in the file's order, then one per labelled edge), joined by form feeds: a text card's Markdown,
+-- a file card as the embed '![[file#subpath]]' (which is also its row in links, kind 'canvas'), a
+-- link card's URL, a group's or an edge's label; each ends with a line break unless empty.
+CREATE TABLE canvas_cards (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the canvas (documents.id)
+    seq        INTEGER NOT NULL,   -- 0-based position in the body
+    card_id    TEXT NOT NULL,      -- the node's (or edge's) id in the canvas file
+    kind       TEXT NOT NULL,      -- text, file, link, group, or edge (an edge's label)
+    start_char INTEGER NOT NULL,   -- body[start_char:end_char] is the card's segment
+    end_char   INTEGER NOT NULL,   -- offset after its last character (exclusive)
+    file       TEXT,               -- a file card's vault path, as written
+    subpath    TEXT,               -- a file card's subpath without '#' ('Heading', 'page=3')
+    url        TEXT,               -- a link card's URL
+    x          REAL,               -- position and size on the canvas
+    y          REAL,               -- (top)
+    width      REAL,               -- width
+    height     REAL,               -- height
+    color      TEXT,               -- '1'..'6' or '#rrggbb'
+    PRIMARY KEY (doc_id, seq)
+) STRICT, WITHOUT ROWID;
+
+-- The edges (arrows) of canvases, between two cards (canvas_cards.card_id).
+CREATE TABLE canvas_edges (
+    doc_id    INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the canvas (documents.id)
+    seq       INTEGER NOT NULL,    -- 0-based position in the file
+    edge_id   TEXT NOT NULL,       -- the edge's id in the canvas file
+    from_card TEXT NOT NULL,       -- card_id of the card it starts at
+    to_card   TEXT NOT NULL,       -- card_id of the card it points to
+    label     TEXT,                -- its label, or NULL (a labelled edge is also a card, kind 'edge')
+    PRIMARY KEY (doc_id, seq)
+) STRICT, WITHOUT ROWID;
+
 -- What the keyword index reads: one row per chunk with its document's names, its heading path
 -- and its text. FTS5 uses it as external content, so chunk text is stored once (in
 -- documents.body). The title column holds every name a note answers to: its title, its file
--- name without extension when that differs from the title, and its aliases, so that a note is
--- found by the name a person knows it by. A first heading that repeats the title is left out of
+-- name without extension when that differs from the title, and its aliases (for a PDF: the title,
+-- author, subject and keywords of its document information), so that a note is found by the name
+-- a person knows it by. A first heading that repeats the title is left out of
 -- the heading path here: the title column already holds those words (they would count twice,
 -- three times with the body).
 CREATE VIEW chunks_fts_content AS
@@ -167,7 +230,9 @@ SELECT c.id                                                    AS id,
                              ELSE base END AS stem
                  FROM (SELECT substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1) AS base)))
        || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
-                    WHERE a.doc_id = d.id), '')               AS title,
+                    WHERE a.doc_id = d.id), '')
+       || coalesce((SELECT ' ' || p.names FROM pdf_info AS p
+                    WHERE p.doc_id = d.id AND p.names <> ''), '') AS title,
        CASE WHEN c.heading_path = d.title THEN ''
             WHEN substr(c.heading_path, 1, length(d.title) + 3) = d.title || ' > '
             THEN substr(c.heading_path, length(d.title) + 4)
@@ -306,3 +371,30 @@ SELECT d.id AS doc_id, d.path, d.title,
        (SELECT count(DISTINCT source_id) FROM links WHERE target_id = d.id AND source_id <> d.id) AS backlinks,
        (SELECT count(*) FROM links WHERE source_id = d.id) AS outlinks
 FROM documents AS d;
+
+-- Every page of every PDF, with its text.
+CREATE VIEW pdf_pages AS
+SELECT p.doc_id, d.path, d.title, p.page, p.start_char, p.end_char,
+       substr(d.body, p.start_char + 1, p.end_char - p.start_char) AS text
+FROM pages AS p JOIN documents AS d ON d.id = p.doc_id;
+
+-- The page of each chunk of a PDF: where it starts and where it ends. A search hit's page (kbase
+-- search, --json 'page') is the page of its first match inside the chunk: page_at(offset) is
+-- SELECT max(page) FROM pages WHERE doc_id = ? AND start_char <= offset.
+CREATE VIEW chunk_pages AS
+SELECT c.id AS chunk_id, c.doc_id, d.path,
+       (SELECT max(p.page) FROM pages AS p
+        WHERE p.doc_id = c.doc_id AND p.start_char <= c.start_char) AS page,
+       (SELECT max(p.page) FROM pages AS p
+        WHERE p.doc_id = c.doc_id AND p.start_char < c.end_char) AS end_page
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+WHERE d.kind = 'pdf';
+
+-- The card of each chunk of a canvas (the card it starts in).
+CREATE VIEW chunk_cards AS
+SELECT c.id AS chunk_id, c.doc_id, d.path, k.card_id, k.kind AS card_kind
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+JOIN canvas_cards AS k ON k.doc_id = c.doc_id
+     AND k.seq = (SELECT max(seq) FROM canvas_cards
+                  WHERE doc_id = c.doc_id AND start_char <= c.start_char)
+WHERE d.kind = 'canvas';

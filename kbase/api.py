@@ -164,7 +164,7 @@ class KB:
                         settings=settings,
                         progress=progress,
                         extensions=extensions or ingest.DEFAULT_EXTENSIONS,
-                        max_size=ingest.DEFAULT_MAX_SIZE if max_size is None else max_size,
+                        max_size=max_size,
                         follow_outside=follow_outside,
                     )
                 except BaseException:
@@ -429,13 +429,19 @@ class KB:
         return self._read(region, target, context)
 
     def read(
-        self, target: str, start_line: int | None = None, end_line: int | None = None
+        self,
+        target: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        *,
+        page: int | None = None,
     ) -> NoteText:
         """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
-        a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut)."""
+        a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut).
+        ``page``: a PDF's page (1-based), instead of a line range."""
         from kbase.notes.reading import read_note
 
-        return self._read(read_note, self.document(target), start_line, end_line)
+        return self._read(read_note, self.document(target), start_line, end_line, page=page)
 
     def document_at(self, path: str) -> DocRef:
         """The document at exactly ``path`` inside its root (see ``reading.note_at``)."""

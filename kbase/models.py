@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ class ParsedDoc:
     """A decoded document with its metadata and block structure. Offsets index ``text``."""
 
     text: str
-    kind: str  # 'markdown' or 'text'
+    kind: str  # 'markdown', 'text', 'pdf' or 'canvas'
     title: str
     frontmatter: dict | None
     body_start: int
@@ -48,6 +49,12 @@ class ParsedDoc:
     headings: tuple[Heading, ...]
     blocks: tuple[Block, ...]
     warnings: tuple[str, ...] = ()
+    # PDFs: each page's [start, end) in ``text`` (page n is segments[n - 1]); canvases: each
+    # card's (see ``cards``). Segments are separated by a form feed; a chunk prefers to end at one.
+    segments: tuple[tuple[int, int], ...] = ()
+    pdf: dict | None = None  # a PDF's document information (kbase.ingest.pdf.info_record)
+    cards: tuple = ()  # a canvas's cards (kbase.canvas.Card), one per segment
+    edges: tuple = ()  # a canvas's edges (kbase.canvas.Edge)
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,8 @@ class Hit:
     explain: dict = field(default_factory=dict)
     rank: int = 0  # 1-based position in the results (KB.search numbers them; 0: not ranked)
     missing: bool = False  # the file is gone from disk (stale too): moved or deleted
+    page: int | None = None  # a PDF's 1-based page of the first match (or of the chunk)
+    card: str | None = None  # a canvas's card (its id in the file) holding the first match
 
 
 @dataclass(frozen=True)
@@ -289,9 +298,16 @@ class DocRef:
     title: str
     body: str
     body_start: int
-    kind: str = "markdown"  # or 'text'
+    kind: str = "markdown"  # or 'text', 'pdf', 'canvas'
     stale: bool = False  # the file changed (or vanished) on disk since it was indexed
     missing: bool = False  # the file is gone from disk (a moved vault, a deleted note)
+    pages: tuple[tuple[int, int], ...] = ()  # a PDF's pages: page n is body[a:b] of pages[n - 1]
+
+    def page_at(self, offset: int) -> int | None:
+        """The 1-based page of a PDF that ``offset`` of the body falls on (None: not a PDF)."""
+        if not self.pages:
+            return None
+        return max(1, bisect_right([a for a, _ in self.pages], offset))
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,8 @@ def register(con: apsw.Connection, kb) -> None:
                 h.line,
                 h.heading_path,
                 h.snippet,
+                h.page,
+                h.card,
             )
 
     # apsw.ext reads the table's columns and how rows give them from the function's attributes
@@ -166,6 +168,8 @@ def register(con: apsw.Connection, kb) -> None:
             "line",
             "heading_path",
             "snippet",
+            "page",
+            "card",
         ),
         column_access=apsw.ext.VTColumnAccess.By_Index,
     )

@@ -59,3 +59,13 @@ def cell(value, width: int = 60) -> str:
         return f"<blob {len(value)} bytes>"
     text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
     return excerpt(text, (0, 0), width)
+
+
+def location(path: str, line: int, page: int | None = None, card: str | None = None) -> str:
+    """Where a hit is, as people cite it: 'notes/a.md:12', 'paper.pdf p.3' (a PDF's page),
+    'board.canvas card 5e0f' (a canvas's card)."""
+    if page is not None:
+        return f"{path} p.{page}"
+    if card is not None:
+        return f"{path} card {card}"
+    return f"{path}:{line}"

@@ -15,7 +15,7 @@ def test_walk_skips_hidden_folders_and_other_extensions(tmp_path):
             "a.md": "x",
             "b.markdown": "x",
             "c.txt": "x",
-            "d.pdf": "x",
+            "d.png": "x",
             ".hidden.md": "x",
             ".git/x.md": "x",
             ".obsidian/y.md": "x",

@@ -136,10 +136,13 @@ def chunk_options(f):
     "extensions",
     multiple=True,
     metavar="EXT",
-    help="File extension to index (repeatable). Default: .md .markdown .txt",
+    help="File extension to index (repeatable). Default: .md .markdown .txt .pdf .canvas",
 )
 @click.option(
-    "--max-size", callback=_parse_size, metavar="SIZE", help="Skip larger files (default 10M)."
+    "--max-size",
+    callback=_parse_size,
+    metavar="SIZE",
+    help="Skip larger files (default 10M, PDFs 512M).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
 @output_options("text", "json")
@@ -1024,7 +1027,8 @@ def roots_remove(ctx, root, quiet):
 @output_options("text", "json")
 @click.pass_context
 def show(ctx, target, context, fmt):
-    """Print a document from the index: PATH, PATH:LINE (with context) or PATH:START-END."""
+    """Print a document from the index: PATH, PATH:LINE (with context), PATH:START-END, or a
+    PDF's page: PATH#page=N."""
     kb = _kb(ctx)
     r = kb.region(target, context)
     doc = r.doc
@@ -1051,13 +1055,20 @@ def show(ctx, target, context, fmt):
                     "missing": doc.missing,
                     "first_line": r.first,
                     "last_line": r.last,
-                    "text": "\n".join(r.lines),
+                    "page": r.page,
+                    "pages": r.pages or None,
+                    "text": r.text,
                 },
                 ensure_ascii=False,
             )
         )
     elif r.whole:
         click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
+    elif r.page is not None:
+        if not r.text.strip():
+            click.echo(f"{doc.path} p.{r.page} has no text (an image only?)", err=True)
+        else:
+            click.echo(r.text, nl=not r.text.endswith("\n"))
     else:
         width = len(str(r.last))
         for n, line in enumerate(r.lines, r.first):

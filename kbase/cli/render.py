@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import click
 
 from kbase.models import Hit, Status
-from kbase.text import excerpt
+from kbase.text import excerpt, location
 
 FORMATS = ("table", "json", "jsonl", "csv")
 HIT_FIELDS = (
@@ -24,6 +24,8 @@ HIT_FIELDS = (
     "path",
     "abspath",
     "line",
+    "page",
+    "card",
     "heading_path",
     "snippet",
     "highlights",
@@ -86,7 +88,7 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
     out = []
     width = len(str(len(hits)))
     for i, h in enumerate(hits, 1):
-        loc = f"{h.path}:{h.line}"
+        loc = location(h.path, h.line, h.page, h.card)
         title = click.style(h.title, bold=True) if color else h.title
         state = " [missing]" if h.missing else " [changed on disk]" if h.stale else ""
         flag = click.style(state, fg="yellow") if color and state else state
@@ -335,6 +337,8 @@ RELATED_FIELDS = (
     "path",
     "abspath",
     "line",
+    "page",
+    "card",
     "heading_path",
     "snippet",
     "tags",
@@ -372,7 +376,7 @@ def render_related(result, fmt: str, color: bool) -> str:
             for m, on in ((" [linked]", rec["linked"]), (" [links here]", rec["links_here"]))
             if on
         )
-        loc = f"{rec['path']}:{rec['line']}"
+        loc = location(rec["path"], rec["line"], rec["page"], rec["card"])
         title = click.style(rec["title"], bold=True) if color else rec["title"]
         out.append(
             f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -317,7 +318,11 @@ class _Chunker:
         """(kind, block, start, end) in order, with gaps between blocks (markdown-it drops link
         reference definitions, for one) returned as prose so that no text is lost."""
         doc = self.doc
-        if doc.kind != "markdown":
+        if doc.kind == "pdf":  # page text as laid out: prose (no Markdown, no CLI or config)
+            for b in doc.blocks:
+                yield "prose", b, b.start, b.end
+            return
+        if doc.kind not in ("markdown", "canvas"):
             for b in _text_blocks(self.text):
                 yield _classify_text(self.text[b.start : b.end]), b, b.start, b.end
             return
@@ -337,7 +342,22 @@ class _Chunker:
     # --- driver --------------------------------------------------------------------------------
     def run(self) -> Chunking:
         headings: list[tuple[int, str]] = []
+        # Segments (a PDF's pages, a canvas's cards): a chunk ends where one ends, and never
+        # spans two (not even two short pages: a hit then names its page, and a six-word
+        # phrase lands on the page it came from); each card starts with no headings above it.
+        seg_starts = [a for a, _ in self.doc.segments]
+        segment = 0
+        canvas = self.doc.kind == "canvas"
         for kind, block, start, end in self.blocks():
+            if seg_starts:
+                at = bisect_right(seg_starts, start) - 1
+                if at != segment:
+                    segment = at
+                    self.flush(hard_break=True, final=True)
+                    if canvas:
+                        headings.clear()
+                        self.path = ""
+                        self.section += 1
             if kind == "hr":
                 if self.cur and self.only_headings():
                     # Headings before a break wait for their content after it; the break counts.
@@ -545,6 +565,11 @@ class _Chunker:
                     end_line=line_of(starts, max(sp.start, sp.end - 1)),
                 )
             )
+        if not chunks and self.doc.kind == "pdf":
+            # A PDF without any text (scanned pages) still answers to its names and metadata: one
+            # chunk holds its keyword row, over the whole (blank) text; it may be empty.
+            end = len(self.text)
+            chunks.append(Chunk(0, 0, end, 1, "", "prose", 0, 0, line_of(starts, max(0, end - 1))))
         return Chunking(chunks, self.diagnostics)
 
     def merge_small(self, spans: list[_Span]) -> list[_Span]:

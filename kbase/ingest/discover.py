@@ -24,8 +24,22 @@ if TYPE_CHECKING:
     import apsw
     import pathspec
 
-DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt")
+DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt", ".pdf", ".canvas")
 DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # bytes; larger files are skipped: notes are rarely this big
+# PDFs carry images and fonts: a 300-page scanned book is 100 MB and more, yet its text is small.
+# They are read by the worker processes (kbase.workers), never held whole in the indexer's memory.
+PDF_MAX_SIZE = 512 * 1024 * 1024
+PDF_EXTENSIONS = (".pdf",)
+
+
+def size_cap(name: str, max_size: int | None) -> int:
+    """The size above which a file is skipped: ``max_size`` when given, else the default of its
+    kind (PDF_MAX_SIZE for a PDF, DEFAULT_MAX_SIZE for everything else)."""
+    if max_size is not None:
+        return max_size
+    return PDF_MAX_SIZE if name.lower().endswith(PDF_EXTENSIONS) else DEFAULT_MAX_SIZE
+
+
 IGNORE_FILE = ".kbaseignore"
 
 
@@ -57,7 +71,7 @@ class Skipped:
 def walk(
     root: Path,
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
-    max_size: int = DEFAULT_MAX_SIZE,
+    max_size: int | None = None,
     start: Path | None = None,
     attachments: frozenset[str] = frozenset(),
     inside: Sequence[str] | None = None,
@@ -125,7 +139,7 @@ def _walk_dir(
     folder: Path,
     rel: str,
     exts: tuple[str, ...],
-    max_size: int,
+    max_size: int | None,
     specs: list[tuple[str, pathspec.PathSpec]],
     seen: set[tuple[int, int]],
     atts: frozenset[str] = frozenset(),
@@ -247,15 +261,15 @@ def _utf8(name: str) -> bool:
 
 
 def _file(
-    rel: str, abspath: str, st: os.stat_result, max_size: int
+    rel: str, abspath: str, st: os.stat_result, max_size: int | None
 ) -> Iterator[Candidate | Skipped]:
+    cap = size_cap(abspath, max_size)
     if not stat.S_ISREG(st.st_mode):
         yield Skipped(abspath, "not a regular file")
-    elif st.st_size > max_size:
+    elif st.st_size > cap:
         yield Skipped(
             abspath,
-            f"larger than the size cap ({st.st_size:,} > {max_size:,} bytes;"
-            " raise it with --max-size)",
+            f"larger than the size cap ({st.st_size:,} > {cap:,} bytes; raise it with --max-size)",
         )
     else:
         yield Candidate(rel, abspath, st.st_size, st.st_mtime_ns)

@@ -23,17 +23,19 @@ from pathlib import Path, PurePosixPath
 import apsw
 
 from kbase.errors import InputError
+from kbase.ingest import canvas, pdf, workers
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import Decoded, UndecodableError, decode
 from kbase.ingest.discover import (
     DEFAULT_EXTENSIONS,
-    DEFAULT_MAX_SIZE,
+    PDF_EXTENSIONS,
     Attachment,
     Candidate,
     Skipped,
     follow_outside_key,
     outside_reason,
     root_bounds,
+    size_cap,
     walk,
     within,
 )
@@ -42,7 +44,7 @@ from kbase.ingest.parse import parse
 from kbase.models import IndexReport, ParsedDoc
 from kbase.store import writes as store
 from kbase.store.db import meta_get, meta_set
-from kbase.store.maintenance import follow_moved_roots, rechunk_all, rederive
+from kbase.store.maintenance import follow_moved_roots, rechunk_all, rederive, stored_document
 from kbase.text import LINE_BREAK, printable
 
 # Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
@@ -103,14 +105,14 @@ def index(
     paths: Sequence[str | os.PathLike[str]],
     *,
     extensions: Sequence[str] = DEFAULT_EXTENSIONS,
-    max_size: int = DEFAULT_MAX_SIZE,
+    max_size: int | None = None,
     counter: TokenCounter | None = None,
     settings: ChunkSettings | None = None,
     progress: Progress | None = None,
     follow_outside: bool = False,
 ) -> IndexReport:
     """Bring the index up to date with ``paths`` (folders or files). With no paths, every known
-    root.
+    root. ``max_size``: skip larger files (default: discover.size_cap's, by kind).
 
     A symlink whose target is outside every indexed root is skipped with a reason, unless
     ``follow_outside`` (remembered for the roots it is given with: later runs follow them too).
@@ -187,6 +189,12 @@ def chunk_file(
     Returns the parsed document, its chunking and the encoding.
     """
     p = Path(path)
+    if is_pdf(p.name):
+        result = prepare_pdf(p.name, str(p), settings or ChunkSettings(), None, counter=counter)
+        if isinstance(result, str):
+            raise InputError(f"{path}: {result}", "pass a PDF that has a text layer")
+        _digest, (encoding, doc, chunking, *_rest) = result
+        return doc, chunking, encoding
     try:
         data = p.read_bytes()
     except OSError as e:
@@ -219,7 +227,7 @@ def _retitle_renamed(
         ).fetchone()
     ):
         return
-    doc = parse(body, path)
+    doc = stored_document(con, doc_id, body, path)
     if doc.title != title:
         rederive(con, doc_id, counter, settings, doc)
 
@@ -233,7 +241,7 @@ def _index_scope(
     con: apsw.Connection,
     scope: _Scope,
     extensions: tuple[str, ...],
-    max_size: int,
+    max_size: int | None,
     counter: TokenCounter,
     settings: ChunkSettings,
     progress: Progress | None,
@@ -295,12 +303,17 @@ def _index_scope(
         by_hash.setdefault(h, []).append(path)
 
     total = len(todo)
-    pool = _pool(total, sum(c.size for c in todo), counter)
+    texts = [c for c in todo if not is_pdf(c.abspath)]
+    pool = _pool(len(texts), sum(c.size for c in texts), counter)
+    pdfs = _PdfJobs(settings, max_size, sum(1 for c in todo if is_pdf(c.abspath)), bounds)
     try:
         with _Batches(con, report) as batches:
             renamed_from = {h for h, paths in by_hash.items() if paths}
             for done, (c, old, item) in enumerate(
-                _prepared(todo, known, renamed_from, max_size, settings, pool, bounds), 1
+                _prepared(
+                    todo, known, renamed_from, max_size, settings, pool, bounds, pdfs, progress
+                ),
+                1,
             ):
                 if progress:
                     progress(done - 1, total, c.relpath)
@@ -308,6 +321,13 @@ def _index_scope(
                     report.skipped.append((c.abspath, item))
                     continue
                 st, digest, prepared = item[:3]
+                if isinstance(prepared, _PdfResult):  # read by a worker, which hashed it too
+                    digest, prepared = prepared.digest or digest, prepared.prepared
+                    if prepared == VANISHED:
+                        prepared = None
+                    elif isinstance(prepared, str):  # unreadable now: what was indexed stays
+                        report.skipped.append((c.abspath, prepared))
+                        continue
                 if prepared is None:  # vanished between the listing and the read
                     report.skipped.append((c.abspath, "vanished while indexing"))
                     if old is not None:
@@ -331,12 +351,20 @@ def _index_scope(
                 if (
                     prepared is _UNPARSED
                 ):  # looked like a rename, but its twin was taken by another file
-                    prepared = prepare(
-                        c.relpath or Path(c.abspath).name, item[2], settings, counter
-                    )
+                    if is_pdf(c.abspath):
+                        result = pdfs.now(c)
+                        digest, prepared = result.digest or digest, result.prepared
+                        if isinstance(prepared, str):
+                            report.skipped.append((c.abspath, prepared))
+                            continue
+                    else:
+                        prepared = prepare(
+                            c.relpath or Path(c.abspath).name, item[3], settings, counter
+                        )
                 if isinstance(prepared, str):  # not indexable text (binary, a giant line, ...)
                     report.skipped.append((c.abspath, prepared))
-                    if old is not None:
+                    # A canvas that is no JSON now (half written by a sync?) keeps what was read.
+                    if old is not None and not is_canvas(c.abspath):
                         vanished[c.relpath] = (
                             old  # it was text once; now it is not: drop the stale copy
                         )
@@ -376,10 +404,11 @@ def _index_scope(
                 batches.count("updated" if old else "new", name)
                 full_resolve = full_resolve or old is None
     finally:
+        interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+        pdfs.close(interrupted)
         if pool is not None:
             # Wait for the tasks in flight (a few files), except on Ctrl-C: a pool left behind
             # races its own exit hook, which then prints a traceback after kbase's error line.
-            interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
             pool.shutdown(wait=not interrupted, cancel_futures=True)
     if progress:
         progress(total, total, "")
@@ -509,10 +538,13 @@ def _exit_when_orphaned(parent: int) -> None:
 ORPHAN_CHECK_SECONDS = 0.5
 
 
-def _read(c: Candidate, max_size: int, bounds: tuple[str, ...] | None = None):
-    """(stat, sha256, bytes), or (stat, None, None) if the file vanished, or a reason it cannot be
-    read. With ``bounds``, a file that turns out to be outside them once opened (a symlink
-    swapped in since the listing) is not read."""
+def _read(c: Candidate, max_size: int | None, bounds: tuple[str, ...] | None = None):
+    """(stat, sha256, bytes), or None if the file vanished, or a reason it cannot be read. With
+    ``bounds``, a file that turns out to be outside them once opened (a symlink swapped in since
+    the listing) is not read. A PDF is only hashed here (in blocks; its bytes are the worker's to
+    read): bytes is None."""
+    cap = size_cap(c.abspath, max_size)
+    pdf = is_pdf(c.abspath)
     try:
         # Non-blocking: a file swapped for a FIFO since the listing must not hang the run.
         with open(c.abspath, "rb", opener=_nonblocking) as f:
@@ -525,13 +557,19 @@ def _read(c: Candidate, max_size: int, bounds: tuple[str, ...] | None = None):
                 real = opened_path(f.fileno(), c.abspath)
                 if not within(real, bounds):
                     return outside_reason(real)
-            data = f.read(max_size + 1)
+            if pdf:
+                digest, size = _hash_file(f, cap + 1)
+            else:
+                data = f.read(cap + 1)
+                size = len(data)
     except FileNotFoundError:
         return None
     except OSError as e:
         return f"cannot read: {e.strerror}"
-    if len(data) > max_size:
-        return f"grew past the size cap ({max_size:,} bytes) while indexing"
+    if size > cap:
+        return f"grew past the size cap ({cap:,} bytes) while indexing"
+    if pdf:
+        return st, digest, None
     return st, store.sha256(data), data
 
 
@@ -542,6 +580,24 @@ def opened_path(fd: int, path: str) -> str:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return os.path.realpath(path)
+
+
+def _hash_file(f, limit: int) -> tuple[str, int]:
+    """sha256 (hex) of up to ``limit`` bytes of an open file, and how many there were."""
+    import hashlib
+
+    h = hashlib.sha256()
+    size = 0
+    while size < limit:
+        block = f.read(min(HASH_BLOCK, limit - size))
+        if not block:
+            break
+        h.update(block)
+        size += len(block)
+    return h.hexdigest(), size
+
+
+HASH_BLOCK = 1024 * 1024
 
 
 def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
@@ -559,18 +615,151 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
             f" kbase indexes lines up to {MAX_LINE_CHARS:,}"
         )
     try:
-        doc = _parse(decoded, name)
+        if is_canvas(name):
+            try:
+                parsed = canvas.parse_canvas(decoded.text)
+            except canvas.CanvasError as e:
+                return str(e)
+            doc = canvas.document(parsed, name, decoded.warnings)
+            links = canvas.links(doc)
+            blocks: list = []
+        else:
+            doc = _parse(decoded, name)
+            links, blocks = parse_links(doc), block_ids(doc)
         chunking = chunk(doc, counter, settings)
         return (
             decoded.encoding,
             doc,
             chunking,
-            parse_links(doc),
-            block_ids(doc),
+            links,
+            blocks,
             store.chunk_hashes(doc, chunking.chunks),
         )
     except (RecursionError, MemoryError) as e:
         return f"too deeply nested or too large to parse ({type(e).__name__})"
+
+
+def is_pdf(name: str) -> bool:
+    return name.lower().endswith(PDF_EXTENSIONS)
+
+
+def is_canvas(name: str) -> bool:
+    return name.lower().endswith(canvas.CANVAS_EXTENSIONS)
+
+
+def prepare_pdf(
+    name: str,
+    abspath: str,
+    settings: ChunkSettings,
+    max_size: int | None,
+    counter: TokenCounter | None = None,
+    progress: pdf.PageProgress | None = None,
+    bounds: tuple[str, ...] | None = None,
+):
+    """Read, extract, and chunk one PDF: (sha256 of the bytes read, prepare()'s tuple), or the
+    reason to skip it. Runs in a worker process (kbase.ingest.workers), under a time limit. With
+    ``bounds``, a file found outside them once opened (a symlink swapped in) is not read."""
+    cap = size_cap(abspath, max_size)
+    try:
+        with open(abspath, "rb", opener=_nonblocking) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return "not a regular file"
+            if bounds is not None:
+                real = opened_path(f.fileno(), abspath)
+                if not within(real, bounds):
+                    return outside_reason(real)
+            data = f.read(cap + 1)
+    except FileNotFoundError:
+        return VANISHED
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    if len(data) > cap:
+        return f"grew past the size cap ({cap:,} bytes) while indexing"
+    digest = store.sha256(data)
+    try:
+        text = pdf.extract(data, progress)
+    except pdf.PdfError as e:
+        return str(e)
+    del data
+    doc = pdf.document(text.text, text.pages, name, pdf.info_record(text), pdf.read_warnings(text))
+    chunking = chunk(doc, counter, settings)
+    return digest, ("pdf", doc, chunking, [], [], store.chunk_hashes(doc, chunking.chunks))
+
+
+VANISHED = "vanished while indexing"
+
+
+@dataclass(frozen=True)
+class _PdfResult:
+    digest: str | None  # of the bytes the worker read (None: it could not read them)
+    prepared: object  # prepare()'s tuple, or the reason the PDF was skipped
+
+
+# A PDF's time limit, once a worker has started it: this much, plus a little per page (a
+# 2,000-page PDF reads in about 5 s here; a hostile page can take PDFium minutes).
+PDF_SECONDS = 60.0
+PDF_SECONDS_PER_PAGE = 0.1
+
+
+def _pdf_timeout(args: tuple, progress: tuple[int, int] | None) -> float:
+    pages = progress[1] if progress else 0
+    return PDF_SECONDS + PDF_SECONDS_PER_PAGE * pages
+
+
+def _pdf_job(name, abspath, settings, max_size, bounds, progress=None):
+    result = prepare_pdf(name, abspath, settings, max_size, progress=progress, bounds=bounds)
+    if isinstance(result, tuple):
+        digest, prepared = result
+        # The block structure stays here (see _prepare_item).
+        prepared = (prepared[0], dataclasses.replace(prepared[1], blocks=()), *prepared[2:])
+        return digest, prepared
+    return result
+
+
+class _PdfJobs:
+    """The PDFs of an index run, read in worker processes (kbase.ingest.workers): each under a time
+    limit, each in a process of its own, so that one that hangs or crashes PDFium is skipped and
+    the run goes on. The workers start with the first PDF."""
+
+    def __init__(
+        self,
+        settings: ChunkSettings,
+        max_size: int | None,
+        count: int,
+        bounds: tuple[str, ...] | None = None,
+    ) -> None:
+        self.settings, self.max_size, self.count, self.bounds = settings, max_size, count, bounds
+        self._workers: workers.Workers | None = None
+
+    def _pool(self) -> workers.Workers:
+        if self._workers is None:
+            cores = (
+                len(os.sched_getaffinity(0))
+                if hasattr(os, "sched_getaffinity")
+                else (os.cpu_count() or 1)
+            )
+            self._workers = workers.Workers(min(cores, max(1, self.count)), _pdf_timeout)
+        return self._workers
+
+    def submit(self, c: Candidate) -> int:
+        name = c.relpath or Path(c.abspath).name
+        return self._pool().submit(
+            _pdf_job, name, c.abspath, self.settings, self.max_size, self.bounds
+        )
+
+    def result(self, job: int, on_progress=None) -> _PdfResult:
+        out = self._pool().result(job, on_progress)
+        if isinstance(out, str):
+            return _PdfResult(None, out)
+        return _PdfResult(*out)
+
+    def now(self, c: Candidate) -> _PdfResult:
+        return self.result(self.submit(c))
+
+    def close(self, interrupted: bool = False) -> None:
+        if self._workers is not None:
+            self._workers.close(wait_for=not interrupted)
+            self._workers = None
 
 
 def _parse(decoded: Decoded, name: str) -> ParsedDoc:
@@ -596,12 +785,14 @@ def _prepare_item(args):
 _UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed
 
 
-def _prepared(todo, known, renamed_from, max_size, settings, pool, bounds=None):
+def _prepared(
+    todo, known, renamed_from, max_size, settings, pool, bounds=None, pdfs=None, progress=None
+):
     """(candidate, old row, item) in order, where item is a reason to skip, or (stat, digest,
-    prepared, data) with prepared None (vanished), a reason, _UNPARSED, or prepare()'s result.
-    Files whose content hash shows no change, or a rename, are not parsed. With a pool, the next
-    window is read and handed to the workers before this one is written, so that parsing and
-    writing overlap."""
+    prepared, data) with prepared None (vanished), a reason, _UNPARSED, prepare()'s result, or,
+    for a PDF, a _PdfResult. Files whose content hash shows no change, or a rename, are not
+    parsed. With a pool, the next window is read and handed to the workers before this one is
+    written, so that parsing and writing overlap; PDFs always go to their workers (``pdfs``)."""
 
     def submit(start: int):
         window = []
@@ -611,8 +802,13 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool, bounds=None):
             parse_it = isinstance(read, tuple) and (
                 read[1] != old[3] if old is not None else read[1] not in renamed_from
             )
-            window.append((c, old, read, parse_it))
-        jobs = [(c.relpath or Path(c.abspath).name, r[2], settings) for c, old, r, p in window if p]
+            job = pdfs.submit(c) if parse_it and is_pdf(c.abspath) else None
+            window.append((c, old, read, parse_it, job))
+        jobs = [
+            (c.relpath or Path(c.abspath).name, r[2], settings)
+            for c, old, r, p, job in window
+            if p and job is None
+        ]
         if pool is not None and jobs:
             results = pool.map(
                 _prepare_item, jobs, chunksize=CHUNKSIZE
@@ -621,6 +817,7 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool, bounds=None):
             results = (prepare(*job) for job in jobs)
         return window, iter(results)
 
+    done = 0
     pending = submit(0) if todo else None
     for start in range(0, len(todo), WINDOW):
         assert pending is not None  # submitted for every window the loop reaches
@@ -628,13 +825,22 @@ def _prepared(todo, known, renamed_from, max_size, settings, pool, bounds=None):
         pending = (
             submit(start + WINDOW) if pool is not None and start + WINDOW < len(todo) else None
         )
-        for c, old, read, parse_it in window:
+        for c, old, read, parse_it, job in window:
             if read is None:
                 yield c, old, (None, None, None, None)
             elif isinstance(read, str):
                 yield c, old, read
+            elif job is not None:
+                on_pages = None
+                if progress is not None:
+
+                    def on_pages(pages_done, pages, c=c, done=done):
+                        progress(done, len(todo), f"{c.relpath} (page {pages_done:,} of {pages:,})")
+
+                yield c, old, (read[0], read[1], pdfs.result(job, on_pages), read[2])
             else:
                 yield c, old, (read[0], read[1], next(results) if parse_it else _UNPARSED, read[2])
+            done += 1
         if pending is None and start + WINDOW < len(todo):
             pending = submit(start + WINDOW)
 

@@ -62,7 +62,9 @@ def search_head(r: s.SearchResult, shown: int) -> str:
 
 
 def search_hit(h: s.SearchHit) -> str:
-    where = f"{h.path}:{h.line}" + (f", page {h.page}" if h.page else "")
+    where = f"{h.path}:{h.line}" + (
+        f", page {h.page}" if h.page else f", card {h.card}" if h.card else ""
+    )
     lines = [
         f"{h.rank}. {h.title} — {where} (score {h.score:.3g})"
         + (" [changed on disk since indexed]" if h.stale else "")
@@ -82,6 +84,8 @@ def search_empty(r: s.SearchResult) -> str:
 # --- read --------------------------------------------------------------------------------------
 def read_head(r: s.ReadResult) -> str:
     meta = [f"{r.title} — {r.path}", f"lines {r.first_line}-{r.last_line} of {r.total_lines}"]
+    if r.pages:
+        meta.insert(1, f"page {r.page} of {r.pages}" if r.page else f"{r.pages} pages")
     if r.tags:
         meta.append("tags: " + ", ".join(r.tags))
     if r.aliases:

@@ -64,7 +64,10 @@ class SearchHit(BaseModel):
     title: str
     path: str = Field(description="path inside its root; pass it to read, links or related")
     line: int = Field(description="1-based line of the best match")
-    page: int | None = Field(default=None, description="the PDF page of the match, if any")
+    page: int | None = Field(
+        default=None, description="the PDF page of the match, if any (read it with page)"
+    )
+    card: str | None = Field(default=None, description="the canvas card (id) of the match, if any")
     heading_path: str = Field(description="enclosing headings, e.g. 'Guide > Install'")
     snippet: str
     score: float = Field(
@@ -102,6 +105,8 @@ class ReadResult(BaseModel):
         "start_char=next_start_char"
     )
     left_out: str | None = Field(description="what was left out and how to get it, if anything")
+    page: int | None = Field(default=None, description="the PDF page read (page=N), if any")
+    pages: int | None = Field(default=None, description="a PDF's page count")
     text: str = Field(description="the lines shown, joined with newlines")
 
 
@@ -176,7 +181,8 @@ Example: {"query": "how do recurring tasks work", "limit": 5, "path": "Getting S
 READ = """\
 Read a note from the index: its text with line numbers, and its title, tags, aliases, dates and
 whether the file changed since it was indexed. Give start_line/end_line to read a part (e.g.
-around a search hit's line); without them up to 400 lines come back. A long result is cut to the
+around a search hit's line), or page for a PDF's page (a hit's page); without them up to 400
+lines come back. A long result is cut to the
 budget and says where to continue (next_start_line). A name that matches several notes is an
 error listing them.
 Example: {"note": "Getting Started/Dates.md", "start_line": 40, "end_line": 80}"""

@@ -259,6 +259,10 @@ def build_server(
                 "line too long for one result, as next_start_char says.",
             ),
         ] = 1,
+        page: Annotated[
+            int | None,
+            Field(ge=1, description="A PDF's page to return (1-based), instead of lines."),
+        ] = None,
         budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.ReadResult]:
         return await call(
@@ -270,6 +274,7 @@ def build_server(
                 end_line=end_line,
                 start_char=start_char,
                 budget=budget,
+                page=page,
             ),
         )
 

@@ -94,7 +94,8 @@ def search(
             title=clip(h.title),
             path=h.path,
             line=h.line,
-            page=getattr(h, "page", None),
+            page=h.page,
+            card=h.card,
             heading_path=clip(h.heading_path),
             snippet=clip(h.snippet, SNIPPET_CHARS),
             score=round(h.score, 6),
@@ -150,13 +151,14 @@ def read(
     end_line: int | None = None,
     start_char: int = 1,
     budget: int = DEFAULT_BUDGET,
+    page: int | None = None,
 ) -> Reply:
     if start_char > 1 and start_line is None:
         raise InputError("start_char needs start_line", "pass the start_line it continues")
     asked_end = end_line
     if end_line is not None:  # never more lines than the budget could show (a token each)
         end_line = min(end_line, (start_line or 1) + budget)
-    r = kb.read(note, start_line, end_line)
+    r = kb.read(note, start_line, end_line, page=page)
     lines = list(r.lines)
     skipped = start_char - 1  # characters of the first line not shown (start_char)
     if skipped and lines:
@@ -185,6 +187,8 @@ def read(
         next_start_line=None,
         next_start_char=None,
         left_out=None,
+        page=r.page,
+        pages=r.pages or None,
         text="",
     )
     width = len(str(r.last_line))

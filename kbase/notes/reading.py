@@ -10,7 +10,7 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.models import DocRef, NoteEntry
-from kbase.notes.resolve import load
+from kbase.notes.resolve import load, page_region
 from kbase.search.hits import is_stale
 from kbase.text import LINE_BREAK
 
@@ -39,6 +39,8 @@ class NoteText:
     last_line: int
     lines: tuple[str, ...]  # the region's lines, without line breaks
     truncated: bool  # the region was cut at ``MAX_LINES`` (no range asked for)
+    page: int | None = None  # the PDF page read (``page=``), else None
+    pages: int = 0  # a PDF's page count (0: not a PDF)
 
     def numbered(self) -> str:
         """The region with right-aligned line numbers, as ``kbase show PATH:START-END``
@@ -63,10 +65,21 @@ def read_note(
     start_line: int | None = None,
     end_line: int | None = None,
     max_lines: int = MAX_LINES,
+    page: int | None = None,
 ) -> NoteText:
     """Lines ``start_line``..``end_line`` of ``doc`` (default: the whole note,
-    up to ``max_lines``)."""
+    up to ``max_lines``), or a PDF's ``page`` (1-based; with a line range, the range is within
+    the whole text and must not be given: one or the other)."""
+    if page is not None:
+        if start_line is not None or end_line is not None:
+            raise InputError(
+                "give a page or a line range, not both", "read page=N, or start_line/end_line"
+            )
+        region = page_region(doc, page)
+        start_line, end_line = region.first, region.last
     lines = split_lines(doc.body)
+    if doc.kind in ("pdf", "canvas"):
+        lines = [ln.replace("\f", "") if "\f" in ln else ln for ln in lines]
     total = len(lines)
     first = start_line or 1
     if first < 1 or (end_line is not None and end_line < first):
@@ -113,6 +126,8 @@ def read_note(
         last,
         tuple(lines[first - 1 : last]),
         truncated,
+        page,
+        len(doc.pages),
     )
 
 

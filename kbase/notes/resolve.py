@@ -146,6 +146,13 @@ def load(con: apsw.Connection, doc_id: int) -> DocRef:
     root = located_root(root, relpath, con.filename)
     abspath = os.path.join(root, path) if path else root
     check_inside(con, abspath, root_id, path or Path(root).name)
+    pages: tuple[tuple[int, int], ...] = ()
+    if kind == "pdf":
+        pages = tuple(
+            con.execute(
+                "SELECT start_char, end_char FROM pages WHERE doc_id = ? ORDER BY page", (doc_id,)
+            ).fetchall()
+        )
     return DocRef(
         doc_id,
         path or Path(root).name,
@@ -155,6 +162,7 @@ def load(con: apsw.Connection, doc_id: int) -> DocRef:
         body_start,
         kind,
         *disk_state(abspath, size, mtime_ns),
+        pages=pages,
     )
 
 
@@ -183,6 +191,8 @@ class UnknownDocument(InputError):
 
 
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+# Obsidian's link to a PDF's page: 'paper.pdf#page=12' (maybe with '&selection=...' after it).
+_PAGE = re.compile(r"^(?P<path>.+?)#page=(?P<page>\d+)(?:&.*)?$")
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,16 @@ class Region:
     lines: tuple[str, ...]  # the text of lines first..last, without their line breaks
     total: int  # lines in the document (a final line break ends the last line, it opens none)
     whole: bool  # no region was asked for: the whole document
+    page: int | None = None  # PATH#page=N: the PDF page asked for (lines first..last are it)
+    pages: int = 0  # a PDF's page count (0: not a PDF)
+
+    @property
+    def text(self) -> str:
+        """The region's text: a page as stored (form feeds left out), else its lines joined."""
+        if self.page is not None:
+            a, b = self.doc.pages[self.page - 1]
+            return self.doc.body[a:b]
+        return "\n".join(self.lines)
 
 
 def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
@@ -206,6 +226,12 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
     document's lines. A name that contains ``:5`` itself is taken whole first."""
     if context < 0:
         raise InputError(f"context must be 0 lines or more, not {context}", "pass -C 0 or more")
+    page = _PAGE.match(target)
+    if page is not None:
+        try:
+            find_document(con, target)
+        except UnknownDocument:
+            return page_region(find_document(con, page.group("path")), int(page.group("page")))
     m = _LOCATION.match(target)
     try:
         doc, start, end = find_document(con, target), None, None
@@ -214,13 +240,11 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
             raise
         doc, start = find_document(con, m.group("path")), int(m.group("start"))
         end = int(m.group("end")) if m.group("end") else None
-    lines = LINE_BREAK.split(doc.body)
-    if len(lines) > 1 and lines[-1] == "":
-        lines.pop()  # the text ends with a line break: no line after it
+    lines = _lines(doc)
     total = len(lines)
     valid = "line 1" if total == 1 else f"lines 1-{total}"
     if start is None:
-        return Region(doc, 1, total, None, tuple(lines), total, True)
+        return Region(doc, 1, total, None, tuple(lines), total, True, pages=len(doc.pages))
     if not 1 <= start <= total:
         raise InputError(f"{doc.path} has {valid}, not {start}", f"give a line from 1 to {total}")
     if end is not None and end < start:
@@ -238,4 +262,51 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
         tuple(lines[first - 1 : last]),
         total,
         False,
+        pages=len(doc.pages),
     )
+
+
+def _lines(doc: DocRef) -> list[str]:
+    """A stored document's lines; a PDF's or canvas's without the form feeds that separate their
+    pages or cards (each starts a line, so none is lost)."""
+    lines = LINE_BREAK.split(doc.body)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the text ends with a line break: no line after it
+    if doc.kind in ("pdf", "canvas"):
+        lines = [ln.replace("\f", "") if "\f" in ln else ln for ln in lines]
+    return lines
+
+
+def page_region(doc: DocRef, page: int) -> Region:
+    """Page ``page`` (1-based) of a PDF, as ``kbase show paper.pdf#page=12`` prints it: its lines
+    (numbered as in the whole text) and its text."""
+    if doc.kind != "pdf":
+        raise InputError(
+            f"{doc.path} is not a PDF: it has no pages", f"show a line instead: {doc.path}:LINE"
+        )
+    n = len(doc.pages)
+    if not 1 <= page <= n:
+        raise InputError(
+            f"{doc.path} has {'page 1' if n == 1 else f'pages 1-{n}'}, not {page}",
+            f"give a page from 1 to {n}",
+        )
+    lines = _lines(doc)
+    a, b = doc.pages[page - 1]
+    first = _line_at(doc.body, a)
+    count = len(LINE_BREAK.findall(doc.body, a, b))
+    last = max(first, first + count - 1) if b > a else first
+    return Region(
+        doc,
+        first,
+        last,
+        None,
+        tuple(lines[first - 1 : last]) if b > a else (),
+        len(lines),
+        False,
+        page=page,
+        pages=n,
+    )
+
+
+def _line_at(body: str, offset: int) -> int:
+    return len(LINE_BREAK.findall(body, 0, offset)) + 1

@@ -70,7 +70,7 @@ def hit(
         match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
     row = con.execute(
         """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line,
-                  c.heading_path,
+                  c.start_char, c.heading_path,
                   substr(d.body, c.start_char + 1, c.end_char - c.start_char),
                   CASE WHEN ?1 IS NOT NULL THEN
                       (SELECT highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts
@@ -81,7 +81,21 @@ def hit(
            WHERE c.id = ?2""",
         (match, chunk_id),
     ).fetchone()
-    path, root, relpath, title, size, mtime_ns, kind, line, heading_path, text, marked, tags = row
+    (
+        path,
+        root,
+        relpath,
+        title,
+        size,
+        mtime_ns,
+        kind,
+        line,
+        start,
+        heading_path,
+        text,
+        marked,
+        tags,
+    ) = row
     ranges: list[tuple[int, int]] = []
     if pair_match is not None:
         marked = cjk.highlighted(con, chunk_id, text, pair_match)
@@ -89,7 +103,9 @@ def hit(
         unmarked, ranges = snippets.unmark(marked)
         if unmarked != text:  # cannot happen with external content; never show wrong highlights
             ranges = []
-    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=kind == "markdown")
+    markdown = kind in ("markdown", "canvas")
+    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=markdown)
+    page, card = segment_at(con, doc_id, kind, start + anchor)
     root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root
     stale, missing = disk_state(abspath, size, mtime_ns)
@@ -101,7 +117,7 @@ def hit(
         score=score,
         chunk_id=chunk_id,
         line=line + len(LINE_BREAK.findall(text, 0, anchor)),
-        heading_path=plain_headings(heading_path) if kind == "markdown" else heading_path,
+        heading_path=plain_headings(heading_path) if markdown else heading_path,
         snippet=snippet,
         highlights=highlights,
         matched_chunks=n,
@@ -109,7 +125,29 @@ def hit(
         stale=stale,
         missing=missing,
         explain=explain or {},
+        page=page,
+        card=card,
     )
+
+
+def segment_at(
+    con: apsw.Connection, doc_id: int, kind: str, offset: int
+) -> tuple[int | None, str | None]:
+    """(page, card) at ``offset`` of a document's body: a PDF's 1-based page, a canvas's card id;
+    None for what the document does not have."""
+    if kind == "pdf":
+        row = con.execute(
+            "SELECT max(page) FROM pages WHERE doc_id = ? AND start_char <= ?", (doc_id, offset)
+        ).fetchone()
+        return (row[0] if row else None), None
+    if kind == "canvas":
+        row = con.execute(
+            "SELECT card_id FROM canvas_cards WHERE doc_id = ? AND start_char <= ?"
+            " ORDER BY seq DESC LIMIT 1",
+            (doc_id, offset),
+        ).fetchone()
+        return None, (row[0] if row else None)
+    return None, None
 
 
 def plain_headings(heading_path: str) -> str:

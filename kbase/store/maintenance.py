@@ -13,6 +13,8 @@ import apsw
 from kbase.embed import vectors as embed
 from kbase.embed.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
+from kbase.ingest import canvas, pdf
+from kbase.ingest.canvas import Canvas, Card, Edge
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.links import block_ids, parse_links
 from kbase.ingest.parse import parse
@@ -42,7 +44,8 @@ def check(con: apsw.Connection) -> list[Problem]:
         )
     bad = one(
         "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-        " WHERE c.start_char < 0 OR c.end_char <= c.start_char OR c.end_char > length(d.body)"
+        " WHERE c.start_char < 0 OR c.end_char > length(d.body) OR c.end_char < c.start_char"
+        " OR (c.end_char = c.start_char AND d.kind <> 'pdf')"
     )
     if bad:
         problems.append(
@@ -176,7 +179,7 @@ def rederive(
         " FROM documents d JOIN roots r ON r.id = d.root_id WHERE d.id = ?",
         (doc_id,),
     ).fetchone()
-    doc = doc or parse(body, path or Path(root).name)
+    doc = doc or stored_document(con, doc_id, body, path or Path(root).name)
     chunking = chunk(doc, counter, settings)
     store.write_document(
         con,
@@ -190,9 +193,49 @@ def rederive(
         doc=doc,
         chunks=chunking.chunks,
         diagnostics=chunking.diagnostics,
-        links=parse_links(doc),
+        links=canvas.links(doc) if doc.kind == "canvas" else parse_links(doc),
         block_ids=block_ids(doc),
     )
+
+
+def stored_document(con: apsw.Connection, doc_id: int, body: str, name: str) -> ParsedDoc:
+    """A document parsed again from its stored text, as when it was indexed (no file is read): a
+    PDF with its pages and document information, a canvas with its cards, from their rows."""
+    (kind,) = con.execute("SELECT kind FROM documents WHERE id = ?", (doc_id,)).fetchone()
+    if kind == "pdf":
+        pages = tuple(
+            con.execute(
+                "SELECT start_char, end_char FROM pages WHERE doc_id = ? ORDER BY page", (doc_id,)
+            ).fetchall()
+        )
+        cur = con.execute("SELECT * FROM pdf_info WHERE doc_id = ?", (doc_id,))
+        row = cur.fetchone()
+        info = {}
+        if row is not None:
+            names = [d[0] for d in cur.getdescription()]
+            skip = ("doc_id", "names")
+            info = {k: v for k, v in zip(names, row) if v is not None and k not in skip}
+            info["encrypted"] = bool(info.get("encrypted"))
+        return pdf.document(body, pages, name, info)
+    if kind == "canvas":
+        cards = tuple(
+            Card(*row)
+            for row in con.execute(
+                "SELECT seq, card_id, kind, start_char, end_char, file, subpath, url, x, y, width,"
+                " height, color FROM canvas_cards WHERE doc_id = ? ORDER BY seq",
+                (doc_id,),
+            )
+        )
+        edges = tuple(
+            Edge(*row)
+            for row in con.execute(
+                "SELECT edge_id, from_card, to_card, label FROM canvas_edges WHERE doc_id = ?"
+                " ORDER BY seq",
+                (doc_id,),
+            )
+        )
+        return canvas.document(Canvas(body, cards, edges), name)
+    return parse(body, name)
 
 
 def fix(con: apsw.Connection) -> list[str]:

@@ -228,6 +228,116 @@ def _schema_8(con: apsw.Connection) -> None:
     cjk.rebuild(con)
 
 
+# The DDL of schema version 9, frozen here (see _schema_9).
+_SCHEMA_9 = (
+    """
+CREATE TABLE pages (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page       INTEGER NOT NULL,
+    start_char INTEGER NOT NULL,
+    end_char   INTEGER NOT NULL,
+    PRIMARY KEY (doc_id, page)
+) STRICT, WITHOUT ROWID""",
+    """
+CREATE TABLE pdf_info (
+    doc_id     INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    pages      INTEGER NOT NULL,
+    text_pages INTEGER NOT NULL,
+    encrypted  INTEGER NOT NULL DEFAULT 0,
+    title      TEXT,
+    author     TEXT,
+    subject    TEXT,
+    keywords   TEXT,
+    creator    TEXT,
+    producer   TEXT,
+    created    TEXT,
+    modified   TEXT,
+    names      TEXT NOT NULL DEFAULT ''
+) STRICT""",
+    """
+CREATE TABLE canvas_cards (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,
+    card_id    TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    start_char INTEGER NOT NULL,
+    end_char   INTEGER NOT NULL,
+    file       TEXT,
+    subpath    TEXT,
+    url        TEXT,
+    x          REAL,
+    y          REAL,
+    width      REAL,
+    height     REAL,
+    color      TEXT,
+    PRIMARY KEY (doc_id, seq)
+) STRICT, WITHOUT ROWID""",
+    """
+CREATE TABLE canvas_edges (
+    doc_id    INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    seq       INTEGER NOT NULL,
+    edge_id   TEXT NOT NULL,
+    from_card TEXT NOT NULL,
+    to_card   TEXT NOT NULL,
+    label     TEXT,
+    PRIMARY KEY (doc_id, seq)
+) STRICT, WITHOUT ROWID""",
+    """
+CREATE VIEW pdf_pages AS
+SELECT p.doc_id, d.path, d.title, p.page, p.start_char, p.end_char,
+       substr(d.body, p.start_char + 1, p.end_char - p.start_char) AS text
+FROM pages AS p JOIN documents AS d ON d.id = p.doc_id""",
+    """
+CREATE VIEW chunk_pages AS
+SELECT c.id AS chunk_id, c.doc_id, d.path,
+       (SELECT max(p.page) FROM pages AS p
+        WHERE p.doc_id = c.doc_id AND p.start_char <= c.start_char) AS page,
+       (SELECT max(p.page) FROM pages AS p
+        WHERE p.doc_id = c.doc_id AND p.start_char < c.end_char) AS end_page
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+WHERE d.kind = 'pdf'""",
+    """
+CREATE VIEW chunk_cards AS
+SELECT c.id AS chunk_id, c.doc_id, d.path, k.card_id, k.kind AS card_kind
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+JOIN canvas_cards AS k ON k.doc_id = c.doc_id
+     AND k.seq = (SELECT max(seq) FROM canvas_cards
+                  WHERE doc_id = c.doc_id AND start_char <= c.start_char)
+WHERE d.kind = 'canvas'""",
+)
+_CHUNKS_FTS_CONTENT_9 = """
+CREATE VIEW chunks_fts_content AS
+SELECT c.id                                                    AS id,
+       d.title
+       || (SELECT CASE WHEN stem = '' OR lower(stem) = lower(d.title) THEN '' ELSE ' ' || stem END
+           FROM (SELECT CASE WHEN instr(base, '.') > 1
+                             THEN substr(base, 1, length(rtrim(base, replace(base, '.', ''))) - 1)
+                             ELSE base END AS stem
+                 FROM (SELECT substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1)
+                              AS base)))
+       || coalesce((SELECT ' ' || group_concat(a.alias, ' ') FROM aliases AS a
+                    WHERE a.doc_id = d.id), '')
+       || coalesce((SELECT ' ' || p.names FROM pdf_info AS p
+                    WHERE p.doc_id = d.id AND p.names <> ''), '') AS title,
+       CASE WHEN c.heading_path = d.title THEN ''
+            WHEN substr(c.heading_path, 1, length(d.title) + 3) = d.title || ' > '
+            THEN substr(c.heading_path, length(d.title) + 4)
+            ELSE c.heading_path END                            AS headings,
+       substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS body
+FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
+"""
+
+
+def _schema_9(con: apsw.Connection) -> None:
+    """PDFs and canvases (issue 25): their pages, document information and cards, the views over
+    them, and the keyword index's title column with a PDF's metadata names. No document of an
+    older index is a PDF or a canvas, so the keyword index holds the same rows: no rebuild."""
+    for ddl in _SCHEMA_9:
+        con.execute(ddl)
+    con.execute("DROP VIEW chunks_fts_content")
+    con.execute(_CHUNKS_FTS_CONTENT_9)
+
+
 # version -> step. Version 1 was the first schema (kept in tests/data/schema_v1.sql).
 MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # roots.relpath: the root relative to the index file's folder, so that when the notes and the
@@ -252,6 +362,9 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # Chinese, Japanese, Korean, Thai, ... searchable (issue 13; BENCHMARKS.md): a second keyword
     # index with rows only for chunks in those scripts.
     8: _schema_8,
+    # PDFs and canvases with their pages and cards (issue 25): pages, pdf_info, canvas_cards,
+    # canvas_edges, the views pdf_pages, chunk_pages and chunk_cards; PDF metadata is searchable.
+    9: _schema_9,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

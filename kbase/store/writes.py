@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import hashlib
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 import apsw
@@ -39,7 +40,12 @@ def fts_headings(title: str, heading_path: str) -> str:
 
 
 def fts_names(
-    con: apsw.Connection, doc_id: int, title: str, path: str, has_aliases: bool = True
+    con: apsw.Connection,
+    doc_id: int,
+    title: str,
+    path: str,
+    has_aliases: bool = True,
+    pdf_names: str = "",
 ) -> str:
     """The title column of a document's chunks_fts rows, as the chunks_fts_content view makes it:
     the title, the file name without its extension unless it is the title in other (ASCII) case,
@@ -56,6 +62,8 @@ def fts_names(
         ).fetchone()
         if aliases is not None:
             names += " " + aliases
+    if pdf_names:  # a PDF's metadata (pdf_info.names), written before
+        names += " " + pdf_names
     return names
 
 
@@ -120,7 +128,7 @@ def write_document(
                 " frontmatter=?, body_start=?, date=?, indexed_at=?, body=? WHERE id=?",
                 values + (doc_id,),
             )
-            for table in ("tags", "aliases", "headings", "diagnostics", "block_ids"):
+            for table in DERIVED_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
             con.execute("DELETE FROM links WHERE source_id = ?", (doc_id,))
         con.executemany(
@@ -131,6 +139,7 @@ def write_document(
             "INSERT OR IGNORE INTO aliases (doc_id, alias) VALUES (?,?)",
             [(doc_id, a) for a in doc.aliases],
         )
+        pdf_names = _write_segments(con, doc_id, doc)  # before the keyword rows (names)
         if hashes is None:
             hashes = chunk_hashes(doc, chunks)
         # The ids SQLite would choose (max + 1 each), given here: with RETURNING, apsw's executemany
@@ -161,7 +170,7 @@ def write_document(
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
         # delete trigger reads them from there).
         if chunks:
-            title = fts_names(con, doc_id, doc.title, path, bool(doc.aliases))
+            title = fts_names(con, doc_id, doc.title, path, bool(doc.aliases), pdf_names)
             rows = [
                 (cid, title, fts_headings(doc.title, c.heading_path), text[c.start : c.end])
                 for cid, c in zip(ids, chunks)
@@ -217,6 +226,74 @@ def write_document(
     return doc_id
 
 
+# Rows derived from a document, replaced whenever it is written again.
+DERIVED_TABLES = (
+    "tags",
+    "aliases",
+    "headings",
+    "diagnostics",
+    "block_ids",
+    "pages",
+    "pdf_info",
+    "canvas_cards",
+    "canvas_edges",
+)
+PDF_INFO_COLUMNS = (
+    "title",
+    "author",
+    "subject",
+    "keywords",
+    "creator",
+    "producer",
+    "created",
+    "modified",
+)
+
+
+def _write_segments(con: apsw.Connection, doc_id: int, doc: ParsedDoc) -> str:
+    """A PDF's pages and document information, a canvas's cards and edges; returns what the
+    keyword index's title column adds (pdf_info.names)."""
+    if doc.kind == "pdf":
+        from kbase.ingest.pdf import searchable_names
+
+        con.executemany(
+            "INSERT INTO pages (doc_id, page, start_char, end_char) VALUES (?,?,?,?)",
+            [(doc_id, n, a, b) for n, (a, b) in enumerate(doc.segments, 1)],
+        )
+        info = doc.pdf or {}
+        names = searchable_names(info)
+        con.execute(
+            "INSERT INTO pdf_info (doc_id, pages, text_pages, encrypted, "
+            + ", ".join(PDF_INFO_COLUMNS)
+            + ", names) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                doc_id,
+                info.get("pages", len(doc.segments)),
+                info.get("text_pages", len(doc.segments)),
+                int(bool(info.get("encrypted"))),
+                *(info.get(k) for k in PDF_INFO_COLUMNS),
+                names,
+            ),
+        )
+        return names
+    if doc.kind == "canvas":
+        con.executemany(
+            "INSERT INTO canvas_cards (doc_id, seq, card_id, kind, start_char, end_char, file,"
+            " subpath, url, x, y, width, height, color) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (doc_id, c.seq, c.id, c.kind, c.start, c.end, c.file, c.subpath, c.url)
+                + (c.x, c.y, c.width, c.height, c.color)
+                for c in doc.cards
+            ],
+        )
+        con.executemany(
+            "INSERT INTO canvas_edges (doc_id, seq, edge_id, from_card, to_card, label)"
+            " VALUES (?,?,?,?,?,?)",
+            [(doc_id, i, e.id, e.from_id, e.to_id, e.label) for i, e in enumerate(doc.edges)],
+        )
+    return ""
+
+
 def chunk_hashes(doc: ParsedDoc, chunks: Sequence[Chunk]) -> list[bytes]:
     """chunks.embed_hash of each chunk: what the embedder would see
     (kbase.embed.embedder.input_hash)."""
@@ -235,6 +312,18 @@ def _line_finder(text: str) -> Callable[[int], int]:
         return line_starts(text)
 
     return lambda offset: line_of(starts(), offset)
+
+
+_PAGE_ANCHOR = re.compile(r"(?:^|&)page=(\d+)(?:&|$)")
+
+
+def page_anchor_ok(anchor: str, pages: int) -> int | None:
+    """1/0: ``page=N`` (Obsidian's PDF anchor, maybe with '&selection=...' after it) names a page
+    the PDF has; None for other anchors (nothing to check them against)."""
+    m = _PAGE_ANCHOR.search(anchor.lstrip("#"))
+    if m is None:
+        return None
+    return int(1 <= int(m.group(1)) <= pages)
 
 
 def touch_document(con: apsw.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
@@ -359,6 +448,20 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         args += ids + ids
     headings: dict[int, list[Heading]] = {}
     blocks: dict[int, list[str]] = {}
+    # A PDF's anchors are pages ('#page=3'); a canvas has none kbase can check.
+    page_counts = dict(
+        con.execute(
+            "SELECT d.id, p.pages FROM documents AS d JOIN pdf_info AS p ON p.doc_id = d.id"
+            " WHERE d.root_id = ?",
+            (root_id,),
+        ).fetchall()
+    )
+    other_kinds = {
+        i
+        for (i,) in con.execute(
+            "SELECT id FROM documents WHERE root_id = ? AND kind = 'canvas'", (root_id,)
+        )
+    }
     changes = []
     for link_id, source, target, anchor, old_tid, old_tp, old_ok in con.execute(
         sql, args
@@ -368,7 +471,9 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         if tid is not None:
             tp = None  # a note is target_id; target_path is only kept for attachments
         ok = None
-        if anchor is not None and tid is not None:
+        if anchor is not None and tid is not None and tid in page_counts:
+            ok = page_anchor_ok(anchor, page_counts[tid])
+        elif anchor is not None and tid is not None and tid not in other_kinds:
             if tid not in headings:
                 headings[tid] = [
                     Heading(lv, tx, a, b, ln)

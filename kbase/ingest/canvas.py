@@ -1,0 +1,244 @@
+"""Obsidian canvases (``.canvas``, JSON Canvas 1.0) -> a text kbase can index, and its cards.
+
+A canvas is JSON: ``nodes`` (cards: ``text`` with Markdown, ``file`` naming a file of the vault,
+``link`` with a URL, ``group`` with a label) and ``edges`` between them (with an optional label).
+Its stored text is one segment per card, in the file's order, then one per labelled edge, joined
+by form feeds (``\\f``, as a PDF's pages): a text card's Markdown as written, a file card as the
+embed ``![[file#subpath]]`` (so that it is a link of the canvas, resolved like any other), a link
+card's URL, a group's or an edge's label. Each card keeps its ``[start, end)`` in that text, so a
+search hit names the card it is in. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+
+from kbase.models import Block, Heading, ParsedDoc
+
+FORM_FEED = "\f"
+CANVAS_EXTENSIONS = (".canvas",)
+NODE_KINDS = ("text", "file", "link", "group")
+
+
+class CanvasError(ValueError):
+    """Not a canvas kbase can read; ``str(e)`` is the reason."""
+
+
+@dataclass(frozen=True)
+class Card:
+    """A node (card) or a labelled edge of a canvas: ``text[start:end]`` is what it shows."""
+
+    seq: int  # 0-based position in the stored text
+    id: str  # the node's or edge's id in the canvas file
+    kind: str  # text, file, link, group, or edge
+    start: int
+    end: int
+    file: str | None = None  # a file card's vault path (without the subpath)
+    subpath: str | None = None  # a file card's '#Heading' or '#page=3', without the '#'
+    url: str | None = None  # a link card's URL
+    x: float | None = None
+    y: float | None = None
+    width: float | None = None
+    height: float | None = None
+    color: str | None = None
+    from_id: str | None = None  # an edge's ends (node ids)
+    to_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An edge between two cards (``label`` is a Card of kind 'edge' when it has one)."""
+
+    id: str
+    from_id: str
+    to_id: str
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Canvas:
+    text: str
+    cards: tuple[Card, ...]  # nodes in file order, then labelled edges
+    edges: tuple[Edge, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def _str(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _num(value) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def clean(text: str) -> str:
+    """A card's text as stored: no form feed (it separates the cards), and ending with a line
+    break unless empty, so that the next card starts a line of its own (as a PDF's pages do)."""
+    if FORM_FEED in text:
+        text = text.replace(FORM_FEED, " ")
+    return text if not text or text.endswith(("\n", "\r")) else text + "\n"
+
+
+def embed_source(file: str, subpath: str | None) -> str:
+    """The embed that stands for a file card in the stored text."""
+    return f"![[{file}{'#' + subpath if subpath else ''}]]"
+
+
+def parse_canvas(source: str) -> Canvas:
+    """The stored text and cards of a canvas file's (decoded) JSON text; ``CanvasError`` if it is
+    not a JSON object. Nodes of unknown types are kept by their text or label, if any; nodes
+    that are not objects are skipped with a warning."""
+    if not source.strip():
+        return Canvas("", (), ())
+    try:
+        data = json.loads(source)
+    except json.JSONDecodeError as e:
+        raise CanvasError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise CanvasError("JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise CanvasError("not a canvas (the JSON is not an object)")
+    nodes = data.get("nodes") or []
+    edges = data.get("edges") or []
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        raise CanvasError("not a canvas ('nodes' and 'edges' must be lists)")
+    parts: list[str] = []
+    cards: list[Card] = []
+    warnings: list[str] = []
+    pos = 0
+    bad = 0
+
+    def add(text: str, **fields) -> None:
+        nonlocal pos
+        if cards:
+            parts.append(FORM_FEED)
+            pos += 1
+        parts.append(text)
+        cards.append(Card(len(cards), start=pos, end=pos + len(text), **fields))
+        pos += len(text)
+
+    for node in nodes:
+        if not isinstance(node, dict):
+            bad += 1
+            continue
+        kind = _str(node.get("type")) or "text"
+        geometry = {
+            "x": _num(node.get("x")),
+            "y": _num(node.get("y")),
+            "width": _num(node.get("width")),
+            "height": _num(node.get("height")),
+            "color": _str(node.get("color")) or None,
+        }
+        node_id = _str(node.get("id")) or str(node.get("id", ""))
+        if kind == "file" and _str(node.get("file")).strip():
+            file = _str(node.get("file")).strip()
+            subpath = _str(node.get("subpath")).lstrip("#").strip() or None
+            add(
+                clean(embed_source(file, subpath)),
+                id=node_id,
+                kind="file",
+                file=file,
+                subpath=subpath,
+                **geometry,
+            )
+        elif kind == "link":
+            url = _str(node.get("url")).strip()
+            add(clean(url), id=node_id, kind="link", url=url or None, **geometry)
+        elif kind == "group":
+            add(clean(_str(node.get("label"))), id=node_id, kind="group", **geometry)
+        else:
+            text = _str(node.get("text")) or _str(node.get("label"))
+            add(clean(text), id=node_id, kind="text" if kind == "text" else kind, **geometry)
+    out_edges = []
+    for edge in edges:
+        if not isinstance(edge, dict):
+            bad += 1
+            continue
+        a, b = _str(edge.get("fromNode")), _str(edge.get("toNode"))
+        label = _str(edge.get("label")).strip() or None
+        edge_id = _str(edge.get("id"))
+        out_edges.append(Edge(edge_id, a, b, label))
+        if label:
+            add(clean(label), id=edge_id, kind="edge", from_id=a or None, to_id=b or None)
+    if bad:
+        warnings.append(f"{bad} canvas entries that are not JSON objects left out")
+    return Canvas("".join(parts), tuple(cards), tuple(out_edges), tuple(warnings))
+
+
+def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> ParsedDoc:
+    """The ParsedDoc of a canvas: titled by its file name; each text card parsed as the Markdown
+    note it is (its headings, tags and block structure, offsets moved to the stored text); the
+    other cards one paragraph each."""
+    from pathlib import PurePosixPath
+
+    from kbase.ingest.parse import parse
+    from kbase.text import line_of, line_starts
+
+    text = canvas.text
+    starts = line_starts(text)
+    blocks: list[Block] = []
+    headings: list[Heading] = []
+    tags: dict[str, tuple[str, str]] = {}
+    for card in canvas.cards:
+        a = card.start
+        source = text[card.start : card.end]
+        if not source.strip():
+            continue
+        if card.kind != "text":
+            blocks.append(Block("paragraph", a, a + len(source.rstrip())))
+            continue
+        sub = parse(source, "card.md")
+        if sub.body_start:  # a card that opens with '---' has no front matter: it is text
+            blocks.append(Block("paragraph", a, a + sub.body_start))
+        for b in sub.blocks:
+            blocks.append(
+                replace(
+                    b,
+                    start=b.start + a,
+                    end=b.end + a,
+                    parts=tuple((x + a, y + a) for x, y in b.parts),
+                )
+            )
+        for h in sub.headings:
+            headings.append(
+                Heading(h.level, h.text, h.start + a, h.end + a, line_of(starts, h.start + a))
+            )
+        for tag, _source in sub.tags:
+            tags.setdefault(tag.lower(), (tag, "inline"))
+    return ParsedDoc(
+        text=text,
+        kind="canvas",
+        title=PurePosixPath(name).stem or name,
+        frontmatter=None,
+        body_start=0,
+        date=None,
+        tags=tuple(tags.values()),
+        aliases=(),
+        headings=tuple(headings),
+        blocks=tuple(blocks),
+        warnings=canvas.warnings + warnings,
+        segments=tuple((c.start, c.end) for c in canvas.cards),
+        cards=canvas.cards,
+        edges=canvas.edges,
+    )
+
+
+def links(doc: ParsedDoc) -> list:
+    """The links of a canvas: those in its text cards (Markdown links, as in a note) and its file
+    cards (kind 'canvas', an embed of the file with the card's subpath as anchor)."""
+    from kbase.ingest.links import parse_links
+
+    found = parse_links(replace(doc, kind="markdown", frontmatter=None))
+    files = [(c.start, c.end) for c in doc.cards if c.kind == "file"]
+    if not files:
+        return found
+    out = []
+    for lk in found:
+        if any(a <= lk.start and lk.end <= b for a, b in files):
+            lk = replace(lk, kind="canvas")
+        out.append(lk)
+    return out

@@ -1,0 +1,228 @@
+"""PDF files -> text, page by page, with pypdfium2 (PDFium: the PDF engine of Chromium, BSD/Apache
+licensed, wheels for every platform). Pure: bytes in, text out; kbase.ingest runs it in worker
+processes (kbase.ingest.workers) under a time limit, so a PDF that hangs or crashes PDFium costs
+one skipped file, never the run.
+
+The stored text of a PDF is its pages' texts joined by form feeds (``\\f``), as pdftotext writes
+them, so that offsets into it stay exact and every offset falls on one page: page ``n`` (1-based)
+is ``text[start:end]`` with ``(start, end) = pages[n - 1]``. Each non-empty page ends with a line
+break, so a page's first line is a line of its own. Within a page, PDFium's line breaks (CRLF)
+become LF, its marker of a hyphen that broke a word at a line end (U+FFFE) is dropped (the word is
+whole again), and control characters (which would clash with the form feed and the snippet's
+highlight markers) become spaces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kbase.models import Block, ParsedDoc
+
+FORM_FEED = "\f"
+# The document information keys kept (PDF 1.7, 14.3.3), under kbase's names.
+INFO_KEYS = {
+    "Title": "title",
+    "Author": "author",
+    "Subject": "subject",
+    "Keywords": "keywords",
+    "Creator": "creator",
+    "Producer": "producer",
+    "CreationDate": "created",
+    "ModDate": "modified",
+}
+# A PDF ends with '%%EOF' (maybe followed by a line break or a little padding); a file without
+# one in its last bytes was cut short (an interrupted download or sync).
+EOF_WINDOW = 2048
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufeff\ufff0-\ufffd\uffff]")
+_PDF_DATE = re.compile(r"(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?")
+
+# progress(pages done, pages in the file)
+PageProgress = Callable[[int, int], None]
+
+
+class PdfError(Exception):
+    """The PDF cannot be read; ``str(e)`` is the reason, one line for the user."""
+
+
+@dataclass(frozen=True)
+class PdfText:
+    text: str  # the pages' texts joined by form feeds
+    pages: tuple[tuple[int, int], ...]  # [start, end) of each page's text in ``text``
+    info: dict = field(default_factory=dict)  # title, author, ... (INFO_KEYS), only those set
+    encrypted: bool = False  # encrypted, and opened with the empty user password
+
+    @property
+    def empty_pages(self) -> int:
+        return sum(1 for a, b in self.pages if not self.text[a:b].strip())
+
+
+def clean_page(text: str) -> str:
+    """A page's text as stored: LF line breaks, no control characters, no form feed, trailing
+    whitespace of each line kept but the page's own trailing blank lines dropped, and a final LF
+    unless the page is empty."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\ufffe" in text:
+        text = text.replace("\ufffe", "")  # PDFium's mark of a word broken by a hyphen
+    text = _CONTROL.sub(" ", text)
+    text = text.rstrip()
+    return text + "\n" if text else ""
+
+
+def pdf_date(value: str) -> str | None:
+    """A PDF date ('D:20220403180542+02'00'') as ISO-8601 ('2022-04-03T18:05:42'), or None."""
+    m = _PDF_DATE.match(value.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s = m.groups()
+    try:
+        import datetime as dt
+
+        return dt.datetime(
+            int(y), int(mo or 1), int(d or 1), int(h or 0), int(mi or 0), int(s or 0)
+        ).isoformat()
+    except ValueError:
+        return None
+
+
+def truncated(data: bytes) -> bool:
+    return b"%%EOF" not in data[-EOF_WINDOW:]
+
+
+def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
+    """The text of every page of the PDF ``data``, and its document information.
+
+    Raises ``PdfError`` when it cannot be read: not a PDF, damaged, cut short, or encrypted with a
+    password (the empty user password, which many 'protected' PDFs have, is tried first)."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    if not data.lstrip()[:1024].find(b"%PDF-") >= 0:
+        raise PdfError("not a PDF (no %PDF- header)")
+    if truncated(data):
+        raise PdfError("truncated: no %%EOF at the end (an interrupted download or copy?)")
+    try:
+        doc = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as e:
+        message = str(e)
+        if "password" in message.lower():
+            raise PdfError("encrypted; cannot read (it needs a password)") from None
+        detail = message.split("(PDFium:", 1)[-1].rstrip(").").strip() or message
+        raise PdfError(f"damaged or not a PDF ({detail.lower()})") from None
+    try:
+        encrypted = pdfium_c.FPDF_GetSecurityHandlerRevision(doc.raw) != -1
+        info = {}
+        for key, name in INFO_KEYS.items():
+            try:
+                value = doc.get_metadata_value(key)
+            except Exception:  # a value PDFium cannot decode is left out
+                continue
+            value = _CONTROL.sub(" ", value).strip()
+            if value and name in ("created", "modified"):
+                value = pdf_date(value) or ""
+            if value:
+                info[name] = value
+        n = len(doc)
+        parts: list[str] = []
+        pages: list[tuple[int, int]] = []
+        pos = 0
+        for i in range(n):
+            if progress is not None:
+                progress(i, n)
+            page = doc[i]
+            try:
+                textpage = page.get_textpage()
+                try:
+                    raw_text = textpage.get_text_range()
+                finally:
+                    textpage.close()
+            except pdfium.PdfiumError:
+                raw_text = ""  # a page PDFium cannot lay out counts as one without text
+            finally:
+                page.close()
+            text = clean_page(raw_text)
+            if i:
+                parts.append(FORM_FEED)
+                pos += 1
+            parts.append(text)
+            pages.append((pos, pos + len(text)))
+            pos += len(text)
+        if progress is not None:
+            progress(n, n)
+    finally:
+        doc.close()
+    return PdfText("".join(parts), tuple(pages), info, encrypted)
+
+
+# A blank line inside a page: PDFium rarely gives one, pdfTeX's paragraphs sometimes.
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
+
+
+def info_record(pdf: PdfText) -> dict:
+    """What the index keeps of a PDF besides its text (pdf_info's columns)."""
+    return {
+        **pdf.info,
+        "pages": len(pdf.pages),
+        "text_pages": len(pdf.pages) - pdf.empty_pages,
+        "encrypted": pdf.encrypted,
+    }
+
+
+def searchable_names(info: dict) -> str:
+    """The document information words the keyword index adds to a PDF's names (pdf_info.names):
+    its title, author, subject and keywords."""
+    return " ".join(v for k in ("title", "author", "subject", "keywords") if (v := info.get(k)))
+
+
+def document(
+    text: str,
+    pages: tuple[tuple[int, int], ...],
+    name: str,
+    info: dict,
+    warnings: tuple[str, ...] = (),
+) -> ParsedDoc:
+    """The ParsedDoc of a PDF's stored text: titled by its file name (as Obsidian shows it; PDF
+    titles are often 'Microsoft Word - draft3.doc'), one paragraph block per run of lines of a
+    page (blank lines separate them), dated by its creation date."""
+    from pathlib import PurePosixPath
+
+    blocks = []
+    for a, b in pages:
+        pos = a
+        for m in _PARAGRAPH_BREAK.finditer(text, a, b):
+            if text[pos : m.start()].strip():
+                blocks.append(Block("paragraph", pos, m.start()))
+            pos = m.end()
+        if text[pos:b].strip():
+            blocks.append(Block("paragraph", pos, len(text[:b].rstrip())))
+    stem = PurePosixPath(name).stem or name
+    return ParsedDoc(
+        text=text,
+        kind="pdf",
+        title=stem,
+        frontmatter=None,
+        body_start=0,
+        date=info.get("created"),
+        tags=(),
+        aliases=(),
+        headings=(),
+        blocks=tuple(blocks),
+        warnings=warnings,
+        segments=pages,
+        pdf=info,
+    )
+
+
+def read_warnings(pdf: PdfText) -> tuple[str, ...]:
+    """What to tell the user about a PDF that was read: pages without text (scanned?)."""
+    empty = pdf.empty_pages
+    if not empty:
+        return ()
+    n = len(pdf.pages)
+    of = "" if empty == n else f" of {n:,}"
+    return (
+        f"no text layer on {empty:,} page{'s' * (empty != 1)} ({of.strip() + '; ' if of else ''}"
+        "scanned? kbase does no OCR); its metadata is indexed",
+    )

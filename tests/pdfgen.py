@@ -1,0 +1,145 @@
+"""Small PDFs written by hand for tests and benchmarks: pages of text in Helvetica, document
+information, and optionally the standard security handler (RC4, 40-bit, revision 2), so that
+encrypted PDFs can be made without any PDF library. Only what kbase's tests need."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+_PAD = bytes.fromhex("28BF4E5E4E758A4164004E56FFFA01082E2E00B6D0683E802F0CA9FE6453697A")
+FILE_ID = bytes.fromhex("0123456789abcdef0123456789abcdef")
+
+
+def _rc4(key: bytes, data: bytes) -> bytes:
+    s = list(range(256))
+    j = 0
+    for i in range(256):
+        j = (j + s[i] + key[i % len(key)]) % 256
+        s[i], s[j] = s[j], s[i]
+    out = bytearray()
+    i = j = 0
+    for byte in data:
+        i = (i + 1) % 256
+        j = (j + s[i]) % 256
+        s[i], s[j] = s[j], s[i]
+        out.append(byte ^ s[(s[i] + s[j]) % 256])
+    return bytes(out)
+
+
+def _padded(password: str) -> bytes:
+    return (password.encode("latin-1") + _PAD)[:32]
+
+
+class _Security:
+    """Standard security handler, revision 2 (PDF 1.7, 7.6.3)."""
+
+    def __init__(self, user: str, owner: str) -> None:
+        self.p = -4  # every permission
+        self.o = _rc4(hashlib.md5(_padded(owner or user)).digest()[:5], _padded(user))
+        h = hashlib.md5(_padded(user) + self.o + self.p.to_bytes(4, "little", signed=True))
+        h.update(FILE_ID)
+        self.key = h.digest()[:5]
+        self.u = _rc4(self.key, _PAD)
+
+    def encrypt(self, num: int, data: bytes) -> bytes:
+        k = hashlib.md5(self.key + num.to_bytes(3, "little") + (0).to_bytes(2, "little")).digest()
+        return _rc4(k[: len(self.key) + 5], data)
+
+
+def _escape(text: str) -> bytes:
+    data = text.encode("cp1252", "replace")
+    return data.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)")
+
+
+def _hex(data: bytes) -> bytes:
+    return b"<" + data.hex().encode() + b">"
+
+
+def make_pdf(
+    pages: Sequence[str | None],
+    *,
+    info: dict[str, str] | None = None,
+    user_password: str | None = None,
+    owner_password: str = "owner",
+    padding: int = 0,
+) -> bytes:
+    """A PDF with one page per item: its lines of text (``None``: a page without any text, as a
+    scanned page). ``user_password``: encrypt (``''``: encrypted, opens without a password).
+    ``padding``: bytes of comment after the header (a large file with little text)."""
+    sec = _Security(user_password, owner_password) if user_password is not None else None
+    objects: list[bytes] = []  # object n is objects[n - 1]
+
+    def add(body: bytes) -> int:
+        objects.append(body)
+        return len(objects)
+
+    def string(num: int, value: bytes) -> bytes:
+        return _hex(sec.encrypt(num, value)) if sec else b"(" + value + b")"
+
+    catalog = add(b"")  # filled in below
+    tree = add(b"")
+    font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    kids = []
+    for text in pages:
+        ops = []
+        if text is not None:
+            ops.append(b"BT /F1 11 Tf 14 TL 50 790 Td")
+            for line in text.split("\n"):
+                ops.append(b"(" + _escape(line) + b") Tj T*")
+            ops.append(b"ET")
+        else:
+            ops.append(b"0.5 g 50 50 495 740 re f")  # a grey box: an 'image', no text
+        stream = b"\n".join(ops)
+        num = len(objects) + 1
+        if sec:
+            stream = sec.encrypt(num, stream)
+        content = add(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+        kids.append(
+            add(
+                b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842]"
+                b" /Resources << /Font << /F1 %d 0 R >> >> /Contents %d 0 R >>"
+                % (tree, font, content)
+            )
+        )
+    objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % tree
+    objects[tree - 1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
+        b" ".join(b"%d 0 R" % k for k in kids),
+        len(kids),
+    )
+    info_num = None
+    if info:
+        num = len(objects) + 1
+        entries = b" ".join(
+            b"/" + k.encode() + b" " + string(num, _escape(v)) for k, v in info.items()
+        )
+        info_num = add(b"<< " + entries + b" >>")
+    encrypt_num = None
+    if sec:
+        encrypt_num = add(
+            b"<< /Filter /Standard /V 1 /R 2 /O %s /U %s /P %d >>"
+            % (_hex(sec.o), _hex(sec.u), sec.p)
+        )
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    if padding:
+        out += b"%" + b"p" * padding + b"\n"
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    trailer = b"<< /Size %d /Root %d 0 R /ID [%s %s]" % (
+        len(objects) + 1,
+        catalog,
+        _hex(FILE_ID),
+        _hex(FILE_ID),
+    )
+    if info_num:
+        trailer += b" /Info %d 0 R" % info_num
+    if encrypt_num:
+        trailer += b" /Encrypt %d 0 R" % encrypt_num
+    out += b"trailer\n" + trailer + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)

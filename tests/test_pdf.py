@@ -1,0 +1,481 @@
+"""PDFs in the vault (issue 25): text by page, hits with their page in every face, bad PDFs
+skipped with one line each and nothing lost, incremental runs, links to PDFs and their pages."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import kbase
+from kbase.cli.commands import cli
+from kbase.errors import InputError
+from kbase.ingest import chunk as chunking
+from kbase.ingest import pdf
+from kbase.ingest import pipeline as ingest
+from kbase.store import db
+from tests.conftest import bump_mtime, shared, write
+from tests.pdfgen import make_pdf
+
+# Three pages of a paper: each page's words are its own, so a phrase names its page.
+PAPER = [
+    "Attention to detail\nThe zebrafish larva swims within days of hatching.",
+    "Methods\nWe imaged the hindbrain with a light sheet microscope at cellular resolution.",
+    "Results\nSpontaneous bursts preceded every tail flick by forty milliseconds.",
+]
+INFO = {
+    "Title": "Microsoft Word - draft3.doc",
+    "Author": "Ada Quimby",
+    "Subject": "Larval locomotion",
+    "CreationDate": "D:20220403180542+02'00'",
+}
+
+
+def paper(pages=PAPER, **kw) -> bytes:
+    return make_pdf(pages, info=kw.pop("info", INFO), **kw)
+
+
+@pytest.fixture
+def pdf_vault(tmp_path):
+    return write(
+        tmp_path / "vault",
+        {
+            "papers/zebrafish.pdf": paper(),
+            "reading.md": "# Reading\n\nSee [[zebrafish.pdf]], ![[zebrafish.pdf#page=3]] and"
+            " [the paper](papers/zebrafish.pdf). Also [[zebrafish.pdf#page=9]].\n",
+            "other.md": "# Other\n\nNothing about fish here.\n",
+        },
+    )
+
+
+@pytest.fixture
+def pkb(db_path, pdf_vault):
+    k = kbase.open(db_path)
+    report = k.index([pdf_vault], embed=False)
+    assert report.skipped == [] and report.new == 3
+    yield k
+    k.close()
+
+
+def run(db_path, *args):
+    return CliRunner().invoke(cli, ["--db", str(db_path), *args], catch_exceptions=False)
+
+
+# --- extraction -----------------------------------------------------------------------------
+
+
+def test_pages_are_joined_by_form_feeds_and_each_page_is_exactly_its_offsets():
+    text = pdf.extract(paper(PAPER + [None]))
+    assert text.text.count("\f") == 3
+    assert [text.text[a:b] for a, b in text.pages] == [p + "\n" for p in PAPER] + [""]
+    assert text.text.split("\f") == [text.text[a:b] for a, b in text.pages]
+    assert text.info["title"] == "Microsoft Word - draft3.doc"
+    assert text.info["author"] == "Ada Quimby"
+    assert text.info["created"] == "2022-04-03T18:05:42"
+    assert text.empty_pages == 1 and not text.encrypted
+
+
+def test_page_text_is_cleaned_of_what_would_break_offsets_or_markers():
+    # PDFium: CRLF lines, U+FFFE where a hyphen broke a word, control characters (math fonts)
+    raw = "taki\ufffemata sanctus\r\nest\x02 Lorem\x0cipsum\x03\r\n\r\n"
+    assert pdf.clean_page(raw) == "takimata sanctus\nest  Lorem ipsum\n"
+    assert pdf.clean_page("  \r\n ") == ""
+
+
+def test_progress_is_reported_page_by_page():
+    seen = []
+    pdf.extract(paper(), lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (make_pdf(["locked"], user_password="sesame"), "encrypted; cannot read"),
+        (paper()[:-200], "truncated"),
+        (paper()[:300] + b"\x00" * 4000 + b"\n%%EOF\n", "damaged or not a PDF"),
+        (b"just some text\n%%EOF\n", "not a PDF"),
+        (b"", "not a PDF"),
+    ],
+    ids=["password", "truncated", "corrupt", "not-a-pdf", "empty"],
+)
+def test_unreadable_pdfs_raise_one_line_reasons(data, reason):
+    with pytest.raises(pdf.PdfError) as e:
+        pdf.extract(data)
+    assert reason in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_encrypted_pdf_with_the_empty_user_password_is_read():
+    text = pdf.extract(make_pdf(["Open sesame text"], user_password=""))
+    assert text.encrypted and text.text == "Open sesame text\n"
+
+
+def test_the_shared_sample_pdfs_extract_or_fail_with_a_reason():
+    """py-pdf's sample files (many producers): every one is read, or refused with a reason; the
+    password-protected one is refused as encrypted."""
+    folder = shared("pdfs", "py-pdf-sample-files")
+    files = json.loads((folder / "files.json").read_text())["data"]
+    read = refused = 0
+    for entry in files:
+        path = folder / entry["path"]
+        if not path.exists():
+            continue
+        try:
+            text = pdf.extract(path.read_bytes())
+        except pdf.PdfError as e:
+            refused += 1
+            if entry.get("encrypted"):
+                assert "encrypted" in str(e)
+            continue
+        read += 1
+        assert len(text.pages) == entry["pages"]
+        assert text.text.count("\f") == len(text.pages) - 1
+    assert read >= 25 and refused <= 3
+
+
+# --- chunks and pages ---------------------------------------------------------------------
+
+
+def test_a_chunk_ends_at_a_page_break():
+    sentence = "The committee reviewed the proposal and asked for more data on costs. "
+    pages = [f"Page {i} heading\n" + sentence * 12 for i in range(1, 6)]
+    text = pdf.extract(make_pdf(pages))
+    doc = pdf.document(text.text, text.pages, "report.pdf", pdf.info_record(text))
+    chunks = chunking.chunk(doc, chunking.WordCounter(), chunking.ChunkSettings(max_tokens=200))
+    starts = [a for a, _ in text.pages]
+
+    def page(offset):
+        return sum(1 for s in starts if s <= offset)
+
+    assert chunks.chunks
+    for c in chunks.chunks:
+        assert page(c.start) == page(c.end - 1), "a chunk never spans two pages"
+    # without the page breaks the same text would be cut elsewhere: pages are what decides
+    assert {page(c.start) for c in chunks.chunks} == {1, 2, 3, 4, 5}
+
+
+def test_each_short_page_is_a_chunk_of_its_own_and_hits_name_it(db_path, tmp_path):
+    write(tmp_path / "v", {"slides.pdf": make_pdf(["Intro slide", "Agenda slide", "Kumquat"])})
+    k = kbase.open(db_path)
+    k.index([tmp_path / "v"], embed=False)
+    (hit,) = k.search("kumquat", mode="keyword")
+    assert hit.page == 3
+    (hit,) = k.search("agenda", mode="keyword")
+    assert hit.page == 2
+
+
+def test_the_stored_pages_are_recorded_and_the_views_show_them(pkb):
+    rows = pkb.sql("SELECT page, text FROM pdf_pages WHERE path = 'papers/zebrafish.pdf'").rows
+    assert rows == [(i, p + "\n") for i, p in enumerate(PAPER, 1)]
+    (body,) = pkb.sql("SELECT body FROM documents WHERE kind = 'pdf'").rows[0]
+    assert body == "\f".join(p + "\n" for p in PAPER)
+    spans = pkb.sql(
+        "SELECT c.start_char, c.end_char, p.page, p.end_page FROM chunk_pages AS p"
+        " JOIN chunks AS c ON c.id = p.chunk_id"
+    ).rows
+    assert spans and all(1 <= page <= end <= 3 for _, _, page, end in spans)
+    info = pkb.sql("SELECT pages, text_pages, title, author, created FROM pdf_info").rows
+    assert info == [(3, 3, "Microsoft Word - draft3.doc", "Ada Quimby", "2022-04-03T18:05:42")]
+
+
+# --- hits carry their page in every face ------------------------------------------------
+
+
+def test_hits_from_a_pdf_carry_the_page_of_the_first_match(pkb):
+    (hit,) = pkb.search("light sheet microscope hindbrain", mode="keyword")
+    assert (hit.path, hit.page, hit.card) == ("papers/zebrafish.pdf", 2, None)
+    (hit,) = pkb.search("tail flick milliseconds", mode="keyword")
+    assert hit.page == 3 and "tail flick" in hit.snippet
+    note = pkb.search("fish", mode="keyword")
+    assert all(h.page is None for h in note if h.path.endswith(".md"))
+
+
+def test_the_cli_shows_the_page_and_json_and_csv_give_it(pkb, db_path):
+    out = run(db_path, "search", "hindbrain", "--mode", "keyword").output
+    assert "papers/zebrafish.pdf p.2" in out
+    (rec,) = json.loads(run(db_path, "search", "hindbrain", "--json").output)
+    assert rec["page"] == 2 and rec["card"] is None and rec["path"] == "papers/zebrafish.pdf"
+    rows = list(csv.DictReader(io.StringIO(run(db_path, "search", "hindbrain", "--csv").output)))
+    assert rows[0]["page"] == "2"
+    out = run(db_path, "search", "nothing about fish", "--json").output
+    assert all(r["page"] is None for r in json.loads(out) if r["path"] == "other.md")
+
+
+def test_sql_search_gives_the_page(pkb):
+    rows = pkb.sql("SELECT path, page FROM kbase_search('hindbrain', 'keyword', 3)").rows
+    assert rows == [("papers/zebrafish.pdf", 2)]
+
+
+# --- titles and metadata ------------------------------------------------------------------
+
+
+def test_a_pdf_is_titled_by_its_file_name_and_its_metadata_is_searchable(pkb):
+    doc = pkb.document("zebrafish.pdf")
+    assert doc.title == "zebrafish" and doc.kind == "pdf"
+    # the metadata title, author and subject find it though no page holds those words
+    for words in ("Quimby", "draft3", "larval locomotion"):
+        hits = pkb.search(words, mode="keyword")
+        assert [h.path for h in hits] == ["papers/zebrafish.pdf"], words
+    (row,) = pkb.sql("SELECT date FROM notes WHERE path = 'papers/zebrafish.pdf'").rows
+    assert row == ("2022-04-03T18:05:42",)
+
+
+def test_the_file_name_finds_the_pdf_first(pkb):
+    hits = pkb.search("zebrafish", mode="keyword")
+    assert hits[0].path == "papers/zebrafish.pdf" and hits[0].explain["tier"] == "name"
+
+
+# --- reading a page -------------------------------------------------------------------------
+
+
+def test_show_prints_a_page_and_path_line_works(pkb, db_path):
+    out = run(db_path, "show", "zebrafish.pdf#page=2").output
+    assert out == PAPER[1] + "\n"
+    res = run(db_path, "show", "papers/zebrafish.pdf#page=3", "--json")
+    rec = json.loads(res.output)
+    assert (rec["page"], rec["pages"], rec["text"]) == (3, 3, PAPER[2] + "\n")
+    first = rec["first_line"]
+    out = run(db_path, "show", f"zebrafish.pdf:{first}", "-C", "0").output
+    assert out == f"> {first} | Results\n"  # the form feed before the page is not shown
+    res = run(db_path, "show", "zebrafish.pdf#page=4")
+    assert res.exit_code != 0 and "has pages 1-3, not 4" in res.output
+    res = run(db_path, "show", "other.md#page=1")
+    assert res.exit_code != 0 and "not a PDF" in res.output
+
+
+def test_the_api_reads_a_page(pkb):
+    r = pkb.read("zebrafish.pdf", page=2)
+    assert r.lines == tuple(PAPER[1].split("\n")) and (r.page, r.pages) == (2, 3)
+    with pytest.raises(InputError, match="not both"):
+        pkb.read("zebrafish.pdf", 1, 2, page=2)
+    with pytest.raises(InputError, match="not 7"):
+        pkb.read("zebrafish.pdf", page=7)
+
+
+# --- links ----------------------------------------------------------------------------------
+
+
+def test_links_to_a_pdf_resolve_to_it_with_the_page_as_anchor(pkb):
+    links = pkb.links("reading.md")
+    assert [(lk.target_path, lk.anchor, lk.anchor_ok) for lk in links] == [
+        ("papers/zebrafish.pdf", None, None),
+        ("papers/zebrafish.pdf", "page=3", True),
+        ("papers/zebrafish.pdf", None, None),
+        ("papers/zebrafish.pdf", "page=9", False),  # it has 3 pages
+    ]
+    pdf_id = pkb.document("zebrafish.pdf").id
+    assert all(lk.target_id == pdf_id for lk in links)
+    assert {lk.source_path for lk in pkb.backlinks("zebrafish.pdf")} == {"reading.md"}
+    assert [n.path for n in pkb.neighbors("reading.md")] == ["papers/zebrafish.pdf"]
+    graph = pkb.graph()
+    assert "papers/zebrafish.pdf" in {n["path"] for n in graph["nodes"]}
+    assert [lk.target for lk in pkb.broken_anchors()] == ["zebrafish.pdf"]
+
+
+# --- bad PDFs: one line each, nothing lost ----------------------------------------------
+
+
+def test_bad_pdfs_are_skipped_with_one_line_each_and_the_run_goes_on(db_path, tmp_path):
+    vault = write(
+        tmp_path / "v",
+        {
+            "good.pdf": paper(),
+            "locked.pdf": make_pdf(["secret"], user_password="sesame"),
+            "open-locked.pdf": make_pdf(["readable despite encryption"], user_password=""),
+            "cut.pdf": paper()[:-300],
+            "broken.pdf": b"%PDF-1.4\n" + os.urandom(2000) + b"\n%%EOF\n",
+            "fake.pdf": b"this is a text file named .pdf\n",
+            "scan.pdf": make_pdf([None, None], info={"Title": "Quarterly statement scan"}),
+            "note.md": "# Note\n\nhello\n",
+        },
+    )
+    res = run(db_path, "index", str(vault), "--no-embed")
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    by_file = {ln.split()[1].rsplit("/", 1)[-1].rstrip(":"): ln for ln in lines}
+    assert set(by_file) == {"locked.pdf", "cut.pdf", "broken.pdf", "fake.pdf", "scan.pdf"}
+    assert "encrypted; cannot read" in by_file["locked.pdf"]
+    assert "truncated" in by_file["cut.pdf"]
+    assert "damaged or not a PDF" in by_file["broken.pdf"]
+    assert "not a PDF" in by_file["fake.pdf"]
+    assert (
+        by_file["scan.pdf"].startswith("warning")
+        and "no text layer on 2 pages" in (by_file["scan.pdf"])
+    )
+    assert "4 new" in res.stdout
+    k = kbase.open(db_path)
+    assert [h.path for h in k.search("quarterly statement", mode="keyword")] == ["scan.pdf"]
+    assert [h.path for h in k.search("readable despite", mode="keyword")] == ["open-locked.pdf"]
+    assert k.sql(
+        "SELECT encrypted FROM pdf_info JOIN notes ON notes.id = doc_id"
+        " WHERE path = 'open-locked.pdf'"
+    ).rows == [(1,)]
+
+
+def test_what_was_indexed_of_a_pdf_stays_when_it_turns_unreadable(db_path, tmp_path):
+    vault = write(tmp_path / "v", {"a.pdf": paper()})
+    k = kbase.open(db_path)
+    k.index([vault], embed=False)
+    for broken in (paper()[:-300], b"%PDF-1.4\n" + b"\x00" * 500 + b"%%EOF\n"):
+        (vault / "a.pdf").write_bytes(broken)
+        bump_mtime(vault / "a.pdf")
+        report = k.index([vault], embed=False)
+        assert [r for _, r in report.skipped] and report.removed == 0
+        assert [h.page for h in k.search("hindbrain", mode="keyword")] == [2]
+    # once whole again it is read again
+    (vault / "a.pdf").write_bytes(paper(PAPER[:1] + ["New second page about kelp"]))
+    bump_mtime(vault / "a.pdf", 20)
+    report = k.index([vault], embed=False)
+    assert report.updated == 1 and report.skipped == []
+    assert [h.page for h in k.search("kelp", mode="keyword")] == [2]
+    assert k.search("hindbrain", mode="keyword") == []
+
+
+def _hang(data, progress=None):
+    import time
+
+    time.sleep(60)
+
+
+def _crash(data, progress=None):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"), [(_hang, "took longer than"), (_crash, "crashed")], ids=["hang", "crash"]
+)
+def test_a_pdf_that_hangs_or_crashes_the_reader_costs_only_itself(
+    db_path, tmp_path, monkeypatch, bad, reason
+):
+    """Workers are forked, so a patched extractor is what they run: one PDF hangs (or kills its
+    process); it is skipped within its time limit, and the other PDFs and notes are indexed."""
+    real = pdf.extract
+
+    def extract(data, progress=None):
+        if b"Hostile" in data:
+            return bad(data, progress)
+        return real(data, progress)
+
+    monkeypatch.setattr(pdf, "extract", extract)
+    monkeypatch.setattr(ingest, "PDF_SECONDS", 1.0)
+    files = {f"ok{i}.pdf": paper([f"Fine page number {i}"]) for i in range(4)}
+    files["hostile.pdf"] = make_pdf(["x"], info={"Title": "Hostile"})
+    files["note.md"] = "# Note\n\nstill indexed\n"
+    vault = write(tmp_path / "v", files)
+    k = kbase.open(db_path)
+    report = k.index([vault], embed=False)
+    assert report.new == 5
+    assert [(os.path.basename(p), reason in r) for p, r in report.skipped] == [
+        ("hostile.pdf", True)
+    ]
+    assert len(k.search("fine page number", mode="keyword")) == 4
+
+
+def test_an_enormous_pdf_is_read_page_by_page_with_progress(db_path, tmp_path):
+    pages = [
+        f"Section {i}\nThe ledger entry for item {i} reads quince{i} marmalade."
+        for i in range(2000)
+    ]
+    vault = write(tmp_path / "v", {"ledger.pdf": make_pdf(pages)})
+    seen = []
+    k = kbase.open(db_path)
+    k.index([vault], embed=False, progress=lambda d, t, cur: seen.append(cur))
+    (hit,) = k.search("quince1234 marmalade", mode="keyword")
+    assert hit.page == 1235
+    assert any(s.startswith("ledger.pdf (page ") and s.endswith(" of 2,000)") for s in seen)
+    assert k.sql("SELECT pages FROM pdf_info").rows == [(2000,)]
+
+
+# --- incremental like notes ------------------------------------------------------------
+
+
+def test_pdfs_are_incremental_unchanged_touched_renamed_updated(db_path, tmp_path, monkeypatch):
+    vault = write(tmp_path / "v", {"a.pdf": paper(), "b.pdf": make_pdf(["Other text entirely"])})
+    k = kbase.open(db_path)
+    assert k.index([vault], embed=False).new == 2
+    calls = []
+    real = ingest.prepare_pdf
+    monkeypatch.setattr(
+        ingest, "prepare_pdf", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
+    )
+    r = k.index([vault], embed=False)
+    assert (r.unchanged, calls) == (2, [])
+    bump_mtime(vault / "a.pdf")  # same bytes, new mtime: hashed, not read
+    r = k.index([vault], embed=False)
+    assert (r.unchanged, r.updated, calls) == (2, 0, [])
+    (vault / "papers").mkdir()
+    shutil.move(vault / "a.pdf", vault / "papers" / "renamed.pdf")
+    r = k.index([vault], embed=False)
+    assert (r.renamed, calls) == (1, [])
+    (hit,) = k.search("hindbrain", mode="keyword")
+    assert (hit.path, hit.page, hit.title) == ("papers/renamed.pdf", 2, "renamed")
+    (vault / "b.pdf").write_bytes(make_pdf(["Changed text", "Second page of b"]))
+    bump_mtime(vault / "b.pdf", 30)
+    r = k.index([vault], embed=False)
+    assert r.updated == 1
+    assert [h.page for h in k.search("second page of b", mode="keyword")] == [2]
+
+
+def test_rechunking_keeps_the_pages(db_path, pdf_vault):
+    k = kbase.open(db_path)
+    k.index([pdf_vault], embed=False)
+    k.index([pdf_vault], embed=False, settings=k.chunk_settings(max_tokens=60))
+    (hit,) = k.search("tail flick", mode="keyword")
+    assert hit.page == 3
+    con = db.connect(db_path)
+    assert con.execute("SELECT count(*) FROM pages").fetchone()[0] == 3
+    assert con.execute("SELECT names FROM pdf_info").fetchone()[0].startswith("Microsoft Word")
+
+
+def test_a_pdf_larger_than_the_note_cap_is_indexed(db_path, tmp_path):
+    """Notes are capped at 10 MB by default, PDFs (images, fonts) at 512 MB; --max-size caps
+    both."""
+    big = make_pdf(["Needle in a large file"], padding=11 * 1024 * 1024)
+    vault = write(tmp_path / "v", {"big.pdf": big, "big.md": "y\n" * (11 * 512 * 1024)})
+    k = kbase.open(db_path)
+    report = k.index([vault], embed=False)
+    assert report.new == 1 and [os.path.basename(p) for p, _ in report.skipped] == ["big.md"]
+    assert [h.path for h in k.search("needle", mode="keyword")] == ["big.pdf"]
+    report = kbase.open(tmp_path / "capped.db").index([vault], embed=False, max_size=1024 * 1024)
+    assert sorted(os.path.basename(p) for p, _ in report.skipped) == ["big.md", "big.pdf"]
+
+
+def test_kbase_chunks_reads_a_pdf(tmp_path):
+    path = tmp_path / "p.pdf"
+    path.write_bytes(paper())
+    res = CliRunner().invoke(cli, ["chunks", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    texts = [c["text"] for c in json.loads(res.output)["chunks"]]
+    assert any("hindbrain" in t for t in texts)
+
+
+# --- MCP: search gives the page, read takes it ------------------------------------------
+
+
+def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
+    import asyncio
+
+    from tests.test_mcp import stdio_session, text
+
+    async def go():
+        async with stdio_session(db_path) as c:
+            r = await c.call_tool("search", {"query": "hindbrain microscope", "mode": "keyword"})
+            (hit,) = r.structured_content["hits"]
+            assert (hit["path"], hit["page"]) == ("papers/zebrafish.pdf", 2)
+            assert "page 2" in text(r)
+            r = await c.call_tool("read", {"note": hit["path"], "page": hit["page"]})
+            s = r.structured_content
+            assert not r.is_error and (s["page"], s["pages"]) == (2, 3)
+            assert s["text"] == PAPER[1]
+            assert "page 2 of 3" in text(r)
+            r = await c.call_tool("read", {"note": "zebrafish.pdf", "page": 5})
+            assert r.is_error and "has pages 1-3, not 5" in text(r)
+
+    asyncio.run(go())
