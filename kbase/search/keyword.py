@@ -230,8 +230,11 @@ def _cjk_found(
                     cjk.TABLE,
                 ),
             )
-    if len(words.clauses) > 1:
-        more(TIER_SOME, _ranked_docs(con, words.to_fts(match_any=True), where, args, n, cjk.TABLE))
+    if len(words.clauses) > 1 and len(found) < fill_to:
+        # Some of the words; one character alone only when fewer than two longer words remain
+        # (it matches every pair it starts: most chunks, for little evidence).
+        some = cjk.required(words).to_fts(match_any=True)
+        more(TIER_SOME, _ranked_docs(con, some, where, args, n, cjk.TABLE))
     latin = cjk.latin_query(query)
     if len(found) < fill_to and not latin.empty:
         lw, la = _without_excluded_runs(query, where, args)

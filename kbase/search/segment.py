@@ -49,7 +49,7 @@ _JA = frozenset("""何 何か 方法 仕方 使い方 時 場合 違い 理由 �
 _TH = frozenset(
     """ที่ การ ความ และ ของ ใน ได้ ให้ เป็น มี จะ อย่างไร ยังไง อะไร ทำไม ไหน ที่ไหน คือ ไหม
     หรือ กับ จาก ว่า แล้ว ครับ ค่ะ คะ บ้าง ต้อง ควร ก็ นี้ นั้น โดย ซึ่ง เพื่อ ถ้า เมื่อ
-    วิธี ทำ อย่าง แบบ ไร ยัง ไง ได้ที่ ไป มา อยู่""".split()
+    วิธี ทำ อย่าง แบบ ไร ยัง ไง ได้ที่ ไป มา อยู่ บน""".split()
 )
 _KO = frozenset(
     """무엇 뭐 뭔가 어떻게 왜 언제 어디 어떤 무슨 방법 것 수 있 없 하 되 좀 때""".split()
@@ -100,7 +100,7 @@ def words(run: str) -> list[str]:
     stop = _JA if KANA.search(run) else _ZH if HAN.search(run) else _TH
     out = []
     for word in _joined(split(run), stop):
-        if word in stop or _HIRAGANA.fullmatch(word) or word in _ZH and not KANA.search(run):
+        if word in stop or _HIRAGANA.fullmatch(word):
             continue
         if HAN.match(word):
             word = _OKURIGANA.sub("", word) or word
