@@ -1,4 +1,4 @@
--- kbase index schema, version 9 (PRAGMA user_version).
+-- kbase index schema, version 10 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -119,7 +119,7 @@ CREATE TABLE headings (
 -- once its target exists, and turns unresolved again when the target goes.
 CREATE TABLE links (
     id          INTEGER PRIMARY KEY,        -- row id
-    source_id   INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the note the link is in (documents.id)
+    doc_id      INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the note the link is in (documents.id)
     start_char  INTEGER NOT NULL,   -- body[start_char:end_char] is the link's source, e.g. '[[Note|alias]]'
     end_char    INTEGER NOT NULL,           -- offset after the last character (exclusive)
     line        INTEGER NOT NULL,   -- 1-based line of start_char
@@ -132,7 +132,7 @@ CREATE TABLE links (
     target_path TEXT,               -- root-relative path of the attachment linked to; NULL for a note (see target_id)
     anchor_ok   INTEGER             -- 1/0: the heading or block exists in the target; NULL if not checked
 ) STRICT;
-CREATE INDEX links_source ON links(source_id);
+CREATE INDEX links_doc ON links(doc_id);
 CREATE INDEX links_target ON links(target_id);
 
 -- Block ids ('^id' at the end of a block) that links can point at with [[Note#^id]].
@@ -332,29 +332,30 @@ SELECT c.id, c.doc_id, d.path, c.seq, c.start_char, c.end_char, c.line, c.end_li
        substr(d.body, c.start_char + 1, c.end_char - c.start_char) AS text
 FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id;
 
--- Links whose target note exists: source and target with their paths.
+-- Links whose target note exists: the note the link is in (doc_id, source_path) and the target.
 CREATE VIEW resolved_links AS
-SELECT l.id, l.source_id, s.path AS source_path, l.target_id, t.path AS target_path, l.line,
+SELECT l.id, l.doc_id, s.path AS source_path, l.target_id, t.path AS target_path, l.line,
        l.kind, l.embed, l.target, l.anchor, l.alias, l.anchor_ok
-FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id;
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id JOIN documents AS t ON t.id = l.target_id;
 
--- For each note, the notes that link to it (one row per link).
+-- For each note (doc_id, path), the notes that link to it (source_id, source_path: the note the
+-- link is in, links.doc_id), one row per link.
 CREATE VIEW backlinks AS
-SELECT l.target_id AS doc_id, t.path, l.source_id, s.path AS source_path, s.title AS source_title,
-       l.line, l.embed, l.anchor, l.alias
-FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id
-WHERE l.target_id <> l.source_id;
+SELECT l.target_id AS doc_id, t.path, l.doc_id AS source_id, s.path AS source_path,
+       s.title AS source_title, l.line, l.embed, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id JOIN documents AS t ON t.id = l.target_id
+WHERE l.target_id <> l.doc_id;
 
 -- Links that point at nothing (no note or attachment of that name in the root).
 CREATE VIEW unresolved_links AS
-SELECT l.id, l.source_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
-FROM links AS l JOIN documents AS s ON s.id = l.source_id
+SELECT l.id, l.doc_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id
 WHERE l.target_id IS NULL AND l.target_path IS NULL;
 
 -- Links whose note exists but whose #heading or #^block does not.
 CREATE VIEW broken_anchors AS
-SELECT l.id, l.source_id, s.path AS source_path, l.line, l.target, t.path AS target_path, l.anchor
-FROM links AS l JOIN documents AS s ON s.id = l.source_id JOIN documents AS t ON t.id = l.target_id
+SELECT l.id, l.doc_id, s.path AS source_path, l.line, l.target, t.path AS target_path, l.anchor
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id JOIN documents AS t ON t.id = l.target_id
 WHERE l.anchor_ok = 0;
 
 -- Notes whose front matter kbase could not read (one row per problem); each was indexed without
@@ -368,8 +369,9 @@ WHERE g.kind = 'frontmatter';
 CREATE VIEW document_stats AS
 SELECT d.id AS doc_id, d.path, d.title,
        (SELECT count(*) FROM chunks WHERE doc_id = d.id) AS chunks,
-       (SELECT count(DISTINCT source_id) FROM links WHERE target_id = d.id AND source_id <> d.id) AS backlinks,
-       (SELECT count(*) FROM links WHERE source_id = d.id) AS outlinks
+       (SELECT count(DISTINCT l.doc_id) FROM links AS l
+        WHERE l.target_id = d.id AND l.doc_id <> d.id) AS backlinks,
+       (SELECT count(*) FROM links AS l WHERE l.doc_id = d.id) AS outlinks
 FROM documents AS d;
 
 -- Every page of every PDF, with its text.

@@ -29,9 +29,9 @@ from kbase.notes.graph import Note
 def neighbours(kb) -> dict[int, set[int]]:
     out: dict[int, set[int]] = {}
     for s, t in kb.reader.execute(
-        "SELECT DISTINCT l.source_id, l.target_id"
+        "SELECT DISTINCT l.doc_id, l.target_id"
         " FROM links l JOIN documents d ON d.id = l.target_id"
-        " WHERE l.target_id IS NOT NULL AND l.target_id <> l.source_id AND d.kind = 'markdown'"
+        " WHERE l.target_id IS NOT NULL AND l.target_id <> l.doc_id AND d.kind = 'markdown'"
     ):
         out.setdefault(s, set()).add(t)
         out.setdefault(t, set()).add(s)

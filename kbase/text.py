@@ -51,14 +51,14 @@ def jsonable(value):
     return value
 
 
-def cell(value, width: int = 60) -> str:
-    """An SQL value as one table cell."""
+def cell(value, width: int | None = 60) -> str:
+    """An SQL value as one table cell: on one line, cut to ``width`` characters (None: whole)."""
     if value is None:
         return "NULL"
     if isinstance(value, bytes):
         return f"<blob {len(value)} bytes>"
     text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
-    return excerpt(text, (0, 0), width)
+    return text if width is None else excerpt(text, (0, 0), width)
 
 
 def location(path: str, line: int, page: int | None = None, card: str | None = None) -> str:

@@ -257,3 +257,74 @@ def test_search_for_a_footnote_shows_the_marker(tmp_path):
     assert hit.path.endswith("footnotes.md")
     assert "The study confirmed the hypothesis.[^1] Further work is needed.[^note]" in hit.snippet
     assert "[^1]: Smith et al." in hit.snippet
+
+
+# 3. kbase sql: columns sized to the terminal, links.doc_id, the column lists ---------------------
+@pytest.fixture
+def long_values(run, tmp_path):
+    v = tmp_path / "long"
+    v.mkdir()
+    (v / "a.md").write_text("# A\n\n" + "word " * 100 + "END\n")
+    (v / "同步设置.md").write_text("# 同步设置\n\n" + "同步设置很重要" * 20 + "\n")
+    run("index", "--no-embed", v)
+    return "SELECT path, body FROM documents ORDER BY path"
+
+
+def test_sql_fits_the_table_to_the_terminal(run, long_values, monkeypatch):
+    from kbase.cli.render import cell_width
+
+    for columns in (80, 220):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        r = run("sql", long_values)
+        lines = r.stdout.splitlines()
+        assert max(cell_width(line) for line in lines) <= columns, columns
+        assert all(line.endswith("…") for line in lines[2:]), lines  # cut to fit, and marked
+        assert "--json, --jsonl or --csv print every value whole" in r.stderr
+    monkeypatch.setenv("COLUMNS", "1000")
+    r = run("sql", long_values)
+    assert "word END" in r.stdout and "…" not in r.stdout and r.stderr == ""
+    assert len(r.stdout.splitlines()[2]) > 500  # the whole value when the terminal has room
+
+
+def test_sql_machine_formats_and_pipes_never_cut(run, long_values, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")
+    rows = json.loads(run("sql", long_values, "--json").stdout)
+    assert rows[0]["body"].endswith("word END\n")
+    assert "word END" in run("sql", long_values, "--csv").stdout
+    monkeypatch.delenv("COLUMNS")  # a pipe, no terminal width: the whole value
+    assert "word END" in run("sql", long_values).stdout
+
+
+def test_links_name_their_document_doc_id(run, vault):
+    run("index", "--no-embed", vault)
+    r = run("sql", "SELECT l.doc_id, d.path FROM links AS l JOIN documents AS d ON d.id = l.doc_id")
+    assert r.exit_code == 0 and "Welcome.md" in r.stdout
+    for view in ("resolved_links", "unresolved_links", "broken_anchors"):
+        cols = [c for c in json.loads(run("sql", f"PRAGMA table_info({view})", "--json").stdout)]
+        assert "doc_id" in [c["name"] for c in cols] and "source_id" not in [
+            c["name"] for c in cols
+        ]
+
+
+def test_an_index_with_links_source_id_is_migrated(tmp_path, vault):
+    from kbase.store import migrations
+
+    path = tmp_path / "v8.db"
+    kbase.open(path).index([vault], embed=False)
+    con = db.connect(path)
+    links = con.execute("SELECT id, doc_id, target FROM links ORDER BY id").fetchall()
+    with con:  # back to version 8: the column as it was named, the views as they were
+        for name in migrations._LINK_VIEWS_10:
+            con.execute(f"DROP VIEW {name}")
+        con.execute("DROP INDEX links_doc")
+        con.execute("ALTER TABLE links RENAME COLUMN doc_id TO source_id")
+        con.execute("CREATE INDEX links_source ON links(source_id)")
+        step = next(k for k, v in migrations.MIGRATIONS.items() if v is migrations._schema_10)
+        con.execute(f"PRAGMA user_version = {step - 1}")
+    con.close()
+    con = db.connect(path)
+    assert con.execute("PRAGMA user_version").get == migrations.SCHEMA_VERSION
+    assert con.execute("SELECT id, doc_id, target FROM links ORDER BY id").fetchall() == links
+    assert con.execute("SELECT count(*) FROM backlinks").get > 0
+    names = {r[1] for r in con.execute("PRAGMA index_list(links)")}
+    assert "links_doc" in names and "links_source" not in names

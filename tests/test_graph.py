@@ -18,7 +18,7 @@ def graph_rows(con):
         con.execute(
             "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor,"
             " l.alias, coalesce(l.target_path, t.path), t.path, l.anchor_ok"
-            " FROM links l JOIN documents s ON s.id = l.source_id"
+            " FROM links l JOIN documents s ON s.id = l.doc_id"
             " LEFT JOIN documents t ON t.id = l.target_id"
         ).fetchall(),
         key=repr,
@@ -184,7 +184,7 @@ def test_same_file_name_in_two_folders(tmp_path):
     con = db.connect(tmp_path / "s.db", create=True)
     ingest.index(con, [folder])
     rows = con.execute(
-        "SELECT s.path, l.target, t.path FROM links l JOIN documents s ON s.id = l.source_id"
+        "SELECT s.path, l.target, t.path FROM links l JOIN documents s ON s.id = l.doc_id"
         " LEFT JOIN documents t ON t.id = l.target_id ORDER BY 1, 2"
     ).fetchall()
     assert rows and all(tp is not None for _, _, tp in rows)

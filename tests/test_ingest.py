@@ -286,7 +286,7 @@ def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypa
     folder = shared("vaults", "obsidian-tasks-docs")  # links, tags, callouts, code, tables
     links = (
         "SELECT s.path, l.start_char, l.target, l.target_id IS NULL FROM links l"
-        " JOIN documents s ON s.id = l.source_id"
+        " JOIN documents s ON s.id = l.doc_id"
     )
     result, real_pool = {}, ingest._pool
     for workers in (True, False):

@@ -193,7 +193,7 @@ SNAPSHOT_SQL = {
     " c.kind, c.tokens, c.flags, c.embed_hash FROM chunks c JOIN documents d ON d.id = c.doc_id",
     "links": "SELECT s.path, l.start_char, l.end_char, l.line, l.kind, l.embed, l.target, l.anchor,"
     " l.alias, t.path, l.target_path, l.anchor_ok"
-    " FROM links l JOIN documents s ON s.id = l.source_id"
+    " FROM links l JOIN documents s ON s.id = l.doc_id"
     " LEFT JOIN documents t ON t.id = l.target_id",
     "tags": "SELECT d.path, t.tag, t.source FROM tags t JOIN documents d ON d.id = t.doc_id",
     "aliases": "SELECT d.path, a.alias FROM aliases a JOIN documents d ON d.id = a.doc_id",

@@ -126,13 +126,13 @@ def test_sql_errors_are_one_line(kb, db_path):
 @pytest.mark.parametrize(
     "query,expected",
     [
-        ("PRAGMA table_info(links)", "source_id"),
-        ("PRAGMA table_info = links", "source_id"),
+        ("PRAGMA table_info(links)", "doc_id"),
+        ("PRAGMA table_info = links", "doc_id"),
         ("PRAGMA main.table_xinfo('chunks')", "start_char"),
         ("SELECT name, type FROM pragma_table_info('links') ORDER BY cid", "target_id"),
-        ("PRAGMA index_list(links)", "links_source"),
+        ("PRAGMA index_list(links)", "links_doc"),
         ("SELECT name FROM pragma_index_list('links')", "links_target"),
-        ("PRAGMA index_info(links_source)", "source_id"),
+        ("PRAGMA index_info(links_doc)", "doc_id"),
         ("SELECT * FROM pragma_index_xinfo('links_target')", "target_id"),
         ("PRAGMA foreign_key_list(links)", "documents"),
         ('SELECT "table", "from" FROM pragma_foreign_key_list(\'chunks\')', "documents"),

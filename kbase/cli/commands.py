@@ -80,6 +80,14 @@ def _color() -> bool:
     return sys.stdout.isatty()
 
 
+def _terminal_width() -> int | None:
+    """The terminal's width (``COLUMNS`` first), or None when printing to a file or a pipe and
+    ``COLUMNS`` is not set (nothing is cut then)."""
+    import shutil
+
+    return shutil.get_terminal_size((0, 0)).columns or None
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
@@ -896,9 +904,16 @@ def sql(ctx, query, sql_file, timeout, fmt):
         text = query
     kb = _kb(ctx)
     result = kb.sql(text, timeout=timeout)
-    out = render_sql(result, fmt)
+    width = _terminal_width()
+    out, cut = render_sql(result, fmt, width)
     if out:
         click.echo(out)
+    if cut:
+        click.echo(
+            f"note: values cut to fit {width} columns (…); --json, --jsonl or --csv print every"
+            " value whole (or widen the table: COLUMNS=300 kbase sql ...)",
+            err=True,
+        )
 
 
 @cli.command()

@@ -404,22 +404,80 @@ def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
     return "\n".join(f"{n.path}  ({n.title})" for n in notes)
 
 
-def render_sql(result, fmt: str) -> str:
-    """Rows of ``kbase sql``: an aligned table, or JSON/JSON Lines/CSV (blobs as base64)."""
+SQL_MIN_WIDTH = 12  # a column cut to fit the terminal keeps at least this many cells
+
+
+def render_sql(result, fmt: str, width: int | None = None) -> tuple[str, bool]:
+    """Rows of ``kbase sql`` and whether a value was cut: an aligned table, each column as wide
+    as its longest value unless the table would pass ``width`` terminal cells (then the widest
+    columns give way, their values cut with '…'); JSON, JSON Lines and CSV (blobs as base64)
+    always hold every value whole."""
     from kbase.text import cell
 
     if fmt != "table":
-        return render_records(list(result.dicts()), fmt, result.columns)
+        return render_records(list(result.dicts()), fmt, result.columns), False
     if not result.columns:
-        return ""
-    cells = [[cell(v) for v in row] for row in result.rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(result.columns, widths)).rstrip(),
-        "  ".join("-" * w for w in widths),
+        return "", False
+    cells = [[cell(v, None) for v in row] for row in result.rows]
+    natural = [
+        max([cell_width(c)] + [cell_width(r[i]) for r in cells])
+        for i, c in enumerate(result.columns)
     ]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
-    return "\n".join(lines)
+    widths = fit_columns(natural, [cell_width(c) for c in result.columns], width)
+    cut = widths != natural
+
+    def line(values) -> str:
+        return "  ".join(pad(clip(v, w), w) for v, w in zip(values, widths)).rstrip()
+
+    lines = [line(result.columns), "  ".join("-" * w for w in widths)]
+    lines += [line(row) for row in cells]
+    return "\n".join(lines), cut
+
+
+def fit_columns(natural: Sequence[int], headers: Sequence[int], width: int | None) -> list[int]:
+    """Column widths that fit ``width`` cells with two between columns: the narrow columns
+    keep their width, the wide ones share what is left (none below its header or
+    ``SQL_MIN_WIDTH``, so a very narrow terminal may still overflow)."""
+    n = len(natural)
+    if width is None or sum(natural) + 2 * (n - 1) <= width:
+        return list(natural)
+    left = width - 2 * (n - 1)
+    out = list(natural)
+    for k, i in enumerate(sorted(range(n), key=lambda i: natural[i])):
+        floor = min(natural[i], max(headers[i], SQL_MIN_WIDTH))
+        out[i] = min(natural[i], max(left // (n - k), floor))
+        left -= out[i]
+    return out
+
+
+def cell_width(text: str) -> int:
+    """Terminal cells ``text`` takes: wide (CJK) characters two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(
+        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        for ch in text
+    )
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, '…' in the last one when cut."""
+    if cell_width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = cell_width(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - cell_width(text))
 
 
 def to_dot(g: dict) -> str:

@@ -50,10 +50,10 @@ class Note:
 
 
 _LINK_SELECT = """
-    SELECT l.source_id, s.path, s.title, l.line, l.start_char, l.end_char,
+    SELECT l.doc_id, s.path, s.title, l.line, l.start_char, l.end_char,
            s.body, l.target, l.anchor, l.alias, l.embed, l.kind, l.target_id,
            coalesce(t.path, l.target_path), t.title, l.anchor_ok
-    FROM links AS l JOIN documents AS s ON s.id = l.source_id
+    FROM links AS l JOIN documents AS s ON s.id = l.doc_id
     LEFT JOIN documents AS t ON t.id = l.target_id
 """
 
@@ -124,12 +124,12 @@ def find_note(con: apsw.Connection, note: str) -> Note:
 
 
 def links_from(con: apsw.Connection, note: Note) -> list[LinkHit]:
-    return _link_hits(con, "l.source_id = ?", (note.id,))
+    return _link_hits(con, "l.doc_id = ?", (note.id,))
 
 
 def links_to(con: apsw.Connection, note: Note) -> list[LinkHit]:
     """Backlinks: links from other notes to this one."""
-    return _link_hits(con, "l.target_id = ? AND l.source_id <> ?", (note.id, note.id))
+    return _link_hits(con, "l.target_id = ? AND l.doc_id <> ?", (note.id, note.id))
 
 
 def unresolved(con: apsw.Connection) -> list[LinkHit]:
@@ -146,7 +146,7 @@ def orphans(con: apsw.Connection) -> list[Note]:
         Note(*r)
         for r in con.execute(
             "SELECT d.id, d.path, d.title FROM documents d WHERE d.kind = 'markdown' AND NOT EXISTS"
-            " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.source_id <> d.id)"
+            " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.doc_id <> d.id)"
             " ORDER BY d.path"
         )
     ]
@@ -181,12 +181,12 @@ def _reach(
         ids = json.dumps(sorted(frontier))
         found: dict[int, dict[int, set[str]]] = {}  # new note -> {note one hop nearer: directions}
         for source, target in con.execute(
-            "SELECT source_id, target_id FROM links"
-            " WHERE source_id IN (SELECT value FROM json_each(?1))"
-            " AND target_id IS NOT NULL AND target_id <> source_id"
-            " UNION ALL SELECT source_id, target_id FROM links"
+            "SELECT doc_id, target_id FROM links"
+            " WHERE doc_id IN (SELECT value FROM json_each(?1))"
+            " AND target_id IS NOT NULL AND target_id <> doc_id"
+            " UNION ALL SELECT doc_id, target_id FROM links"
             " WHERE target_id IN (SELECT value FROM json_each(?1))"
-            " AND source_id <> target_id",
+            " AND doc_id <> target_id",
             (ids,),
         ):
             for near, far, direction in ((source, target, "out"), (target, source, "in")):
@@ -240,7 +240,7 @@ def graph(
         args = (json.dumps(sorted(keep)),)
         nodes_where = " WHERE id IN (SELECT value FROM json_each(?1))"
         edges_where = (
-            " AND source_id IN (SELECT value FROM json_each(?1))"
+            " AND doc_id IN (SELECT value FROM json_each(?1))"
             " AND target_id IN (SELECT value FROM json_each(?1))"
         )
     nodes = [
@@ -252,8 +252,8 @@ def graph(
     edges = [
         {"source": s, "target": t, "links": n}
         for s, t, n in con.execute(
-            "SELECT source_id, target_id, count(*) FROM links"
-            " WHERE target_id IS NOT NULL AND target_id <> source_id"
+            "SELECT doc_id, target_id, count(*) FROM links"
+            " WHERE target_id IS NOT NULL AND target_id <> doc_id"
             f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2",
             args,
         )

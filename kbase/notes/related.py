@@ -56,14 +56,14 @@ def related(
     links_to = {
         t
         for (t,) in con.execute(
-            "SELECT DISTINCT target_id FROM links WHERE source_id = ? AND target_id IS NOT NULL",
+            "SELECT DISTINCT target_id FROM links WHERE doc_id = ? AND target_id IS NOT NULL",
             (note.id,),
         )
     }
     linked_from = {
         s
         for (s,) in con.execute(
-            "SELECT DISTINCT source_id FROM links WHERE target_id = ? AND source_id <> ?",
+            "SELECT DISTINCT doc_id FROM links WHERE target_id = ? AND doc_id <> ?",
             (note.id, note.id),
         )
     }

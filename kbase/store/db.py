@@ -118,10 +118,13 @@ def connect(
     return con
 
 
-def scratch_connection() -> apsw.Connection:
+def scratch_connection(vectors: bool = False) -> apsw.Connection:
     """A private in-memory database, for work that must not touch an index (e.g. running text
-    through the keyword index's tokenizer)."""
-    return apsw.Connection(":memory:")
+    through the keyword index's tokenizer); ``vectors`` loads sqlite-vec into it."""
+    con = apsw.Connection(":memory:")
+    if vectors:
+        _load_sqlite_vec(con)
+    return con
 
 
 def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:

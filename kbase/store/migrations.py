@@ -338,6 +338,54 @@ def _schema_9(con: apsw.Connection) -> None:
     con.execute(_CHUNKS_FTS_CONTENT_9)
 
 
+# The views over links as schema version 10 made them, frozen here (see _schema_10).
+_LINK_VIEWS_10 = {
+    "resolved_links": """
+CREATE VIEW resolved_links AS
+SELECT l.id, l.doc_id, s.path AS source_path, l.target_id, t.path AS target_path, l.line,
+       l.kind, l.embed, l.target, l.anchor, l.alias, l.anchor_ok
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id JOIN documents AS t ON t.id = l.target_id""",
+    "backlinks": """
+CREATE VIEW backlinks AS
+SELECT l.target_id AS doc_id, t.path, l.doc_id AS source_id, s.path AS source_path,
+       s.title AS source_title, l.line, l.embed, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id JOIN documents AS t ON t.id = l.target_id
+WHERE l.target_id <> l.doc_id""",
+    "unresolved_links": """
+CREATE VIEW unresolved_links AS
+SELECT l.id, l.doc_id, s.path AS source_path, l.line, l.kind, l.embed, l.target, l.anchor, l.alias
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id
+WHERE l.target_id IS NULL AND l.target_path IS NULL""",
+    "broken_anchors": """
+CREATE VIEW broken_anchors AS
+SELECT l.id, l.doc_id, s.path AS source_path, l.line, l.target, t.path AS target_path, l.anchor
+FROM links AS l JOIN documents AS s ON s.id = l.doc_id JOIN documents AS t ON t.id = l.target_id
+WHERE l.anchor_ok = 0""",
+    "document_stats": """
+CREATE VIEW document_stats AS
+SELECT d.id AS doc_id, d.path, d.title,
+       (SELECT count(*) FROM chunks WHERE doc_id = d.id) AS chunks,
+       (SELECT count(DISTINCT l.doc_id) FROM links AS l
+        WHERE l.target_id = d.id AND l.doc_id <> d.id) AS backlinks,
+       (SELECT count(*) FROM links AS l WHERE l.doc_id = d.id) AS outlinks
+FROM documents AS d""",
+}
+
+
+def _schema_10(con: apsw.Connection) -> None:
+    """links.source_id is links.doc_id, as in every other table that belongs to a document (a
+    first query by a new user failed on it); its index is links_doc. The views that read it are
+    made again: resolved_links, unresolved_links and broken_anchors call it doc_id too (with
+    source_path), backlinks keeps source_id for the linking note (its doc_id is the target)."""
+    for name in _LINK_VIEWS_10:
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+    con.execute("DROP INDEX IF EXISTS links_source")
+    con.execute("ALTER TABLE links RENAME COLUMN source_id TO doc_id")
+    con.execute("CREATE INDEX links_doc ON links(doc_id)")
+    for ddl in _LINK_VIEWS_10.values():
+        con.execute(ddl)
+
+
 # version -> step. Version 1 was the first schema (kept in tests/data/schema_v1.sql).
 MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # roots.relpath: the root relative to the index file's folder, so that when the notes and the
@@ -365,6 +413,8 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # PDFs and canvases with their pages and cards (issue 25): pages, pdf_info, canvas_cards,
     # canvas_edges, the views pdf_pages, chunk_pages and chunk_cards; PDF metadata is searchable.
     9: _schema_9,
+    # links.source_id -> links.doc_id (issue 28): every table names its document column doc_id.
+    10: _schema_10,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -130,7 +130,7 @@ def write_document(
             )
             for table in DERIVED_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
-            con.execute("DELETE FROM links WHERE source_id = ?", (doc_id,))
+            con.execute("DELETE FROM links WHERE doc_id = ?", (doc_id,))
         con.executemany(
             "INSERT OR IGNORE INTO tags (doc_id, tag, source) VALUES (?,?,?)",
             [(doc_id, tag, source) for tag, source in doc.tags],
@@ -188,7 +188,7 @@ def write_document(
         line = _line_finder(text)
         # Links start unresolved; resolve_links() settles them once the whole root is known.
         con.executemany(
-            "INSERT INTO links (source_id, start_char, end_char, line, kind, embed, target, anchor,"
+            "INSERT INTO links (doc_id, start_char, end_char, line, kind, embed, target, anchor,"
             " alias) VALUES (?,?,?,?,?,?,?,?,?)",
             [
                 (
@@ -438,13 +438,13 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
     resolver = Resolver(files, aliases)
     sql = (
         "SELECT l.id, s.path, l.target, l.anchor, l.target_id, l.target_path, l.anchor_ok"
-        " FROM links l JOIN documents s ON s.id = l.source_id WHERE s.root_id = ?"
+        " FROM links l JOIN documents s ON s.id = l.doc_id WHERE s.root_id = ?"
     )
     args: list = [root_id]
     if doc_ids is not None:
         ids = doc_ids
         marks = ",".join("?" * len(ids))
-        sql += f" AND (l.source_id IN ({marks}) OR l.target_id IN ({marks}))"
+        sql += f" AND (l.doc_id IN ({marks}) OR l.target_id IN ({marks}))"
         args += ids + ids
     headings: dict[int, list[Heading]] = {}
     blocks: dict[int, list[str]] = {}
