@@ -479,3 +479,28 @@ def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
             assert r.is_error and "has pages 1-3, not 5" in text(r)
 
     asyncio.run(go())
+
+
+# --- TUI: the hit shows its page; the preview shows that page ---------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_tui_lists_the_page_and_previews_the_page_around_the_hit(db_path, pkb):
+    from tests.test_tui import main, make_app, settle, type_query
+
+    app = make_app(db_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await type_query(pilot, "tail flick milliseconds")
+        await settle(pilot)
+        screen = main(app)
+        (hit,) = screen.results.hits
+        assert hit.page == 3
+        assert "papers/zebrafish.pdf p.3" in screen.results.get_option_at_index(0).prompt.plain
+        preview = screen.preview
+        assert preview.location.page == 3
+        assert preview.border_subtitle == "papers/zebrafish.pdf p.3 of 3"
+        view = app.query_one("#preview-text")
+        assert view.display and view.text == PAPER[2] + "\n"  # that page, not the whole PDF
+        first = pkb.region("zebrafish.pdf#page=3").first
+        assert view.line_number_start == first  # numbered as the whole text is
+        assert view.selection.start[0] <= hit.line - first <= view.selection.end[0]

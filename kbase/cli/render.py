@@ -322,7 +322,11 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
                 else f"{lk.line:>4} -> {dest}{anchor}"
             )
             if lk.anchor_ok is False:
-                head += " (no such heading or block)"
+                head += (
+                    " (no such page)"
+                    if (lk.anchor or "").startswith("page=")
+                    else " (no such heading or block)"
+                )
         if color:
             head = click.style(head, fg="cyan" if lk.target_path or show == "source" else "red")
         out.append(head)

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from kbase.models import Status
-from kbase.text import LINE_BREAK
+from kbase.text import LINE_BREAK, line_starts
 
 MODES = ("keyword", "semantic", "hybrid")
 SEARCH_LIMIT = 50
@@ -106,6 +106,7 @@ class Location:
     title: str = ""
     chunk_id: int | None = None  # the hit's chunk (search results), to highlight all of it
     span: tuple[int, int] | None = None  # that chunk's first and last line, once looked up
+    page: int | None = None  # a PDF's page (the hit's): the preview shows that page
 
     @property
     def target(self) -> str:
@@ -149,6 +150,26 @@ def sibling_abspath(note: Location, path: str) -> str | None:
     if not note.abspath.endswith(rel):
         return None
     return note.abspath[: len(note.abspath) - len(rel)] + path.replace("/", os.sep)
+
+
+_PAGE_ANCHOR = re.compile(r"(?:^|&)page=(\d+)")
+
+
+def preview_page(doc, location: Location) -> int | None:
+    """The page of a PDF (``doc``, a DocRef) the preview shows for ``location``: the hit's page,
+    else the one its line is on, else a link's ``#page=N``, else the first; None for other
+    documents."""
+    n = len(doc.pages)
+    if not n:
+        return None
+    page = location.page
+    if page is None and location.line:
+        starts = line_starts(doc.body)
+        page = doc.page_at(starts[min(location.line, len(starts)) - 1])
+    if page is None and location.anchor:
+        m = _PAGE_ANCHOR.search(location.anchor)
+        page = int(m.group(1)) if m else None
+    return min(max(page or 1, 1), n)
 
 
 def is_markdown(path: str) -> bool:

@@ -331,7 +331,9 @@ class MainScreen(Screen):
         self.preview.focus_view()
 
     def _show_hit(self, hit) -> None:
-        location = Location(hit.path, hit.abspath, hit.line, None, hit.title, chunk_id=hit.chunk_id)
+        location = Location(
+            hit.path, hit.abspath, hit.line, None, hit.title, chunk_id=hit.chunk_id, page=hit.page
+        )
         if self.history and self.history[self.history_pos] == location and self.history_pos == 0:
             return  # already showing it
         self.history, self.history_pos = [location], 0

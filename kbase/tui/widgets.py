@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from kbase.text import location as hit_location
 from kbase.tui.backend import (
     Filters,
     Location,
@@ -22,6 +23,7 @@ from kbase.tui.backend import (
     is_markdown,
     lines_before,
     link_from_href,
+    preview_page,
     shorten_path,
     sibling_abspath,
     wikilinks_to_markdown,
@@ -179,7 +181,10 @@ class ResultsList(OptionList):
         if hit.heading_path and hit.heading_path != hit.title:
             extra.append(hit.heading_path)
         where = Content.assemble(
-            (shorten_path(f"{hit.path}:{hit.line}", width), "$text-accent"),
+            (
+                shorten_path(hit_location(hit.path, hit.line, hit.page, hit.card), width),
+                "$text-accent",
+            ),
             ("  " + " · ".join(extra), "$text-muted") if extra else "",
         )
         tail = Content.assemble(
@@ -306,6 +311,9 @@ class PreviewPane(Container):
         self.location = location
         self.border_title = doc.title or doc.path
         self.border_subtitle = f"{doc.path}:{location.line}" if location.line else doc.path
+        page = preview_page(doc, location)
+        if page is not None:
+            self.border_subtitle = f"{doc.path} p.{page} of {len(doc.pages)}"
         self.run_worker(
             self._render_document(doc, location), exclusive=True, group="preview-render"
         )
@@ -335,18 +343,26 @@ class PreviewPane(Container):
                 self.call_after_refresh(scroll.scroll_home, animate=False)
         else:
             text = await self._text_view()
-            self.line_offset = 0
-            text.load_text(doc.body)
+            body, offset = doc.body, 0
+            page = preview_page(doc, location)
+            if page is not None:  # a PDF: the page around the hit, numbered as the whole text
+                a, b = doc.pages[page - 1]
+                body, offset = doc.body[a:b], lines_before(doc.body, a)
+            self.line_offset = offset
+            text.line_number_start = offset + 1
+            text.load_text(body)
             self._show_only(text=True)
+            rows = max(1, text.document.line_count)
             if location.span:
                 from textual.widgets.text_area import Selection
 
-                first, last = location.span
+                first = min(max(location.span[0] - offset, 1), rows)
+                last = min(max(location.span[1] - offset, first), rows)
                 text.selection = Selection(
                     (first - 1, 0), (last - 1, len(text.document.get_line(last - 1)))
                 )
-            elif location.line:
-                text.select_line(max(0, location.line - 1))
+            elif location.line and 0 < location.line - offset <= rows:
+                text.select_line(location.line - offset - 1)
             else:
                 text.move_cursor((0, 0))
             self.call_after_refresh(text.scroll_cursor_visible, center=True, animate=False)
@@ -488,7 +504,9 @@ class LinksPane(OptionList):
             )
         ]
         for i, hit in enumerate(related.hits):
-            loc = Location(hit.path, hit.abspath, hit.line, None, hit.title, hit.chunk_id)
+            loc = Location(
+                hit.path, hit.abspath, hit.line, None, hit.title, hit.chunk_id, page=hit.page
+            )
             self.entries[f"rel-{i}"] = LinkEntry(loc, hit.path)
             options.append(
                 Option(
