@@ -287,6 +287,10 @@ def _pair(rng, line):
         ("ติดตั้งปลั๊กอินจากชุมชน", ["ปลั๊กอิน", "ชุมชน"], ["จาก"]),
         ("소유권의", ["소유권"], []),  # Korean: the particle cut
         ("처리하는", ["처리"], []),
+        ("추가하려면", ["추가"], []),  # 가 is part of the word: one syllable would be left
+        ("결과를", ["결과"], []),
+        ("권한이", ["권한"], []),
+        ("값을", ["값"], []),
         ("무엇인가요", [], []),  # a question word alone: nothing to look for
         ("同步", ["同步"], []),  # two characters are looked for as typed
     ],

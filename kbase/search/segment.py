@@ -54,7 +54,7 @@ _TH = frozenset(
 _KO = frozenset(
     """무엇 뭐 뭔가 어떻게 왜 언제 어디 어떤 무슨 방법 것 수 있 없 하 되 좀 때""".split()
 )
-# Korean particles and endings, cut from a word's end (longest first, twice at most).
+# Korean particles and endings, cut from a word's end (longest first; see korean_stem).
 _KO_ENDINGS = tuple(
     sorted(
         """에서부터 으로부터 로부터 에게서 한테서 에서는 에서도 에서의 으로는 으로도 으로서
@@ -67,6 +67,9 @@ _KO_ENDINGS = tuple(
         reverse=True,
     )
 )
+
+
+_KO_MARKERS = frozenset("은 는 을 를".split())
 
 
 @functools.cache
@@ -127,10 +130,14 @@ def _joined(tokens: list[str], stop: frozenset[str]) -> list[str]:
 
 
 def korean_stem(word: str) -> str:
-    """A Korean word without the particles and endings at its end (one syllable kept)."""
+    """A Korean word without the particles and endings at its end (twice at most): 소유권의 ->
+    소유권, 처리하는 -> 처리. An ending of one syllable is cut only where two syllables remain
+    (추가, 결과, 정의, 권한 and 길이 are words, not 추 + 가), except the markers of subject and
+    object 은 는 을 를 (값을 -> 값)."""
     for _ in range(2):
         for ending in _KO_ENDINGS:
-            if word.endswith(ending) and len(word) > len(ending):
+            keep = 1 if len(ending) > 1 or ending in _KO_MARKERS else 2
+            if word.endswith(ending) and len(word) - len(ending) >= keep:
                 word = word[: -len(ending)]
                 break
         else:
