@@ -438,9 +438,16 @@ class KB:
     ) -> NoteText:
         """Lines of a note found as ``kbase show`` finds it (a NoteText with its metadata); without
         a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut).
-        ``page``: a PDF's page (1-based), instead of a line range."""
+        ``page``: a PDF's page (1-based), instead of a line range. A name with a heading or a
+        block (``Note#Heading``, ``[[Note#^id|text]]``) reads that section or block when no range
+        is given (see ``region``)."""
         from kbase.notes.reading import read_note
+        from kbase.notes.resolve import split_anchor
 
+        if start_line is None and end_line is None and page is None and split_anchor(target)[1]:
+            r = self.region(target)
+            if not r.whole and r.page is None:
+                start_line, end_line = r.first, r.last
         return self._read(read_note, self.document(target), start_line, end_line, page=page)
 
     def document_at(self, path: str) -> DocRef:

@@ -328,3 +328,64 @@ def test_an_index_with_links_source_id_is_migrated(tmp_path, vault):
     assert con.execute("SELECT count(*) FROM backlinks").get > 0
     names = {r[1] for r in con.execute("PRAGMA index_list(links)")}
     assert "links_doc" in names and "links_source" not in names
+
+
+# 6. names with headings and block ids ----------------------------------------------------------
+SETTINGS = (
+    "# Settings\n\nIntro.\n\n## Editor\n\nFont and size.\n\n### Spellcheck\n\n"
+    "Spellcheck looks at every word.\nIt knows 40 languages. ^langs\n\n"
+    "- first item\n- second item ^item\n\n## Sync\n\nSync settings.\n"
+)
+
+
+@pytest.fixture
+def settings(run, tmp_path):
+    v = tmp_path / "settings"
+    v.mkdir()
+    (v / "Settings.md").write_text(SETTINGS)
+    (v / "Other.md").write_text("# Other\n\nSee [[Settings#Spellcheck|spell]].\n")
+    run("index", "--no-embed", v)
+    return v
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Settings#Spellcheck", "[[Settings#Spellcheck|spell]]", "[[Settings#Editor#Spellcheck]]"],
+)
+def test_show_opens_at_a_heading(run, settings, name):
+    r = run("show", name)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == ">  9 | ### Spellcheck"  # the heading's line, marked
+    assert lines[-1].endswith("- second item ^item")  # its section, to the next heading
+    assert not any("Sync" in line or "Intro" in line for line in lines)
+
+
+def test_show_opens_a_block_and_a_section_of_a_higher_level(run, settings):
+    r = run("show", "Settings#^langs")
+    assert r.stdout.splitlines() == [
+        "> 11 | Spellcheck looks at every word.",
+        "  12 | It knows 40 languages. ^langs",
+    ]
+    assert run("show", "[[Settings#^item]]").stdout.splitlines() == ["> 15 | - second item ^item"]
+    editor = run("show", "Settings#editor", "--json")
+    got = json.loads(editor.stdout)
+    assert (got["first_line"], got["last_line"]) == (5, 15)  # Editor holds Spellcheck
+
+
+def test_a_missing_heading_is_one_line_naming_the_headings(run, settings):
+    r = run("show", "Settings#Spelling")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [
+        "Error: Settings.md has no heading 'Spelling'",
+        "  hint: its headings: Settings, Editor, Spellcheck, Sync",
+    ]
+
+
+def test_read_and_the_tui_location_open_at_the_heading(settings, db_path):
+    k = kbase.open(db_path)
+    text = k.read("[[Settings#Spellcheck|spell]]")  # what the MCP read tool calls
+    assert (text.first_line, text.last_line) == (9, 15) and text.lines[0] == "### Spellcheck"
+    assert k.read("Settings#Spellcheck", 1, 2).lines == ("# Settings", "")  # a range wins
+    assert k.document("Settings#^langs").path == "Settings.md"
+    assert k.region("Other").whole  # a plain name is the whole note still

@@ -562,19 +562,39 @@ def anchor_ok(anchor: str, headings: Sequence[Heading], blocks: Sequence[str]) -
     return _match_heading_path(headings, keys, parts, 0, len(headings))
 
 
+def find_heading(anchor: str, headings: Sequence[Heading]) -> int | None:
+    """The index in ``headings`` of the heading ``anchor`` ('Heading', 'Heading#Sub') names, as
+    ``anchor_ok`` matches it (the first in document order), or None."""
+    parts = [heading_slug(p) for p in anchor.lstrip("#").split("#")]
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    keys = [heading_slug(h.text) for h in headings]
+    return _find_heading_path(headings, keys, parts, 0, len(headings))
+
+
 def _match_heading_path(
     headings: Sequence[Heading], keys: list[str], parts: list[str], lo: int, hi: int
 ) -> bool:
     """Is there a heading in ``headings[lo:hi]`` for ``parts[0]`` whose section holds the rest?"""
+    return _find_heading_path(headings, keys, parts, lo, hi) is not None
+
+
+def _find_heading_path(
+    headings: Sequence[Heading], keys: list[str], parts: list[str], lo: int, hi: int
+) -> int | None:
+    """The heading in ``headings[lo:hi]`` for ``parts[-1]``, inside sections for the parts
+    before it."""
     for i in range(lo, hi):
         if keys[i] != parts[0]:
             continue
         if len(parts) == 1:
-            return True
+            return i
         level = headings[i].level
         j = i + 1
         while j < hi and headings[j].level > level:
             j += 1
-        if _match_heading_path(headings, keys, parts[1:], i + 1, j):
-            return True
-    return False
+        found = _find_heading_path(headings, keys, parts[1:], i + 1, j)
+        if found is not None:
+            return found
+    return None

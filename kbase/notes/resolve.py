@@ -182,8 +182,15 @@ def check_inside(con: apsw.Connection, abspath: str, root_id: int, shown: str) -
 
 
 def find_document(con: apsw.Connection, name: str) -> DocRef:
-    """The document ``name`` names (see ``resolve``)."""
-    return load(con, resolve(con, name))
+    """The document ``name`` names (see ``resolve``); ``Note#Heading`` and ``Note#^block``
+    name ``Note`` when no document is called that whole."""
+    try:
+        return load(con, resolve(con, name))
+    except UnknownDocument:
+        note, anchor = split_anchor(name)
+        if anchor is None or not note:
+            raise
+        return load(con, resolve(con, note))
 
 
 class UnknownDocument(InputError):
@@ -232,10 +239,15 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
             find_document(con, target)
         except UnknownDocument:
             return page_region(find_document(con, page.group("path")), int(page.group("page")))
+    note, anchor = split_anchor(target)
+    if anchor is not None and target.lstrip("!").startswith("[["):  # a link names a heading
+        return anchor_region(con, find_document(con, note), anchor)
     m = _LOCATION.match(target)
     try:
-        doc, start, end = find_document(con, target), None, None
+        doc, start, end = load(con, resolve(con, target)), None, None
     except UnknownDocument:
+        if anchor is not None and not m:
+            return anchor_region(con, find_document(con, note), anchor)
         if not m:
             raise
         doc, start = find_document(con, m.group("path")), int(m.group("start"))
@@ -264,6 +276,92 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
         False,
         pages=len(doc.pages),
     )
+
+
+def split_anchor(name: str) -> tuple[str, str | None]:
+    """A name and the heading or block it points at, as a link writes them:
+    ``[[Settings#Spellcheck|spell]]`` and ``Settings#Spellcheck`` give ('Settings',
+    'Spellcheck'), ``Note#^block`` ('Note', '^block'); a name without '#' comes back alone."""
+    text = name.strip()
+    if text.startswith("![[") and text.endswith("]]"):
+        text = text[1:]
+    if text.startswith("[[") and text.endswith("]]"):
+        text = text[2:-2].split("|", 1)[0]
+    note, sep, anchor = text.partition("#")
+    return (note.strip(), anchor.strip() or None) if sep else (text.strip(), None)
+
+
+_ITEM = re.compile(r"^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{1,9}[.)])[ \t]")
+
+
+def anchor_region(con: apsw.Connection, doc: DocRef, anchor: str) -> Region:
+    """The lines ``anchor`` names in ``doc``: a heading's section (the heading line to the line
+    before the next heading of the same or a higher level), or a block (``^id``: its paragraph
+    or item, to the line holding the id). Headings match as Obsidian matches them (punctuation
+    and case aside; ``Heading#Sub`` inside ``Heading``). ``line`` is the heading's line, or the
+    block's first."""
+    from kbase.ingest.links import find_heading
+    from kbase.models import Heading
+    from kbase.text import line_of, line_starts
+
+    lines = _lines(doc)
+    total = len(lines)
+    if anchor.startswith("^"):
+        row = con.execute(
+            "SELECT start_char FROM block_ids WHERE doc_id = ? AND block_id = ?",
+            (doc.id, anchor[1:].strip()),
+        ).fetchone()
+        if row is None:
+            known = [
+                "^" + b
+                for (b,) in con.execute(
+                    "SELECT block_id FROM block_ids WHERE doc_id = ? ORDER BY start_char",
+                    (doc.id,),
+                )
+            ]
+            raise InputError(
+                f"{doc.path} has no block {anchor}",
+                f"its blocks: {_some(known)}" if known else "it has no block ids (^id)",
+            )
+        last = line_of(line_starts(doc.body), row[0])
+        first = last
+        if lines[last - 1].strip().startswith("^") and last > 1:
+            first = last = last - 1  # an id on a line of its own names the block above it
+        while (  # up to the block's first line: a list item is a block of its own
+            first > 1
+            and not _ITEM.match(lines[first - 1])
+            and lines[first - 2].strip()
+            and not lines[first - 2].lstrip().startswith("#")
+        ):
+            first -= 1
+        return Region(doc, first, last, first, tuple(lines[first - 1 : last]), total, False)
+    headings = [
+        Heading(level, text, a, b, line)
+        for level, text, a, b, line in con.execute(
+            "SELECT level, text, start_char, end_char, line FROM headings"
+            " WHERE doc_id = ? ORDER BY seq",
+            (doc.id,),
+        )
+    ]
+    i = find_heading(anchor, headings)
+    if i is None:
+        raise InputError(
+            f"{doc.path} has no heading {anchor!r}",
+            f"its headings: {_some([h.text for h in headings])}"
+            if headings
+            else "it has no headings; name a line instead: PATH:LINE",
+        )
+    first = headings[i].line
+    below = [h.line for h in headings[i + 1 :] if h.level <= headings[i].level]
+    last = below[0] - 1 if below else total
+    while last > first and not lines[last - 1].strip():
+        last -= 1  # the blank lines before the next heading
+    return Region(doc, first, last, first, tuple(lines[first - 1 : last]), total, False)
+
+
+def _some(names: list[str], n: int = 8) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _lines(doc: DocRef) -> list[str]:

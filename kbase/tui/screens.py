@@ -351,6 +351,12 @@ class MainScreen(Screen):
     def load_document(self, request: int, location: Location) -> DocumentLoaded:
         with services(self).pool.kb() as kb:
             doc = kb.document(location.target)
+            if location.anchor and location.line is None:
+                try:  # a heading's or a block's section, as kbase show opens it
+                    r = kb.region(f"{doc.path}#{location.anchor}")
+                    location = replace(location, line=r.first, span=(r.first, r.last))
+                except KbaseError:
+                    pass  # no such heading or block: the note from the top
             if location.chunk_id is not None and location.span is None:
                 try:
                     chunk = kb.chunk(location.chunk_id)
