@@ -247,6 +247,7 @@ def bench_kbase(name: str, vault: Path, work: Path, a: argparse.Namespace) -> di
 
 def inproc_index(vault: Path, db: Path) -> dict:
     """A fresh in-process index, timing its stages (decode, parse, chunk, write incl. commit)."""
+    from kbase.ingest import derive
     from kbase.ingest import pipeline as ingest
     from kbase.store import writes as store
 
@@ -267,7 +268,7 @@ def inproc_index(vault: Path, db: Path) -> dict:
         for m, n in [
             (ingest, "decode"),
             (ingest, "parse"),
-            (ingest, "chunk"),
+            (derive, "chunk"),
             (store, "write_document"),
         ]
         if hasattr(m, n)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import apsw
 
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
 # The names ``--model`` takes for the default English model and the multilingual one (issue 24).
 ENGLISH_MODEL = "all-MiniLM-L6-v2"
 MULTILINGUAL_MODEL = "multilingual-e5-small"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class KB:
@@ -149,10 +153,9 @@ class KB:
             raise InputError(
                 "nothing to index yet", "pass the folders of your notes: kbase index PATH..."
             )
-        con = db.connect(self.path, create=True)
         report: IndexReport | None = None
         try:
-            with db.writer_lock(self.path):
+            with self._connection(create=True) as con:
                 if db.meta_get(con, embedding.AUTO_EMBED) is None:  # new, or from an older kbase
                     embedding.set_auto_embed(con, embedding.auto_embed(con))
                 if embed is None:
@@ -175,15 +178,11 @@ class KB:
                 if embed and not report.interrupted:
                     report.embedding = self._embed(con, embed_progress)
                 return report
-        except apsw.Error as e:
-            raise db.translate_error(e, self.path) from e
         except KeyboardInterrupt:
             if report is None:
                 raise
             report.interrupted = True  # the embedding batch in flight is lost, nothing else
             return report
-        finally:
-            con.close()
 
     def chunk_settings(
         self,
@@ -209,17 +208,11 @@ class KB:
         index (``auto_embed`` false) is set to embed from now on."""
         from kbase.embed import vectors as embed
 
-        con = db.connect(self.path)
-        try:
-            with db.writer_lock(self.path):
-                embed.set_auto_embed(con, True)
-                if rebuild:
-                    embed.drop_vectors(con)
-                return self._embed(con, progress)
-        except apsw.Error as e:
-            raise db.translate_error(e, self.path) from e
-        finally:
-            con.close()
+        with self._connection() as con:
+            embed.set_auto_embed(con, True)
+            if rebuild:
+                embed.drop_vectors(con)
+            return self._embed(con, progress)
 
     def model_hint(self) -> ModelHint | None:
         """When most of the index's notes are in Chinese, Japanese, Korean, Thai, Lao, Khmer or
@@ -266,26 +259,6 @@ class KB:
 
         self._write(embed.set_auto_embed, on)
 
-    def embed_newest(self, limit: int | None = None) -> int:
-        """Embed up to ``limit`` chunks (default: one batch of the model) that lack vectors, newest
-        notes first; how many (0: none missing, or the index is keyword-only). Raises
-        IndexBusyError while another process writes (see also ``embed_step``)."""
-        from kbase.embed import vectors as embed
-        from kbase.embed.embedder import BATCH_SIZE
-
-        limit = BATCH_SIZE if limit is None else limit
-
-        con = db.connect(self.path)
-        try:
-            if embed.missing_count(con) == 0 or not embed.auto_embed(con):
-                return 0
-            with db.writer_lock(self.path):
-                return embed.embed_newest(con, self.embedder, limit)
-        except apsw.Error as e:
-            raise db.translate_error(e, self.path) from e
-        finally:
-            con.close()
-
     def embed_step(
         self,
         *,
@@ -301,20 +274,18 @@ class KB:
         A keyword-only index (``auto_embed`` false) has nothing to embed: an empty report."""
         from kbase.embed import vectors as embed
 
-        con = db.connect(self.path)
         try:
-            if not embed.auto_embed(con):
-                return EmbedReport()
-            with db.writer_lock(self.path):
-                return self._embed(
-                    con, progress, limit=limit or embed.WINDOW, should_stop=should_stop
-                )
+            with self._connection(lock=False) as con:
+                if not embed.auto_embed(con) or (
+                    embed.missing_count(con) == 0 and embed.has_vectors(con)
+                ):  # nothing to do: no need to wait for the writer lock
+                    return EmbedReport()
+                with db.writer_lock(self.path):
+                    return self._embed(
+                        con, progress, limit=limit or embed.WINDOW, should_stop=should_stop
+                    )
         except IndexBusyError:
             return None
-        except apsw.Error as e:
-            raise db.translate_error(e, self.path) from e
-        finally:
-            con.close()
 
     def _embed(
         self,
@@ -583,17 +554,23 @@ class KB:
         )
 
     # maintenance ----------------------------------------------------------------------------------
-    def _write(self, fn, *args, lock: bool = True):
-        con = db.connect(self.path)
+    @contextlib.contextmanager
+    def _connection(self, *, lock: bool = True, create: bool = False) -> Iterator[apsw.Connection]:
+        """A writing connection, under the writer lock unless ``lock`` is false, closed after; an
+        SQLite error becomes kbase's one-line error."""
+        con = db.connect(self.path, create=create)
         try:
-            if not lock:
-                return fn(con, *args)
-            with db.writer_lock(self.path):
-                return fn(con, *args)
+            with db.writer_lock(self.path) if lock else contextlib.nullcontext():
+                yield con
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
         finally:
             con.close()
+
+    def _write(self, fn: Callable[..., R], *args: Any, lock: bool = True) -> R:
+        """``fn(connection, *args)`` on a writing connection (see ``_connection``)."""
+        with self._connection(lock=lock) as con:
+            return fn(con, *args)
 
     def check(self, fix: bool = False) -> CheckReport:
         """Integrity and invariants; with ``fix``, repair what the stored texts allow. ``warnings``:
@@ -655,7 +632,11 @@ class KB:
 
         return self._read(status, self.path)
 
-    def _read(self, fn, *args, **kwargs):
+    def _read(
+        self, fn: Callable[Concatenate[apsw.Connection, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """``fn(reader, *args, **kwargs)`` in one read snapshot; an SQLite error becomes kbase's
+        one-line error."""
         try:
             with self.reader:  # one snapshot for the whole read, even while a writer commits
                 return fn(self.reader, *args, **kwargs)

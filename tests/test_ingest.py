@@ -432,7 +432,7 @@ _name = st.sampled_from(
 def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, aliases):
     """store.fts_names gives the chunks_fts title value that the chunks_fts_content view (which
     FTS5 reads to delete a row) gives: file name, extension, case, aliases."""
-    from kbase.ingest.chunk import chunk
+    from kbase.ingest.derive import derive
     from kbase.ingest.parse import parse
     from kbase.store import writes as store
 
@@ -442,16 +442,7 @@ def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, al
     fm = "---\n" + (f"title: '{title}'\n" if title.strip() else "") + f"aliases: {aliases!r}\n---\n"
     doc = parse(fm + "Some text.\n", path)
     doc_id = store.write_document(
-        con,
-        doc_id=None,
-        root_id=root,
-        path=path,
-        size=1,
-        mtime_ns=1,
-        hash="h",
-        encoding="utf_8",
-        doc=doc,
-        chunks=chunk(doc).chunks,
+        con, derive(doc), store.FileRow(root, path, size=1, mtime_ns=1, hash="h", encoding="utf_8")
     )
     (view,) = con.execute(
         "SELECT title FROM chunks_fts_content WHERE id IN"

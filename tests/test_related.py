@@ -124,13 +124,17 @@ def test_cli_related_formats(tmp_path, vault):
     assert r.exit_code == 1 and "no indexed document matches 'Nothing'" in r.stderr
 
 
-def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
+def _embedded(step) -> int:
+    return step.embedded + step.reused
+
+
+def test_embed_step_takes_the_newest_notes_first(tmp_path, vault, model):
     k = kbase.open(tmp_path / "n.db", embedder=model)
     k.index([vault], embed=False)
     bump_mtime(vault / "Soup.md", 100)
     bump_mtime(vault / "Disks.md", 50)
     k.index([vault], embed=False)
-    assert k.embed_newest(1) == 1
+    assert _embedded(k.embed_step(limit=1)) == 1
     done = [
         p
         for (p,) in k.reader.execute(
@@ -139,7 +143,7 @@ def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
         )
     ]
     assert done == ["Soup.md"]
-    assert k.embed_newest(1) == 1
+    assert _embedded(k.embed_step(limit=1)) == 1
     done = {
         p
         for (p,) in k.reader.execute(
@@ -148,7 +152,7 @@ def test_embed_newest_takes_the_newest_notes_first(tmp_path, vault, model):
         )
     }
     assert done == {"Soup.md", "Disks.md"}
-    while k.embed_newest(8):
+    while _embedded(k.embed_step(limit=8)):
         pass
     assert k.status().embedded_chunks == k.status().chunks
-    assert k.embed_newest(8) == 0
+    assert _embedded(k.embed_step(limit=8)) == 0

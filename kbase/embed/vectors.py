@@ -321,14 +321,6 @@ def _store(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
         _add_codes(con, vectors)
 
 
-def embed_newest(con: apsw.Connection, embedder: Embedder, limit: int) -> int:
-    """Embed up to ``limit`` chunks that lack a vector, newest notes first (by file time); how
-    many were done (0: nothing is missing). For a long-lived process that embeds while idle, a
-    batch at a time (kbase mcp --watch); ``embed_missing`` with ``limit`` and ``should_stop``."""
-    result = embed_missing(con, embedder, limit=limit)
-    return result.embedded + result.reused
-
-
 def copy_vectors(
     con: apsw.Connection, old: dict[bytes, bytes], new_chunks: Sequence[tuple[int, bytes]]
 ) -> int:

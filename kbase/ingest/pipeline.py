@@ -26,6 +26,7 @@ from kbase.errors import InputError
 from kbase.ingest import canvas, pdf, workers
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import Decoded, UndecodableError, decode
+from kbase.ingest.derive import derive
 from kbase.ingest.discover import (
     DEFAULT_EXTENSIONS,
     PDF_EXTENSIONS,
@@ -39,7 +40,7 @@ from kbase.ingest.discover import (
     walk,
     within,
 )
-from kbase.ingest.links import ATTACHMENT_EXTENSIONS, block_ids, parse_links
+from kbase.ingest.links import ATTACHMENT_EXTENSIONS
 from kbase.ingest.parse import parse
 from kbase.models import IndexReport, ParsedDoc
 from kbase.store import writes as store
@@ -369,7 +370,8 @@ def _index_scope(
                             old  # it was text once; now it is not: drop the stale copy
                         )
                     continue
-                encoding, doc, chunking, links, blocks, hashes = prepared
+                encoding, derived = prepared
+                doc = derived.doc
                 for w in doc.warnings:
                     report.warnings.append((c.abspath, w))
                 if old is not None and not full_resolve:
@@ -385,20 +387,12 @@ def _index_scope(
                 with batches.document():
                     doc_id = store.write_document(
                         con,
+                        derived,
+                        store.FileRow(
+                            scope.root_id, c.relpath, st.st_size, st.st_mtime_ns, digest, encoding
+                        ),
                         doc_id=old[0] if old else None,
-                        root_id=scope.root_id,
-                        path=c.relpath,
-                        size=st.st_size,
-                        mtime_ns=st.st_mtime_ns,
-                        hash=digest,
-                        encoding=encoding,
-                        doc=doc,
-                        chunks=chunking.chunks,
-                        diagnostics=chunking.diagnostics,
-                        links=links,
-                        block_ids=blocks,
                         savepoint=False,
-                        hashes=hashes,
                     )
                 changed_ids.append(doc_id)
                 batches.count("updated" if old else "new", name)
@@ -601,8 +595,8 @@ HASH_BLOCK = 1024 * 1024
 
 
 def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
-    """bytes -> (encoding, ParsedDoc, Chunking, links, block ids, the chunks' embed hashes), or
-    the reason to skip the file. Pure, so that it can run in a worker process."""
+    """bytes -> (encoding, Derived), or the reason to skip the file. Pure, so that it can run in a
+    worker process."""
     try:
         decoded = decode(data)
     except UndecodableError as e:
@@ -621,20 +615,9 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
             except canvas.CanvasError as e:
                 return str(e)
             doc = canvas.document(parsed, name, decoded.warnings)
-            links = canvas.links(doc)
-            blocks: list = []
         else:
             doc = _parse(decoded, name)
-            links, blocks = parse_links(doc), block_ids(doc)
-        chunking = chunk(doc, counter, settings)
-        return (
-            decoded.encoding,
-            doc,
-            chunking,
-            links,
-            blocks,
-            store.chunk_hashes(doc, chunking.chunks),
-        )
+        return decoded.encoding, derive(doc, settings, counter)
     except (RecursionError, MemoryError) as e:
         return f"too deeply nested or too large to parse ({type(e).__name__})"
 
@@ -778,7 +761,11 @@ def _prepare_item(args):
     if isinstance(result, tuple):
         # The writer has no use for the block structure (chunks and links are made from it here);
         # without it the result unpickles in half the time, and this process waits on that.
-        result = (result[0], dataclasses.replace(result[1], blocks=()), *result[2:])
+        derived = result[1]
+        result = (
+            result[0],
+            dataclasses.replace(derived, doc=dataclasses.replace(derived.doc, blocks=())),
+        )
     return result
 
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from kbase.api import KB
-from kbase.errors import DatabaseError, IndexBusyError, KbaseError
+from kbase.errors import DatabaseError, KbaseError
 
 IDLE_AFTER = 2.0  # seconds without a call before idle embedding starts (or resumes)
 IDLE_POLL = 0.5  # how often the idle embedder looks
@@ -96,12 +96,13 @@ class Backend:
                 continue
             try:
                 with self.model_lock:
-                    done = self.kb.embed_newest()
-            except IndexBusyError:
-                continue  # a watch batch or a hand-run kbase index: later
+                    step = self.kb.embed_step(limit=self.kb.embedder.batch_size)
             except KbaseError as e:
                 self.say("error", f"idle embedding stopped: {e}")
                 return
+            if step is None:
+                continue  # a watch batch or a hand-run kbase index holds the writer: later
+            done = step.embedded + step.reused
             if done:
                 self.idle_embedded += done
                 self.say("debug", f"embedded {done} chunks while idle")

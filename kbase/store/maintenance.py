@@ -15,8 +15,8 @@ from kbase.embed.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
 from kbase.ingest import canvas, pdf
 from kbase.ingest.canvas import Canvas, Card, Edge
-from kbase.ingest.chunk import ChunkSettings, TokenCounter, chunk, default_counter
-from kbase.ingest.links import block_ids, parse_links
+from kbase.ingest.chunk import ChunkSettings, TokenCounter, default_counter
+from kbase.ingest.derive import derive
 from kbase.ingest.parse import parse
 from kbase.models import (
     CompactReport,
@@ -180,21 +180,11 @@ def rederive(
         (doc_id,),
     ).fetchone()
     doc = doc or stored_document(con, doc_id, body, path or Path(root).name)
-    chunking = chunk(doc, counter, settings)
     store.write_document(
         con,
+        derive(doc, settings, counter),
+        store.FileRow(root_id, path, size, mtime_ns, digest, encoding),
         doc_id=doc_id,
-        root_id=root_id,
-        path=path,
-        size=size,
-        mtime_ns=mtime_ns,
-        hash=digest,
-        encoding=encoding,
-        doc=doc,
-        chunks=chunking.chunks,
-        diagnostics=chunking.diagnostics,
-        links=canvas.links(doc) if doc.kind == "canvas" else parse_links(doc),
-        block_ids=block_ids(doc),
     )
 
 

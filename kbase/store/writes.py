@@ -9,16 +9,21 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 
 from kbase.embed import vectors as embed
 from kbase.embed.embedder import input_hash
-from kbase.ingest.links import LinkRef, Resolver, anchor_ok
+from kbase.ingest.links import Resolver, anchor_ok
 from kbase.ingest.parse import frontmatter_diagnostics, frontmatter_json
-from kbase.models import Chunk, Diagnostic, Heading, ParsedDoc
+from kbase.models import Chunk, Heading, ParsedDoc
 from kbase.search import cjk
 from kbase.text import line_of, line_starts
+
+if TYPE_CHECKING:
+    from kbase.ingest.derive import Derived
 
 
 def now_iso() -> str:
@@ -72,29 +77,40 @@ def _sql_lower(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass").lower()
 
 
+@dataclass(frozen=True)
+class FileRow:
+    """Where a document's text came from: its root, its path there, and the file as it was read."""
+
+    root_id: int
+    path: str
+    size: int
+    mtime_ns: int
+    hash: str
+    encoding: str
+
+
 def write_document(
     con: apsw.Connection,
+    derived: Derived,
+    file: FileRow,
     *,
-    doc_id: int | None,
-    root_id: int,
-    path: str,
-    size: int,
-    mtime_ns: int,
-    hash: str,
-    encoding: str,
-    doc: ParsedDoc,
-    chunks: list[Chunk],
-    diagnostics: Sequence[Diagnostic] = (),
-    links: Sequence[LinkRef] = (),
-    block_ids: Sequence[tuple[str, int, int]] = (),
+    doc_id: int | None = None,
     savepoint: bool = True,
-    hashes: Sequence[bytes] | None = None,
 ) -> int:
-    """Insert or replace one document with everything derived from it, in one transaction (or
-    savepoint). ``savepoint=False``: in the caller's transaction, which must roll back if this
-    raises (kbase.ingest.pipeline does so; a savepoint per document costs a tenth of an index run).
-    ``hashes``: the chunks' ``chunk_hashes``, when the caller has them already
-    (kbase.ingest.pipeline's workers make them, which takes them off the writer)."""
+    """Insert (``doc_id`` None) or replace one document with everything derived from it, in one
+    transaction (or savepoint). ``savepoint=False``: in the caller's transaction, which must roll
+    back if this raises (kbase.ingest.pipeline does so; a savepoint per document costs a tenth of
+    an index run)."""
+    doc, chunks, diagnostics = derived.doc, derived.chunking.chunks, derived.chunking.diagnostics
+    links, block_ids, hashes = derived.links, derived.block_ids, derived.hashes
+    root_id, path, size, mtime_ns, hash, encoding = (
+        file.root_id,
+        file.path,
+        file.size,
+        file.mtime_ns,
+        file.hash,
+        file.encoding,
+    )
     text = doc.text
     values = (
         doc.kind,
@@ -140,8 +156,6 @@ def write_document(
             [(doc_id, a) for a in doc.aliases],
         )
         pdf_names = _write_segments(con, doc_id, doc)  # before the keyword rows (names)
-        if hashes is None:
-            hashes = chunk_hashes(doc, chunks)
         # The ids SQLite would choose (max + 1 each), given here: with RETURNING, apsw's executemany
         # took 30 us a row instead of 2.
         (first,) = con.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()
