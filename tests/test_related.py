@@ -108,6 +108,8 @@ def test_cli_related_formats(tmp_path, vault):
         "path",
         "abspath",
         "line",
+        "page",
+        "card",
         "heading_path",
         "snippet",
         "tags",

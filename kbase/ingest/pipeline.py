@@ -26,7 +26,7 @@ from kbase.errors import InputError
 from kbase.ingest import canvas, pdf, workers
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import Decoded, UndecodableError, decode
-from kbase.ingest.derive import derive
+from kbase.ingest.derive import Derived, derive
 from kbase.ingest.discover import (
     DEFAULT_EXTENSIONS,
     PDF_EXTENSIONS,
@@ -194,8 +194,8 @@ def chunk_file(
         result = prepare_pdf(p.name, str(p), settings or ChunkSettings(), None, counter=counter)
         if isinstance(result, str):
             raise InputError(f"{path}: {result}", "pass a PDF that has a text layer")
-        _digest, (encoding, doc, chunking, *_rest) = result
-        return doc, chunking, encoding
+        _digest, (encoding, derived) = result
+        return derived.doc, derived.chunking, encoding
     try:
         data = p.read_bytes()
     except OSError as e:
@@ -665,8 +665,7 @@ def prepare_pdf(
         return str(e)
     del data
     doc = pdf.document(text.text, text.pages, name, pdf.info_record(text), pdf.read_warnings(text))
-    chunking = chunk(doc, counter, settings)
-    return digest, ("pdf", doc, chunking, [], [], store.chunk_hashes(doc, chunking.chunks))
+    return digest, ("pdf", derive(doc, settings, counter))
 
 
 VANISHED = "vanished while indexing"
@@ -693,9 +692,7 @@ def _pdf_job(name, abspath, settings, max_size, bounds, progress=None):
     result = prepare_pdf(name, abspath, settings, max_size, progress=progress, bounds=bounds)
     if isinstance(result, tuple):
         digest, prepared = result
-        # The block structure stays here (see _prepare_item).
-        prepared = (prepared[0], dataclasses.replace(prepared[1], blocks=()), *prepared[2:])
-        return digest, prepared
+        return digest, _without_blocks(prepared)
     return result
 
 
@@ -758,15 +755,15 @@ def _parse(decoded: Decoded, name: str) -> ParsedDoc:
 def _prepare_item(args):
     name, data, settings = args
     result = prepare(name, data, settings)
-    if isinstance(result, tuple):
-        # The writer has no use for the block structure (chunks and links are made from it here);
-        # without it the result unpickles in half the time, and this process waits on that.
-        derived = result[1]
-        result = (
-            result[0],
-            dataclasses.replace(derived, doc=dataclasses.replace(derived.doc, blocks=())),
-        )
-    return result
+    return _without_blocks(result) if isinstance(result, tuple) else result
+
+
+def _without_blocks(prepared: tuple[str, Derived]) -> tuple[str, Derived]:
+    """prepare()'s result as a worker sends it: the writer has no use for the block structure
+    (chunks and links are made from it in the worker); without it the result unpickles in half
+    the time, and the writer waits on that."""
+    encoding, derived = prepared
+    return encoding, dataclasses.replace(derived, doc=dataclasses.replace(derived.doc, blocks=()))
 
 
 _UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed
