@@ -22,6 +22,7 @@ from kbase.models import (
     Hit,
     IndexReport,
     ModelHint,
+    ModelInfo,
     NoteEntry,
     RelatedResult,
     RootInfo,
@@ -77,17 +78,41 @@ class KB:
         self._reader: apsw.Connection | None = None
         self._sql_ready = False  # kbase_embed() and kbase_search() registered on the reader
         self._embedder = embedder
+        self._explicit_embedder = embedder is not None  # else: the index's own model
         self.vector_cache = VectorCache() if cache_vectors else None
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding model, loaded on first use (milliseconds; the very first use builds its
-        cached graph, a few seconds)."""
-        if self._embedder is None:
-            from kbase.embed.embedder import default_embedder
+        """The index's embedding model (the one its vectors were made with; all-MiniLM-L6-v2 for
+        an index without vectors), or the one given to ``KB()``. Loaded on first use
+        (milliseconds; the very first use builds its cached graph, a few seconds)."""
+        if self._explicit_embedder and self._embedder is not None:
+            return self._embedder
+        from kbase.embed import catalog
+        from kbase.embed.vectors import stored_fingerprint
 
-            self._embedder = default_embedder()
+        stored = self._read(stored_fingerprint) if self.path.exists() else None
+        if self._embedder is None or (stored is not None and self._embedder.fingerprint != stored):
+            self._embedder = catalog.for_index(stored)
         return self._embedder
+
+    def model(self) -> ModelInfo:
+        """The index's embedding model, and the one it is switching to (see ``embed``)."""
+        from kbase.embed import catalog
+        from kbase.embed import vectors as embed
+
+        def read(con: apsw.Connection) -> ModelInfo:
+            current, nxt = embed.stored_fingerprint(con), embed.next_fingerprint(con)
+            done, total = embed.switch_progress(con)
+            return ModelInfo(
+                name=catalog.name_of(current) or catalog.DEFAULT,
+                fingerprint=current,
+                switching_to=catalog.name_of(nxt),
+                switch_done=done,
+                switch_total=total,
+            )
+
+        return self._read(read)
 
     # connections -------------------------------------------------------------------------------
     @property
@@ -131,6 +156,9 @@ class KB:
         progress: Progress | None = None,
         embed_progress: EmbedProgress | None = None,
         follow_outside: bool = False,
+        model: str | None = None,
+        download: bool = False,
+        switch_progress: EmbedProgress | None = None,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
         then embed the new and changed chunks. ``embed``: None (the default) does what the index
@@ -147,6 +175,10 @@ class KB:
         from kbase.ingest import pipeline as ingest
 
         created = not self.path.exists()
+        if model is not None:
+            from kbase.embed import catalog
+
+            catalog.make(model, download=download)  # a bad or missing model fails before any work
         if paths:
             ingest.resolve_paths(paths)  # a missing folder is an error before any file exists
         elif created:
@@ -175,8 +207,16 @@ class KB:
                         con.close()  # still under the writer lock: no other run wrote to it
                         db.remove_index(self.path)
                     raise
+                if model is not None and not embed:
+                    self._choose_model(con, model, download)  # recorded; embedded later
                 if embed and not report.interrupted:
-                    report.embedding = self._embed(con, embed_progress)
+                    report.embedding = self._embed(
+                        con,
+                        embed_progress,
+                        model=model,
+                        download=download,
+                        switch_progress=switch_progress,
+                    )
                 return report
         except KeyboardInterrupt:
             if report is None:
@@ -203,16 +243,32 @@ class KB:
         )
         return base.with_changes(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
 
-    def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> EmbedReport:
-        """Embed every chunk that has no vector yet (all of them with ``rebuild``). A keyword-only
-        index (``auto_embed`` false) is set to embed from now on."""
+    def embed(
+        self,
+        *,
+        rebuild: bool = False,
+        progress: EmbedProgress | None = None,
+        model: str | None = None,
+        download: bool = False,
+        switch_progress: EmbedProgress | None = None,
+    ) -> EmbedReport:
+        """Embed every chunk that has no vector yet (all of them with ``rebuild``).
+
+        ``model`` chooses the index's embedding model (kbase.embed.catalog: all-MiniLM-L6-v2,
+        multilingual-e5-small, fastembed:NAME; ``download`` lets fastembed fetch it). An index
+        without vectors takes it at once. One with another model's vectors switches: the new
+        model embeds every chunk, newest notes first (``switch_progress``), while search goes on
+        with the old vectors; when all are done they replace the old ones in one transaction.
+        Interrupted, the switch goes on at the next ``embed``/``index``/``embed_step``."""
         from kbase.embed import vectors as embed
 
         with self._connection() as con:
             embed.set_auto_embed(con, True)
             if rebuild:
                 embed.drop_vectors(con)
-            return self._embed(con, progress)
+            return self._embed(
+                con, progress, model=model, download=download, switch_progress=switch_progress
+            )
 
     def model_hint(self) -> ModelHint | None:
         """When most of the index's notes are in Chinese, Japanese, Korean, Thai, Lao, Khmer or
@@ -277,7 +333,9 @@ class KB:
         try:
             with self._connection(lock=False) as con:
                 if not embed.auto_embed(con) or (
-                    embed.missing_count(con) == 0 and embed.has_vectors(con)
+                    embed.missing_count(con) == 0
+                    and embed.has_vectors(con)
+                    and embed.next_fingerprint(con) is None
                 ):  # nothing to do: no need to wait for the writer lock
                     return EmbedReport()
                 with db.writer_lock(self.path):
@@ -294,14 +352,72 @@ class KB:
         *,
         limit: int | None = None,
         should_stop: Callable[[], bool] | None = None,
+        model: str | None = None,
+        download: bool = False,
+        switch_progress: EmbedProgress | None = None,
     ) -> EmbedReport:
+        """The chunks without a vector of the searched model, then (the rest of ``limit``) a
+        switch to another model: the one ``model`` names, or one already under way."""
+        from kbase.embed import catalog
         from kbase.embed import vectors as embed
 
-        if embed.missing_count(con) == 0 and embed.has_vectors(con):
-            return EmbedReport()
-        return embed.embed_missing(
-            con, self.embedder, progress=progress, limit=limit, should_stop=should_stop
+        target = self._choose_model(con, model, download) if model else None
+        report = EmbedReport()
+        if not (embed.missing_count(con) == 0 and embed.has_vectors(con)):
+            report = embed.embed_missing(
+                con,
+                target if target is not None and self._embedder is target else self.embedder,
+                progress=progress,
+                limit=limit,
+                should_stop=should_stop,
+            )
+        nxt = embed.next_fingerprint(con)
+        left = None if limit is None else limit - report.embedded - report.reused
+        stopped = should_stop is not None and should_stop()
+        if nxt is None or report.remaining or stopped or (left is not None and left <= 0):
+            return report
+        if target is None or target.fingerprint != nxt:
+            name = catalog.name_of(nxt)
+            target = catalog.make(name) if catalog.known(name) and name else None
+            if target is None or target.fingerprint != nxt:
+                embed.cancel_switch(con)  # its model is gone or changed: nothing to go on with
+                return report
+        switched = embed.embed_switch(
+            con,
+            target,
+            progress=switch_progress or progress,
+            limit=left,
+            should_stop=should_stop,
         )
+        if switched.remaining == 0:
+            self._embedder = target
+            self._explicit_embedder = False
+        # (``remaining`` counts the switch's chunks too: idle embedders go on until it is done)
+        return replace(
+            report,
+            switch=switched,
+            switching_to=catalog.name(target),
+            remaining=report.remaining + switched.remaining,
+        )
+
+    def _choose_model(self, con: apsw.Connection, model: str, download: bool) -> Embedder:
+        """Make ``model`` the index's: at once when it has no vectors (or this model's), else
+        by starting a switch (``embed``). The embedder, loaded."""
+        from kbase.embed import catalog
+        from kbase.embed import vectors as embed
+
+        target = catalog.make(model, download=download)
+        current = embed.stored_fingerprint(con)
+        if current == target.fingerprint or not _has_embeddings(con):
+            if current not in (None, target.fingerprint):
+                embed.drop_vectors(con)  # no vector to keep: the new model embeds directly
+            embed.cancel_switch(con)  # (a switch to a third model is forgotten)
+            embed.ensure_vector_table(con, target)  # records the choice
+            if not self._explicit_embedder or self._embedder is None:
+                self._embedder, self._explicit_embedder = target, False
+        elif not self._explicit_embedder:
+            embed.start_switch(con, target)
+        return target
 
     # reading -----------------------------------------------------------------------------------
     def search(
@@ -352,13 +468,19 @@ class KB:
                 cache=self.vector_cache,
             )
         else:
+            from kbase.embed.embedder import reads
+
+            vector = self.query_vector(query)
+            embedder = self.embedder
             hits = self._read(
                 hybrid.hybrid_search,
                 query,
-                self.query_vector(query),
+                vector,
                 limit=limit,
                 filters=filters,
                 cache=self.vector_cache,
+                semantic_reads=reads(embedder, query),
+                min_similarity=getattr(embedder, "min_similarity", hybrid.MIN_SIMILARITY),
             )
         return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
 
@@ -630,7 +752,7 @@ class KB:
     def status(self) -> Status:
         from kbase.store.maintenance import status
 
-        return self._read(status, self.path)
+        return replace(self._read(status, self.path), model=self.model())
 
     def _read(
         self, fn: Callable[Concatenate[apsw.Connection, P], R], *args: P.args, **kwargs: P.kwargs

@@ -117,6 +117,21 @@ class EmbedReport:
     seconds: float = 0.0
     model_seconds: float = 0.0  # of which inside the model
     remaining: int = 0  # chunks still without a vector (the run was limited or stopped)
+    # A switch to another model (kbase.embed.vectors.embed_switch): what this run did of it, its
+    # ``remaining`` the chunks still without the new model's vector (0: the switch is done).
+    switch: EmbedReport | None = None
+    switching_to: str | None = None  # the model switched to (as --model takes it)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The index's embedding model (``KB.model()``, ``kbase status``)."""
+
+    name: str  # as --model takes it: all-MiniLM-L6-v2, multilingual-e5-small, fastembed:NAME
+    fingerprint: str | None  # meta 'embedder' (JSON), None before the first vector
+    switching_to: str | None = None  # the model the index is switching to, if any
+    switch_done: int = 0  # chunks that have the new model's vector
+    switch_total: int = 0  # all chunks
 
 
 @dataclass
@@ -252,6 +267,7 @@ class Status:
     # kbase index embeds new and changed chunks; False: keyword-only (kbase index --no-embed)
     # until kbase embed or kbase index --embed
     auto_embed: bool = True
+    model: ModelInfo | None = None  # the embedding model (None: no index yet)
 
     @property
     def embedding_coverage(self) -> float | None:

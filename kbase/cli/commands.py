@@ -117,6 +117,23 @@ def _parse_size(ctx, param, value):
     return int(float(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower()))
 
 
+def model_options(f):
+    """--model and --download, for index and embed."""
+    f = click.option(
+        "--download",
+        is_flag=True,
+        help="Let fastembed download the --model fastembed:NAME it does not have (network).",
+    )(f)
+    f = click.option(
+        "--model",
+        metavar="NAME",
+        help="The embedding model: all-MiniLM-L6-v2 (English, default), multilingual-e5-small"
+        " (about 100 languages), fastembed:NAME. Another model than the index's re-embeds"
+        " everything; search keeps the old vectors until that is done.",
+    )(f)
+    return f
+
+
 def chunk_options(f):
     """The chunker's tunables (defaults: the index's settings, else kbase's)."""
     f = click.option(
@@ -168,6 +185,7 @@ def chunk_options(f):
     help="Index what symlinks lead to outside the indexed folders too (remembered per folder).",
 )
 @chunk_options
+@model_options
 @click.pass_context
 def index(
     ctx,
@@ -181,6 +199,8 @@ def index(
     max_tokens,
     overlap,
     min_tokens,
+    model,
+    download,
 ):
     """Index folders or files of notes (incrementally). With no PATHS, update every known root.
 
@@ -203,6 +223,9 @@ def index(
             extensions=tuple(extensions) or None,
             max_size=max_size,
             follow_outside=follow_outside,
+            model=model,
+            download=download,
+            switch_progress=_SwitchEta(kb, bar.switch, not quiet and not as_json),
         )
     if embed is not None and not existed and kb.path.exists():
         kb.set_auto_embed(embed)
@@ -224,7 +247,9 @@ def index(
             + (f", {len(report.warnings)} warnings" if report.warnings else "")
             + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
-        if report.embedding and (report.embedding.embedded or report.embedding.reused):
+        if report.embedding and (
+            report.embedding.embedded or report.embedding.reused or report.embedding.switch
+        ):
             _say_embedded(report.embedding)
         hint = None if quiet or report.interrupted else kb.model_hint()
         if hint is not None:
@@ -320,6 +345,45 @@ class _Bars:
 
     def chunks(self, done: int, total: int) -> None:
         self._update("embedding", done, total, "", "chunks")
+
+    def switch(self, done: int, total: int) -> None:
+        self._update("switching", done, total, "", "chunks")
+
+
+class _SwitchEta:
+    """Says once, on stderr, that the index is switching models (and that search goes on with
+    the old one); then, after some seconds, how long it will take."""
+
+    AFTER_S = 5.0
+
+    def __init__(self, kb, inner, enabled: bool) -> None:
+        import time
+
+        self.kb, self.inner, self.enabled, self.clock = kb, inner, enabled, time.monotonic
+        self.start: float | None = None
+        self.told = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if self.start is None:
+            self.start = now
+            if self.enabled:
+                m = self.kb.model()
+                click.echo(
+                    f"switching to {m.switching_to}: embedding {total:,} chunks"
+                    f" ({m.switch_done:,} of {m.switch_total:,} done before); search uses"
+                    f" {m.name} until they are all done (Ctrl-C stops safely; kbase embed"
+                    " goes on)",
+                    err=True,
+                )
+        elif self.enabled and not self.told and done < total and now - self.start >= self.AFTER_S:
+            self.told = True
+            rate = done / (now - self.start)
+            click.echo(
+                f"switching: about {_duration((total - done) / rate)} left at {rate:.0f} chunks/s",
+                err=True,
+            )
+        self.inner(done, total)
 
 
 class _EmbedEta:
@@ -513,20 +577,41 @@ def _printable(path: str) -> str:
     "--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model)."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@model_options
 @click.pass_context
-def embed(ctx, rebuild, quiet):
-    """Embed the chunks that have no vector yet (resumes where an interrupted run stopped)."""
+def embed(ctx, rebuild, quiet, model, download):
+    """Embed the chunks that have no vector yet (resumes where an interrupted run stopped), and
+    go on with a switch of models (--model) under way."""
+    kb = _kb(ctx)
     with _Bars(not quiet) as bar:
         eta = _EmbedEta(bar.chunks, not quiet, bar, announce=False)
-        result = _kb(ctx).embed(rebuild=rebuild, progress=eta)
+        result = kb.embed(
+            rebuild=rebuild,
+            progress=eta,
+            model=model,
+            download=download,
+            switch_progress=_SwitchEta(kb, bar.switch, not quiet),
+        )
     _say_embedded(result)
 
 
 def _say_embedded(e: EmbedReport) -> None:
-    click.echo(
-        f"embedded {e.embedded} chunks in {e.seconds:.1f} s"
-        + (f" ({e.reused} reused)" if e.reused else "")
-    )
+    if e.embedded or e.reused or not e.switch:
+        click.echo(
+            f"embedded {e.embedded} chunks in {e.seconds:.1f} s"
+            + (f" ({e.reused} reused)" if e.reused else "")
+        )
+    s = e.switch
+    if s is not None:
+        click.echo(
+            f"switching to {e.switching_to}: embedded {s.embedded} chunks in {s.seconds:.1f} s"
+            + (f" ({s.reused} reused)" if s.reused else "")
+            + (
+                f"; done, search uses {e.switching_to} now"
+                if s.remaining == 0
+                else f"; {s.remaining:,} to go (kbase embed goes on)"
+            )
+        )
 
 
 def _search_options(f):

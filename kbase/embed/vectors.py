@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import apsw
 
@@ -183,6 +184,9 @@ def drop_vectors(con: apsw.Connection) -> None:
         con.execute("DROP TABLE IF EXISTS chunks_codes")
         con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
         con.execute("DELETE FROM meta WHERE key = 'embedder'")
+        con.execute("DROP TRIGGER IF EXISTS vectors_next_after_delete")
+        con.execute("DROP TABLE IF EXISTS vectors_next")
+        con.execute("DELETE FROM meta WHERE key = 'embedder_next'")
 
 
 # meta 'auto_embed': '1' when kbase index (and watch, browse, an MCP server while idle) embeds the
@@ -242,8 +246,52 @@ def embed_missing(
     instead of computed.
     """
     ensure_vector_table(con, embedder)
+    report = _fill(con, embedder, CURRENT, progress, batch, limit, should_stop)
+    tidy_codes(con)
+    return replace(report, remaining=missing_count(con))
+
+
+class _Target:
+    """Where ``_fill`` stores vectors: the searched set (chunks_vec) or the next model's
+    (vectors_next, while the index switches models)."""
+
+    def __init__(self, missing: str, copy: str, store) -> None:
+        self.missing, self.copy, self.store = missing, copy, store
+
+
+def _store_next(con: apsw.Connection, vectors: dict[int, bytes]) -> None:
+    with con:
+        con.executemany(
+            "INSERT OR REPLACE INTO vectors_next (id, embedding) VALUES (?, ?)", vectors.items()
+        )
+
+
+CURRENT = _Target(
+    "c.embedded = 0",
+    "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+    " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
+    lambda con, vectors: _store(con, vectors),
+)
+NEXT = _Target(
+    "c.id NOT IN (SELECT id FROM vectors_next)",
+    # (chunks_embed_hash covers embedded chunks: during a switch nearly all of them)
+    "SELECT n.embedding FROM chunks AS c JOIN vectors_next AS n ON n.id = c.id"
+    " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
+    _store_next,
+)
+
+
+def _fill(
+    con: apsw.Connection,
+    embedder: Embedder,
+    target: _Target,
+    progress: EmbedProgress | None,
+    batch: int | None,
+    limit: int | None,
+    should_stop: Callable[[], bool] | None,
+) -> EmbedReport:
     batch = batch or embedder.batch_size
-    total = missing_count(con)
+    total = con.execute(f"SELECT count(*) FROM chunks AS c WHERE {target.missing}").fetchone()[0]
     if limit is not None:
         total = min(total, limit)
     done = reused = 0
@@ -257,7 +305,7 @@ def embed_missing(
             r
             for (r,) in con.execute(
                 "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
-                " WHERE c.embedded = 0"
+                f" WHERE {target.missing}"
                 " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?",
                 (min(WINDOW, total - done),),
             )
@@ -274,17 +322,13 @@ def embed_missing(
         copies: dict[int, bytes] = {}
         todo = []
         for chunk_id, ehash, tokens, title, heading_path, text in rows:
-            copy = con.execute(
-                "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
-                " WHERE c.embed_hash = ? AND c.embedded = 1 LIMIT 1",
-                (ehash,),
-            ).fetchone()
+            copy = con.execute(target.copy, (ehash,)).fetchone()
             if copy:
                 copies[chunk_id] = copy[0]
             else:
                 todo.append((tokens, chunk_id, embed_input(title, heading_path, text)))
         if copies:
-            _store(con, copies)
+            target.store(con, copies)
             reused += len(copies)
             done += len(copies)
         todo.sort()  # by length (the chunk's tokens; the context adds at most ~32)
@@ -296,18 +340,122 @@ def embed_missing(
             t1 = time.perf_counter()
             vectors = embedder.embed_batch([text for _, _, text in part])
             embed_seconds += time.perf_counter() - t1
-            _store(con, {chunk_id: vec for (_, chunk_id, _), vec in zip(part, vectors)})
+            target.store(con, {chunk_id: vec for (_, chunk_id, _), vec in zip(part, vectors)})
             done += len(part)
             if progress:
                 progress(done, total)
-    tidy_codes(con)
     return EmbedReport(
         embedded=done - reused,
         reused=reused,
         seconds=time.perf_counter() - t0,
         model_seconds=embed_seconds,
-        remaining=missing_count(con),
     )
+
+
+# --- switching models -----------------------------------------------------------------------------
+# While the index switches to another model, that model's vectors collect in vectors_next (a plain
+# table: it is never searched), the newest notes first, a committed batch at a time; search keeps
+# using chunks_vec and the model that made it. Once every chunk has its new vector, one
+# transaction puts them in chunks_vec and records the new model (``finish_switch``). An
+# interrupted switch goes on where it stopped the next time anything embeds.
+NEXT_TABLE = (
+    "CREATE TABLE IF NOT EXISTS vectors_next ( id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)"
+)
+NEXT_TRIGGER = (
+    "CREATE TRIGGER IF NOT EXISTS vectors_next_after_delete AFTER DELETE ON chunks"
+    " BEGIN DELETE FROM vectors_next WHERE id = old.id; END"
+)
+
+
+def next_fingerprint(con: apsw.Connection) -> str | None:
+    """The fingerprint of the model the index is switching to (meta 'embedder_next')."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'embedder_next'").fetchone()
+    return row[0] if row else None
+
+
+def start_switch(con: apsw.Connection, embedder: Embedder) -> None:
+    """Begin (or go on with) switching the index to ``embedder``; a switch to a third model is
+    forgotten first."""
+    if next_fingerprint(con) == embedder.fingerprint:
+        return
+    with con:
+        con.execute("DROP TABLE IF EXISTS vectors_next")
+        con.execute(NEXT_TABLE)
+        con.execute(NEXT_TRIGGER)
+        meta_set(con, "embedder_next", embedder.fingerprint)
+
+
+def cancel_switch(con: apsw.Connection) -> None:
+    with con:
+        con.execute("DROP TRIGGER IF EXISTS vectors_next_after_delete")
+        con.execute("DROP TABLE IF EXISTS vectors_next")
+        con.execute("DELETE FROM meta WHERE key = 'embedder_next'")
+
+
+def switch_progress(con: apsw.Connection) -> tuple[int, int]:
+    """(chunks with the next model's vector, all chunks); (0, 0) when no switch is under way."""
+    if next_fingerprint(con) is None:
+        return (0, 0)
+    return con.execute(
+        "SELECT (SELECT count(*) FROM vectors_next), (SELECT count(*) FROM chunks)"
+    ).fetchone()
+
+
+def embed_switch(
+    con: apsw.Connection,
+    embedder: Embedder,
+    *,
+    progress: EmbedProgress | None = None,
+    batch: int | None = None,
+    limit: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> EmbedReport:
+    """Embed the chunks that lack the next model's vector (newest notes first); when none is
+    left, swap the new vectors in (``finish_switch``). ``remaining``: chunks still to do."""
+    if next_fingerprint(con) != embedder.fingerprint:
+        raise KbaseError(
+            "the index is not switching to this model", "start with: kbase embed --model NAME"
+        )
+    report = _fill(con, embedder, NEXT, progress, batch, limit, should_stop)
+    done, total = switch_progress(con)
+    if done == total:
+        finish_switch(con, embedder)
+    return replace(report, remaining=total - done)
+
+
+def finish_switch(con: apsw.Connection, embedder: Embedder) -> None:
+    """In one transaction: chunks_vec made again from vectors_next, the new model recorded, the
+    old vectors and the switch's tables gone. A reader sees the old set or the new one."""
+    from itertools import islice
+
+    import numpy as np
+
+    with con:
+        con.execute("DROP TRIGGER IF EXISTS chunks_vec_after_delete")
+        con.execute("DROP TABLE IF EXISTS chunks_vec")
+        con.execute(
+            f"CREATE VIRTUAL TABLE chunks_vec USING vec0("
+            f"embedding float[{int(embedder.dimension)}] distance_metric=cosine)"
+        )
+        con.execute(VECTOR_TRIGGER)
+        con.execute(
+            "INSERT INTO chunks_vec (rowid, embedding) SELECT id, embedding FROM vectors_next"
+        )
+        con.execute(
+            "UPDATE chunks SET embedded = (id IN (SELECT id FROM vectors_next))"
+            " WHERE embedded <> (id IN (SELECT id FROM vectors_next))"
+        )
+        meta_set(con, "embedder", embedder.fingerprint)
+        con.execute("DELETE FROM meta WHERE key = 'embedder_next'")
+        con.execute("DROP TRIGGER IF EXISTS vectors_next_after_delete")
+        con.execute("DROP TABLE vectors_next")
+        con.execute(CODES_TABLE)
+        con.execute("DELETE FROM chunks_codes")
+        cursor = con.execute("SELECT rowid, embedding FROM chunks_vec")
+        while rows := list(islice(cursor, CODE_BLOCK)):
+            ids = np.fromiter((r for r, _ in rows), dtype="<i8", count=len(rows))
+            matrix = np.frombuffer(b"".join(v for _, v in rows), dtype="<f4")
+            _insert_codes(con, ids, matrix.reshape(len(rows), -1))
 
 
 def _store(con: apsw.Connection, vectors: dict[int, bytes]) -> None:

@@ -38,6 +38,7 @@ def hybrid_search(
     depth: int = FUSION_DEPTH,
     min_similarity: float = MIN_SIMILARITY,
     cache: VectorCache | None = None,
+    semantic_reads: bool | None = None,
 ) -> list[Hit]:
     """The keyword and semantic document lists fused by their scores (kbase.search.fusion.convex):
     the keyword score normalised to the list's best bm25 plus one per tier above "some words" (so a
@@ -46,12 +47,16 @@ def hybrid_search(
     MIN_SIMILARITY) unless the keyword list holds the note too, so a page may hold fewer notes
     than asked. Each hit shows the chunk of the list that contributes most, highlighted with the
     query's words; ``explain`` gives each list's rank, raw and normalised score and contribution.
+
+    ``semantic_reads``: whether the index's model reads the query's language (kbase.embed.embedder
+    .reads); when it does not, the semantic list is left out. None: as the default English model
+    (a query with no Latin letter gets the keyword list alone).
     """
     n = max(limit, depth)
     # The any-word query is only worth its cost when all words do not fill a page by themselves.
     kw = keyword_ranked(con, text, n, filters, fill_to=limit)
     sem: list[Ranked] = []
-    if cjk.model_can_read(text):
+    if cjk.model_can_read(text) if semantic_reads is None else semantic_reads:
         in_kw = {r.doc_id for r in kw}
         sem = [
             r

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import apsw
 
+from kbase.embed import catalog
 from kbase.embed import vectors as embed
-from kbase.embed.embedder import MINILM_FINGERPRINT
 from kbase.errors import InputError
 from kbase.ingest import canvas, pdf
 from kbase.ingest.canvas import Canvas, Card, Edge
@@ -99,12 +99,12 @@ def check(con: apsw.Connection) -> list[Problem]:
                 )
             )
         stored = embed.stored_fingerprint(con)
-        if stored is not None and stored != MINILM_FINGERPRINT:
+        if stored is not None and not catalog.known(catalog.name_of(stored)):
             problems.append(
                 Problem(
                     "embedder",
                     n_vec,
-                    "the vectors come from another embedding model; run kbase embed --rebuild",
+                    "the vectors come from a model kbase does not know; run kbase embed --rebuild",
                     fixable=False,
                 )
             )
