@@ -116,7 +116,7 @@ class EmbedReport:
     reused: int = 0  # chunks given the vector of a chunk with the same embedder input
     seconds: float = 0.0
     model_seconds: float = 0.0  # of which inside the model
-    remaining: int = 0  # chunks still without a vector (the run was limited or stopped)
+    remaining: int = 0  # chunks still without a vector (limited or stopped run), plus a switch's
     # A switch to another model (kbase.embed.vectors.embed_switch): what this run did of it, its
     # ``remaining`` the chunks still without the new model's vector (0: the switch is done).
     switch: EmbedReport | None = None
