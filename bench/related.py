@@ -1,13 +1,14 @@
-"""Which way of comparing notes finds the better related notes? (kbase related)
+"""How well kbase related finds the notes a note is linked with, against its keyword fallback.
 
     python bench/related.py INDEX.db [INDEX.db ...] [-k 10]
 
 Ground truth: the notes a note is linked with (it links to them or they link to it), the
-neighbours its author chose. For every note with at least one such neighbour, each strategy ranks
+neighbours its author chose. For every note with at least one such neighbour, each method ranks
 all other notes (linked ones included) and we report Recall@k (the share of a note's neighbours in
 its top k), MRR (the reciprocal rank of the first neighbour) and nDCG@k, averaged over notes; plus
 the keyword fallback (the note's distinctive terms through bm25) for reference, and the time per
-note. The indexes must have embeddings (kbase index without --no-embed).
+note. The indexes must have embeddings (kbase index without --no-embed). Three other ways of
+comparing notes were measured with this script and dropped (BENCHMARKS.md, "Related notes").
 """
 
 from __future__ import annotations
@@ -52,16 +53,16 @@ def evaluate(db: str, k: int) -> list[dict]:
     truth = neighbours(kb)
     notes = {i: p for i, p in kb.reader.execute("SELECT id, path FROM documents")}
     rows = []
-    for name in (*rel.STRATEGIES, "keyword"):
+    for name in ("mean", "keyword"):
         scores, seconds = [], []
         for doc_id, relevant in sorted(truth.items()):
             note = Note(doc_id, notes[doc_id], "")
             t0 = time.perf_counter()
             if name == "keyword":
-                _, ranked = kb._read(rel._by_keywords, note.id, {note.id}, 100)
+                _, ranked = kb._read(rel.by_keywords, note.id, {note.id}, 100)
                 ids = [r[0] for r in ranked]
             else:
-                ranked = kb._read(rel._by_vectors, note.id, kb.vector_cache, name, {note.id}, 100)
+                ranked = kb._read(rel.by_vectors, note.id, kb.vector_cache, {note.id}, 100)
                 ids = [r[0] for r in ranked or []]
             seconds.append(time.perf_counter() - t0)
             scores.append(metrics(ids, relevant, k))

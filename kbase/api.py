@@ -611,7 +611,6 @@ class KB:
         *,
         limit: int = 10,
         include_linked: bool = False,
-        strategy: str | None = None,
     ) -> RelatedResult:
         """Notes nearest in meaning to ``note`` (a RelatedResult): from the stored chunk vectors,
         or, when the note has none, from its most distinctive terms (``method == 'keyword'``).
@@ -627,7 +626,6 @@ class KB:
             limit=limit,
             include_linked=include_linked,
             cache=cache,
-            strategy=strategy or related_notes.DEFAULT_STRATEGY,
         )
 
     def graph(

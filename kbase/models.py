@@ -107,6 +107,40 @@ class Hit:
     page: int | None = None  # a PDF's 1-based page of the first match (or of the chunk)
     card: str | None = None  # a canvas's card (its id in the file) holding the first match
 
+    def record(self, explain: bool = False) -> dict:
+        """The hit as the machine formats print it (JSON, CSV, MCP): HIT_FIELDS in their order,
+        lists for tuples, ``explain`` only when asked for."""
+        rec = {k: getattr(self, k) for k in HIT_FIELDS}
+        rec["score"] = round(self.score, 6)
+        rec["highlights"] = [list(h) for h in self.highlights]
+        rec["tags"] = list(self.tags)
+        if explain and self.explain:
+            rec["explain"] = self.explain
+        return rec
+
+
+# A hit's fields in the machine formats, in this order (stable across versions; README "Output
+# formats"). Every field of Hit but ``explain``, which is printed only with --explain.
+HIT_FIELDS = (
+    "rank",
+    "score",
+    "title",
+    "path",
+    "abspath",
+    "line",
+    "page",
+    "card",
+    "heading_path",
+    "snippet",
+    "highlights",
+    "matched_chunks",
+    "tags",
+    "stale",
+    "missing",
+    "doc_id",
+    "chunk_id",
+)
+
 
 @dataclass(frozen=True)
 class EmbedReport:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from kbase.cli.render import HIT_FIELDS
+from kbase.models import HIT_FIELDS
 from tests.conftest import bump_mtime
 
 

@@ -9,7 +9,6 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.commands import cli
 from kbase.embed import embedder
-from kbase.notes import related
 from tests.conftest import bump_mtime, write
 
 NOTES = {
@@ -48,13 +47,12 @@ def paths(result):
     return [h.path for h in result.hits]
 
 
-@pytest.mark.parametrize("strategy", related.STRATEGIES)
-def test_nearest_in_meaning_leaving_out_linked_notes(embedded, strategy):
-    r = embedded.related("Bread", limit=2, strategy=strategy)
+def test_nearest_in_meaning_leaving_out_linked_notes(embedded):
+    r = embedded.related("Bread", limit=2)
     assert r.method == "semantic" and r.terms == ()
     assert paths(r)[0] == "Pizza.md"  # dough, baking, a hot oven: no link between them
     assert "Soup.md" not in paths(r) and "Bread.md" not in paths(r)  # linked, and the note itself
-    r = embedded.related("Backups", limit=1, strategy=strategy)
+    r = embedded.related("Backups", limit=1)
     assert paths(r) == ["Disks.md"]
     assert 0 < r.hits[0].score <= 1 and r.hits[0].line == 1  # one chunk, heading included
 

@@ -213,8 +213,7 @@ def test_hits_carry_every_field_the_readme_lists(kb):
     import dataclasses
     import re
 
-    from kbase.cli.render import HIT_FIELDS
-    from kbase.models import Hit
+    from kbase.models import HIT_FIELDS, Hit
     from tests.conftest import REPO
 
     table = (
@@ -232,3 +231,15 @@ def test_hits_carry_every_field_the_readme_lists(kb):
     hits = kb.search("tomatoes OR raised OR readers")
     assert len(hits) >= 2 and [h.rank for h in hits] == list(range(1, len(hits) + 1))
     assert hits[0].rank == 1
+
+
+def test_the_machine_formats_carry_every_field_of_a_hit():
+    """A field added to Hit reaches --json, --csv and MCP unless it is named here on purpose."""
+    import dataclasses
+
+    from kbase.models import HIT_FIELDS, Hit
+
+    assert set(HIT_FIELDS) == {f.name for f in dataclasses.fields(Hit)} - {"explain"}
+    hit = Hit(1, "a.md", "/v/a.md", "A", 0.1234567, 2, 3, "", "s", ((0, 1),), tags=("t",), rank=1)
+    assert list(hit.record()) == list(HIT_FIELDS) and hit.record()["highlights"] == [[0, 1]]
+    assert "explain" not in hit.record(explain=True)  # nothing to explain

@@ -614,6 +614,32 @@ def _say_embedded(e: EmbedReport) -> None:
         )
 
 
+path_option = click.option(
+    "--path",
+    "path_glob",
+    metavar="GLOB",
+    help="Only notes whose path matches GLOB, or lies under this folder.",
+)
+exclude_option = click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out notes whose path matches GLOB, or lies under this folder (repeatable).",
+)
+
+
+def depth_option(default: int | None, help: str):
+    return click.option(
+        "-d",
+        "--depth",
+        type=click.IntRange(1, 100),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
 def _search_options(f):
     f = click.option(
         "--until",
@@ -632,19 +658,8 @@ def _search_options(f):
         metavar="TAG",
         help="Only notes with this tag (repeatable; nested tags match).",
     )(f)
-    f = click.option(
-        "--exclude",
-        "exclude",
-        multiple=True,
-        metavar="GLOB",
-        help="Leave out notes whose path matches GLOB, or lies under this folder (repeatable).",
-    )(f)
-    f = click.option(
-        "--path",
-        "path_glob",
-        metavar="GLOB",
-        help="Only notes whose path matches GLOB, or lies under this folder.",
-    )(f)
+    f = exclude_option(f)
+    f = path_option(f)
     f = click.option(
         "-n",
         "--limit",
@@ -798,14 +813,7 @@ def _echo_notes(render, notes, fmt: str, **options) -> None:
 
 @cli.command()
 @click.argument("note")
-@click.option(
-    "-d",
-    "--depth",
-    type=click.IntRange(1, 100),
-    default=1,
-    show_default=True,
-    help="Hops to follow.",
-)
+@depth_option(1, "Hops to follow.")
 @format_options
 @click.pass_context
 def neighbors(ctx, note, depth, fmt):
@@ -856,21 +864,9 @@ def related(ctx, note, limit, include_linked, fmt):
 
 @cli.command()
 @click.argument("note", required=False)
-@click.option(
-    "-d", "--depth", type=click.IntRange(1, 100), help="With NOTE: hops to follow (default 1)."
-)
-@click.option(
-    "--path",
-    "path_glob",
-    metavar="GLOB",
-    help="Only notes whose path matches GLOB, or lies under this folder.",
-)
-@click.option(
-    "--exclude",
-    multiple=True,
-    metavar="GLOB",
-    help="Leave out notes matching GLOB or under this folder (repeatable).",
-)
+@depth_option(None, "With NOTE: hops to follow (default 1).")
+@path_option
+@exclude_option
 @output_options("json", "dot")
 @click.pass_context
 def graph(ctx, note, depth, path_glob, exclude, fmt):
@@ -930,15 +926,8 @@ def mcp(ctx, http, token, watch, no_embed, poll, budget):
         from kbase.mcp.transport import check_exposure, parse_http
 
         check_exposure(parse_http(http)[0], token)
-    try:
-        from kbase.mcp.server import serve
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise KbaseError(
-            "kbase mcp needs the MCP SDK, which is not installed",
-            'pip install "mcp>=2.3,<3" (or reinstall kbase: pip install .)',
-        ) from None
+    from kbase.mcp.server import serve
+
     if (
         http is None
         and token

@@ -13,41 +13,10 @@ from collections.abc import Iterable, Sequence
 
 import click
 
-from kbase.models import Hit, Status
+from kbase.models import HIT_FIELDS, Hit, Status
 from kbase.text import excerpt, location
 
 FORMATS = ("table", "json", "jsonl", "csv")
-HIT_FIELDS = (
-    "rank",
-    "score",
-    "title",
-    "path",
-    "abspath",
-    "line",
-    "page",
-    "card",
-    "heading_path",
-    "snippet",
-    "highlights",
-    "matched_chunks",
-    "tags",
-    "stale",
-    "missing",
-    "doc_id",
-    "chunk_id",
-)
-
-
-def hit_record(rank: int, hit: Hit, explain: bool = False) -> dict:
-    d = dataclasses.asdict(hit)
-    d["rank"] = rank
-    d["score"] = round(hit.score, 6)
-    d["highlights"] = [list(h) for h in hit.highlights]
-    d["tags"] = list(hit.tags)
-    rec = {k: d[k] for k in HIT_FIELDS}
-    if explain and hit.explain:
-        rec["explain"] = hit.explain
-    return rec
 
 
 def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> str:
@@ -83,7 +52,9 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
             HIT_FIELDS + ("explain",) if explain else HIT_FIELDS
         )  # CSV: the explanation as JSON text
         return render_records(
-            [hit_record(i, h, explain) for i, h in enumerate(hits, 1)], fmt, fields
+            [dataclasses.replace(h, rank=i).record(explain) for i, h in enumerate(hits, 1)],
+            fmt,
+            fields,
         )
     out = []
     width = len(str(len(hits)))
@@ -132,8 +103,6 @@ def explain_text(explain: dict) -> str:
             if e is None
             else f"{name}: #{e['rank']} ({raw(e)}) +{e['contribution']:.4f}"
         )
-    if explain.get("name_bonus"):
-        parts.append(f"name +{explain['name_bonus']:.1f}")
     return "  ".join(parts)
 
 
@@ -385,7 +354,11 @@ def related_records(result) -> list[dict]:
     method (semantic, or keyword when NOTE has no vectors)."""
     return [
         {
-            **{k: v for k, v in hit_record(i, h).items() if k in RELATED_FIELDS},
+            **{
+                k: v
+                for k, v in dataclasses.replace(h, rank=i).record().items()
+                if k in RELATED_FIELDS
+            },
             "linked": h.doc_id in result.links_to,
             "links_here": h.doc_id in result.linked_from,
             "method": result.method,

@@ -6,11 +6,10 @@ needed: the stored vectors are compared with each other). Without them (an index
 keyword index, through the same tokenizer) become an any-word query ranked by bm25, and the result
 says so.
 
-How notes are compared, measured on the shared vaults with the notes each note links to as the
-relevant set (bench/related.py, BENCHMARKS.md "Related notes"): ``best`` (a note's score is its
-best chunk-to-chunk match) and ``maxsim`` (each chunk's best match, averaged over the note's
-chunks) against ``mean`` (the mean of the note's chunk vectors against every chunk) and
-``centroid`` (mean vector against mean vector).
+A note is compared as the mean of its chunk vectors against every chunk of every other note, each
+note scored by its closest chunk: of four ways measured on the shared vaults, with the notes each
+note links to as the relevant set, this found linked notes best and costs one matrix product
+(bench/related.py; BENCHMARKS.md "Related notes" has the numbers of the other three).
 """
 
 from __future__ import annotations
@@ -24,12 +23,6 @@ import apsw
 from kbase.embed.nearest import VectorCache
 from kbase.models import RelatedResult
 
-STRATEGIES = ("mean", "best", "maxsim", "centroid")
-# Chosen on the shared vaults (bench/related.py, BENCHMARKS.md): Recall@10 of linked notes,
-# mean / best / maxsim / centroid: obsidian-tasks-docs 0.538 / 0.491 / 0.494 / 0.454, foam-docs
-# 0.733 / 0.702 / 0.738 / 0.601, rust-book 0.782 / 0.626 / 0.670 / 0.541. The mean vector is
-# clearly best on two vaults and level on the third, and it is the cheapest (one matrix product).
-DEFAULT_STRATEGY = "mean"
 # Keyword fallback: how many of the note's terms make the query. More terms match more notes
 # for the wrong reasons; fewer miss the note's subject when its title words are common.
 KEYWORD_TERMS = 12
@@ -46,13 +39,10 @@ def related(
     limit: int = 10,
     include_linked: bool = False,
     cache: VectorCache | None = None,
-    strategy: str = DEFAULT_STRATEGY,
 ) -> RelatedResult:
     """Notes related to ``note`` (a kbase.notes.graph.Note), best first, leaving out the notes it
     links to unless ``include_linked``. ``cache``: the in-memory vectors (a temporary one if
     None)."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}")
     links_to = {
         t
         for (t,) in con.execute(
@@ -81,12 +71,10 @@ def related(
     if limit <= 0:
         return result
     ranked = (
-        _by_vectors(con, note.id, cache or VectorCache(), strategy, skip, limit)
-        if _has_vectors(con)
-        else None
+        by_vectors(con, note.id, cache or VectorCache(), skip, limit) if _has_vectors(con) else None
     )
     if ranked is None:
-        terms, ranked = _by_keywords(con, note.id, skip, limit)
+        terms, ranked = by_keywords(con, note.id, skip, limit)
         result.method, result.terms = "keyword", terms
 
     from kbase.search.hits import hit
@@ -103,8 +91,8 @@ def _has_vectors(con: apsw.Connection) -> bool:
     )
 
 
-def _by_vectors(
-    con, note_id: int, cache: VectorCache, strategy: str, skip: set[int], limit: int
+def by_vectors(
+    con: apsw.Connection, note_id: int, cache: VectorCache, skip: set[int], limit: int
 ) -> list[tuple] | None:
     """[(doc_id, best chunk id, score, 1, None)], or None when the note has no vectors."""
     import numpy as np
@@ -120,21 +108,8 @@ def _by_vectors(
     doc_ids = sorted_docs[starts]
     mean = note_vectors.mean(axis=0)
     mean /= np.linalg.norm(mean) or 1.0
-    if strategy in ("mean", "centroid"):
-        per_chunk = cache.matmul(con, mean)
-        if strategy == "mean":
-            scores = np.maximum.reduceat(per_chunk[order], starts)
-        else:
-            centroids = np.add.reduceat(cache.vectors_at(con, order), starts, axis=0)
-            centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-            scores = centroids @ mean
-    else:
-        pairs = cache.matmul(con, note_vectors.T)  # chunk x note chunk
-        per_chunk = pairs.max(axis=1)
-        if strategy == "best":
-            scores = np.maximum.reduceat(per_chunk[order], starts)
-        else:
-            scores = np.maximum.reduceat(pairs[order], starts, axis=0).mean(axis=1)
+    per_chunk = cache.matmul(con, mean)
+    scores = np.maximum.reduceat(per_chunk[order], starts)  # each note's closest chunk
     keep = ~np.isin(doc_ids, np.fromiter(skip | {-1}, dtype=np.int64))
     candidates = np.flatnonzero(keep)
     top = candidates[np.argsort(-scores[candidates], kind="stable")[:limit]]
@@ -147,7 +122,7 @@ def _by_vectors(
     return out
 
 
-def _by_keywords(
+def by_keywords(
     con: apsw.Connection, note_id: int, skip: set[int], limit: int
 ) -> tuple[tuple[str, ...], list]:
     """(the note's most distinctive terms,
