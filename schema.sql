@@ -1,4 +1,4 @@
--- kbase index schema, version 10 (PRAGMA user_version).
+-- kbase index schema, version 11 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -211,6 +211,20 @@ CREATE TABLE canvas_edges (
     to_card   TEXT NOT NULL,       -- card_id of the card it points to
     label     TEXT,                -- its label, or NULL (a labelled edge is also a card, kind 'edge')
     PRIMARY KEY (doc_id, seq)
+) STRICT, WITHOUT ROWID;
+
+-- Files that could not be indexed for what they hold (a damaged, truncated or password-locked PDF,
+-- one that hung or crashed the PDF reader, binary data, a canvas that is no JSON). Until the
+-- file's size or mtime changes, or the reader's version does, an index run skips it at once with
+-- the same reason instead of reading it again. What was indexed of it before stays in documents.
+CREATE TABLE unreadable (
+    root_id  INTEGER NOT NULL REFERENCES roots(id) ON DELETE CASCADE, -- the root (roots.id) it is in
+    path     TEXT NOT NULL,        -- relative to the root
+    size     INTEGER NOT NULL,     -- file size in bytes when it failed
+    mtime_ns INTEGER NOT NULL,     -- modification time (ns since the epoch) when it failed
+    reader   TEXT NOT NULL,        -- what failed to read it, e.g. 'pypdfium2 5.15.2'
+    reason   TEXT NOT NULL,        -- the reason, as kbase index printed it
+    PRIMARY KEY (root_id, path)
 ) STRICT, WITHOUT ROWID;
 
 -- What the keyword index reads: one row per chunk with its document's names, its heading path

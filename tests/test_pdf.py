@@ -504,3 +504,39 @@ async def test_the_tui_lists_the_page_and_previews_the_page_around_the_hit(db_pa
         first = pkb.region("zebrafish.pdf#page=3").first
         assert view.line_number_start == first  # numbered as the whole text is
         assert view.selection.start[0] <= hit.line - first <= view.selection.end[0]
+
+
+def test_an_unreadable_file_is_not_read_again_until_it_changes(db_path, tmp_path, monkeypatch):
+    """A hostile PDF costs its time limit once: later runs skip it at once with the same line,
+    until the file changes."""
+    vault = write(tmp_path / "v", {"hostile.pdf": make_pdf(["x"], info={"Title": "Hostile"})})
+    write(vault, {"locked.pdf": make_pdf(["secret"], user_password="sesame")})
+    monkeypatch.setattr(pdf, "extract", _slow_on_hostile(pdf.extract))
+    monkeypatch.setattr(ingest, "PDF_SECONDS", 1.0)
+    k = kbase.open(db_path)
+    first = k.index([vault], embed=False)
+    assert sorted(os.path.basename(p) for p, _ in first.skipped) == ["hostile.pdf", "locked.pdf"]
+    calls = []
+    real = ingest.prepare_pdf
+    monkeypatch.setattr(
+        ingest, "prepare_pdf", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
+    )
+    again = k.index([vault], embed=False)
+    assert again.skipped == first.skipped and calls == [] and again.seconds < 1.0
+    (vault / "locked.pdf").write_bytes(make_pdf(["now open"]))
+    bump_mtime(vault / "locked.pdf")
+    third = k.index([vault], embed=False)
+    assert third.new == 1 and [os.path.basename(p) for p, _ in third.skipped] == ["hostile.pdf"]
+    assert k.sql("SELECT path FROM unreadable").rows == [("hostile.pdf",)]
+    (vault / "hostile.pdf").unlink()
+    k.index([vault], embed=False)
+    assert k.sql("SELECT path FROM unreadable").rows == []
+
+
+def _slow_on_hostile(real):
+    def extract(data, progress=None):
+        if b"Hostile" in data:
+            _hang(data, progress)
+        return real(data, progress)
+
+    return extract

@@ -38,6 +38,9 @@ def test_there_are_examples_for_every_promised_topic():
         "kbase_search(",
         "1.0 / (60 + rank_no)",
         "chunks_cjk MATCH",
+        "chunk_pages",
+        "pdf_pages",
+        "canvas_cards",
     ):
         assert needle in joined, needle
 
@@ -53,6 +56,7 @@ def test_example_runs(kb, sql):
             "diagnostics",
             "unresolved_links",
             "frontmatter_warnings",
+            "unreadable",
         )
     ):
         assert result.rows, f"example returned nothing:\n{sql}"

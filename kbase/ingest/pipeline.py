@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import stat
 import sys
@@ -290,11 +291,14 @@ def _index_scope(
         )
     known = {path: (doc_id, size, mtime, h) for path, doc_id, size, mtime, h in rows}
 
+    unreadable = _Unreadable(con, scope)
     todo = []
     for c in found:
         old = known.get(c.relpath)
         if old is not None and old[1] == c.size and old[2] == c.mtime_ns:
             report.unchanged += 1
+        elif (reason := unreadable.known(c)) is not None:
+            report.skipped.append((c.abspath, reason))  # as last time: not read again
         else:
             todo.append(c)
     seen = {c.relpath for c in found}
@@ -328,6 +332,7 @@ def _index_scope(
                         prepared = None
                     elif isinstance(prepared, str):  # unreadable now: what was indexed stays
                         report.skipped.append((c.abspath, prepared))
+                        unreadable.failed(c, st, prepared)
                         continue
                 if prepared is None:  # vanished between the listing and the read
                     report.skipped.append((c.abspath, "vanished while indexing"))
@@ -357,6 +362,7 @@ def _index_scope(
                         digest, prepared = result.digest or digest, result.prepared
                         if isinstance(prepared, str):
                             report.skipped.append((c.abspath, prepared))
+                            unreadable.failed(c, st, prepared)
                             continue
                     else:
                         prepared = prepare(
@@ -364,6 +370,7 @@ def _index_scope(
                         )
                 if isinstance(prepared, str):  # not indexable text (binary, a giant line, ...)
                     report.skipped.append((c.abspath, prepared))
+                    unreadable.failed(c, st, prepared)
                     # A canvas that is no JSON now (half written by a sync?) keeps what was read.
                     if old is not None and not is_canvas(c.abspath):
                         vanished[c.relpath] = (
@@ -406,6 +413,7 @@ def _index_scope(
             pool.shutdown(wait=not interrupted, cancel_futures=True)
     if progress:
         progress(total, total, "")
+    unreadable.save(seen)
     for path, (doc_id, *_rest) in vanished.items():
         store.delete_document(con, doc_id)
         report.removed += 1
@@ -415,6 +423,74 @@ def _index_scope(
     with con:
         con.execute("DELETE FROM meta WHERE key = ?", (pending,))
         store.finish_root(con, scope.root_id)
+
+
+class _Unreadable:
+    """Files that could not be indexed for what they hold (a damaged or locked PDF, one that hung
+    the reader, binary data, a canvas that is no JSON), by their stat: until the file changes, or
+    the reader does, the next run skips it at once with the same line instead of reading it again
+    (a hostile PDF would cost its time limit on every run, and on every pass of kbase watch)."""
+
+    def __init__(self, con: apsw.Connection, scope: _Scope) -> None:
+        self.con, self.scope = con, scope
+        where = "root_id = ?"
+        args: list[object] = [scope.root_id]
+        if scope.prefix:
+            where += " AND (path = ? OR substr(path, 1, length(?) + 1) = ? || '/')"
+            args += [scope.prefix] * 3
+        self.rows = {
+            path: (size, mtime, reader, reason)
+            for path, size, mtime, reader, reason in con.execute(
+                f"SELECT path, size, mtime_ns, reader, reason FROM unreadable WHERE {where}", args
+            )
+        }
+        self.new: dict[str, tuple[int, int, str, str]] = {}
+
+    def known(self, c: Candidate) -> str | None:
+        row = self.rows.get(c.relpath)
+        if row is None or (row[0], row[1], row[2]) != (c.size, c.mtime_ns, reader(c.abspath)):
+            return None
+        self.new[c.relpath] = row
+        return row[3]
+
+    def failed(self, c: Candidate, st: os.stat_result, reason: str) -> None:
+        if reason.startswith(TRANSIENT):
+            return  # the file system's doing, not the file's: try again next time
+        self.new[c.relpath] = (st.st_size, st.st_mtime_ns, reader(c.abspath), reason)
+
+    def save(self, seen: set[str]) -> None:
+        """Forget the files now indexed, changed or gone; remember this run's failures."""
+        if not self.rows and not self.new:
+            return
+        with self.con:
+            self.con.executemany(
+                "DELETE FROM unreadable WHERE root_id = ? AND path = ?",
+                [(self.scope.root_id, p) for p in self.rows if p not in self.new],
+            )
+            self.con.executemany(
+                "INSERT OR REPLACE INTO unreadable (root_id, path, size, mtime_ns, reader, reason)"
+                " VALUES (?,?,?,?,?,?)",
+                [(self.scope.root_id, p, *row) for p, row in self.new.items() if p in seen],
+            )
+
+
+# Reasons that say nothing about the file's content: it is read again next time.
+TRANSIENT = ("cannot read", "vanished", "grew past", "not a regular file", "symlink")
+
+
+def reader(path: str) -> str:
+    """What read a file, in a version: a file unreadable to one is tried again by the next."""
+    return _reader("pypdfium2" if is_pdf(path) else "kbase")
+
+
+@functools.cache
+def _reader(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return f"{package} {metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        return package
 
 
 # Documents are written in transactions that commit every COMMIT_EVERY_SECONDS: a commit per file

@@ -415,6 +415,17 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     9: _schema_9,
     # links.source_id -> links.doc_id (issue 28): every table names its document column doc_id.
     10: _schema_10,
+    # Files unreadable for what they hold are remembered by their stat, so that a hostile PDF
+    # costs its time limit once, not on every run (issue 25).
+    11: """CREATE TABLE unreadable (
+    root_id  INTEGER NOT NULL REFERENCES roots(id) ON DELETE CASCADE,
+    path     TEXT NOT NULL,
+    size     INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    reader   TEXT NOT NULL,
+    reason   TEXT NOT NULL,
+    PRIMARY KEY (root_id, path)
+) STRICT, WITHOUT ROWID;""",
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
