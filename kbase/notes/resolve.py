@@ -198,8 +198,8 @@ class UnknownDocument(InputError):
 
 
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-# Obsidian's link to a PDF's page: 'paper.pdf#page=12' (maybe with '&selection=...' after it).
-_PAGE = re.compile(r"^(?P<path>.+?)#page=(?P<page>\d+)(?:&.*)?$")
+# Obsidian's anchor of a PDF's page: 'paper.pdf#page=12' (maybe with '&selection=...' after it).
+_PAGE_ANCHOR = re.compile(r"page=(\d+)(?:&.*)?$")
 
 
 @dataclass(frozen=True)
@@ -233,13 +233,13 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
     document's lines. A name that contains ``:5`` itself is taken whole first."""
     if context < 0:
         raise InputError(f"context must be 0 lines or more, not {context}", "pass -C 0 or more")
-    page = _PAGE.match(target)
-    if page is not None:
-        try:
-            find_document(con, target)
-        except UnknownDocument:
-            return page_region(find_document(con, page.group("path")), int(page.group("page")))
     note, anchor = split_anchor(target)
+    page = _PAGE_ANCHOR.match(anchor or "")
+    if page is not None:  # paper.pdf#page=12, [[paper.pdf#page=12]]: a PDF's page
+        try:
+            load(con, resolve(con, target))  # a file named so, '#page=12' and all, comes first
+        except UnknownDocument:
+            return page_region(find_document(con, note), int(page.group(1)))
     if anchor is not None and target.lstrip("!").startswith("[["):  # a link names a heading
         return anchor_region(con, find_document(con, note), anchor)
     m = _LOCATION.match(target)
