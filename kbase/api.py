@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import apsw
 
-from kbase.errors import IndexBusyError, InputError
+from kbase.errors import DatabaseError, IndexBusyError, InputError
 from kbase.models import (
     CheckReport,
     CompactReport,
     DocRef,
     EmbedReport,
-    Hit,
+    Hits,
     IndexReport,
     ModelHint,
     ModelInfo,
@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 # The names ``--model`` takes for the default English model and the multilingual one (issue 24).
 ENGLISH_MODEL = "all-MiniLM-L6-v2"
 MULTILINGUAL_MODEL = "multilingual-e5-small"
+# Every search stops after this many seconds (one line says so) and returns at most this many
+# results; the query itself is bounded by kbase.search.query.bound_query.
+SEARCH_TIMEOUT = 10.0
+MAX_SEARCH_LIMIT = 1000
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -80,6 +84,10 @@ class KB:
         self._embedder = embedder
         self._explicit_embedder = embedder is not None  # else: the index's own model
         self.vector_cache = VectorCache() if cache_vectors else None
+        self.search_timeout = SEARCH_TIMEOUT  # seconds, for each search
+        self.notices: list[str] = []  # see _notice
+        self.on_notice: Callable[[str], None] | None = None
+        self._said_immutable = False
 
     @property
     def embedder(self) -> Embedder:
@@ -120,7 +128,20 @@ class KB:
         """A read-only connection (opened on first use; the index must exist)."""
         if self._reader is None:
             self._reader = db.connect(self.path, readonly=True)
+            if str(self.path.absolute()) in db.IMMUTABLE and not self._said_immutable:
+                self._said_immutable = True
+                self._notice(
+                    f"index {self.path} is in a read-only folder or file system:"
+                    " reading it as it is (commands that write to it cannot)"
+                )
         return self._reader
+
+    def _notice(self, message: str) -> None:
+        """Something the user should know once (not an error): kept in ``notices`` and passed
+        to ``on_notice`` if set (the CLI prints it on stderr)."""
+        self.notices.append(message)
+        if self.on_notice is not None:
+            self.on_notice(message)
 
     def close(self) -> None:
         if self._reader is not None:
@@ -185,6 +206,11 @@ class KB:
             raise InputError(
                 "nothing to index yet", "pass the folders of your notes: kbase index PATH..."
             )
+        made = []  # the folders connect() will make for a new index, deepest first
+        folder = self.path.absolute().parent
+        while created and not folder.exists() and folder != folder.parent:
+            made.append(folder)
+            folder = folder.parent
         report: IndexReport | None = None
         try:
             with self._connection(create=True) as con:
@@ -202,10 +228,20 @@ class KB:
                         max_size=max_size,
                         follow_outside=follow_outside,
                     )
-                except BaseException:
-                    if created and con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is None:
+                except BaseException as e:
+                    # A first run that fails (a full disk, say) leaves no file behind, not the
+                    # part it committed; one stopped with Ctrl-C keeps what it did, unless that
+                    # is nothing.
+                    if created and (not isinstance(e, KeyboardInterrupt) or not _has_roots(con)):
                         con.close()  # still under the writer lock: no other run wrote to it
                         db.remove_index(self.path)
+                        for d in made:
+                            try:
+                                d.rmdir()
+                            except OSError:
+                                break
+                        if isinstance(e, apsw.Error | DatabaseError):
+                            raise _first_run_failed(e, self.path) from e
                     raise
                 if model is not None and not embed:
                     self._choose_model(con, model, download)  # recorded; embedded later
@@ -431,20 +467,29 @@ class KB:
         since: str | None = None,
         until: str | None = None,
         exclude: Sequence[str] = (),
-    ) -> list[Hit]:
+    ) -> Hits:
         """Search; one hit per document, best first, each with its ``rank`` (1, 2, ...). ``mode``:
         'keyword', 'semantic' or 'hybrid'; by default hybrid once the index has vectors, keyword
         before. ``path`` keeps, ``exclude`` leaves out notes by path: globs, or folders and paths
         (case-insensitive).
 
         A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
-        empty query, or one of punctuation only, is an ``InputError`` in every mode."""
+        empty query, or one of punctuation only, is an ``InputError`` in every mode. Repeated
+        terms count once, and a query past ``MAX_QUERY_TERMS`` distinct terms or
+        ``MAX_QUERY_CHARS`` characters is cut there (``kbase.search.query``): the result's
+        ``notice`` says so. A search still running after ``search_timeout`` seconds (10) is
+        stopped: an ``InputError``; ``limit`` is at most ``MAX_SEARCH_LIMIT`` (1,000)."""
         from kbase.search import hybrid, keyword, semantic
         from kbase.search.filters import Filters
-        from kbase.search.query import parse_query
+        from kbase.search.query import bound_query, parse_query
 
         if mode not in (None, "keyword", "semantic", "hybrid"):
             raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
+        if limit > MAX_SEARCH_LIMIT:
+            raise InputError(
+                f"limit {limit:,} is too large", f"ask for at most {MAX_SEARCH_LIMIT:,} results"
+            )
+        query, notice = bound_query(query)
         if parse_query(query).empty:
             raise InputError(
                 f"no words to search for in {query!r}",
@@ -457,32 +502,41 @@ class KB:
             path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude)
         )
         mode = mode or self.default_mode()
-        if mode == "keyword":
-            hits = self._read(keyword.keyword_search, query, limit=limit, filters=filters)
-        elif mode == "semantic":
-            hits = self._read(
-                semantic.semantic_search,
-                self.query_vector(query),
-                limit=limit,
-                filters=filters,
-                cache=self.vector_cache,
-            )
-        else:
-            from kbase.embed.embedder import reads
+        vector = self.query_vector(query) if mode != "keyword" else b""
+        try:
+            with db.time_limit(self.reader, self.search_timeout):
+                if mode == "keyword":
+                    hits = self._read(keyword.keyword_search, query, limit=limit, filters=filters)
+                elif mode == "semantic":
+                    hits = self._read(
+                        semantic.semantic_search,
+                        vector,
+                        limit=limit,
+                        filters=filters,
+                        cache=self.vector_cache,
+                    )
+                else:
+                    from kbase.embed.embedder import reads
 
-            vector = self.query_vector(query)
-            embedder = self.embedder
-            hits = self._read(
-                hybrid.hybrid_search,
-                query,
-                vector,
-                limit=limit,
-                filters=filters,
-                cache=self.vector_cache,
-                semantic_reads=reads(embedder, query),
-                min_similarity=getattr(embedder, "min_similarity", hybrid.MIN_SIMILARITY),
-            )
-        return [replace(h, rank=i) for i, h in enumerate(hits, 1)]
+                    embedder = self.embedder
+                    hits = self._read(
+                        hybrid.hybrid_search,
+                        query,
+                        vector,
+                        limit=limit,
+                        filters=filters,
+                        cache=self.vector_cache,
+                        semantic_reads=reads(embedder, query),
+                        min_similarity=getattr(embedder, "min_similarity", hybrid.MIN_SIMILARITY),
+                    )
+        except db.TimeLimitExceeded:
+            raise InputError(
+                f"search stopped after the {self.search_timeout:g} s time limit",
+                "use fewer or rarer words, or narrow it with a path or tag filter",
+            ) from None
+        out = Hits(replace(h, rank=i) for i, h in enumerate(hits, 1))
+        out.notice = notice
+        return out
 
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks): how much of the index semantic search covers
@@ -760,8 +814,26 @@ class KB:
         try:
             with self.reader:  # one snapshot for the whole read, even while a writer commits
                 return fn(self.reader, *args, **kwargs)
+        except apsw.InterruptError:
+            raise  # a time limit's (db.time_limit says whose)
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
+
+
+def _first_run_failed(e: apsw.Error | DatabaseError, path: Path) -> DatabaseError:
+    """The error of a first index run, whose file was removed: its hint says so."""
+    error = db.translate_error(e, path) if isinstance(e, apsw.Error) else e
+    hint = (
+        (error.hint or "").replace("; the index is intact", "").replace("the index is intact", "")
+    )
+    return DatabaseError(error.message, f"{hint}; this first run left no index behind".lstrip("; "))
+
+
+def _has_roots(con: apsw.Connection) -> bool:
+    try:
+        return con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is not None
+    except apsw.Error:
+        return True  # cannot tell: keep the file
 
 
 def _has_embeddings(con: apsw.Connection) -> bool:

@@ -48,7 +48,8 @@ class ParsedDoc:
     aliases: tuple[str, ...]
     headings: tuple[Heading, ...]
     blocks: tuple[Block, ...]
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # about the front matter (shown by kbase index and check)
+    diagnostics: tuple[Diagnostic, ...] = ()  # structures too large to parse whole (cut)
     # PDFs: each page's [start, end) in ``text`` (page n is segments[n - 1]); canvases: each
     # card's (see ``cards``). Segments are separated by a form feed; a chunk prefers to end at one.
     segments: tuple[tuple[int, int], ...] = ()
@@ -77,7 +78,8 @@ class Diagnostic:
     """Something a person may want to know about how a document was read or chunked."""
 
     kind: (
-        str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word
+        str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word,
+        # too_large (a structure too large to parse whole: a table's cells, a list cut at an item)
     )
     start: int
     end: int
@@ -140,6 +142,14 @@ HIT_FIELDS = (
     "doc_id",
     "chunk_id",
 )
+
+
+class Hits(list):
+    """``KB.search``'s results: a list of ``Hit``, best first, with ``notice``: one line saying
+    what of the query was left out (repeated terms, terms past the maximum, text past the
+    length cap; see ``kbase.search.query.bound_query``), or None."""
+
+    notice: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,13 @@ Functions available in ``kbase sql`` (and on ``KB.sql_connection()``):
 
 from __future__ import annotations
 
-import time
-
 import apsw
 import apsw.ext
 
-from kbase.errors import InputError
+from kbase.errors import InputError, KbaseError
 from kbase.models import SqlResult
 
 SQL_TIMEOUT = 10.0  # seconds; a runaway query is interrupted, never left to hang the process
-_PROGRESS_STEPS = 1000  # SQLite VM steps between deadline checks
 
 _WRITES = {
     apsw.SQLITE_INSERT,
@@ -130,19 +127,134 @@ def _authorizer(
 
 def register(con: apsw.Connection, kb) -> None:
     """Add kbase_embed() and kbase_search() to ``con`` (``kb`` supplies the model and searches)."""
+    from kbase.search.query import MAX_QUERY_CHARS
 
     def kbase_embed(text):
         if not isinstance(text, str):
-            raise apsw.SQLError("kbase_embed(text) takes one text argument")
+            raise InputError(
+                "kbase_embed(text) takes one text argument", "e.g. kbase_embed('backup strategy')"
+            )
+        if len(text) > MAX_QUERY_CHARS:
+            raise InputError(
+                f"kbase_embed: a text of {len(text):,} characters is too long",
+                f"pass at most {MAX_QUERY_CHARS:,} (the model reads about 1,500 of them)",
+            )
         return kb.embedder.embed_query(text)
 
     con.create_scalar_function("kbase_embed", kbase_embed, 1, deterministic=True)
+    con.create_module(
+        "kbase_search",
+        _SearchModule(kb),
+        use_bestindex_object=True,
+        eponymous=True,
+        eponymous_only=True,
+        read_only=True,
+    )
 
-    def kbase_search(query, mode=None, lim=10):
-        if not isinstance(query, str):
+
+_SEARCH_COLUMNS = (
+    "rank",
+    "score",
+    "doc_id",
+    "chunk_id",
+    "path",
+    "title",
+    "line",
+    "heading_path",
+    "snippet",
+    "page",
+    "card",
+)
+_SEARCH_ARGS = ("query", "mode", "lim")  # hidden columns: kbase_search(query, mode, lim)
+_SEARCH_USAGE = "kbase_search needs a query: kbase_search('words' [, 'hybrid' [, 10]])"
+
+
+class _SearchModule:
+    """The table-valued function kbase_search(query [, mode [, lim]]): kbase's ranked results.
+
+    Its arguments are hidden columns; a plan that does not give it the query (SQLite tries one
+    when the query comes from a joined table's column) is refused in BestIndex, so SQLite picks
+    the one that does, or says that no plan works."""
+
+    def __init__(self, kb) -> None:
+        self.kb = kb
+        cols = ", ".join([*_SEARCH_COLUMNS, *(f"{a} HIDDEN" for a in _SEARCH_ARGS)])
+        self.schema = f"CREATE TABLE kbase_search({cols})"
+
+    def Connect(self, db, modulename, dbname, tablename, *args):
+        return self.schema, _SearchTable(self.kb)
+
+    Create = Connect
+
+
+class _SearchTable:
+    def __init__(self, kb) -> None:
+        self.kb = kb
+
+    def BestIndexObject(self, o: apsw.IndexInfo) -> bool:
+        first = len(_SEARCH_COLUMNS)
+        given: dict[int, int] = {}  # argument -> constraint
+        for c in range(o.nConstraint):
+            col = o.get_aConstraint_iColumn(c) - first
+            if col < 0 or not o.get_aConstraint_usable(c):
+                continue
+            if o.get_aConstraint_op(c) != apsw.SQLITE_INDEX_CONSTRAINT_EQ or col in given:
+                return False
+            given[col] = c
+        if 0 not in given:
+            return False  # no query: this plan cannot work (SQLITE_CONSTRAINT)
+        for n, (_col, c) in enumerate(sorted(given.items()), 1):
+            o.set_aConstraintUsage_argvIndex(c, n)
+            o.set_aConstraintUsage_omit(c, True)
+        o.idxStr = ",".join(str(col) for col in sorted(given))
+        o.estimatedRows = 10
+        o.estimatedCost = 1000.0
+        return True
+
+    def Open(self):
+        return _SearchCursor(self.kb)
+
+    def Disconnect(self) -> None:
+        pass
+
+    Destroy = Disconnect
+
+
+class _SearchCursor:
+    def __init__(self, kb) -> None:
+        self.kb = kb
+        self.rows: list[tuple] = []
+        self.pos = 0
+        self.args: list = [None, None, None]
+
+    def Filter(self, indexnum, indexname, constraintargs) -> None:
+        self.args = [None, None, None]
+        for col, value in zip(indexname.split(","), constraintargs):
+            self.args[int(col)] = value
+        query, mode, lim = self.args
+        self.pos = 0
+        self.rows = []
+        if query is None:
             return
-        for h in kb.search(query, mode=mode or None, limit=int(lim or 10)):
-            yield (
+        if not isinstance(query, str):
+            query = str(query) if isinstance(query, (int, float)) else None
+            if query is None:
+                raise InputError("kbase_search(query): the query must be text", _SEARCH_USAGE)
+        if mode is not None and not isinstance(mode, str):
+            raise InputError("kbase_search(query, mode): the mode must be text", _SEARCH_USAGE)
+        try:
+            limit = int(lim) if lim is not None else 10
+        except (TypeError, ValueError):
+            raise InputError(
+                f"kbase_search(query, mode, lim): lim must be a number, not {lim!r}",
+                _SEARCH_USAGE,
+            ) from None
+        from kbase.search.query import bound_query, parse_query
+
+        if parse_query(bound_query(query)[0]).empty:
+            return  # nothing to search for (a title of punctuation, say): no rows, no error
+        self.rows = [
+            (
                 h.rank,
                 h.score,
                 h.doc_id,
@@ -155,52 +267,92 @@ def register(con: apsw.Connection, kb) -> None:
                 h.page,
                 h.card,
             )
+            for h in self.kb.search(query, mode=mode or None, limit=limit)
+        ]
 
-    # apsw.ext reads the table's columns and how rows give them from the function's attributes
-    vars(kbase_search).update(
-        columns=(
-            "rank",
-            "score",
-            "doc_id",
-            "chunk_id",
-            "path",
-            "title",
-            "line",
-            "heading_path",
-            "snippet",
-            "page",
-            "card",
-        ),
-        column_access=apsw.ext.VTColumnAccess.By_Index,
-    )
-    apsw.ext.make_virtual_module(con, "kbase_search", kbase_search)
+    def Eof(self) -> bool:
+        return self.pos >= len(self.rows)
+
+    def Next(self) -> None:
+        self.pos += 1
+
+    def Rowid(self) -> int:
+        return self.pos
+
+    def Column(self, col: int):
+        if col == -1:
+            return self.pos
+        if col < len(_SEARCH_COLUMNS):
+            return self.rows[self.pos][col]
+        return self.args[col - len(_SEARCH_COLUMNS)]
+
+    def Close(self) -> None:
+        self.rows = []
+
+
+# Bounds on one ``kbase sql`` call besides its time: a value (text or blob) is at most
+# SQL_MAX_VALUE bytes, or the largest note in the index if that is larger (so that every body can
+# be read), the statement at most SQL_MAX_STATEMENT characters, SQLite's memory at most
+# SQL_HEAP_LIMIT bytes (for the whole process while the call runs), and the rows it returns at
+# most SQL_MAX_RESULT bytes. ``randomblob(1000000000)`` took 31 s and 1 GB before, in a single
+# step that no time limit can stop; now it is refused at once.
+SQL_MAX_VALUE = 64 * 2**20
+SQL_MAX_STATEMENT = 1_000_000
+SQL_HEAP_LIMIT = 1024 * 2**20
+SQL_MAX_RESULT = 256 * 2**20
 
 
 def run(
     con: apsw.Connection, sql: str, *, timeout: float = SQL_TIMEOUT, max_rows: int | None = None
 ) -> SqlResult:
-    """Run ``sql`` on a read-only connection; writes are refused, and it stops after ``timeout``."""
+    """Run ``sql`` on a read-only connection; writes are refused, it stops after ``timeout``
+    seconds, and its values, memory and result are bounded (see SQL_MAX_VALUE). Every failure is
+    an ``InputError`` of one line."""
     if not sql.strip():
         raise InputError(
             "no SQL given", 'pass a query: kbase sql "SELECT ..." (or on stdin, or with --file)'
         )
-    deadline = time.monotonic() + timeout
-    con.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    if len(sql) > SQL_MAX_STATEMENT:
+        raise InputError(
+            f"the SQL is {len(sql):,} characters long", f"keep it under {SQL_MAX_STATEMENT:,}"
+        )
+    from kbase.store import db
+
+    largest = con.execute("SELECT coalesce(max(size), 0) FROM documents").fetchone()[0]
+    max_value = max(SQL_MAX_VALUE, 4 * largest)  # a UTF-16 file's text is larger in UTF-8
+    old_length = con.limit(apsw.SQLITE_LIMIT_LENGTH, max_value)
+    old_heap = apsw.hard_heap_limit(SQL_HEAP_LIMIT)
+    if old_heap and old_heap < SQL_HEAP_LIMIT:
+        apsw.hard_heap_limit(old_heap)  # someone set a tighter one: keep it
     con.authorizer = _authorizer
     try:
-        cursor = con.cursor()
-        rows: list[tuple] = []
-        columns: list[str] = []
-        for row in cursor.execute(sql):
-            if not columns:
-                columns = [d[0] for d in cursor.getdescription()]
-            rows.append(row)
-            if max_rows is not None and len(rows) >= max_rows:
-                break
-        if not columns:  # no rows: the prepared statement still knows its columns
-            info = apsw.ext.query_info(con, sql)
-            columns = [d[0] for d in info.description or ()] if not info.query_remaining else []
-        return SqlResult(columns, rows)
+        with db.time_limit(con, timeout):
+            cursor = con.cursor()
+            rows: list[tuple] = []
+            columns: list[str] = []
+            size = 0
+            for row in cursor.execute(sql):
+                if not columns:
+                    columns = [d[0] for d in cursor.getdescription()]
+                rows.append(row)
+                size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row) + 16
+                if size > SQL_MAX_RESULT:
+                    raise InputError(
+                        f"the result passed {SQL_MAX_RESULT // 2**20} MB after {len(rows):,} rows",
+                        "add a LIMIT, or select fewer or shorter columns",
+                    )
+                if max_rows is not None and len(rows) >= max_rows:
+                    break
+            if not columns:  # no rows: the prepared statement still knows its columns
+                info = apsw.ext.query_info(con, sql)
+                columns = [d[0] for d in info.description or ()] if not info.query_remaining else []
+            return SqlResult(columns, rows)
+    except db.TimeLimitExceeded as e:
+        raise InputError(
+            f"query stopped after the {timeout:g} s time limit", "narrow it, or raise --timeout"
+        ) from e
+    except KbaseError:
+        raise  # from kbase_search() or kbase_embed(): already one line with a hint
     except apsw.AuthError as e:
         raise ReadOnlyViolation(
             f"kbase sql is read-only; refused: {_first_line(sql)}",
@@ -211,18 +363,41 @@ def run(
         raise ReadOnlyViolation(
             f"kbase sql is read-only; refused: {_first_line(sql)}", "query the index with SELECT"
         ) from e
-    except apsw.InterruptError as e:
+    except apsw.TooBigError as e:
         raise InputError(
-            f"query stopped after the {timeout:g} s time limit", "narrow it, or raise --timeout"
+            f"SQL error: a value would pass {max_value // 2**20} MB",
+            "kbase sql keeps every text or blob under that: ask for less",
+        ) from e
+    except apsw.NoMemError as e:
+        raise InputError(
+            f"SQL error: the query needs more than the {SQL_HEAP_LIMIT // 2**20} MB"
+            " of memory kbase sql allows",
+            "ask for less at once: fewer rows, a LIMIT, no large sort",
         ) from e
     except apsw.SQLError as e:
+        message = _one_line(str(e)).replace("SQLError: ", "")
+        hint = "see docs/SCHEMA.md for tables and examples"
+        if "no query solution" in message:
+            message, hint = "kbase_search got no query", _SEARCH_USAGE
+        raise InputError(f"SQL error: {message}", hint) from e
+    except apsw.Error as e:
         raise InputError(
-            f"SQL error: {e}".replace("SQLError: ", ""),
-            "see docs/SCHEMA.md for tables and examples",
+            f"SQL error: {_one_line(str(e))}", "see docs/SCHEMA.md for tables and examples"
+        ) from e
+    except (TypeError, ValueError, OverflowError) as e:  # a value a function cannot take
+        raise InputError(
+            f"SQL error: {type(e).__name__}: {_one_line(str(e))}",
+            "see docs/SCHEMA.md for kbase's functions and their arguments",
         ) from e
     finally:
-        con.set_progress_handler(None)
         con.authorizer = None
+        con.limit(apsw.SQLITE_LIMIT_LENGTH, old_length)
+        apsw.hard_heap_limit(old_heap)
+
+
+def _one_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _first_line(sql: str) -> str:

@@ -6,6 +6,7 @@ SDK's own client, over stdio and streamable HTTP."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -214,3 +215,448 @@ async def test_mcp_read_and_resources_refuse_a_file_outside_the_roots(planted, t
             assert "outside the indexed roots" in str(e.value) and "hunter2" not in str(e.value)
         ok = await c.call_tool("read", {"note": "Home.md"})
         assert not ok.is_error and "tomatoes" in text(ok)
+
+
+# --- 3. queries without end ---------------------------------------------------------------------
+class WordsEmbedder:
+    """Deterministic vectors from the words of a text (a bag of hashed words), no model: the
+    fuzz test is about the query path, not about meaning."""
+
+    model_id, dimension, max_tokens, batch_size = "fake-words", 64, 256, 16
+    fingerprint = '{"model": "fake-words-for-hostile-tests"}'
+
+    def embed_batch(self, texts):
+        import zlib
+
+        from kbase.embed.embedder import pack
+
+        out = []
+        for t in texts:
+            v = [0.0] * self.dimension
+            for w in re.findall(r"\w+", t.lower())[:256]:
+                v[zlib.crc32(w.encode("utf-8", "surrogatepass")) % self.dimension] += 1.0
+            norm = sum(x * x for x in v) ** 0.5 or 1.0
+            out.append(pack([x / norm for x in v]))
+        return out
+
+    def embed_query(self, text):
+        return self.embed_batch([text])[0]
+
+
+FUZZ_NOTES = {
+    "Garden.md": "---\ntags: [garden]\n---\n# Garden\n\nTomatoes need sun and water.\n\n"
+    "## Beds\n\nRaised beds drain well. [[SQLite]]\n",
+    "SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at once. #db\n\n"
+    "```sql\nPRAGMA journal_mode = WAL;\n```\n",
+    "Tasks.md": "# Tasks\n\n"
+    + "".join(f"- [ ] task {i} about tasks and dates\n" for i in range(60)),
+    "cjk.md": "# 所有权\n\n所有权是 Rust 最独特的功能。日本語のテキスト。한국어 텍스트.\n",
+    "notes.txt": "Plain text about checkpoints, C++ and e.g. abbreviations. ß İ 🎉\n",
+}
+_ALPHABET = (
+    ['"', "*", "-", "OR", "AND", "NOT", "NEAR(", ")", "(", "^", ":", "{", "}", "+", "title:"]
+    + ["tasks", "garden", "sqlite", "a", "the", "所有权", "日本語", "한국어", "c++", "e.g."]
+    + ["\x00", "\u200b", "\u0301", "🎉", "ß", "İ", "\ud800", "\t", "\n", "\u3000", "﷽"]
+)
+
+
+def hostile_queries(n: int, seed: int) -> list[str]:
+    """``n`` seeded queries of the kinds that broke or could break the query path: a word
+    repeated thousands of times, thousands of distinct words, prefixes, operators, unbalanced
+    quotes, giant tokens, CJK runs without spaces, control and combining characters."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kind = i % 8
+        if kind == 0:
+            q = (rng.choice(_ALPHABET[15:25]) + " ") * rng.randint(100, 5000)
+        elif kind == 1:
+            q = " ".join(f"w{rng.randrange(10**6)}" for _ in range(rng.randint(33, 3000)))
+        elif kind == 2:
+            q = " ".join(rng.choice("abcdefghijklmnopqrstuvwxyz") + "*" for _ in range(200))
+        elif kind == 3:
+            q = " OR ".join(rng.choice(_ALPHABET) for _ in range(rng.randint(2, 1500)))
+        elif kind == 4:
+            q = rng.choice(["x", "所", "a1"]) * rng.randint(1000, 100_000)
+        elif kind == 5:
+            q = "".join(rng.choice("所有权是最独特的功能日本語のテキスト") for _ in range(5000))
+        elif kind == 6:
+            q = '"' * rng.randint(1, 300) + " ".join(rng.choices(_ALPHABET, k=400))
+        else:
+            q = "".join(rng.choices(_ALPHABET, k=rng.randint(1, 2000)))
+        out.append(q)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fuzz_kb(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    vault = write(tmp / "vault", FUZZ_NOTES)
+    kb = kbase.KB(tmp / "f.db", embedder=WordsEmbedder())
+    kb.index([vault])
+    assert kb.coverage()[0] == kb.coverage()[1] > 0
+    kb.search_timeout = 5.0  # far above what any query here needs on this index (milliseconds)
+    yield kb
+    kb.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+def test_2000_hostile_queries_per_mode_end_quickly_with_an_answer_or_one_line(fuzz_kb, mode):
+    from kbase.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, bound_query, parse_query
+
+    slowest = (0.0, "")
+    errors = 0
+    for q in hostile_queries(2000, seed={"keyword": 1, "semantic": 2, "hybrid": 3}[mode]):
+        bounded, notice = bound_query(q)
+        assert len(bounded) <= MAX_QUERY_CHARS
+        parsed = parse_query(bounded)
+        terms = {t for clause in parsed.clauses for t in clause} | set(parsed.excluded)
+        assert len(terms) <= MAX_QUERY_TERMS
+        t0 = time.perf_counter()
+        try:
+            hits = fuzz_kb.search(q, mode=mode, limit=5)
+        except InputError as e:
+            errors += 1
+            assert "time limit" not in e.message, q[:200]  # no query needed the limit
+            assert parse_query(bounded).empty and "no words to search for" in e.message
+            assert "\n" not in str(e).replace(repr(q), "")
+            continue
+        slowest = max(slowest, (time.perf_counter() - t0, q[:80]))
+        assert hits.notice == notice
+        assert all(h.path and h.line >= 1 for h in hits)
+    print(f"{mode}: 2000 hostile queries, {errors} without words; slowest {slowest[0]:.3f} s")
+
+
+def test_query_bounds_dedupe_cut_and_say_so(fuzz_kb):
+    from kbase.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+
+    hits = fuzz_kb.search("tasks " * 2000, mode="keyword")
+    assert hits and hits[0].path == "Tasks.md"
+    assert hits.notice == "query 1,999 repeated terms counted once"
+    assert (
+        fuzz_kb.search("Tasks tasks", mode="keyword").notice == "query 1 repeated term counted once"
+    )
+    many = " ".join(f"w{i}" for i in range(MAX_QUERY_TERMS)) + " tasks"
+    assert (
+        f"its first {MAX_QUERY_TERMS} distinct terms" in fuzz_kb.search(many, mode="keyword").notice
+    )
+    assert fuzz_kb.search("tasks garden", mode="keyword").notice is None
+    long = fuzz_kb.search("tasks " + "x" * 10 * MAX_QUERY_CHARS, mode="semantic")
+    assert "cut to its first" in long.notice
+    with pytest.raises(InputError, match="at most 1,000 results"):
+        fuzz_kb.search("tasks", limit=10**9)
+
+
+def test_a_search_that_runs_too_long_stops_with_one_line(fuzz_kb, monkeypatch):
+    from kbase.search import keyword
+
+    real = keyword._ranked_docs
+
+    def slow(con, *a, **k):  # a statement that never ends by itself
+        con.execute(
+            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
+        ).fetchall()
+        return real(con, *a, **k)
+
+    monkeypatch.setattr(keyword, "_ranked_docs", slow)
+    monkeypatch.setattr(fuzz_kb, "search_timeout", 0.5)
+    t0 = time.monotonic()
+    with pytest.raises(InputError) as e:
+        fuzz_kb.search("tasks", mode="keyword")
+    assert time.monotonic() - t0 < 5
+    assert "search stopped after the 0.5 s time limit" in e.value.message and e.value.hint
+    monkeypatch.undo()
+    assert fuzz_kb.search("tasks", mode="keyword")  # the connection is fine afterwards
+
+
+def test_kbase_search_cli_with_a_2000_word_query(tmp_path):
+    vault = write(tmp_path / "v", FUZZ_NOTES)
+    dbp = tmp_path / "c.db"
+    kbase.open(dbp).index([vault], embed=False)
+    for q in ("a " * 2000, "tasks " * 2000, " ".join(f"w{i}" for i in range(2000)) + " tasks"):
+        r = CliRunner().invoke(cli, ["--db", str(dbp), "search", "-m", "keyword", q])
+        assert r.exit_code in (0, 1) and "Traceback" not in r.output, r.output
+        assert r.stderr.startswith("note: query ") or r.stderr.startswith("Error: no words")
+
+
+# --- 4. kbase sql overruns ----------------------------------------------------------------------
+def _sql(dbp: Path, query: str, *args: str):
+    return CliRunner().invoke(cli, ["--db", str(dbp), "sql", *args, query])
+
+
+def _one_error_line(r, *needles: str) -> None:
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and lines and lines[0].startswith("Error: "), r.output
+    assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("  hint: ")), r.stderr
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    for needle in needles:
+        assert needle in r.stderr, r.stderr
+
+
+LOOP = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n})"
+
+
+@pytest.mark.parametrize(
+    "query, needle",
+    [
+        ("SELECT zeroblob(2000000000)", "a value would pass 64 MB"),
+        ("SELECT length(printf('%.*c', 2000000000, 'x'))", "a value would pass 64 MB"),
+        ("SELECT length(randomblob(1000000000))", "a value would pass 64 MB"),
+        (
+            LOOP.format(n=100) + " SELECT length(group_concat(randomblob(1000000))) FROM g",
+            "a value would pass",
+        ),
+        ("SELECT kbase_embed(printf('%.*c', 5000000, 'x'))", "5,000,000 characters is too long"),
+        ("SELECT kbase_embed(1)", "takes one text argument"),
+        ("SELECT * FROM kbase_search", "kbase_search got no query"),
+        ("SELECT * FROM kbase_search(x'00ff')", "the query must be text"),
+        ("SELECT * FROM kbase_search('tasks', 'keyword', 'many')", "lim must be a number"),
+        ("SELECT * FROM kbase_search('tasks', 'keyword', 1000000000)", "at most 1,000 results"),
+        ("SELECT * FROM kbase_search('tasks', 'nonsense')", "unknown search mode"),
+        (LOOP.format(n=10**12) + " SELECT count(*) FROM g", "time limit"),
+        (LOOP.format(n=40) + " SELECT randomblob(60000000) FROM g", "the result passed 256 MB"),
+        ("SELECT " + "1 + " * 400_000 + "1", "characters long"),
+    ],
+    ids=lambda v: v[:40],
+)
+def test_sql_overruns_are_one_line_within_bounds(kb, query, needle):
+    r = _sql(kb.path, query, "--timeout", "2" if needle == "time limit" else "120")
+    _one_error_line(r, needle)
+
+
+def test_one_long_call_is_stopped_at_the_time_limit(kb):
+    # 40 sorted blobs of 50 MB: a few long steps that a step-counting handler alone let run 20 s
+    # past its limit; and kbase_search fed from every document, a nested search per row.
+    for query in (
+        LOOP.format(n=40)
+        + " SELECT count(*) FROM (SELECT randomblob(50000000) AS b FROM g ORDER BY b)",
+        LOOP.format(n=10**6)
+        + " SELECT count(*) FROM documents AS d, g, kbase_search(d.title || ' ' || g.i) AS k",
+    ):
+        t0 = time.monotonic()
+        r = _sql(kb.path, query, "--timeout", "1")
+        assert time.monotonic() - t0 < 6, query
+        _one_error_line(r, "time limit")
+
+
+def test_kbase_search_fed_from_a_join_column(kb):
+    r = _sql(
+        kb.path,
+        "SELECT d.path, k.path FROM documents AS d,"
+        " kbase_search(d.title, 'keyword', 1) AS k ORDER BY 1",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    import json
+
+    rows = json.loads(r.stdout)
+    assert rows and all(row["path"] for row in rows)
+    r = _sql(
+        kb.path,
+        "SELECT count(*) AS n FROM (SELECT '!!!' AS q) AS t, kbase_search(t.q) AS k",
+        "--json",
+    )
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"n": 0}], r.output  # no words: no rows
+
+
+@pytest.mark.asyncio
+async def test_mcp_sql_errors_are_one_line(kb, tmp_path):
+    async with stdio_session(kb.path) as c:
+        for query, needle in [
+            ("SELECT zeroblob(2000000000)", "a value would pass"),
+            ("SELECT * FROM documents AS d, kbase_search(d.title) AS k", None),
+            ("SELECT length(randomblob(1000000000))", "a value would pass"),
+            ("SELECT kbase_embed(printf('%.*c', 5000000, 'x'))", "too long"),
+        ]:
+            r = await c.call_tool("sql", {"query": query, "timeout": 5})
+            if needle is None:
+                assert not r.is_error, text(r)
+                continue
+            assert r.is_error and needle in text(r), text(r)
+            assert "Error executing tool" not in text(r) and len(text(r).splitlines()) == 1
+        r = await c.call_tool("search", {"query": "tomatoes " * 2000, "mode": "keyword"})
+        assert not r.is_error and "repeated terms counted once" in text(r)
+        assert r.structured_content["notice"] == "query 1,999 repeated terms counted once"
+    log = kb.path.with_suffix(".log").read_text()
+    assert "Traceback" not in log, log[-3000:]
+
+
+# --- 6. a read-only index -----------------------------------------------------------------------
+def _unprivileged() -> list[str]:
+    from tests.test_reliability import _as_unprivileged
+
+    return _as_unprivileged()
+
+
+def _run(prefix: list[str], dbp: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "kbase", "--db", str(dbp), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(REPO),
+        env={**_env(), "PYTHONPATH": str(REPO)},
+    )
+
+
+def _assert_reads_and_refuses_writes(prefix: list[str], dbp: Path, why: str) -> None:
+    s = _run(prefix, dbp, "search", "tomatoes", "--json")
+    assert s.returncode == 0, s.stderr
+    import json
+
+    assert [h["path"] for h in json.loads(s.stdout)][:1] == ["Home.md"]
+    notes = [ln for ln in s.stderr.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 1 and "read-only" in notes[0], s.stderr  # said once
+    q = _run(prefix, dbp, "sql", "SELECT count(*) AS n FROM documents", "--json")
+    assert q.returncode == 0 and json.loads(q.stdout) == [{"n": 2}], q.stderr
+    shown = _run(prefix, dbp, "show", "Home.md")
+    assert shown.returncode == 0 and "tomatoes" in shown.stdout, shown.stderr
+    for cmd in (["index"], ["check", "--fix"], ["embed"], ["compact"]):
+        w = _run(prefix, dbp, *cmd)
+        lines = w.stderr.strip().splitlines()
+        assert w.returncode == 1 and lines[0].startswith("Error: ") and why in lines[0], (
+            cmd,
+            w.stderr,
+        )
+        assert len(lines) == 2 and "searching it works as it is" in lines[1], w.stderr
+        assert "Traceback" not in w.stderr
+
+
+def _small_index(tmp_path: Path) -> Path:
+    vault = write(
+        tmp_path / "v",
+        {"Home.md": "# Home\n\nA note about tomatoes.\n", "Other.md": "# Other\n\nbeans\n"},
+    )
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    dbp = folder / "i.db"
+    kbase.open(dbp).index([vault], embed=False)
+    assert not Path(f"{dbp}-wal").exists() and not Path(f"{dbp}-shm").exists()
+    return dbp
+
+
+def test_an_index_in_a_read_only_folder_is_searched_and_writers_say_why_not(tmp_path):
+    prefix = _unprivileged()
+    dbp = _small_index(tmp_path)
+    before = dbp.read_bytes()
+    dbp.parent.chmod(0o555)
+    try:
+        _assert_reads_and_refuses_writes(prefix, dbp, "read-only")
+    finally:
+        dbp.parent.chmod(0o755)
+    assert dbp.read_bytes() == before
+    assert not Path(f"{dbp}-wal").exists() and not Path(f"{dbp}-shm").exists()
+
+
+def test_an_index_on_a_read_only_mount_is_searched_and_writers_say_why_not(tmp_path):
+    dbp = _small_index(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only bind mount needs root")
+    bind = subprocess.run(["mount", "--bind", str(dbp.parent), str(mnt)], capture_output=True)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bind.stderr.decode()[:200]}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], capture_output=True)
+        assert ro.returncode == 0, ro.stderr
+        _assert_reads_and_refuses_writes([], mnt / "i.db", "read-only file system")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_a_read_only_folder_with_changes_still_in_the_wal_is_one_clear_error(tmp_path):
+    prefix = _unprivileged()
+    dbp = _small_index(tmp_path)
+    from kbase.store import db
+
+    con = db.connect(dbp)  # a writer that stays open keeps the -wal file
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    with con:
+        con.execute("INSERT INTO meta (key, value) VALUES ('x', 'y')")
+    wal = Path(f"{dbp}-wal").read_bytes()
+    con.close()
+    Path(f"{dbp}-wal").write_bytes(wal)  # as a copy taken while a writer was running leaves it
+    Path(f"{dbp}-shm").unlink(missing_ok=True)
+    dbp.parent.chmod(0o555)
+    try:
+        s = _run(prefix, dbp, "search", "tomatoes")
+    finally:
+        dbp.parent.chmod(0o755)
+    lines = s.stderr.strip().splitlines()
+    assert s.returncode == 1 and len(lines) == 2 and "-wal file holds changes" in lines[0], s.stderr
+
+
+# --- 7. a first run on a full disk --------------------------------------------------------------
+def test_a_first_index_that_fails_on_a_full_disk_leaves_no_index(tmp_path):
+    resource = pytest.importorskip("resource")
+    from tests.test_reliability import make_vault
+
+    vault = make_vault(tmp_path / "v", 400, seed=7)
+    dbp = tmp_path / "new" / "deeper" / "i.db"
+    limit = 1_500_000  # bytes: the first few hundred notes fit, the rest does not
+
+    def small_files():  # Python ignores SIGXFSZ, so writes past the limit fail with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=small_files,
+        cwd=str(REPO),
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and lines[0].startswith("Error: ") and str(dbp) in lines[0], r.stderr
+    assert len(lines) == 2 and "first run left no index behind" in lines[1], r.stderr
+    assert "intact" not in r.stderr
+    assert not (tmp_path / "new").exists()  # no file, no -wal, no folder made for it
+    r = subprocess.run(  # with room, the same run builds the index
+        [sys.executable, "-m", "kbase", "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(REPO),
+    )
+    assert r.returncode == 0, r.stderr
+    with kbase.open(dbp) as kb:
+        assert kb.status().documents == 400
+
+
+def test_a_first_index_that_fails_after_committing_leaves_no_index(tmp_path, monkeypatch):
+    """The same in process, with a commit after every note: the failure comes after hundreds
+    of committed documents (1,409 of 6,571 were left behind before)."""
+    from kbase.ingest import pipeline
+    from kbase.store import db
+    from tests.test_reliability import make_vault
+
+    vault = make_vault(tmp_path / "v", 120, seed=8)
+    dbp = tmp_path / "i.db"
+    monkeypatch.setattr(pipeline, "COMMIT_EVERY_SECONDS", 0.0)
+    real = db.connect
+
+    def connect(path, *, readonly=False, create=False):
+        con = real(path, readonly=readonly, create=create)
+        if not readonly:  # room for some notes, not all
+            pages = con.execute("PRAGMA page_count").fetchone()[0]
+            con.execute(f"PRAGMA max_page_count = {pages + 25}")
+        return con
+
+    commits = []
+    real_commit = pipeline._Batches._commit
+
+    def commit(self):
+        commits.append(sum(self.counts.values()))
+        real_commit(self)
+
+    monkeypatch.setattr(db, "connect", connect)
+    monkeypatch.setattr(pipeline._Batches, "_commit", commit)
+    from kbase.errors import DatabaseError
+
+    with pytest.raises(DatabaseError) as e:
+        kbase.open(dbp).index([vault], embed=False)
+    assert "disk full" in e.value.message and "left no index behind" in e.value.hint
+    assert sum(commits) > 20  # it failed after committing many documents ...
+    assert not dbp.exists() and not Path(f"{dbp}-wal").exists()  # ... and left none of them

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,7 @@ def _kb(ctx: click.Context) -> KB:
         from kbase.api import KB
 
         kb = KB(root.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
+        kb.on_notice = lambda message: click.echo(f"note: {message}", err=True)
         root.obj["kb"] = kb
         root.call_on_close(kb.close)
     return root.obj["kb"]
@@ -275,13 +277,19 @@ def _say_model_hint(hint) -> None:
 
 
 class _Bars:
-    """Progress bars on stderr (rich), or nothing when stderr is not a terminal."""
+    """Progress bars on stderr (rich), or nothing when stderr is not a terminal; and, terminal or
+    not, a line when one file takes long (``SLOW_FILE_S``): which file is being worked on."""
+
+    SLOW_FILE_S = 5.0
 
     def __init__(self, enabled: bool) -> None:
+        self.said_slow = enabled
         self.enabled = enabled and sys.stderr.isatty()
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
         self.embed_left = ""  # the embedding estimate (_EmbedEta), shown as its time left
+        self._current: tuple[str, float] | None = None  # the file being worked on, since when
+        self._stop: threading.Event | None = None
 
     def __enter__(self) -> _Bars:
         if self.enabled:
@@ -319,11 +327,33 @@ class _Bars:
                 console=None,
             )
             self._progress.__enter__()
+        if self.said_slow:
+            self._stop = threading.Event()
+            threading.Thread(target=self._watch_slow, args=(self._stop,), daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._stop is not None:
+            self._stop.set()
         if self._progress is not None:
             self._progress.__exit__(*exc)
+
+    def _watch_slow(self, stop: threading.Event) -> None:
+        import time
+
+        told = None
+        while not stop.wait(0.5):
+            current = self._current
+            if current is None or current is told:
+                continue
+            seconds = time.monotonic() - current[1]
+            if seconds >= self.SLOW_FILE_S:
+                told = current
+                message = f"still working on {_printable(current[0])} ({seconds:.0f} s so far)"
+                if self._progress is not None:
+                    self._progress.console.print(message, style="dim", markup=False)
+                else:
+                    click.echo(message, err=True)
 
     def _update(self, name: str, done: int, total: int, current: str = "", unit: str = "") -> None:
         if self._progress is None:
@@ -341,6 +371,10 @@ class _Bars:
         )
 
     def files(self, done: int, total: int, current: str) -> None:
+        import time
+
+        if self._current is None or self._current[0] != current:
+            self._current = (current, time.monotonic()) if current else None
         self._update("indexing", done, total, current, "files")
 
     def chunks(self, done: int, total: int) -> None:
@@ -700,6 +734,8 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
         until=until,
         exclude=exclude,
     )
+    if hits.notice:  # what of the query was left out (repeated terms, terms past the maximum)
+        click.echo(f"note: {hits.notice}", err=True)
     if hits and (mode or kb.default_mode()) != "keyword":
         embedded, chunks = kb.coverage()
         if embedded < chunks:

@@ -82,6 +82,9 @@ class SearchResult(Page):
     query: str
     mode: str
     hits: list[SearchHit]
+    notice: str | None = Field(
+        default=None, description="what of the query was left out (repeated terms, a cut)"
+    )
 
 
 class ReadResult(BaseModel):

@@ -106,8 +106,15 @@ def search(
         for h in hits[offset : offset + limit]
     ]
     out = s.SearchResult(
-        query=clip(query, 500), mode=used, offset=offset, next_offset=None, left_out=None, hits=[]
+        query=clip(query, 500),
+        mode=used,
+        offset=offset,
+        next_offset=None,
+        left_out=None,
+        hits=[],
+        notice=hits.notice,
     )
+    note = f"\nNote: {hits.notice}." if hits.notice else ""  # what of the query was left out
     text_room, json_room = _rooms(budget, render.search_head(out, len(page)), out)
     f = fit(
         page,
@@ -129,11 +136,14 @@ def search(
             budget=budget,
         )
     if not out.hits:
-        return Reply(out, render.search_empty(out))
-    text = render.page(
-        render.search_head(out, len(out.hits)),
-        [render.search_hit(h) for h in out.hits],
-        out.left_out,
+        return Reply(out, render.search_empty(out) + note)
+    text = (
+        render.page(
+            render.search_head(out, len(out.hits)),
+            [render.search_hit(h) for h in out.hits],
+            out.left_out,
+        )
+        + note
     )
     log = []
     stale = sum(h.stale for h in out.hits)

@@ -29,6 +29,57 @@ STOPWORDS = frozenset(
 )
 _TOKEN = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)("|$)|(?P<bare>[^\s"]+)')
 
+# Bounds on a query (every mode and face: kbase search, the API, the TUI, MCP, kbase_search in
+# SQL). The model reads 256 tokens, about 1,500 characters of English: longer text adds nothing
+# to a semantic query. FTS5 evaluates each term of a query over every chunk that holds it, so the
+# cost grows with the terms (``'tasks ' * 2000``, the same word 2,000 times, took 50 s): repeated
+# terms count once, and the first MAX_QUERY_TERMS distinct ones are searched for.
+MAX_QUERY_CHARS = 4000
+MAX_QUERY_TERMS = 32
+
+
+def bound_query(text: str) -> tuple[str, str | None]:
+    """``text`` within the bounds above, and a one-line notice saying what was left out (None
+    when nothing was). Repeated terms (any case) count once; a query within the bounds comes back
+    unchanged, one that is not as its kept terms joined by spaces, cut at MAX_QUERY_CHARS."""
+    notes = []
+    cut = len(text) > 16 * MAX_QUERY_CHARS  # (what no kept term could come from: not parsed)
+    if cut:
+        text = text[: 16 * MAX_QUERY_CHARS]
+    kept: list[str] = []
+    seen: set[str] = set()
+    repeated = 0
+    for m in _TOKEN.finditer(text):
+        token = m.group(0)
+        if m.group("bare") == "OR":
+            if kept and kept[-1] != "OR":
+                kept.append(token)
+            continue
+        if not _WORD.search(token):
+            continue  # punctuation alone: parse_query ignores it anyway
+        key = token.casefold()
+        if key in seen:
+            repeated += 1
+            continue
+        if len(seen) == MAX_QUERY_TERMS:
+            notes.append(f"searched for its first {MAX_QUERY_TERMS} distinct terms")
+            break
+        seen.add(key)
+        kept.append(token)
+    if repeated:
+        notes.insert(0, f"{repeated:,} repeated term{'s' if repeated > 1 else ''} counted once")
+    if notes:
+        while kept and kept[-1] == "OR":
+            kept.pop()
+        text = " ".join(kept)
+    if len(text) > MAX_QUERY_CHARS:
+        space = text.rfind(" ", MAX_QUERY_CHARS - 100, MAX_QUERY_CHARS)
+        text = text[: space if space > 0 else MAX_QUERY_CHARS]
+        cut = True
+    if cut:
+        notes.append(f"cut to its first {len(text):,} characters")
+    return text, ("query " + ", ".join(notes)) if notes else None
+
 
 @dataclass(frozen=True)
 class Term:

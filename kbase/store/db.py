@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -107,15 +109,71 @@ def connect(
         else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     )
     try:
-        con = apsw.Connection(str(path), flags=flags)
+        return _open(str(path), path, flags, readonly)
+    except apsw.Error as e:
+        if not (readonly and _unshareable(path, e)):
+            raise translate_error(e, path) from e
+        error = e
+    # A read-only folder or mount: SQLite cannot create the -shm file that readers of a WAL index
+    # share. With no -wal file (a clean close leaves none) the file alone is the whole index, and
+    # no writer can change it (none can create a -wal there either): it is read as immutable.
+    if _wal_pending(path):
+        raise DatabaseError(
+            f"index {path} is in a read-only folder and its {path.name}-wal file holds changes"
+            " not yet in the index",
+            "open it once where its folder can be written (any kbase command), then copy it",
+        ) from error
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?immutable=1"
+    try:
+        con = _open(uri, path, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI, True, True)
+    except apsw.Error as e:
+        raise translate_error(e, path) from e
+    IMMUTABLE.add(str(path.absolute()))
+    return con
+
+
+# Indexes this process opened immutable (a read-only folder or mount): KB says so once.
+IMMUTABLE: set[str] = set()
+
+
+def _open(
+    name: str, path: Path, flags: int, readonly: bool, immutable: bool = False
+) -> apsw.Connection:
+    con = apsw.Connection(name, flags=flags)
+    try:
         con.set_busy_timeout(BUSY_TIMEOUT_MS)
         con.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         con.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         _load_sqlite_vec(con)
-        _prepare(con, path, readonly)
-    except apsw.Error as e:
-        raise translate_error(e, path) from e
+        _prepare(con, path, readonly, immutable)
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _unshareable(path: Path, e: apsw.Error) -> bool:
+    """Did a read-only open fail because the index's folder (or file system) cannot be written,
+    so that SQLite could not create the -shm file?"""
+    if not isinstance(e, (apsw.CantOpenError, apsw.ReadOnlyError)):
+        return False
+    if os.path.exists(f"{path}-shm"):
+        return False  # SQLite reads an existing -shm even when it cannot write it
+    return _read_only_fs(path) or not os.access(path.absolute().parent, os.W_OK)
+
+
+def _read_only_fs(path: str | os.PathLike[str]) -> bool:
+    try:
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _wal_pending(path: Path) -> bool:
+    try:
+        return os.path.getsize(f"{path}-wal") > 0
+    except OSError:
+        return False
 
 
 def scratch_connection(vectors: bool = False) -> apsw.Connection:
@@ -127,7 +185,7 @@ def scratch_connection(vectors: bool = False) -> apsw.Connection:
     return con
 
 
-def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
+def _prepare(con: apsw.Connection, path: Path, readonly: bool, immutable: bool = False) -> None:
     app_id = con.execute("PRAGMA application_id").get
     version = con.execute("PRAGMA user_version").get
     if app_id == 0 and version == 0:
@@ -156,6 +214,12 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool) -> None:
             "upgrade kbase: pip install -U kbase",
         )
     if version < SCHEMA_VERSION:
+        if immutable:
+            raise DatabaseError(
+                f"index {path} was made by an older kbase (schema {version}) and is in a"
+                " read-only folder, where it cannot be upgraded",
+                "open it once where its folder can be written (any kbase command), then copy it",
+            )
         if readonly:
             # Migrate through a short-lived writable connection, then carry on read-only.
             connect(path).close()
@@ -244,16 +308,28 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
         return DatabaseError(
             f"index {path} is damaged: {e}", "run kbase check, or delete the file and index again"
         )
-    if isinstance(e, apsw.ReadOnlyError):
-        if getattr(e, "extendedresult", None) == SQLITE_READONLY_DIRECTORY:
+    unwritable = isinstance(e, apsw.CantOpenError) and os.path.exists(path)
+    if isinstance(e, apsw.ReadOnlyError) or unwritable:
+        searchable = "; searching it works as it is"
+        if _read_only_fs(path):
+            return DatabaseError(
+                f"index {path} is on a read-only file system: it cannot be changed",
+                f"copy it somewhere writable to change it{searchable}",
+            )
+        folder = os.path.dirname(os.path.abspath(path))
+        if getattr(e, "extendedresult", None) == SQLITE_READONLY_DIRECTORY or (
+            unwritable and not os.access(folder, os.W_OK)
+        ):
             return DatabaseError(
                 f"the folder of index {path} is read-only",
                 f"SQLite must create {Path(path).name}-wal and -shm files beside it: "
-                "make the folder writable",
+                f"make the folder writable{searchable}",
             )
-        return DatabaseError(
-            f"index {path} is read-only", "check the file's and folder's permissions"
-        )
+        if not unwritable or not os.access(path, os.W_OK):
+            return DatabaseError(
+                f"index {path} is read-only",
+                f"check the file's and folder's permissions{searchable}",
+            )
     if isinstance(e, apsw.FullError):
         return DatabaseError(
             f"disk full while writing {path}", "free some space and run again; the index is intact"
@@ -348,3 +424,98 @@ def meta_set(con: apsw.Connection, key: str, value: str) -> None:
         " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         (key, value),
     )
+
+
+# Time limits. Two things stop a statement at its deadline: the connection's progress handler,
+# which SQLite calls every PROGRESS_STEPS virtual-machine steps, and a watchdog thread that calls
+# ``Connection.interrupt()`` at the deadline, for a statement stuck in a few long steps (a sort of
+# 40 blobs of 50 MB ran 20 s past a 1,000-step handler). Limits nest (kbase_search inside
+# ``kbase sql`` runs a search with its own limit on the same connection): the handler checks the
+# nearest open deadline, and the limit that fired is the one that reports it.
+PROGRESS_STEPS = 1000
+_DEADLINES: dict[int, list[float]] = {}  # id(connection) -> open deadlines
+
+
+class TimeLimitExceeded(Exception):
+    """Raised by ``time_limit`` when its own deadline stopped the statement."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"stopped after {seconds:g} s")
+        self.seconds = seconds
+
+
+class _Limit:
+    __slots__ = ("con", "deadline", "fired")
+
+    def __init__(self, con: apsw.Connection, deadline: float) -> None:
+        self.con, self.deadline, self.fired = con, deadline, False
+
+
+class _Watchdog:
+    """One daemon thread for the process: interrupts each connection whose deadline passed."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.open: set[_Limit] = set()
+        self.thread: threading.Thread | None = None
+
+    def add(self, limit: _Limit) -> None:
+        with self.cv:
+            self.open.add(limit)
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._run, name="kbase-deadlines", daemon=True
+                )
+                self.thread.start()
+            self.cv.notify()
+
+    def remove(self, limit: _Limit) -> None:
+        with self.cv:
+            self.open.discard(limit)
+            self.cv.notify()
+
+    def _run(self) -> None:
+        with self.cv:
+            while True:
+                if not self.open:
+                    self.cv.wait()
+                    continue
+                nearest = min(self.open, key=lambda lim: lim.deadline)
+                delay = nearest.deadline - time.monotonic()
+                if delay > 0:
+                    self.cv.wait(delay)
+                    continue
+                self.open.discard(nearest)
+                nearest.fired = True
+                nearest.con.interrupt()
+
+
+_WATCHDOG = _Watchdog()
+
+
+@contextlib.contextmanager
+def time_limit(con: apsw.Connection, seconds: float) -> Iterator[None]:
+    """Interrupt any statement on ``con`` still running ``seconds`` from now. A statement stopped
+    by this limit raises ``TimeLimitExceeded``; one stopped by an enclosing limit, the
+    ``apsw.InterruptError`` that the enclosing ``time_limit`` turns into its own."""
+    stack = _DEADLINES.setdefault(id(con), [])
+    limit = _Limit(con, time.monotonic() + seconds)
+    stack.append(limit.deadline)
+    if len(stack) == 1:
+        con.set_progress_handler(lambda: time.monotonic() > min(stack), PROGRESS_STEPS)
+    _WATCHDOG.add(limit)
+    try:
+        yield
+    except Exception as e:
+        # An interrupt may also show as another error: it rolls back the transaction, and the
+        # savepoint around a read then fails to close ("transaction control ...").
+        mine = isinstance(e, apsw.InterruptError) and limit.deadline == min(stack)
+        if limit.fired or (mine and time.monotonic() > limit.deadline):
+            raise TimeLimitExceeded(seconds) from e
+        raise
+    finally:
+        _WATCHDOG.remove(limit)
+        stack.remove(limit.deadline)
+        if not stack:
+            del _DEADLINES[id(con)]
+            con.set_progress_handler(None)
