@@ -7,6 +7,7 @@
     python bench/cjk.py --segmenter pairs   # as without icu4py: a run's words are its pairs
     python bench/cjk.py --segmenter dict    # rjieba / sudachipy / pythainlp instead of ICU
     python bench/cjk.py --segmenters        # each segmenter's size, load time, ms per query
+    python bench/cjk.py --index-side        # ICU words in the index against character pairs
 
 Drawn queries (seeded, so every run asks the same; issue 13):
 - phrase: 4 characters of one run (Han, kana, ...) that occur in at most 3 notes; right when
@@ -39,6 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import apsw  # noqa: E402
 
 import kbase  # noqa: E402
 from bench.questions import first_rank, load_questions, scores  # noqa: E402
@@ -228,6 +231,70 @@ def print_segmenters() -> None:
         print(f"| {name} | {mb:.0f} | {statistics.median(runs):.0f} |")
 
 
+def index_side() -> None:
+    """Index-side segmentation against the pair index: a scratch FTS5 table of each kind over the
+    book's chunks, queried with the same words, ranked alike (all words in a chunk, then any)."""
+    from icu4py.breakers import WordBreaker
+
+    def icu(text: str) -> str:
+        return " ".join(w for w in WordBreaker(text, "en") if w.strip())
+
+    def by_words(text: str) -> str:
+        return cjk.RUN.sub(lambda m: " " + icu(m.group(0)) + " ", text)
+
+    tok = "tokenize = 'unicode61 remove_diacritics 2 categories ''L* N* Co M*'''"
+    print("| book | index | top-1 | top-3 |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in BOOKS:
+            kb = kbase.open(Path(tmp) / f"{name}.db")
+            kb.index([VAULTS / name], embed=False)
+            rows = kb.reader.execute(
+                "SELECT c.id, d.path, f.title, f.headings, f.body FROM chunks AS c"
+                " JOIN documents AS d ON d.id = c.doc_id JOIN chunks_fts_content AS f"
+                " ON f.id = c.id"
+            ).fetchall()
+            kb.close()
+            con = apsw.Connection(":memory:")
+            path = {cid: p for cid, p, *_ in rows}
+            for table, write in (("pairs", cjk.index_text), ("words", by_words)):
+                con.execute(
+                    f"CREATE VIRTUAL TABLE {table} USING fts5(body, title, headings, {tok})"
+                )
+                con.executemany(
+                    f"INSERT INTO {table} (rowid, body, title, headings) VALUES (?, ?, ?, ?)",
+                    [(cid, write(b), write(t), write(h)) for cid, _, t, h, b in rows],
+                )
+            qset = load_questions(QUESTIONS / f"{name}.json")
+            for table in ("pairs", "words"):
+                top1 = top3 = 0
+                for q in qset["questions"]:
+                    terms = []
+                    for piece in re.split(f"({cjk.RUN.pattern})", q["question"]):
+                        if not cjk.RUN.fullmatch(piece):
+                            terms += [f'"{w}"' for w in re.findall(r"\w+", piece)]
+                            continue
+                        for w in segment.words(piece):
+                            if table == "words":
+                                terms.append(f'"{icu(w)}"')
+                            else:
+                                one = len(w) == 1
+                                terms.append('"' + " ".join(cjk.pairs(w)) + '"' + "*" * one)
+                    ranked: list[str] = []
+                    for expr in (" AND ".join(terms), " OR ".join(terms)):
+                        for (cid,) in con.execute(
+                            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rank"
+                            " LIMIT 200",
+                            (expr,),
+                        ):
+                            if path[cid] not in ranked:
+                                ranked.append(path[cid])
+                    top1 += bool(ranked) and ranked[0] in q["answers"]
+                    top3 += any(a in ranked[:3] for a in q["answers"])
+                n = len(qset["questions"])
+                print(f"| {name} | {table} | {top1} of {n} | {top3} of {n} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -241,9 +308,15 @@ def main() -> None:
     ap.add_argument("--segmenter", choices=("icu", "pairs", "dict"), default="icu")
     ap.add_argument("--segmenters", action="store_true", help="only the segmenters' costs")
     ap.add_argument("--questions-only", action="store_true", help="only the question table")
+    ap.add_argument(
+        "--index-side", action="store_true", help="only: words in the index against pairs"
+    )
     args = ap.parse_args()
     if args.segmenters:
         print_segmenters()
+        return
+    if args.index_side:
+        index_side()
         return
     use_segmenter(args.segmenter)
     modes = ["keyword"] + (["hybrid"] if args.hybrid else [])
