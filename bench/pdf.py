@@ -152,6 +152,23 @@ def speed(args) -> None:
                 f"kbase index (fresh, keyword only): {report.new} PDFs, {pages / wall:,.0f} pages/s"
                 f" wall ({wall:.2f} s, CPU {cpu:.2f} s; {len(report.skipped)} skipped)"
             )
+        # Memory of one enormous PDF, alone, in a fresh process: the indexer's and its workers'.
+        ledger = next(f for f in files if f.name == "ledger-2000-pages.pdf")
+        code = (
+            "import resource, sys, kbase; kbase.open(sys.argv[1]).index([sys.argv[2]],"
+            " embed=False); s = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+            " c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; print(s, c)"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(Path(tmp) / "mem.db"), str(ledger)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        ).stdout.split()
+        print(
+            f"{ledger.name} ({ledger.stat().st_size / 1e6:.1f} MB) alone: peak RSS indexer"
+            f" {int(out[0]) / 1024:.0f} MiB, PDF worker {int(out[1]) / 1024:.0f} MiB"
+        )
         print(f"load after: {os.getloadavg()[0]:.1f}")
 
 

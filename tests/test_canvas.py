@@ -142,6 +142,14 @@ def test_file_cards_and_links_in_text_cards_are_links_of_the_canvas(ckb):
     paths = {n["id"]: n["path"] for n in graph["nodes"]}
     pairs = {(paths[e["source"]], paths[e["target"]]) for e in graph["edges"]}
     assert ("board.canvas", "docs/manual.pdf") in pairs and ("board.canvas", "Garden.md") in pairs
+    # the arrow between the two file cards joins the two documents they show
+    (arrow,) = [e for e in graph["edges"] if e.get("canvas")]
+    assert (paths[arrow["source"]], paths[arrow["target"]]) == ("Garden.md", "docs/manual.pdf")
+    assert (arrow["links"], arrow["canvas"]) == (0, 1)
+    assert (
+        "style=dashed"
+        in CliRunner().invoke(cli, ["--db", str(ckb.path), "graph", "--format", "dot"]).output
+    )
 
 
 def test_cards_and_edges_are_rows_and_the_view_maps_chunks_to_cards(ckb):

@@ -497,7 +497,13 @@ def to_dot(g: dict) -> str:
     ]
     lines += [
         f"  n{e['source']} -> n{e['target']}"
-        + (f" [label={e['links']}]" if e["links"] > 1 else "")
+        + (
+            " [style=dashed]"  # only a canvas arrow joins the two
+            if not e["links"]
+            else f" [label={e['links']}]"
+            if e["links"] > 1
+            else ""
+        )
         + ";"
         for e in g["edges"]
     ]

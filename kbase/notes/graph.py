@@ -221,6 +221,7 @@ def graph(
     exclude: Sequence[str] = (),
 ) -> dict:
     """Notes and the resolved note-to-note links between them (``links``: how many join the
+    pair; ``canvas``, when there are any: how many canvas arrows join two file cards showing the
     pair): every note, or with ``note`` those within ``depth`` links of it (1 by default; each
     node then has its ``distance``). ``path`` keeps only the notes under a folder or matching a
     glob, and each ``exclude`` pattern drops notes, as ``kbase search --path`` matches paths;
@@ -249,16 +250,35 @@ def graph(
             f"SELECT id, path, title FROM documents{nodes_where} ORDER BY path", args
         )
     ]
-    edges = [
-        {"source": s, "target": t, "links": n}
+    pairs: dict[tuple[int, int], dict] = {
+        (s, t): {"source": s, "target": t, "links": n}
         for s, t, n in con.execute(
             "SELECT doc_id, target_id, count(*) FROM links"
             " WHERE target_id IS NOT NULL AND target_id <> doc_id"
             f"{edges_where} GROUP BY 1, 2 ORDER BY 1, 2",
             args,
         )
-    ]
-    return {"nodes": nodes, "edges": edges}
+    }
+    for s, t, n in con.execute(_CANVAS_ARROWS, ()):
+        if keep is None or (s in keep and t in keep):
+            pairs.setdefault((s, t), {"source": s, "target": t, "links": 0})["canvas"] = n
+    return {"nodes": nodes, "edges": [pairs[k] for k in sorted(pairs)]}
+
+
+# Arrows of canvases between two file cards, as pairs of the documents the cards show (each file
+# card is its canvas's link of kind 'canvas', at the card's offset).
+_CANVAS_ARROWS = """
+    SELECT l1.target_id, l2.target_id, count(*)
+    FROM canvas_edges AS e
+    JOIN canvas_cards AS k1 ON k1.doc_id = e.doc_id AND k1.card_id = e.from_card
+    JOIN canvas_cards AS k2 ON k2.doc_id = e.doc_id AND k2.card_id = e.to_card
+    JOIN links AS l1 ON l1.doc_id = e.doc_id AND l1.kind = 'canvas'
+         AND l1.start_char = k1.start_char
+    JOIN links AS l2 ON l2.doc_id = e.doc_id AND l2.kind = 'canvas'
+         AND l2.start_char = k2.start_char
+    WHERE k1.kind = 'file' AND k2.kind = 'file' AND l1.target_id IS NOT NULL
+      AND l2.target_id IS NOT NULL AND l1.target_id <> l2.target_id
+    GROUP BY 1, 2"""
 
 
 def _matching(con: apsw.Connection, path: str | None, exclude: Sequence[str]) -> set[int] | None:
