@@ -24,8 +24,8 @@ from kbase.api import KB
 from kbase.errors import DatabaseError
 from kbase.models import Status
 from kbase.tui.app import KbaseApp
-from kbase.tui.backend import (
-    Filters,
+from kbase.tui.logic import (
+    BarFilters,
     KBPool,
     Location,
     clip_snippet,
@@ -929,12 +929,14 @@ def test_small_helpers():
     ]
     assert editor_command("/n/a.md", None, {}) == ["vi", "/n/a.md"]
     assert editor_command("/n/a.md", 3, {"VISUAL": "nvim", "EDITOR": "nano"})[0] == "nvim"
-    assert Filters.parse(" journal/ ", "a, b/c  #d") == Filters("journal/", ("a", "b/c", "#d"))
-    assert (
-        Filters.parse("", "").kwargs() == {"path": None, "tags": [], "exclude": []}
-        and not Filters()
+    assert BarFilters.parse(" journal/ ", "a, b/c  #d") == BarFilters(
+        "journal/", ("a", "b/c", "#d")
     )
-    leave_out = Filters.parse("journal/ -journal/old -Archive/* -", "")
+    assert (
+        BarFilters.parse("", "").kwargs() == {"path": None, "tags": [], "exclude": []}
+        and not BarFilters()
+    )
+    leave_out = BarFilters.parse("journal/ -journal/old -Archive/* -", "")
     assert leave_out.kwargs() == {
         "path": "journal/",
         "tags": [],

@@ -15,7 +15,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from kbase.tui.backend import KBFactory, KBPool
+from kbase.tui.logic import KBFactory, KBPool
 from kbase.tui.screens import HelpScreen, MainScreen
 
 

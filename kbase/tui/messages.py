@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from kbase.models import DocRef, Hit, RelatedResult, Status
-from kbase.tui.backend import Location
+from kbase.tui.logic import Location
 
 
 @dataclass

@@ -28,10 +28,10 @@ from textual.worker import get_current_worker
 from kbase.api import has_words
 from kbase.errors import DatabaseError, KbaseError
 from kbase.models import DocRef, Status
-from kbase.tui.backend import (
+from kbase.tui.logic import (
     MODES,
     SEARCH_LIMIT,
-    Filters,
+    BarFilters,
     KBPool,
     Location,
     editor_command,
@@ -152,7 +152,7 @@ class MainScreen(Screen):
         self.model_ready = False
         self.model_failed = False
         self.index_ok: bool | None = None  # None until the first status() answers
-        self.filters = Filters()
+        self.filters = BarFilters()
         self.history: list[Location] = []
         self.history_pos = -1
         self._links_choice: dict[
@@ -275,7 +275,7 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search-keyword", exit_on_error=False)
     @_reports("search")
-    def search_keyword(self, gen: int, query: str, filters: Filters) -> SearchDone:
+    def search_keyword(self, gen: int, query: str, filters: BarFilters) -> SearchDone:
         with services(self).pool.kb() as kb:
             return SearchDone(
                 gen,
@@ -286,7 +286,9 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
     @_reports("vector")
-    def search_vector(self, gen: int, query: str, filters: Filters, mode: str) -> SearchDone | None:
+    def search_vector(
+        self, gen: int, query: str, filters: BarFilters, mode: str
+    ) -> SearchDone | None:
         with services(self).pool.vector_kb() as kb:  # queued behind the model load / older search
             if get_current_worker().is_cancelled:
                 return None

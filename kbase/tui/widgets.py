@@ -15,8 +15,8 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from kbase.text import location as hit_location
-from kbase.tui.backend import (
-    Filters,
+from kbase.tui.logic import (
+    BarFilters,
     Location,
     clip_snippet,
     highlight_spans,
@@ -59,7 +59,7 @@ class FilterBar(Horizontal):
     """Path prefix (or glob), ``-path`` exclusions and tags, passed to ``KB.search``."""
 
     class Changed(Message):
-        def __init__(self, filters: Filters) -> None:
+        def __init__(self, filters: BarFilters) -> None:
             super().__init__()
             self.filters = filters
 
@@ -72,8 +72,8 @@ class FilterBar(Horizontal):
         yield Input(placeholder="tag tag/sub", id="filter-tags", compact=True)
 
     @property
-    def filters(self) -> Filters:
-        return Filters.parse(
+    def filters(self) -> BarFilters:
+        return BarFilters.parse(
             self.query_one("#filter-path", Input).value, self.query_one("#filter-tags", Input).value
         )
 
@@ -553,7 +553,7 @@ class StatusLine(Horizontal):
         label.update(text)
         label.set_class(error, "-error")
 
-    def show_filters(self, filters: Filters) -> None:
+    def show_filters(self, filters: BarFilters) -> None:
         self.query_one("#status-filters", Label).update(
             f"filter {filters.describe()}" if filters else ""
         )

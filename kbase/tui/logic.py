@@ -115,7 +115,7 @@ class Location:
 
 
 @dataclass(frozen=True)
-class Filters:
+class BarFilters:
     """The filter bar: a path (folder or glob) to keep, ``-path`` entries to leave out, tags."""
 
     path: str = ""
@@ -123,7 +123,7 @@ class Filters:
     exclude: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, path: str, tags: str) -> Filters:
+    def parse(cls, path: str, tags: str) -> BarFilters:
         words = path.split()
         keep = " ".join(w for w in words if not w.startswith("-"))
         exclude = tuple(w[1:] for w in words if w.startswith("-") and len(w) > 1)
