@@ -328,25 +328,12 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
     return "\n".join(out)
 
 
-RELATED_FIELDS = (
-    "rank",
-    "score",
-    "title",
-    "path",
-    "abspath",
-    "line",
-    "page",
-    "card",
-    "heading_path",
-    "snippet",
-    "tags",
-    "stale",
-    "linked",
-    "links_here",
-    "method",
-    "doc_id",
-    "chunk_id",
+# kbase related's rows: a hit's fields but its highlights, match counts and missing flag, then
+# whether NOTE links to the note or it to NOTE, and how it was found.
+RELATED_HIT_FIELDS = tuple(
+    f for f in HIT_FIELDS if f not in ("highlights", "matched_chunks", "missing")
 )
+RELATED_FIELDS = RELATED_HIT_FIELDS + ("linked", "links_here", "method")
 
 
 def related_records(result) -> list[dict]:
@@ -357,7 +344,7 @@ def related_records(result) -> list[dict]:
             **{
                 k: v
                 for k, v in dataclasses.replace(h, rank=i).record().items()
-                if k in RELATED_FIELDS
+                if k in RELATED_HIT_FIELDS
             },
             "linked": h.doc_id in result.links_to,
             "links_here": h.doc_id in result.linked_from,
