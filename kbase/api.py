@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -47,9 +46,6 @@ if TYPE_CHECKING:
     from kbase.watch import WatchBatch
 
 
-# The names ``--model`` takes for the default English model and the multilingual one (issue 24).
-ENGLISH_MODEL = "all-MiniLM-L6-v2"
-MULTILINGUAL_MODEL = "multilingual-e5-small"
 # Every search stops after this many seconds (one line says so) and returns at most this many
 # results; the query itself is bounded by kbase.search.query.bound_query.
 SEARCH_TIMEOUT = 10.0
@@ -311,31 +307,27 @@ class KB:
         Burmese and its embedding model is the English default (all-MiniLM-L6-v2, which reads
         neither those notes nor questions in those languages): the model that would read them.
         Said once per index (None from then on, and when not so)."""
-        from kbase.embed.embedder import MODEL_ID
+        from kbase.embed import catalog
         from kbase.search import cjk
         from kbase.store.db import meta_get, meta_set
 
         if not self.path.exists():
             return None
 
-        def models(con: apsw.Connection) -> list[str | None]:
-            said = meta_get(con, "model_hint")
+        def models(con: apsw.Connection) -> tuple[str | None, str | None]:
             fingerprint = meta_get(con, "embedder_next") or meta_get(con, "embedder")
-            try:
-                model = json.loads(fingerprint).get("model") if fingerprint else MODEL_ID
-            except (ValueError, AttributeError):
-                model = None
-            return [said, model]
+            model = catalog.name_of(fingerprint) if fingerprint else catalog.DEFAULT
+            return meta_get(con, "model_hint"), model
 
         said, model = self._read(models)
-        if said is not None or model != MODEL_ID:
+        if said is not None or model != catalog.DEFAULT:
             return None
         found = self._read(cjk.languages)
         share = sum(found.values())
         if share <= 0.5:
             return None
-        self._write(meta_set, "model_hint", MULTILINGUAL_MODEL)
-        return ModelHint(tuple(found), round(share, 2), ENGLISH_MODEL, MULTILINGUAL_MODEL)
+        self._write(meta_set, "model_hint", catalog.MULTILINGUAL)
+        return ModelHint(tuple(found), round(share, 2), catalog.DEFAULT, catalog.MULTILINGUAL)
 
     def auto_embed(self) -> bool:
         """Whether ``index`` (and ``embed_step``, what long-lived processes call while idle)
