@@ -3,6 +3,7 @@
 
     python bench/cjk.py                     # both tables, keyword mode
     python bench/cjk.py --hybrid            # also hybrid (embeds the vaults once: minutes)
+    python bench/cjk.py --hybrid --questions-only --model multilingual-e5-small
     python bench/cjk.py --seed 2 --n 40
     python bench/cjk.py --segmenter pairs   # as without icu4py: a run's words are its pairs
     python bench/cjk.py --segmenter dict    # rjieba / sudachipy / pythainlp instead of ICU
@@ -306,6 +307,7 @@ def main() -> None:
         "--vault", action="append", help="vault folder names (default rust-book-zh, rust-book-ja)"
     )
     ap.add_argument("--segmenter", choices=("icu", "pairs", "dict"), default="icu")
+    ap.add_argument("--model", help="the embedding model of the question indexes (with --hybrid)")
     ap.add_argument("--segmenters", action="store_true", help="only the segmenters' costs")
     ap.add_argument("--questions-only", action="store_true", help="only the question table")
     ap.add_argument(
@@ -353,7 +355,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|")
         for name, root, qset, _ in question_sets():
             kb = kbase.open(Path(tmp) / f"q-{root.name}.db")
-            kb.index([root], embed=args.hybrid)
+            kb.index([root], embed=args.hybrid, model=args.model)
             for mode in modes:
                 r = ask(kb, qset, mode)
                 print(
