@@ -72,11 +72,12 @@ CREATE INDEX chunks_embed_hash ON chunks(embed_hash) WHERE embedded = 1;
 
 -- How documents were read and chunked, as rows rather than log lines: front matter that could not
 -- be read and was left out ('frontmatter': malformed YAML, not a mapping, too large), a protected
--- block over the budget ('oversized'), a code fence that never closes ('unclosed_fence'), and any
--- split that had to cut inside a sentence ('cut_sentence') or a word ('cut_word').
+-- block over the budget ('oversized'), a code fence that never closes ('unclosed_fence'), any
+-- split that had to cut inside a sentence ('cut_sentence') or a word ('cut_word'), a PDF with
+-- pages without text ('no_text': scanned pages, no OCR) and canvas entries left out ('canvas').
 CREATE TABLE diagnostics (
     doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
-    kind       TEXT NOT NULL,      -- frontmatter, oversized, unclosed_fence, cut_sentence, cut_word
+    kind       TEXT NOT NULL,      -- frontmatter, oversized, unclosed_fence, cut_sentence, cut_word, no_text, canvas
     start_char INTEGER NOT NULL,   -- the block or chunk concerned: body[start_char:end_char]
     end_char   INTEGER NOT NULL,            -- offset after the last character (exclusive)
     line       INTEGER NOT NULL,   -- 1-based line of start_char

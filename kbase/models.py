@@ -312,6 +312,11 @@ class Status:
     # until kbase embed or kbase index --embed
     auto_embed: bool = True
     model: ModelInfo | None = None  # the embedding model (None: no index yet)
+    pdfs: int = 0  # PDF documents
+    pdf_pages: int = 0  # their pages
+    pdf_text_pages: int = 0  # of which with text (the others are images: scans)
+    canvases: int = 0  # Obsidian canvases
+    unreadable: int = 0  # files skipped for what they hold (table unreadable)
 
     @property
     def embedding_coverage(self) -> float | None:

@@ -540,3 +540,23 @@ def _slow_on_hostile(real):
         return real(data, progress)
 
     return extract
+
+
+def test_a_pdf_without_text_on_some_pages_is_a_diagnostic_not_a_front_matter_warning(
+    db_path, tmp_path
+):
+    vault = write(tmp_path / "v", {"mixed.pdf": make_pdf(["Typed page", None, None])})
+    k = kbase.open(db_path)
+    k.index([vault], embed=False)
+    rows = k.sql("SELECT kind, detail FROM diagnostics").rows
+    assert rows == [
+        (
+            "no_text",
+            "no text layer on 2 pages (of 3; scanned? kbase does no OCR); its metadata is indexed",
+        )
+    ]
+    assert k.sql("SELECT count(*) FROM frontmatter_warnings").rows == [(0,)]
+    status = k.status()
+    assert (status.pdfs, status.pdf_pages, status.pdf_text_pages) == (1, 3, 1)
+    k.index([vault], embed=False, settings=k.chunk_settings(max_tokens=100))  # re-chunked
+    assert k.sql("SELECT kind FROM diagnostics").rows == [("no_text",)]

@@ -260,6 +260,24 @@ def render_status(st: Status) -> str:
             f"warnings   {n} note{'s' * (n != 1)} indexed without front matter it could not read"
             "  (kbase check lists them)"
         )
+    if st.pdfs:
+        lines.append(
+            f"pdfs       {st.pdfs:,} ({st.pdf_pages:,} pages"
+            + (
+                f", {st.pdf_pages - st.pdf_text_pages:,} without text"
+                if st.pdf_text_pages < st.pdf_pages
+                else ""
+            )
+            + ")"
+        )
+    if st.canvases:
+        lines.append(f"canvases   {st.canvases:,}")
+    if st.unreadable:
+        n = st.unreadable
+        lines.append(
+            f"unreadable {n} file{'s' * (n != 1)} skipped for what they hold, until they change"
+            "  (SELECT * FROM unreadable)"
+        )
     if st.chunker:
         c = st.chunker
         lines.append(

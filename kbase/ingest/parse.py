@@ -520,6 +520,9 @@ def frontmatter_diagnostics(doc: ParsedDoc) -> list[Diagnostic]:
     """``doc.warnings`` (all about its front matter) as diagnostics of kind 'frontmatter', kept
     with the document: the line the YAML parser stopped at when it says which, else the whole
     block, ``text[0:body_start]`` (empty when the block was not taken as front matter at all)."""
+    if doc.kind in ("pdf", "canvas"):  # what reading them said: scanned pages, bad entries
+        kind = "no_text" if doc.kind == "pdf" else "canvas"
+        return [Diagnostic(kind, 0, len(doc.text), w) for w in doc.warnings]
     out, starts = [], None
     for warning in doc.warnings:
         start, end = 0, doc.body_start

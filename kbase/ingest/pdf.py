@@ -217,10 +217,15 @@ def document(
 
 def read_warnings(pdf: PdfText) -> tuple[str, ...]:
     """What to tell the user about a PDF that was read: pages without text (scanned?)."""
-    empty = pdf.empty_pages
+    return page_warnings(pdf.text, pdf.pages)
+
+
+def page_warnings(text: str, pages: tuple[tuple[int, int], ...]) -> tuple[str, ...]:
+    """``read_warnings`` from a PDF's stored text and pages."""
+    empty = sum(1 for a, b in pages if not text[a:b].strip())
     if not empty:
         return ()
-    n = len(pdf.pages)
+    n = len(pages)
     of = "" if empty == n else f" of {n:,}"
     return (
         f"no text layer on {empty:,} page{'s' * (empty != 1)} ({of.strip() + '; ' if of else ''}"

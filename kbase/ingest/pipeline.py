@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import apsw
 
 from kbase.errors import InputError
-from kbase.ingest import canvas, pdf, workers
+from kbase.ingest import canvas, pdf
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import Decoded, UndecodableError, decode
 from kbase.ingest.derive import Derived, derive
@@ -48,6 +49,9 @@ from kbase.store import writes as store
 from kbase.store.db import meta_get, meta_set
 from kbase.store.maintenance import follow_moved_roots, rechunk_all, rederive, stored_document
 from kbase.text import LINE_BREAK, printable
+
+if TYPE_CHECKING:
+    from kbase.ingest.workers import Workers
 
 # Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
 MAX_LINE_CHARS = 1_000_000
@@ -785,16 +789,18 @@ class _PdfJobs:
         bounds: tuple[str, ...] | None = None,
     ) -> None:
         self.settings, self.max_size, self.count, self.bounds = settings, max_size, count, bounds
-        self._workers: workers.Workers | None = None
+        self._workers: Workers | None = None
 
-    def _pool(self) -> workers.Workers:
+    def _pool(self) -> Workers:
         if self._workers is None:
+            from kbase.ingest.workers import Workers  # multiprocessing: 12 ms, for PDFs only
+
             cores = (
                 len(os.sched_getaffinity(0))
                 if hasattr(os, "sched_getaffinity")
                 else (os.cpu_count() or 1)
             )
-            self._workers = workers.Workers(min(cores, max(1, self.count)), _pdf_timeout)
+            self._workers = Workers(min(cores, max(1, self.count)), _pdf_timeout)
         return self._workers
 
     def submit(self, c: Candidate) -> int:

@@ -206,7 +206,7 @@ def stored_document(con: apsw.Connection, doc_id: int, body: str, name: str) -> 
             skip = ("doc_id", "names")
             info = {k: v for k, v in zip(names, row) if v is not None and k not in skip}
             info["encrypted"] = bool(info.get("encrypted"))
-        return pdf.document(body, pages, name, info)
+        return pdf.document(body, pages, name, info, pdf.page_warnings(body, pages))
     if kind == "canvas":
         cards = tuple(
             Card(*row)
@@ -395,7 +395,14 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
     one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
     db_bytes = file_bytes(db_path)
     chunker = con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()
-    text_bytes = one("SELECT coalesce(sum(size), 0) FROM documents")
+    # A PDF's text is what was read of it, not its file (images, fonts).
+    text_bytes = one(
+        "SELECT coalesce(sum(CASE WHEN kind = 'pdf' THEN length(CAST(body AS BLOB)) ELSE size END),"
+        " 0) FROM documents"
+    )
+    pdfs = con.execute(
+        "SELECT count(*), coalesce(sum(pages), 0), coalesce(sum(text_pages), 0) FROM pdf_info"
+    ).fetchone()
     last = con.execute("SELECT value FROM meta WHERE key = 'last_index_at'").fetchone()
     return Status(
         db=str(db_path),
@@ -427,4 +434,9 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
         db_to_text=round(db_bytes / text_bytes, 2) if text_bytes else None,
         last_index_at=last[0] if last else None,
         auto_embed=embed.auto_embed(con),
+        pdfs=pdfs[0],
+        pdf_pages=pdfs[1],
+        pdf_text_pages=pdfs[2],
+        canvases=one("SELECT count(*) FROM documents WHERE kind = 'canvas'"),
+        unreadable=one("SELECT count(*) FROM unreadable"),
     )
