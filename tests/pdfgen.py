@@ -63,10 +63,13 @@ def make_pdf(
     user_password: str | None = None,
     owner_password: str = "owner",
     padding: int = 0,
+    fields: dict[str, str] | None = None,
 ) -> bytes:
     """A PDF with one page per item: its lines of text (``None``: a page without any text, as a
     scanned page). ``user_password``: encrypt (``''``: encrypted, opens without a password).
-    ``padding``: bytes of comment after the header (a large file with little text)."""
+    ``padding``: bytes of comment after the header (a large file with little text).
+    ``fields``: text form fields on the first page, name -> filled-in value (a widget with its
+    appearance, and the document's AcroForm), as a filled-in form has them."""
     sec = _Security(user_password, owner_password) if user_password is not None else None
     objects: list[bytes] = []  # object n is objects[n - 1]
 
@@ -81,7 +84,30 @@ def make_pdf(
     tree = add(b"")
     font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
     kids = []
-    for text in pages:
+    widgets: list[int] = []
+    for n, (name, value) in enumerate((fields or {}).items()):
+        ap = b"BT /F1 10 Tf 2 4 Td (" + _escape(value) + b") Tj ET"
+        num = len(objects) + 1
+        stream = sec.encrypt(num, ap) if sec else ap
+        appearance = add(
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 300 20]"
+            b" /Resources << /Font << /F1 %d 0 R >> >> /Length %d >>\nstream\n"
+            % (font, len(stream))
+            + stream
+            + b"\nendstream"
+        )
+        num = len(objects) + 1
+        widgets.append(
+            add(
+                b"<< /Type /Annot /Subtype /Widget /FT /Tx /T "
+                + string(num, _escape(name))
+                + b" /V "
+                + string(num, _escape(value))
+                + b" /Rect [50 %d 350 %d] /F 4 /AP << /N %d 0 R >> >>"
+                % (600 - 30 * n, 620 - 30 * n, appearance)
+            )
+        )
+    for i, text in enumerate(pages):
         ops = []
         if text is not None:
             ops.append(b"BT /F1 11 Tf 14 TL 50 790 Td")
@@ -98,11 +124,22 @@ def make_pdf(
         kids.append(
             add(
                 b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842]"
-                b" /Resources << /Font << /F1 %d 0 R >> >> /Contents %d 0 R >>"
+                b" /Resources << /Font << /F1 %d 0 R >> >> /Contents %d 0 R"
                 % (tree, font, content)
+                + (
+                    b" /Annots [" + b" ".join(b"%d 0 R" % w for w in widgets) + b"]"
+                    if widgets and i == 0
+                    else b""
+                )
+                + b" >>"
             )
         )
-    objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % tree
+    acroform = (
+        b" /AcroForm << /Fields [" + b" ".join(b"%d 0 R" % w for w in widgets) + b"] >>"
+        if widgets
+        else b""
+    )
+    objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R%s >>" % (tree, acroform)
     objects[tree - 1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
         b" ".join(b"%d 0 R" % k for k in kids),
         len(kids),

@@ -560,3 +560,22 @@ def test_a_pdf_without_text_on_some_pages_is_a_diagnostic_not_a_front_matter_war
     assert (status.pdfs, status.pdf_pages, status.pdf_text_pages) == (1, 3, 1)
     k.index([vault], embed=False, settings=k.chunk_settings(max_tokens=100))  # re-chunked
     assert k.sql("SELECT kind FROM diagnostics").rows == [("no_text",)]
+
+
+def test_a_filled_in_form_is_searchable_by_its_values(db_path, tmp_path):
+    """A tax form's figures are form fields, not page text: kbase reads them too (the page is
+    flattened in memory first), as pdftotext shows them."""
+    form = make_pdf(
+        ["Form 1040 Individual Income Tax Return\nLine 1 Wages, salaries, tips", "Page two"],
+        fields={"wages": "54,321.00", "name": "Ada Quimby"},
+    )
+    text = pdf.extract(form)
+    assert "54,321.00" in text.text and "Ada Quimby" in text.text
+    assert text.text[text.pages[0][0] : text.pages[0][1]].count("Quimby") == 1  # on page 1
+    vault = write(tmp_path / "v", {"1040.pdf": form})
+    k = kbase.open(db_path)
+    k.index([vault], embed=False)
+    (hit,) = k.search("Quimby", mode="keyword")
+    assert (hit.path, hit.page) == ("1040.pdf", 1)
+    sample = shared("pdfs", "py-pdf-sample-files") / "012-libreoffice-form" / "libreoffice-form.pdf"
+    assert "Alice" in pdf.extract(sample.read_bytes()).text  # LibreOffice's filled-in sample

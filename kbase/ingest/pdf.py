@@ -113,6 +113,11 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
         raise PdfError(f"damaged or not a PDF ({detail.lower()})") from None
     try:
         encrypted = pdfium_c.FPDF_GetSecurityHandlerRevision(doc.raw) != -1
+        # A form's filled-in values (a tax form's figures) are widgets, not page text: with the
+        # form loaded, each page with annotations is flattened (in memory) before it is read.
+        forms = doc.get_formtype() != pdfium_c.FORMTYPE_NONE
+        if forms:
+            doc.init_forms()
         info = {}
         for key, name in INFO_KEYS.items():
             try:
@@ -132,6 +137,14 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
             if progress is not None:
                 progress(i, n)
             page = doc[i]
+            if forms and pdfium_c.FPDFPage_GetAnnotCount(page.raw) > 0:
+                try:
+                    flattened = page.flatten() == pdfium_c.FLATTEN_SUCCESS
+                except (pdfium.PdfiumError, RuntimeError):
+                    flattened = False
+                if flattened:  # the flattened content shows once the page is loaded again
+                    page.close()
+                    page = doc[i]
             try:
                 textpage = page.get_textpage()
                 try:
