@@ -61,14 +61,18 @@ def test_resolution_order(kb, vault):
     assert kb.note("[[Plan#Goals|the plan]]").path == "Plan.md"  # a link as written
     assert kb.note(str(vault / "Projects" / "Plan.md")).path == "Projects/Plan.md"
     assert kb.document("Home").path == "Home.md"
-    assert kb.document("Case/README.md").title == "upper"  # the same case wins among case variants
+    assert (
+        kb.document("Case/README.md").body == "# upper\n"
+    )  # the same case wins among case variants
     with pytest.raises(
         InputError, match=r"'case/Readme' matches 2 documents: Case/README.md, Case/readme.md"
     ):
         kb.document("case/Readme")
     with pytest.raises(InputError, match=r"'SAFETY' matches 2 documents"):  # aliases are names too
         kb.note("SAFETY")
-    assert kb.note("Safety").title == "Work security"  # unless one matches in the same case
+    assert (
+        kb.note("Safety").path == "Work/Security and privacy.md"
+    )  # unless one matches in same case
     with pytest.raises(InputError, match="no indexed document matches 'Nowhere'"):
         kb.links("Nowhere")
 
@@ -81,5 +85,5 @@ def test_the_same_path_in_two_roots_is_named_by_its_absolute_path(tmp_path):
     with pytest.raises(InputError) as e:
         k.backlinks("Index")
     assert e.value.message == f"'Index' matches 2 documents: {a / 'Index.md'}, {b / 'Index.md'}"
-    assert k.document(str(b / "Index.md")).title == "B"
+    assert k.document(str(b / "Index.md")).body == "# B\n"
     k.close()

@@ -106,22 +106,43 @@ def test_modify_delete_add(con, vault):
     )
 
 
-def test_rename_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
+def test_a_move_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
     ingest.index(con, [vault])
     ids = con.execute(
         "SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
         " WHERE d.path = 'Garden.md'"
     ).fetchone()
     (vault / "archive").mkdir()
-    shutil.move(vault / "Garden.md", vault / "archive" / "Old garden.md")
+    shutil.move(vault / "Garden.md", vault / "archive" / "Garden.md")
     calls = counting(monkeypatch)
     r = ingest.index(con, [vault])
     assert (r.renamed, r.new, r.removed, calls["parse"]) == (1, 0, 0, 0)
     after = con.execute(
         "SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
-        " WHERE d.path = 'archive/Old garden.md'"
+        " WHERE d.path = 'archive/Garden.md'"
     ).fetchone()
     assert after == ids
+    assert_consistent(con)
+
+
+def test_a_rename_keeps_the_document_and_takes_the_new_name_as_title(con, vault):
+    """Obsidian shows the file name: 'Garden.md' opening with '# Garden', renamed 'Old
+    garden.md', is 'Old garden' (the same document, its text not read again from disk)."""
+    ingest.index(con, [vault])
+    doc_id = con.execute("SELECT id FROM documents WHERE path = 'Garden.md'").get
+    (vault / "archive").mkdir()
+    shutil.move(vault / "Garden.md", vault / "archive" / "Old garden.md")
+    r = ingest.index(con, [vault])
+    assert (r.renamed, r.new, r.removed) == (1, 0, 0)
+    assert con.execute(
+        "SELECT id, title FROM documents WHERE path = 'archive/Old garden.md'"
+    ).fetchone() == (
+        doc_id,
+        "Old garden",
+    )
+    assert [h.title for h in kbase.open(con.filename).search("old garden", mode="keyword")][:1] == [
+        "Old garden"
+    ]
     assert_consistent(con)
 
 

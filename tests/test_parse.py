@@ -12,7 +12,7 @@ def test_front_matter_fields():
         "created: 2024-02-03\nrating: 5\nwhen: 2024-02-03T10:00:00\n---\n"
         "# Heading\n\nBody #inline text.\n"
     )
-    doc = parse(text, "x.md")
+    doc = parse(text, "x.md")  # a slug: its front matter title
     assert doc.title == "My Title"
     assert doc.tags == (
         ("a", "frontmatter"),
@@ -24,6 +24,32 @@ def test_front_matter_fields():
     assert doc.date == "2024-02-03"
     assert doc.frontmatter["rating"] == 5 and doc.frontmatter["when"] == "2024-02-03T10:00:00"
     assert text[doc.body_start :].startswith("# Heading")
+
+
+def test_a_note_named_by_a_person_is_titled_by_its_file_name_as_obsidian_shows_it():
+    # In a personal vault an opening heading is a section name, not the note's name.
+    assert parse("# Adjectives\n\nbold, quiet\n", "Words/Hairstyle.md").title == "Hairstyle"
+    assert parse("---\ntitle: Other\n---\n# General\n", "Music.md").title == "Music"
+    assert parse("# Monday\n\nnotes\n", "journal/2026-03-14.md").title == "2026-03-14"
+    assert parse("# The Rust Book\n", "SUMMARY.md").title == "SUMMARY"
+    assert parse("# Quick Reference\n", "Quick Reference.md").title == "Quick Reference"
+
+
+def test_a_slug_is_titled_by_the_heading_that_opens_the_note_at_any_level():
+    assert parse("## 什么是所有权？\n\n所有权\n", "ch04-01-what-is-ownership.md").title == (
+        "什么是所有权？"
+    )
+    # rust-book-ja: the English original in an HTML comment comes first
+    ja = "<!--\n## What Is Ownership?\n-->\n\n## 所有権とは？\n\n本文\n"
+    assert parse(ja, "ch04-01-what-is-ownership.md").title == "所有権とは？"
+    assert parse("# What is **Foam**?\n", "index.md").title == "What is Foam?"
+    assert parse("---\ntitle: From YAML\n---\n# Heading\n", "getting_started.md").title == (
+        "From YAML"
+    )
+    assert parse("# Idea\n", "202301011200.md").title == "Idea"  # a Zettelkasten id
+    # no opening heading, or one that is a template placeholder: the file name
+    assert parse("text first\n\n# Later\n", "notes-2024.md").title == "notes-2024"
+    assert parse("# {{title}}\n", "new-note.md").title == "new-note"
 
 
 def test_title_falls_back_to_an_opening_heading_then_file_name():

@@ -24,18 +24,31 @@ from tests.conftest import write
         ("# Opening heading\n\nText.", "Opening heading"),
         ("---\ntitle: From front matter\n---\n# Heading\n", "From front matter"),
         ("---\ntags: [a]\n---\n\n# After front matter\n", "After front matter"),
-        ("Intro paragraph.\n\n# A later heading\n", "File Name"),  # not the note's first block
-        ("## Open Settings\n\n# H1 later\n", "File Name"),  # only a level-1 heading names a note
+        ("Intro paragraph.\n\n# A later heading\n", "file-name"),  # not the note's first block
+        ("## Open Settings\n\n# H1 later\n", "Open Settings"),  # the opening heading, any level
         ("# **Bold** [[Target|alias]] `code`\n", "Bold alias code"),  # plain text
         ('---\ntitle: "{{title}}"\n---\n# Real title\n', "Real title"),  # template placeholder
-        ("# {{title}}\n", "File Name"),
-        ("# <% tp.file.title %>\n", "File Name"),
-        ("aliases:\n===\n\ntext\n", "File Name"),  # a YAML-looking line left by broken front matter
+        ("# {{title}}\n", "file-name"),
+        ("# <% tp.file.title %>\n", "file-name"),
+        ("aliases:\n===\n\ntext\n", "file-name"),  # a YAML-looking line left by broken front matter
         ("Setext title\n============\n\ntext\n", "Setext title"),
     ],
 )
-def test_title_rule(text, title):
-    assert parse(text, "folder/File Name.md").title == title
+def test_title_rule_for_a_slug(text, title):
+    assert parse(text, "folder/file-name.md").title == title
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Opening heading\n\nText.",
+        "---\ntitle: From front matter\n---\n# Heading\n",
+        "## Open Settings\n",
+        "Setext title\n============\n\ntext\n",
+    ],
+)
+def test_a_name_a_person_typed_is_the_title(text):
+    assert parse(text, "folder/File Name.md").title == "File Name"
 
 
 def test_existing_index_gets_new_titles_without_reading_files(tmp_path, monkeypatch):
@@ -81,7 +94,7 @@ def names(tmp_path):
             "settings: Obsidian, Sync, introduction.\n",
             "Other.md": "# Other\n\nIntroduction to Obsidian Sync, introduction to Obsidian Sync, "
             "again Obsidian Sync.\n",
-            "deep/Settings.md": "---\ntitle: Preferences\n---\n"
+            "deep/settings.md": "---\ntitle: Preferences\n---\n"
             "Settings and more settings, all the settings.\n",
             "Settings overview.md": "# Settings overview\n\n"
             "Settings, settings, settings everywhere; settings.\n",
@@ -98,8 +111,8 @@ def names(tmp_path):
         ("Introduction to Obsidian Sync", "Introduction to Obsidian Sync.md"),  # the file name
         ("introduction to obsidian sync", "Introduction to Obsidian Sync.md"),  # any case
         ("sync intro", "Introduction to Obsidian Sync.md"),  # an alias
-        ("Settings", "deep/Settings.md"),  # the file name, though the title is another
-        ("preferences", "deep/Settings.md"),  # the title
+        ("Settings", "deep/settings.md"),  # the file name, though the title is another
+        ("preferences", "deep/settings.md"),  # the title (a slug's front matter title)
         (
             "introduction to obsid",
             "Introduction to Obsidian Sync.md",
@@ -189,19 +202,19 @@ def test_a_long_note_does_not_outrank_a_short_one_by_its_length(tmp_path):
 
 def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
     every = {h.path for h in names.search("settings", mode="keyword", limit=20)}
-    assert "deep/Settings.md" in every
+    assert "deep/settings.md" in every
     kept = {h.path for h in names.search("settings", mode="keyword", limit=20, exclude=["DEEP/"])}
-    assert kept == every - {"deep/Settings.md"}
+    assert kept == every - {"deep/settings.md"}
     kept = {
         h.path
         for h in names.search("settings", mode="keyword", limit=20, exclude=["settings*", "Deep/*"])
     }
     assert kept == every - {
-        "deep/Settings.md",
+        "deep/settings.md",
         "Settings overview.md",
     }  # GLOB: "*" also crosses "/"
     assert {h.path for h in names.search("settings", mode="keyword", path="DEEP")} == {
-        "deep/Settings.md"
+        "deep/settings.md"
     }
     out = (
         CliRunner()
@@ -224,7 +237,7 @@ def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
         .output
     )
     assert {h["path"] for h in json.loads(out)} == every - {
-        "deep/Settings.md",
+        "deep/settings.md",
         "Settings overview.md",
     }
 
@@ -284,7 +297,8 @@ def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
     report = kb.index([v], embed=False)
     assert report.renamed == 2 and report.new == 0
     assert kb.document("New name.md").title == "New name"  # titled by its file name: the new one
-    assert kb.document("Renamed heading note.md").title == "Headed"  # its heading stays its title
+    # the new file name, as Obsidian shows it, though the note opens with '# Headed'
+    assert kb.document("Renamed heading note.md").title == "Renamed heading note"
     for query, path in (
         ("new name", "New name.md"),
         ("renamed heading note", "Renamed heading note.md"),

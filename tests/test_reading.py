@@ -18,7 +18,7 @@ def test_read_regions_and_metadata(kb):
     r = kb.read("Welcome")
     assert (r.path, r.title, r.first_line, r.total_lines, r.truncated) == (
         "Welcome.md",
-        "Welcome home",
+        "Welcome",  # the file name, as Obsidian shows it (not the front matter title)
         1,
         8,
         False,

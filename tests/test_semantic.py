@@ -117,8 +117,8 @@ def test_filtered_semantic_search_still_fills_the_limit(tmp_path, model, cache):
 def test_unchanged_chunks_are_never_embedded_again(tmp_path, vault, model):
     k = kbase.open(tmp_path / "r.db", embedder=model)
     k.index([vault])
-    (vault / "tech" / "Backups.md").rename(vault / "Backups moved.md")
-    assert k.index([vault]).embedding.embedded == 0  # renamed
+    (vault / "tech" / "Backups.md").rename(vault / "Backups.md")
+    assert k.index([vault]).embedding.embedded == 0  # moved (the same file name, the same title)
     bump_mtime(vault / "cooking" / "Soup.md")
     assert k.index([vault]).embedding.embedded == 0  # touched
     p = vault / "garden" / "Tomatoes.md"

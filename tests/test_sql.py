@@ -70,7 +70,7 @@ def test_formats_and_inputs(kb, db_path, tmp_path):
     assert table[0].split() == ["path", "title"] and table[2].startswith("Garden.md")
     assert json.loads(run(db_path, q, "--json").stdout) == [
         {"path": "Garden.md", "title": "Garden"},
-        {"path": "Welcome.md", "title": "Welcome home"},
+        {"path": "Welcome.md", "title": "Welcome"},
     ]
     assert [json.loads(x)["path"] for x in run(db_path, q, "--jsonl").stdout.splitlines()] == [
         "Garden.md",
@@ -79,7 +79,7 @@ def test_formats_and_inputs(kb, db_path, tmp_path):
     assert run(db_path, q, "--csv").stdout.splitlines() == [
         "path,title",
         "Garden.md,Garden",
-        "Welcome.md,Welcome home",
+        "Welcome.md,Welcome",
     ]
     assert run(db_path, "-", "--csv", input=q).stdout.startswith("path,title")
     f = tmp_path / "q.sql"

@@ -55,8 +55,9 @@ OVERSIZED = 1  # chunk flag
 # outline, and becomes chunks of its own.
 MAX_HEADING_RUN = 4
 # Bump when what is derived from a stored text changes for the same settings: the next index run
-# then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule.
-CHUNKER_VERSION = 3
+# then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule;
+# 4: titles as Obsidian shows them (the file name; a slug's opening heading).
+CHUNKER_VERSION = 4
 
 TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})

@@ -123,7 +123,7 @@ def parse(text: str, path: str) -> ParsedDoc:
     blocks, headings = _blocks(text[body_start:], text, starts, first_line)
 
     meta = fm or {}
-    title = _title(meta, blocks, headings, stem)
+    title = _title(text, meta, blocks, headings, stem)
     tags = [
         (t, "frontmatter") for t in _str_list(meta.get("tags", meta.get("tag")), split_space=True)
     ]
@@ -153,17 +153,41 @@ def parse(text: str, path: str) -> ParsedDoc:
 _NOT_A_TITLE = re.compile(r"\{\{|\}\}|<%|%>|^[\w .-]*:$")
 
 
-def _title(meta: dict, blocks: list[Block], headings: list[Heading], stem: str) -> str:
-    """What Obsidian shows: the front matter title, else a level-1 heading that opens the note
-    (its first block), else the file name; as plain text, never a template placeholder."""
+# A file name a tool made rather than a person typed: lowercase ASCII letters and digits in parts
+# joined by '-', '_' or '.' (ch04-01-what-is-ownership, getting-started, index, 202301011200). A
+# date is not one: a daily note's name (2026-03-14) is what its owner reads and Obsidian shows.
+_SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
+_DATE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def is_slug(stem: str) -> bool:
+    """Is this file name (without extension) a slug, which nobody reads as a title?"""
+    return _SLUG.fullmatch(stem) is not None and _DATE_NAME.fullmatch(stem) is None
+
+
+def _title(text: str, meta: dict, blocks: list[Block], headings: list[Heading], stem: str) -> str:
+    """The title as Obsidian shows it: the file name. Where the file name is a slug
+    (``ch04-01-what-is-ownership``), the front matter title, else the heading that opens the note
+    (its first block, at any level, HTML comments before it aside), else the file name; as plain
+    text, never a template placeholder. A note named by a person keeps its name even when it opens
+    with a heading: in a personal vault those are section names ('Hairstyle.md' opening with
+    '# Adjectives' is 'Hairstyle', as Obsidian shows it everywhere)."""
+    if not is_slug(stem):
+        return stem
     candidates = [_first_str(meta.get("title"))]
-    if blocks and blocks[0].kind == "heading" and blocks[0].level == 1:
-        candidates.append(headings[0].text)
+    first = next((b for b in blocks if not (b.kind == "html" and _is_comment(text, b))), None)
+    if first is not None and first.kind == "heading":
+        candidates.append(next(h.text for h in headings if h.start == first.start))
     for candidate in candidates:
-        text = plain(candidate)
-        if text and not _NOT_A_TITLE.search(text):
-            return text
+        title = plain(candidate)
+        if title and not _NOT_A_TITLE.search(title):
+            return title
     return stem
+
+
+def _is_comment(text: str, block: Block) -> bool:
+    source = text[block.start : block.end].strip()
+    return source.startswith("<!--") and source.endswith("-->")
 
 
 def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int]:

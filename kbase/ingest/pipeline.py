@@ -220,18 +220,14 @@ def chunk_file(
 def _retitle_renamed(
     con: apsw.Connection, doc_id: int, old_path: str, counter: TokenCounter, settings: ChunkSettings
 ) -> None:
-    """A renamed note titled by its file name takes the new name, as Obsidian shows it. A note
-    whose title was its old file name, and not also its first heading, is parsed again."""
+    """A renamed note takes the title its new name gives it, as Obsidian shows it: the new file
+    name, or (a slug) its opening heading. A move that keeps the file name changes nothing; else
+    the stored text is parsed again (no file is read), and what derives from it is rewritten only
+    when the title changed."""
     title, path, body = con.execute(
         "SELECT title, path, body FROM documents WHERE id = ?", (doc_id,)
     ).fetchone()
-    if (
-        title != PurePosixPath(old_path).stem
-        or con.execute(
-            "SELECT 1 FROM headings WHERE doc_id = ? AND seq = 0 AND level = 1 AND text = ?",
-            (doc_id, title),
-        ).fetchone()
-    ):
+    if PurePosixPath(path).name == PurePosixPath(old_path).name:
         return
     doc = stored_document(con, doc_id, body, path)
     if doc.title != title:
