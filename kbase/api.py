@@ -459,19 +459,25 @@ class KB:
         since: str | None = None,
         until: str | None = None,
         exclude: Sequence[str] = (),
+        correct: bool = True,
     ) -> Hits:
         """Search; one hit per document, best first, each with its ``rank`` (1, 2, ...). ``mode``:
         'keyword', 'semantic' or 'hybrid'; by default hybrid once the index has vectors, keyword
         before. ``path`` keeps, ``exclude`` leaves out notes by path: globs, or folders and paths
-        (case-insensitive).
+        (case-insensitive). The query may hold Obsidian's operators (``path:``, ``file:``,
+        ``tag:#x``; see kbase.search.query); operators alone list the notes they keep, by path.
 
-        A query needs a word to search for (letters or digits, not only ``-excluded`` ones): an
-        empty query, or one of punctuation only, is an ``InputError`` in every mode. Repeated
+        A word that no note holds is corrected to the nearest frequent word of the index
+        (kbase.search.spell) unless ``correct`` is false; the result's ``corrected`` says so.
+
+        A query needs a word to search for (letters or digits, not only ``-excluded`` ones) or an
+        operator: an empty query, or one of punctuation only, is an ``InputError`` in every mode;
+        so is an operator kbase cannot read (``line:``, ``path:`` without a value). Repeated
         terms count once, and a query past ``MAX_QUERY_TERMS`` distinct terms or
         ``MAX_QUERY_CHARS`` characters is cut there (``kbase.search.query``): the result's
         ``notice`` says so. A search still running after ``search_timeout`` seconds (10) is
         stopped: an ``InputError``; ``limit`` is at most ``MAX_SEARCH_LIMIT`` (1,000)."""
-        from kbase.search import hybrid, keyword, semantic
+        from kbase.search import hybrid, keyword, semantic, spell
         from kbase.search.filters import Filters
         from kbase.search.query import bound_query, parse_query
 
@@ -482,7 +488,10 @@ class KB:
                 f"limit {limit:,} is too large", f"ask for at most {MAX_SEARCH_LIMIT:,} results"
             )
         query, notice = bound_query(query)
-        if parse_query(query).empty:
+        parsed = parse_query(query)
+        if parsed.error:
+            raise InputError(*parsed.error)
+        if parsed.empty and not parsed.operators:
             raise InputError(
                 f"no words to search for in {query!r}",
                 "search for a word or a number; punctuation alone is ignored,"
@@ -491,14 +500,26 @@ class KB:
         if isinstance(exclude, str):
             exclude = (exclude,)
         filters = Filters(
-            path=path, tags=tuple(tags), since=since, until=until, exclude=tuple(exclude)
+            path=path,
+            tags=tuple(tags),
+            since=since,
+            until=until,
+            exclude=tuple(exclude),
+            operators=parsed.operators,
         )
+        corrected = self._read(spell.correct, query) if correct and not parsed.empty else None
+        text = corrected.text if corrected else query
+        meaning = parse_query(text).text  # what the model reads: the words, not the operators
         mode = mode or self.default_mode()
-        vector = self.query_vector(query) if mode != "keyword" else b""
+        vector = (
+            self.query_vector(meaning) if mode != "keyword" and not parsed.filters_only else b""
+        )
         try:
             with db.time_limit(self.reader, self.search_timeout):
-                if mode == "keyword":
-                    hits = self._read(keyword.keyword_search, query, limit=limit, filters=filters)
+                if parsed.filters_only:
+                    hits = self._read(keyword.listed, parsed, limit=limit, filters=filters)
+                elif mode == "keyword":
+                    hits = self._read(keyword.keyword_search, text, limit=limit, filters=filters)
                 elif mode == "semantic":
                     hits = self._read(
                         semantic.semantic_search,
@@ -513,12 +534,12 @@ class KB:
                     embedder = self.embedder
                     hits = self._read(
                         hybrid.hybrid_search,
-                        query,
+                        text,
                         vector,
                         limit=limit,
                         filters=filters,
                         cache=self.vector_cache,
-                        semantic_reads=reads(embedder, query),
+                        semantic_reads=reads(embedder, meaning),
                         min_similarity=getattr(embedder, "min_similarity", hybrid.MIN_SIMILARITY),
                     )
         except db.TimeLimitExceeded:
@@ -526,8 +547,11 @@ class KB:
                 f"search stopped after the {self.search_timeout:g} s time limit",
                 "use fewer or rarer words, or narrow it with a path or tag filter",
             ) from None
-        out = Hits(replace(h, rank=i) for i, h in enumerate(hits, 1))
+        fixed = corrected.text if corrected else None
+        out = Hits(replace(h, rank=i, corrected_query=fixed) for i, h in enumerate(hits, 1))
         out.notice = notice
+        out.corrected = fixed
+        out.corrections = corrected.words if corrected else ()
         return out
 
     def coverage(self) -> tuple[int, int]:
@@ -611,19 +635,23 @@ class KB:
         return self._read(complete_notes, typed, max(0, limit))
 
     # the link graph ---------------------------------------------------------------------------
-    def note(self, name: str) -> Note:
-        """``document``'s note as a graph node (id, path, title): the same resolution."""
+    def note(self, name: str | Note) -> Note:
+        """``document``'s note as a graph node (id, path, title): the same resolution (a name a
+        typo away included: ``corrected_from`` says so). A Note is returned as it is, so a face
+        can resolve a name once, tell the user, and pass the Note on to ``links`` and the rest."""
         from kbase.notes import graph
 
+        if isinstance(name, graph.Note):
+            return name
         return self._read(graph.find_note, name)
 
-    def links(self, note: str) -> list[LinkHit]:
+    def links(self, note: str | Note) -> list[LinkHit]:
         """Links from ``note`` (resolved or not), in order."""
         from kbase.notes import graph
 
         return self._read(graph.links_from, self.note(note))
 
-    def backlinks(self, note: str) -> list[LinkHit]:
+    def backlinks(self, note: str | Note) -> list[LinkHit]:
         """Links from other notes to ``note``."""
         from kbase.notes import graph
 
@@ -644,7 +672,7 @@ class KB:
 
         return self._read(graph.orphans)
 
-    def neighbors(self, note: str, depth: int = 1) -> list[Note]:
+    def neighbors(self, note: str | Note, depth: int = 1) -> list[Note]:
         """Notes within ``depth`` links of ``note`` either way, nearest first, each with the
         ``direction`` of its link to the note one hop nearer (``via``): 'out', 'in' or 'both'."""
         from kbase.notes import graph
@@ -653,7 +681,7 @@ class KB:
 
     def related(
         self,
-        note: str,
+        note: str | Note,
         *,
         limit: int = 10,
         include_linked: bool = False,
@@ -838,10 +866,12 @@ def _has_embeddings(con: apsw.Connection) -> bool:
 
 
 def has_words(text: str) -> bool:
-    """Whether ``text`` has anything to search for (``KB.search`` refuses a query without)."""
+    """Whether ``text`` has anything to search for, words or Obsidian operators (``KB.search``
+    refuses a query without)."""
     from kbase.search.query import parse_query
 
-    return not parse_query(text).empty
+    q = parse_query(text)
+    return not q.empty or bool(q.operators)
 
 
 def chunk_file(

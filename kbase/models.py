@@ -108,6 +108,9 @@ class Hit:
     missing: bool = False  # the file is gone from disk (stale too): moved or deleted
     page: int | None = None  # a PDF's 1-based page of the first match (or of the chunk)
     card: str | None = None  # a canvas's card (its id in the file) holding the first match
+    # The query as KB.search searched it when it corrected a word no note holds ('publsh' ->
+    # 'publish'; the same on every hit of the search), else None.
+    corrected_query: str | None = None
 
     def record(self, explain: bool = False) -> dict:
         """The hit as the machine formats print it (JSON, CSV, MCP): HIT_FIELDS in their order,
@@ -141,15 +144,20 @@ HIT_FIELDS = (
     "missing",
     "doc_id",
     "chunk_id",
+    "corrected_query",
 )
 
 
 class Hits(list):
     """``KB.search``'s results: a list of ``Hit``, best first, with ``notice``: one line saying
     what of the query was left out (repeated terms, terms past the maximum, text past the
-    length cap; see ``kbase.search.query.bound_query``), or None."""
+    length cap; see ``kbase.search.query.bound_query``), or None; ``corrected``: the query as
+    kbase searched it when it corrected a word that no note holds ('publsh' -> 'publish'), else
+    None, and ``corrections``: each such word as typed and as searched."""
 
     notice: str | None = None
+    corrected: str | None = None
+    corrections: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -367,6 +375,9 @@ class DocRef:
     stale: bool = False  # the file changed (or vanished) on disk since it was indexed
     missing: bool = False  # the file is gone from disk (a moved vault, a deleted note)
     pages: tuple[tuple[int, int], ...] = ()  # a PDF's pages: page n is body[a:b] of pages[n - 1]
+    # The name as given, when it named no note and this note's name is a typo away from it
+    # ('quick serch' found 'Quick Search'); None when the name matched as it is.
+    corrected_from: str | None = None
 
     def page_at(self, offset: int) -> int | None:
         """The 1-based page of a PDF that ``offset`` of the body falls on (None: not a PDF)."""

@@ -323,3 +323,69 @@ def test_heading_paths_read_as_text(tmp_path):
     kb.index([v], embed=False)
     (hit,) = kb.search("quokka", mode="keyword")
     assert hit.heading_path == "Agenda > Example template with a link"
+
+
+def test_a_heading_that_opens_many_notes_does_not_outrank_the_note_the_query_names(tmp_path):
+    """Slugs take their opening heading as title; one that several notes share ('General') names
+    none of them, so the note whose file name is the query comes first."""
+    v = write(
+        tmp_path / "v",
+        {
+            "music-notes.md": "# General\n\nGeneral remarks on general music, in general.\n",
+            "sport-notes.md": "# General\n\nGeneral, general and general again.\n",
+            "General.md": "Things in general.\n",
+            "guide-intro.md": "# Getting around\n\nHow to find your way.\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "g.db")
+    kb.index([v], embed=False)
+    hits = kb.search("general", mode="keyword")
+    assert hits[0].path == "General.md" and hits[0].explain["tier"] == "name"
+    assert all(h.explain["tier"] != "name" for h in hits[1:])
+    assert {kb.document(p).title for p in ("music-notes.md", "sport-notes.md")} == {"General"}
+    # a heading title no other note has is still the note's name
+    assert kb.search("getting around", mode="keyword")[0].explain["tier"] == "name"
+
+
+def test_shared_vaults_titles(tmp_path):
+    """rust-book-zh's ownership chapter is titled by its heading, as is the Japanese one (after
+    the English original in an HTML comment); the Obsidian vault's notes by their file names."""
+    from tests.conftest import shared
+
+    zh = shared("vaults", "rust-book-zh") / "ch04-01-what-is-ownership.md"
+    ja = shared("vaults", "rust-book-ja") / "ch04-01-what-is-ownership.md"
+    assert parse(zh.read_text(encoding="utf-8"), zh.name).title == "什么是所有权？"
+    assert parse(ja.read_text(encoding="utf-8"), ja.name).title == "所有権とは？"
+    tasks = shared("vaults", "obsidian-tasks-docs")
+    notes = [p for p in tasks.rglob("*.md") if not p.stem.islower()]
+    assert notes and all(
+        parse(p.read_text(encoding="utf-8"), p.name).title == p.stem for p in notes
+    )
+
+
+def test_an_existing_index_takes_the_new_titles_on_the_next_index_run(tmp_path, monkeypatch):
+    """An index made with the old rule (chunker version 3: a slug chapter opening with '##' kept
+    its file name) is retitled from its stored text by the next kbase index."""
+    v = write(
+        tmp_path / "v",
+        {"ch04-01-what-is-ownership.md": "## 什么是所有权？\n\n所有权是一组规则。\n"},
+    )
+    db = tmp_path / "old.db"
+    kb = kbase.open(db)
+    kb.index([v], embed=False)
+    con = kbase.store.db.connect(db)
+    with con:
+        con.execute("DELETE FROM chunks")
+        con.execute("UPDATE documents SET title = 'ch04-01-what-is-ownership'")
+        meta_set(
+            con,
+            "chunker",
+            json.dumps(
+                {**json.loads(ChunkSettings().fingerprint(ingest.default_counter())), "version": 3}
+            ),
+        )
+    con.close()
+    monkeypatch.setattr(ingest, "decode", lambda *a, **k: pytest.fail("a file was read again"))
+    assert kb.index([v], embed=False).rechunked == 1
+    assert kb.document("ch04-01-what-is-ownership.md").title == "什么是所有权？"
+    assert kb.search("什么是所有权", mode="keyword")[0].title == "什么是所有权？"

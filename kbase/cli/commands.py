@@ -716,11 +716,20 @@ def _search_options(f):
 @click.option(
     "--explain", is_flag=True, help="Show each ranked list's rank and contribution per hit."
 )
+@click.option(
+    "--no-correct",
+    "no_correct",
+    is_flag=True,
+    help="Search the words as typed: no spelling correction of words no note holds.",
+)
 @_search_options
 @format_options
 @click.pass_context
-def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, until, fmt):
-    """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b."""
+def search(
+    ctx, query, mode, explain, no_correct, limit, path_glob, exclude, tags, since, until, fmt
+):
+    """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b, and Obsidian's
+    operators path:x, file:x, tag:#x (-tag:x leaves out; operators alone list the notes)."""
     from kbase.cli.render import render_hits
 
     kb = _kb(ctx)
@@ -733,9 +742,17 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
         since=since,
         until=until,
         exclude=exclude,
+        correct=not no_correct,
     )
     if hits.notice:  # what of the query was left out (repeated terms, terms past the maximum)
         click.echo(f"note: {hits.notice}", err=True)
+    if hits.corrected and fmt == "table":
+        typed = ", ".join(f'"{w}"' for w, _ in hits.corrections)
+        click.echo(
+            f'showing results for "{hits.corrected}" (no note holds {typed};'
+            " --no-correct searches as typed)",
+            err=True,
+        )
     if hits and (mode or kb.default_mode()) != "keyword":
         embedded, chunks = kb.coverage()
         if embedded < chunks:
@@ -749,6 +766,12 @@ def search(ctx, query, mode, explain, limit, path_glob, exclude, tags, since, un
         click.echo(render_hits(hits, fmt, _color(), explain=explain))
     else:
         click.echo("No matches.", err=True)
+
+
+def _say_near(asked: str | None, path: str, title: str) -> None:
+    """On stderr: the name given named no note, and the note a typo away is used instead."""
+    if asked:
+        click.echo(f"did you mean {title!r}? showing {path} (no note is named {asked!r})", err=True)
 
 
 @cli.command()
@@ -791,7 +814,9 @@ def _links_command(name: str, doc: str, show: str):
         from kbase.cli.render import render_links
 
         kb = _kb(ctx)
-        found = getattr(kb, name)(note)
+        target = kb.note(note)
+        _say_near(target.corrected_from, target.path, target.title)
+        found = getattr(kb, name)(target)
         if found or fmt != "table":
             click.echo(render_links(found, fmt, _color(), show))
         else:
@@ -859,7 +884,9 @@ def neighbors(ctx, note, depth, fmt):
     from kbase.cli.render import render_notes
 
     kb = _kb(ctx)
-    _echo_notes(render_notes, kb.neighbors(note, depth), fmt, with_distance=True)
+    target = kb.note(note)
+    _say_near(target.corrected_from, target.path, target.title)
+    _echo_notes(render_notes, kb.neighbors(target, depth), fmt, with_distance=True)
 
 
 @cli.command()
@@ -884,7 +911,9 @@ def related(ctx, note, limit, include_linked, fmt):
     from kbase.cli.render import render_related
 
     kb = _kb(ctx)
-    result = kb.related(note, limit=limit, include_linked=include_linked)
+    target = kb.note(note)
+    _say_near(target.corrected_from, target.path, target.title)
+    result = kb.related(target, limit=limit, include_linked=include_linked)
     if result.method == "keyword" and fmt == "table":
         click.echo(
             f"no embeddings for {result.path}: keyword similarity on "
@@ -1157,6 +1186,7 @@ def show(ctx, target, context, fmt):
     kb = _kb(ctx)
     r = kb.region(target, context)
     doc = r.doc
+    _say_near(doc.corrected_from, doc.path, doc.title)
     if doc.missing:
         click.echo(
             f"warning: {doc.path} is missing on disk ({doc.abspath}); this is the indexed text"

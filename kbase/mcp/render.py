@@ -57,8 +57,13 @@ def page(head: str, items: list[str], tail: str | None) -> str:
 
 
 # --- search ------------------------------------------------------------------------------------
+def _asked(r: s.SearchResult) -> str:
+    fixed = f' (showing results for "{r.corrected_query}")' if r.corrected_query else ""
+    return f"{r.query!r}{fixed}"
+
+
 def search_head(r: s.SearchResult, shown: int) -> str:
-    return f"Hits {r.offset + 1}-{r.offset + shown} for {r.query!r} ({r.mode}):"
+    return f"Hits {r.offset + 1}-{r.offset + shown} for {_asked(r)} ({r.mode}):"
 
 
 def search_hit(h: s.SearchHit) -> str:
@@ -77,8 +82,8 @@ def search_hit(h: s.SearchHit) -> str:
 
 def search_empty(r: s.SearchResult) -> str:
     if r.offset:
-        return f"No more notes match {r.query!r} ({r.mode}) after the first {r.offset}."
-    return f"No notes match {r.query!r} ({r.mode})."
+        return f"No more notes match {_asked(r)} ({r.mode}) after the first {r.offset}."
+    return f"No notes match {_asked(r)} ({r.mode})."
 
 
 # --- read --------------------------------------------------------------------------------------
@@ -95,6 +100,8 @@ def read_head(r: s.ReadResult) -> str:
     meta.append(f"modified: {r.modified}")
     if r.stale:
         meta.append("changed on disk since indexed")
+    if r.corrected_from:
+        meta.insert(0, f"did you mean {r.title!r}? (no note is named {r.corrected_from!r})")
     return " · ".join(meta)
 
 

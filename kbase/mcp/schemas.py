@@ -85,6 +85,11 @@ class SearchResult(Page):
     notice: str | None = Field(
         default=None, description="what of the query was left out (repeated terms, a cut)"
     )
+    corrected_query: str | None = Field(
+        None,
+        description="the query as searched when a word no note holds was corrected to the "
+        "nearest word of the index ('publsh' -> 'publish'), else None",
+    )
 
 
 class ReadResult(BaseModel):
@@ -111,6 +116,11 @@ class ReadResult(BaseModel):
     page: int | None = Field(default=None, description="the PDF page read (page=N), if any")
     pages: int | None = Field(default=None, description="a PDF's page count")
     text: str = Field(description="the lines shown, joined with newlines")
+    corrected_from: str | None = Field(
+        None,
+        description="the note name given, when it named no note and this note's name is a "
+        "typo away from it (did you mean), else None",
+    )
 
 
 class LinkItem(BaseModel):

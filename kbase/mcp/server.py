@@ -175,8 +175,10 @@ def build_server(
         query: Annotated[
             str,
             Field(
-                description='Words, "a phrase", prefix*, -excluded, a OR b. Semantic and '
-                "hybrid modes also understand a question in plain language."
+                description='Words, "a phrase", prefix*, -excluded, a OR b, and Obsidian\'s '
+                "operators path:x, file:x, tag:#x (-tag:x leaves out; operators alone list the "
+                "notes). Semantic and hybrid modes also understand a question in plain language. "
+                "A word no note holds is corrected to the nearest one (corrected_query says so)."
             ),
         ],
         mode: Annotated[

@@ -113,6 +113,7 @@ def search(
         left_out=None,
         hits=[],
         notice=hits.notice,
+        corrected_query=hits.corrected,
     )
     note = f"\nNote: {hits.notice}." if hits.notice else ""  # what of the query was left out
     text_room, json_room = _rooms(budget, render.search_head(out, len(page)), out)
@@ -200,6 +201,7 @@ def read(
         page=r.page,
         pages=r.pages or None,
         text="",
+        corrected_from=r.corrected_from,
     )
     width = len(str(r.last_line))
     text_room, json_room = _rooms(budget, render.read_head(out), out)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import apsw
 
 from kbase.errors import InputError
-from kbase.notes.resolve import resolve
+from kbase.notes.resolve import lookup
 from kbase.search.filters import Filters
 
 
@@ -47,6 +47,8 @@ class Note:
     via: str = (
         ""  # neighbors: the path of the note one hop nearer the start (for distance 1, the start)
     )
+    # The name as given, when it named no note and this note's name is a typo away from it.
+    corrected_from: str | None = None
 
 
 _LINK_SELECT = """
@@ -114,12 +116,12 @@ def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
 
 
 def find_note(con: apsw.Connection, note: str) -> Note:
-    """The note ``note`` names: a path, a name as a link gives it, or an alias (see
-    ``kbase.notes.resolve.resolve``: one match, else an error listing the candidates)."""
+    """The note ``note`` names: a path, a name as a link gives it, an alias, or a name a typo away
+    (see ``kbase.notes.resolve.lookup``: one match, else an error listing the candidates)."""
+    doc_id, corrected_from = lookup(con, note)
     return Note(
-        *con.execute(
-            "SELECT id, path, title FROM documents WHERE id = ?", (resolve(con, note),)
-        ).fetchone()
+        *con.execute("SELECT id, path, title FROM documents WHERE id = ?", (doc_id,)).fetchone(),
+        corrected_from=corrected_from,
     )
 
 

@@ -41,6 +41,8 @@ class NoteText:
     truncated: bool  # the region was cut at ``MAX_LINES`` (no range asked for)
     page: int | None = None  # the PDF page read (``page=``), else None
     pages: int = 0  # a PDF's page count (0: not a PDF)
+    # The name as given, when it named no note and this note's name is a typo away from it.
+    corrected_from: str | None = None
 
     def numbered(self) -> str:
         """The region with right-aligned line numbers, as ``kbase show PATH:START-END``
@@ -128,6 +130,7 @@ def read_note(
         truncated,
         page,
         len(doc.pages),
+        doc.corrected_from,
     )
 
 

@@ -7,7 +7,7 @@ import os
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import apsw
@@ -42,17 +42,26 @@ def _stem(path: str) -> str:
     return path if not 0 < dot < len(name) - 1 else path[: len(path) - len(name) + dot]
 
 
-def resolve(con: apsw.Connection, name: str) -> int:
+def resolve(con: apsw.Connection, name: str, *, near: bool = False) -> int:
+    """The id of the document ``name`` names (see ``lookup``; ``near``: a name a typo away too,
+    which ``lookup`` says)."""
+    return lookup(con, name, near=near)[0]
+
+
+def lookup(con: apsw.Connection, name: str, *, near: bool = True) -> tuple[int, str | None]:
     """The id of the one document ``name`` names, trying in order (the first step that matches
     anything decides):
 
     1. an indexed file's path, absolute or relative to the working folder;
     2. a path inside its root, whole (any case; the extension may be left out): ``Projects/Plan``;
     3. the end of such a path after a ``/``, such as a file name: ``Plan``, ``projects/plan.md``;
-    4. an alias from a note's front matter.
+    4. an alias from a note's front matter;
+    5. (``near``) a name a typo away: the one note whose title, file name or alias is within one
+       edit of the name's last part (two from 8 letters on; kbase.search.spell), nearest first.
 
-    ``[[Note]]``, ``[[Note|text]]`` and ``[[Note#Heading]]`` name ``Note``. Within a step, a name
-    matching several documents picks the one matching it exactly (same case), if any; otherwise
+    Returns (document id, ``name`` when step 5 found it, else None). ``[[Note]]``,
+    ``[[Note|text]]`` and ``[[Note#Heading]]`` name ``Note``. Within a step, a name matching
+    several documents picks the one matching it exactly (same case), if any; otherwise
     it is an ``InputError`` listing the candidates, each by a path that names it alone. No match
     is an ``InputError`` too. Obsidian would pick the shortest path silently; a command should
     not guess.
@@ -63,7 +72,7 @@ def resolve(con: apsw.Connection, name: str) -> int:
         (name,),
     ).fetchall()
     if len(exact) == 1:
-        return exact[0][0]
+        return exact[0][0], None
     now = {
         p: located_root(p, rel, con.filename)
         for p, rel in con.execute("SELECT path, relpath FROM roots")
@@ -96,7 +105,7 @@ def resolve(con: apsw.Connection, name: str) -> int:
     for step in steps:
         found = [(f[0], same_case) for f in forms for match, same_case in [step(*f)] if match]
         if found:
-            return _one(name, found, docs)
+            return _one(name, found, docs), None
     if t:
         by_alias = {
             doc_id: alias.strip() == rel
@@ -105,10 +114,36 @@ def resolve(con: apsw.Connection, name: str) -> int:
         }
         found = [(d, by_alias[d.id]) for d in docs if d.id in by_alias]
         if found:
-            return _one(name, found, docs)
-    raise UnknownDocument(
-        f"no indexed document matches {name!r}", "see kbase status for the roots, or kbase search"
-    )
+            return _one(name, found, docs), None
+    return _near(con, name, _stem(rel.rsplit("/", 1)[-1]), docs, near)
+
+
+def _near(
+    con: apsw.Connection, name: str, asked: str, docs: list[_Named], accept: bool
+) -> tuple[int, None | str]:
+    """The note a typo away from ``asked`` when exactly one is nearest (and ``accept``); else an
+    UnknownDocument that says "did you mean" with the nearest names, or the most similar."""
+    from kbase.search import spell
+
+    hint = "see kbase status for the roots, or kbase search"
+    if not accept:  # an exact look-up (a caller trying forms of a name): no names to compare
+        raise UnknownDocument(f"no indexed document matches {name!r}", hint)
+    paths = {d.id: d.path for d in docs}
+    near = [n for n in spell.near_names(con, asked) if n.doc_id in paths]
+    if near and (len(near) == 1 or near[0].distance < near[1].distance):
+        return near[0].doc_id, name
+    shown = near or spell.similar_names(con, asked)
+    if shown:
+        hint = (
+            "did you mean "
+            + ", ".join(
+                f"{n.name!r} ({paths[n.doc_id]})"
+                for n in shown[:MAX_CANDIDATES_SHOWN]
+                if n.doc_id in paths
+            )
+            + "?"
+        )
+    raise UnknownDocument(f"no indexed document matches {name!r}", hint)
 
 
 def _one(name: str, found: list[tuple[_Named, bool]], docs: list[_Named]) -> int:
@@ -181,16 +216,30 @@ def check_inside(con: apsw.Connection, abspath: str, root_id: int, shown: str) -
     )
 
 
-def find_document(con: apsw.Connection, name: str) -> DocRef:
-    """The document ``name`` names (see ``resolve``); ``Note#Heading`` and ``Note#^block``
-    name ``Note`` when no document is called that whole."""
+def find_document(con: apsw.Connection, name: str, *, near: bool = True) -> DocRef:
+    """The document ``name`` names (see ``lookup``); ``Note#Heading`` and ``Note#^block`` name
+    ``Note`` when no document is called that whole. With ``near``, a name a typo away is taken
+    when nothing matches as it is (``corrected_from`` is then the name as given)."""
     try:
         return load(con, resolve(con, name))
     except UnknownDocument:
         note, anchor = split_anchor(name)
-        if anchor is None or not note:
+        if anchor is not None and note:
+            try:
+                return load(con, resolve(con, note))
+            except UnknownDocument:
+                if not near:
+                    raise
+                return _nearest_document(con, note)
+        if not near:
             raise
-        return load(con, resolve(con, note))
+        return _nearest_document(con, name)
+
+
+def _nearest_document(con: apsw.Connection, name: str) -> DocRef:
+    doc_id, corrected_from = lookup(con, name)
+    doc = load(con, doc_id)
+    return replace(doc, corrected_from=corrected_from) if corrected_from else doc
 
 
 class UnknownDocument(InputError):
@@ -249,9 +298,13 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
         if anchor is not None and not m:
             return anchor_region(con, find_document(con, note), anchor)
         if not m:
-            raise
-        doc, start = find_document(con, m.group("path")), int(m.group("start"))
-        end = int(m.group("end")) if m.group("end") else None
+            doc = find_document(con, target)  # a name a typo away, or the error
+        else:
+            try:
+                doc, start = find_document(con, m.group("path")), int(m.group("start"))
+                end = int(m.group("end")) if m.group("end") else None
+            except UnknownDocument:
+                doc = find_document(con, target)  # a typo of a name with ':5' in it
     lines = _lines(doc)
     total = len(lines)
     valid = "line 1" if total == 1 else f"lines 1-{total}"

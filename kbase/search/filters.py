@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from kbase.errors import InputError
+from kbase.search.query import Operator
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class Filters:
     since: str | None = None  # ISO date: the document's date (front matter, else mtime) >= since
     until: str | None = None  # ISO date: <= until (inclusive)
     exclude: tuple[str, ...] = ()  # paths to leave out: globs or folder/path prefixes, as ``path``
+    # Obsidian operators from the query (kbase.search.query.Operator): every group must hold, a
+    # group when one of its operators does.
+    operators: tuple[tuple[Operator, ...], ...] = ()
 
     def sql(self) -> tuple[str, list]:
         """A WHERE fragment over ``documents AS d`` and its bindings. Paths match without regard
@@ -32,12 +36,9 @@ class Filters:
             if pattern.strip().strip("/"):
                 where.append(f"NOT {_path_match(pattern, args)}")
         for tag in self.tags:
-            t = tag.lstrip("#")
-            where.append(
-                "EXISTS (SELECT 1 FROM tags t WHERE t.doc_id = d.id"
-                " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
-            )
-            args += [t, _like_escape(t) + "/%"]
+            where.append(_tag_match(tag, args))
+        for group in self.operators:
+            where.append("(" + " OR ".join(_operator_match(op, args) for op in group) + ")")
         date_expr = "date(coalesce(d.date, datetime(d.mtime_ns / 1000000000, 'unixepoch')))"
         if self.since:
             where.append(f"{date_expr} >= date(?)")
@@ -59,6 +60,38 @@ def _path_match(pattern: str, args: list) -> str:
         return "1"
     args += [p, len(p) + 1, p + "/"]
     return "(lower(d.path) = ? OR lower(substr(d.path, 1, ?)) = ?)"
+
+
+def _tag_match(tag: str, args: list) -> str:
+    """SQL true when the note has ``tag`` or a tag nested under it ('a' matches 'a/b'), any
+    case."""
+    t = tag.lstrip("#")
+    args += [t, _like_escape(t) + "/%"]
+    return (
+        "EXISTS (SELECT 1 FROM tags t WHERE t.doc_id = d.id"
+        " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
+    )
+
+
+# The file name of ``d.path`` (what follows its last '/'), in SQL.
+_FILE_NAME = "substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1)"
+
+
+def _operator_match(op: Operator, args: list) -> str:
+    """SQL for one Obsidian operator: ``path:`` and ``file:`` match where the path (the file name)
+    contains the value, any case (a glob if it has a wildcard); ``tag:`` as ``--tag``."""
+    if op.name == "tag":
+        sql = _tag_match(op.value, args)
+    else:
+        column = "lower(d.path)" if op.name == "path" else f"lower({_FILE_NAME})"
+        value = op.value.lower()
+        args.append(value)
+        sql = (
+            f"({column} GLOB ?)"
+            if any(ch in value for ch in "*?[")
+            else f"(instr({column}, ?) > 0)"
+        )
+    return f"NOT {sql}" if op.negated else sql
 
 
 def _like_escape(s: str) -> str:

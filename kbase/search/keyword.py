@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 import apsw
 
 from kbase.models import Hit
-from kbase.search import cjk
+from kbase.search import cjk, spell
 from kbase.search.filters import Filters
 from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units
 from kbase.search.query import Query, parse_query
@@ -47,7 +47,7 @@ TIER_NAME, TIER_NAME_PREFIX, TIER_ALL, TIER_ACROSS, TIER_SOME = 5, 4, 3, 2, 1
 
 TIER_LABELS = {
     TIER_NAME: "name",
-    TIER_NAME_PREFIX: "name prefix",
+    TIER_NAME_PREFIX: "name prefix",  # or "near name": a typo away from a note's name
     TIER_ALL: "all words",
     TIER_ACROSS: "all words, apart",
     TIER_SOME: "some words",
@@ -94,6 +94,9 @@ def keyword_ranked(
                 if r[0] not in have
             ]
     names = _name_tiers(con, query, where, args)
+    near = _near_names(con, query, where, args) if TIER_NAME not in names.values() else set()
+    for doc_id in near:
+        names.setdefault(doc_id, TIER_NAME_PREFIX)
     position = {r[0]: i for i, (_, r) in enumerate(found)}
     for doc_id, tier in names.items():
         # A note asked for by name shows its beginning; one whose name merely starts with the
@@ -126,7 +129,13 @@ def keyword_ranked(
                 score,
                 count,
                 match,
-                {"tier": TIER_LABELS[tier], "bm25": round(raw, 4), "chunks": sizes.get(doc_id, 1)},
+                {
+                    "tier": "near name"
+                    if tier == TIER_NAME_PREFIX and doc_id in near
+                    else TIER_LABELS[tier],
+                    "bm25": round(raw, 4),
+                    "chunks": sizes.get(doc_id, 1),
+                },
             )
         )
     out.sort(key=lambda r: -r.score)
@@ -143,7 +152,9 @@ _WORD = re.compile(r"\w+")
 def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int, int]:
     """Documents whose name (title, file name, alias) is the query (TIER_NAME) or starts with it
     (TIER_NAME_PREFIX: the query's last word may be unfinished; a single finished word is not a
-    prefix, or every note named 'Tasks ...' would jump ahead for 'tasks')."""
+    prefix, or every note named 'Tasks ...' would jump ahead for 'tasks'). A title that is not the
+    note's file name (a slug's opening heading) names it only when no other note has that title:
+    a heading that opens many notes ('Overview') is not the name of any of them."""
     if query.explicit_or or query.excluded:
         return {}
     words = [w.casefold() for w in query.words]
@@ -165,7 +176,10 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
     ).fetchall()
     tiers = {}
     for doc_id, title, path, aliases in rows:
-        names = [title, PurePosixPath(path).stem, *((aliases or "").split("\x1f"))]
+        stem = PurePosixPath(path).stem
+        names = [stem, *((aliases or "").split("\x1f"))]
+        if _words(title) == _words(stem) or not _shared_title(con, title):
+            names.insert(0, title)
         best = 0
         for name in names:
             nw = _words(name)
@@ -182,6 +196,59 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
         if best:
             tiers[doc_id] = best
     return tiers
+
+
+def _shared_title(con: apsw.Connection, title: str) -> bool:
+    """Do several documents have this title (any case)?"""
+    return (
+        con.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM documents WHERE title = ? COLLATE NOCASE LIMIT 2)",
+            (title,),
+        ).fetchone()[0]
+        > 1
+    )
+
+
+def _near_names(con: apsw.Connection, query: Query, where: str, args: list) -> set[int]:
+    """Notes whose name is a typo away from the whole query (kbase.search.spell.near_names: the
+    quick switcher's tolerance), among those the filters keep; none for a query with OR, an
+    exclusion or a prefix*, or of more than 12 words."""
+    if query.explicit_or or query.excluded or not query.words or len(query.words) > 12:
+        return set()
+    if any(t.prefix for clause in query.clauses for t in clause):
+        return set()
+    found = {n.doc_id for n in spell.near_names(con, " ".join(query.words)) if n.distance > 0}
+    if not found or where == "1":
+        return found
+    marks = ",".join("?" * len(found))
+    return {
+        doc_id
+        for (doc_id,) in con.execute(
+            f"SELECT d.id FROM documents AS d WHERE d.id IN ({marks}) AND {where}",
+            [*found, *args],
+        )
+    }
+
+
+def listed(
+    con: apsw.Connection, query: Query, *, limit: int = 10, filters: Filters = Filters()
+) -> list[Hit]:
+    """The notes a query of operators alone keeps (``tag:#x``, ``path:journal -draft``), by path,
+    each shown by its first chunk; -excluded words leave out the notes that hold them."""
+    where, args = filters.sql()
+    if query.excluded:
+        where += (
+            " AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
+            " (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
+        )
+        args = [*args, " OR ".join(t.fts() for t in query.excluded)]
+    rows = con.execute(
+        f"""SELECT d.id, (SELECT id FROM chunks WHERE doc_id = d.id ORDER BY seq LIMIT 1) AS cid
+            FROM documents AS d WHERE {where} AND cid IS NOT NULL
+            ORDER BY d.path COLLATE NOCASE, d.id LIMIT ?""",
+        [*args, limit],
+    ).fetchall()
+    return [hit(con, doc_id, cid, 1.0, 1) for doc_id, cid in rows]
 
 
 def _cjk_found(

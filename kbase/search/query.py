@@ -5,6 +5,12 @@ Supported syntax: words, "phrases" (an unclosed quote runs to the end), prefix*,
 punctuation (``e.g.``, ``foo-bar``, ``user@example.com``) become a phrase of their parts, which is
 exactly how the FTS5 tokenizer splits the indexed text; ``c++`` finds ``c``; FTS5 keywords
 (``AND``, ``NOT``, ``NEAR``) are ordinary words. The output never raises a syntax error.
+
+Obsidian's search operators: ``path:``, ``file:`` and ``tag:`` (``tag:#x``) restrict the notes
+(``Query.operators``: each group must hold, a group is an OR of operators; ``-path:x`` leaves notes
+out), ``content:x`` is the word x; values may be quoted (``path:"Daily notes"``). Obsidian's other
+operators (``line:``, ``section:``, ``task:``...) and an operator without a value are not searched
+as words: ``Query.error`` says what is wrong, for the caller to raise.
 """
 
 from __future__ import annotations
@@ -27,7 +33,43 @@ STOPWORDS = frozenset(
     "then there these they this those through to too under until up very was we were what when "
     "where which while who whom why will with would you your yours".split()
 )
-_TOKEN = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)("|$)|(?P<bare>[^\s"]+)')
+# Obsidian's search operators: those kbase reads, and those it does not (an error names them).
+OPERATORS = ("path", "file", "tag", "content")
+UNSUPPORTED = (
+    "line",
+    "block",
+    "section",
+    "task",
+    "task-todo",
+    "task-done",
+    "match-case",
+    "ignore-case",
+)
+_OP_NAMES = "|".join(sorted(OPERATORS + UNSUPPORTED, key=len, reverse=True))
+_TOKEN = re.compile(
+    r'(?P<neg>-)?"(?P<phrase>[^"]*)("|$)'
+    rf'|\(*(?P<opneg>-)?(?P<op>(?i:{_OP_NAMES})):(?:"(?P<opquoted>[^"]*)(?:"|$)|(?P<opvalue>[^\s"]*))'
+    r'|(?P<bare>[^\s"]+)'
+)
+SYNTAX_HINT = (
+    'kbase reads words, "phrases", prefix*, -word, a OR b, path:x, file:x, tag:#x, content:x'
+)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An Obsidian search operator on the note: ``name`` is 'path' (the path inside its root
+    contains ``value``), 'file' (the file name contains it) or 'tag' (the note has the tag or a
+    tag nested under it); ``negated`` (``-tag:x``): the note must not match."""
+
+    name: str
+    value: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        value = f'"{self.value}"' if " " in self.value else self.value
+        return f"{'-' if self.negated else ''}{self.name}:{value}"
+
 
 # Bounds on a query (every mode and face: kbase search, the API, the TUI, MCP, kbase_search in
 # SQL). The model reads 256 tokens, about 1,500 characters of English: longer text adds nothing
@@ -101,10 +143,21 @@ class Query:
     excluded: tuple[Term, ...] = ()
     explicit_or: bool = False
     words: tuple[str, ...] = field(default=())  # every positive word, for display and fallbacks
+    # Obsidian operators on the note: every group must hold; a group holds when one of its
+    # operators does (``tag:a OR tag:b``).
+    operators: tuple[tuple[Operator, ...], ...] = ()
+    error: tuple[str, str] | None = None  # (message, hint): an operator kbase cannot read
+    text: str = ""  # the search text without its operators (what the embedding model reads)
 
     @property
     def empty(self) -> bool:
+        """No words to search for (there may be operators: see ``filters_only``)."""
         return not self.clauses
+
+    @property
+    def filters_only(self) -> bool:
+        """Operators, and nothing else to search for: the notes they keep are the results."""
+        return not self.clauses and bool(self.operators)
 
     def to_fts(self, match_any: bool = False) -> str:
         """The MATCH expression: all clauses (AND), or with ``match_any`` any of them (OR), leaving
@@ -136,14 +189,48 @@ def parse_query(text: str) -> Query:
     clauses: list[list[Term]] = []
     excluded: list[Term] = []
     words: list[str] = []
+    groups: list[list[Operator]] = []
+    error: tuple[str, str] | None = None
+    dropped: list[tuple[int, int]] = []  # spans of operators (and the ORs between them)
+    or_span = (0, 0)
+    last = ""  # what the previous term was: 'word' or 'operator' (for OR)
     pending_or = explicit_or = False
     for m in _TOKEN.finditer(text):
         neg = bool(m.group("neg"))
         prefix = False
-        if m.group("bare") is not None:
+        if m.group("op") is not None:
+            op = _operator(m)
+            if isinstance(op, tuple):
+                error = error or op
+                dropped.append(m.span())
+                continue
+            if op is None:  # an unsupported operator's name followed by a space: plain words
+                found, neg = _WORD.findall(m.group(0)), False
+            elif op.name == "content":
+                found, neg = _WORD.findall(op.value), op.negated
+                value_at = (
+                    m.start("opvalue") if m.group("opquoted") is None else m.start("opquoted") - 1
+                )
+                dropped.append((m.start("op"), value_at))  # content:x reads as x
+            else:
+                dropped.append(m.span())
+                if pending_or:
+                    dropped.append(or_span)
+                if pending_or and last == "word":
+                    error = error or _mixed_or(op)
+                if pending_or and last == "operator" and groups:
+                    groups[-1].append(op)
+                else:
+                    groups.append([op])
+                pending_or, last = False, "operator"
+                continue
+        elif m.group("bare") is not None:
             raw = m.group("bare")
             if raw == "OR":
-                pending_or = bool(clauses)
+                pending_or = bool(clauses) or bool(groups)
+                or_span = m.span()
+                if last == "operator":
+                    dropped.append(or_span)  # between operators, or an error
                 continue
             if raw.startswith("-") and len(raw) > 1:
                 neg, raw = True, raw[1:]
@@ -159,10 +246,70 @@ def parse_query(text: str) -> Query:
             pending_or = False
             continue
         words.extend(found)
-        if pending_or and clauses:
+        if pending_or and last == "operator" and groups:
+            error = error or _mixed_or(groups[-1][-1])
+        if pending_or and last == "word" and clauses:
             clauses[-1].append(term)
             explicit_or = True
         else:
             clauses.append([term])
-        pending_or = False
-    return Query(tuple(tuple(c) for c in clauses), tuple(excluded), explicit_or, tuple(words))
+        pending_or, last = False, "word"
+    kept, pos = [], 0
+    for start, end in sorted(set(dropped)):
+        kept.append(text[pos : max(pos, start)])
+        pos = max(pos, end)
+    kept.append(text[pos:])
+    return Query(
+        tuple(tuple(c) for c in clauses),
+        tuple(excluded),
+        explicit_or,
+        tuple(words),
+        tuple(tuple(g) for g in groups),
+        error,
+        " ".join("".join(kept).split()),
+    )
+
+
+def _operator(m: re.Match) -> Operator | tuple[str, str] | None:
+    """The operator a token names, an error (message, hint), or None: the name of an operator
+    kbase does not read, followed by a space, is plain words ('task: call Bob')."""
+    name = m.group("op").lower()
+    quoted = m.group("opquoted")
+    value = (quoted if quoted is not None else m.group("opvalue") or "").strip()
+    if quoted is None:
+        value = value.rstrip(")")
+    if name in UNSUPPORTED:
+        if not value and quoted is None:
+            return None
+        return (
+            f"kbase does not support Obsidian's {name}: operator",
+            f"{SYNTAX_HINT}; search for the words without {name}:",
+        )
+    if name == "tag":
+        value = value.lstrip("#")
+    if not value or (name == "tag" and not _WORD.search(value)):
+        example = {"path": "path:journal/", "file": "file:2024", "tag": "tag:#project"}.get(
+            name, f"{name}:word"
+        )
+        return (f"{name}: needs a value, e.g. {example}", SYNTAX_HINT)
+    return Operator(name, value, bool(m.group("opneg")))
+
+
+def _mixed_or(op: Operator) -> tuple[str, str]:
+    return (
+        f"OR joins two words or two operators, not a word and {op}",
+        "write a OR b, or path:x OR path:y; words and operators side by side must all match",
+    )
+
+
+def correctable_words(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each word a spelling correction may replace: the words of plain terms, not
+    of "phrases" (exact, as typed), -excluded terms, prefix* terms, operators or OR."""
+    spans = []
+    for m in _TOKEN.finditer(text):
+        raw = m.group("bare")
+        if raw is None or raw == "OR" or raw.startswith("-") or raw.endswith("*"):
+            continue
+        base = m.start("bare")
+        spans.extend((base + w.start(), base + w.end()) for w in _WORD.finditer(raw))
+    return spans

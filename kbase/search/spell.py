@@ -1,0 +1,254 @@
+"""Typos: query words the index has never seen, and names a letter away from a note's name.
+
+Words. A query word that no chunk holds (its FTS5 token, a porter stem, is not in the keyword
+index) is corrected to the nearest word of the index's own vocabulary: within one edit for words
+of 4 to 7 letters, two from 8 on (an edit: a letter dropped, added or changed, or two neighbours
+swapped; rapidfuzz's OSA distance), the most frequent of the nearest. The vocabulary is FTS5's,
+read through ``apsw.fts5.Table`` (an fts5vocab table in the connection's temp schema). The word
+shown is the form nearest to what was typed among the stem's own forms: the typed ending on the
+corrected stem ('borowing' -> 'borrowing'), the form the notes use most, the stem. Words of fewer
+than four letters, words with digits, words in "phrases", -excluded words and prefix* are never
+corrected; neither are scripts without spaces (kbase.search.cjk).
+
+``apsw.fts5.Table.query_suggest`` was measured first (BENCHMARKS.md, "Typos"): it replaces any
+unknown word by the closest *popular* token however far it is ('calender' -> 'and',
+'kubernetes' -> 'benefits'), so kbase takes the vocabulary and the surface forms from apsw and
+bounds the distance itself.
+
+Names. ``near_names`` finds the notes whose name (title, file name or alias) is within the same
+number of edits of the whole query: the quick switcher's tolerance, for keyword search (a tier
+of its own) and for ``kbase show``'s "did you mean".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import apsw
+import apsw.fts5
+from rapidfuzz import fuzz, process
+from rapidfuzz.distance import OSA
+
+from kbase.search import cjk
+from kbase.search.query import correctable_words
+
+# Words shorter than this are never corrected: three letters are one edit from dozens of words.
+MIN_LETTERS = 4
+# From this many letters on, two edits are allowed (one below).
+TWO_EDITS_FROM = 8
+# How many of the vocabulary's nearest stems are looked at closely (their surface forms).
+CANDIDATES = 8
+
+_LETTERS_ONLY = re.compile(r"[^\W\d_]+")
+_WORD = re.compile(r"\w+")
+
+
+def edit_budget(text: str) -> int:
+    """How many edits a typo of ``text`` (its letters and digits) may be: 0, 1 or 2."""
+    n = sum(ch.isalnum() for ch in text)
+    return 0 if n < MIN_LETTERS else 1 if n < TWO_EDITS_FROM else 2
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A query with its misspelt words replaced: ``text`` is what was searched."""
+
+    text: str
+    words: tuple[tuple[str, str], ...]  # (as typed, as searched), in query order
+
+
+def correct(con: apsw.Connection, text: str) -> Correction | None:
+    """``text`` with each word that no note holds replaced by the nearest frequent word of the
+    index's vocabulary; None when no word needed it (or none had a near word)."""
+    out: list[str] = []
+    changes: list[tuple[str, str]] = []
+    pos = 0
+    for start, end in correctable_words(text):
+        word = text[start:end]
+        if (
+            _LETTERS_ONLY.fullmatch(word) is None
+            or edit_budget(word) == 0
+            or cjk.has_runs(word)
+            or _known(con, word)
+        ):
+            continue
+        new = _nearest_word(con, word)
+        if new is None:
+            continue
+        if word[0].isupper():
+            new = new[0].upper() + new[1:]
+        out.append(text[pos:start] + new)
+        pos = end
+        changes.append((word, new))
+    if not changes:
+        return None
+    return Correction("".join(out) + text[pos:], tuple(changes))
+
+
+def _known(con: apsw.Connection, word: str) -> bool:
+    """Does any chunk hold the word (as the keyword index tokenizes it)?"""
+    match = '"' + word.replace('"', '""') + '"'
+    return (
+        con.execute(
+            "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (match,)
+        ).fetchone()
+        is not None
+    )
+
+
+_tables: weakref.WeakKeyDictionary[apsw.Connection, apsw.fts5.Table] = weakref.WeakKeyDictionary()
+
+
+def _table(con: apsw.Connection) -> apsw.fts5.Table:
+    """chunks_fts as apsw sees it, one per connection (apsw caches the vocabulary in it until the
+    index changes)."""
+    table = _tables.get(con)
+    if table is None:
+        table = _tables[con] = apsw.fts5.Table(con, "chunks_fts")
+    return table
+
+
+@contextlib.contextmanager
+def _temp_writes(con: apsw.Connection) -> Iterator[None]:
+    """apsw reads the vocabulary through fts5vocab tables it creates in the temp schema: a
+    read-only connection (PRAGMA query_only) lets those through (its file is opened read-only all
+    the same, so nothing else can be written)."""
+    query_only = con.execute("PRAGMA query_only").fetchone()[0]
+    if query_only:
+        con.execute("PRAGMA query_only = OFF")
+    try:
+        yield
+    finally:
+        if query_only:
+            con.execute("PRAGMA query_only = ON")
+
+
+def _stem(table: apsw.fts5.Table, word: str) -> str | None:
+    tokens = table.tokenize(
+        word.encode("utf-8"),
+        apsw.FTS5_TOKENIZE_QUERY,
+        None,
+        include_offsets=False,
+        include_colocated=False,
+    )
+    return tokens[0] if len(tokens) == 1 else None
+
+
+def _nearest_word(con: apsw.Connection, word: str) -> str | None:
+    """The vocabulary word nearest to ``word`` within its edit budget (fewest edits, then the most
+    chunks), as a form of it that is nearest to what was typed; None if there is none."""
+    table = _table(con)
+    stem = _stem(table, word)
+    if stem is None:
+        return None
+    with _temp_writes(con):
+        return _nearest_in(table, table.tokens, word, stem)
+
+
+def _nearest_in(table: apsw.fts5.Table, tokens: dict[str, int], word: str, stem: str) -> str | None:
+    budget = edit_budget(word)
+    typed = word.lower()
+    # Stems are compared a little more loosely than words (porter cuts a typo's ending in its own
+    # way); the surface forms below are held to the budget.
+    near = process.extract(
+        stem, list(tokens), scorer=OSA.distance, score_cutoff=budget + 1, limit=None
+    )
+    ranked = sorted((d, -tokens[c], c) for c, d, _ in near if c != stem)[:CANDIDATES]
+    best: tuple[int, int, str] | None = None
+    for _, minus_docs, candidate in ranked:
+        try:
+            usual = table.text_for_token(candidate, 2).lower()
+        except ValueError:
+            continue
+        tail = typed[len(stem) :] if typed.startswith(stem) else ""
+        forms = [
+            f
+            for f in dict.fromkeys((candidate + tail, usual, candidate + "e", candidate))
+            if _LETTERS_ONLY.fullmatch(f) and _stem(table, f) == candidate
+        ]
+        if not forms:
+            continue
+        form = min(forms, key=lambda f: OSA.distance(typed, f))  # ties: the order above
+        d = OSA.distance(typed, form)
+        if d <= budget and (best is None or (d, minus_docs) < best[:2]):
+            best = (d, minus_docs, form)
+    return best[2] if best else None
+
+
+# --- names ----------------------------------------------------------------------------------------
+def name_key(name: str) -> str:
+    """A name as compared: its words, casefolded, one space apart ('Tasks-API' -> 'tasks api')."""
+    return " ".join(w.casefold() for w in _WORD.findall(name))
+
+
+@dataclass(frozen=True)
+class NearName:
+    doc_id: int
+    name: str  # the name as the note has it (title, file name or alias)
+    distance: int  # edits between it and what was asked
+
+
+_names: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple, list[str], list[tuple]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _all_names(con: apsw.Connection) -> tuple[list[str], list[tuple[int, str]]]:
+    """(keys, [(doc_id, name)]) for every title, file name and alias, kept per connection until
+    the index changes (a long-lived process asks again and again)."""
+    stamp = (con.execute("PRAGMA data_version").fetchone()[0], con.total_changes())
+    cached = _names.get(con)
+    if cached is not None and cached[0] == stamp:
+        return cached[1], cached[2]
+    owners: list[tuple[int, str]] = []
+    for doc_id, title, path, aliases in con.execute(
+        "SELECT d.id, d.title, d.path,"
+        " (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)"
+        " FROM documents AS d"
+    ):
+        stem = PurePosixPath(path).stem if path else ""
+        for name in dict.fromkeys((title, stem, *((aliases or "").split("\x1f")))):
+            if name:
+                owners.append((doc_id, name))
+    keys = [name_key(n) for _, n in owners]
+    _names[con] = (stamp, keys, owners)
+    return keys, owners
+
+
+def near_names(con: apsw.Connection, asked: str, budget: int | None = None) -> list[NearName]:
+    """The notes one typo (or, for longer names, two) from a name: fewest edits first, one entry
+    per note. An exact name is distance 0."""
+    key = name_key(asked)
+    if budget is None:
+        budget = edit_budget(key)
+    if not key or budget == 0:
+        return []
+    keys, owners = _all_names(con)
+    best: dict[int, NearName] = {}
+    for _, d, i in process.extract(key, keys, scorer=OSA.distance, score_cutoff=budget, limit=None):
+        doc_id, name = owners[i]
+        if doc_id not in best or d < best[doc_id].distance:
+            best[doc_id] = NearName(doc_id, name, int(d))
+    return sorted(best.values(), key=lambda n: (n.distance, n.name.casefold()))
+
+
+def similar_names(con: apsw.Connection, asked: str, limit: int = 3) -> list[NearName]:
+    """The names most like ``asked`` when none is a typo away (for 'did you mean'): rapidfuzz's
+    WRatio (partial and word-order matches count) of 70 or more, best first."""
+    key = name_key(asked)
+    if not key:
+        return []
+    keys, owners = _all_names(con)
+    out: dict[int, NearName] = {}
+    for _, score, i in process.extract(
+        key, keys, scorer=fuzz.WRatio, score_cutoff=70, limit=4 * limit
+    ):
+        doc_id, name = owners[i]
+        if doc_id not in out:
+            out[doc_id] = NearName(doc_id, name, round(100 - score))
+    return list(out.values())[:limit]
