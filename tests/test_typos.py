@@ -83,6 +83,7 @@ def test_the_correction_is_the_nearest_word_not_the_most_popular_one(kb):
     "query",
     [
         "kubernetes",  # nothing near: searched as typed (no 'benefits' for it)
+        "loaf",  # an English word no note holds: what was meant ('bake' is one edit away)
         "pblsh",  # too far (two edits in five letters)
         "teh",  # three letters: never corrected
         '"publsh"',  # a phrase is exact
@@ -239,3 +240,15 @@ def test_names_of_the_documentation_vault_with_one_typo_come_first(tmp_path):
             or PurePosixPath(hits[0].path).stem.casefold() == r.intended.casefold()
         )
     assert first / len(rows) >= 0.9, f"{first} of {len(rows)}"
+
+
+@pytest.mark.asyncio
+async def test_tui_says_what_it_searched_for(notes):
+    from tests.test_tui import main, make_app, type_query
+
+    app = make_app(notes)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "publsh")
+        screen = main(app)
+        assert screen.results.hits[0].path == "Publish.md"
+        assert 'showing results for "publish"' in str(screen.results.border_title)

@@ -119,10 +119,10 @@ def find_note(con: apsw.Connection, note: str) -> Note:
     """The note ``note`` names: a path, a name as a link gives it, an alias, or a name a typo away
     (see ``kbase.notes.resolve.lookup``: one match, else an error listing the candidates)."""
     doc_id, corrected_from = lookup(con, note)
-    return Note(
-        *con.execute("SELECT id, path, title FROM documents WHERE id = ?", (doc_id,)).fetchone(),
-        corrected_from=corrected_from,
-    )
+    found, path, title = con.execute(
+        "SELECT id, path, title FROM documents WHERE id = ?", (doc_id,)
+    ).fetchone()
+    return Note(found, path, title, corrected_from=corrected_from)
 
 
 def links_from(con: apsw.Connection, note: Note) -> list[LinkHit]:

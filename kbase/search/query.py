@@ -305,7 +305,7 @@ def _mixed_or(op: Operator) -> tuple[str, str]:
 def correctable_words(text: str) -> list[tuple[int, int]]:
     """(start, end) of each word a spelling correction may replace: the words of plain terms, not
     of "phrases" (exact, as typed), -excluded terms, prefix* terms, operators or OR."""
-    spans = []
+    spans: list[tuple[int, int]] = []
     for m in _TOKEN.finditer(text):
         raw = m.group("bare")
         if raw is None or raw == "OR" or raw.startswith("-") or raw.endswith("*"):

@@ -8,7 +8,9 @@ read through ``apsw.fts5.Table`` (an fts5vocab table in the connection's temp sc
 shown is the form nearest to what was typed among the stem's own forms: the typed ending on the
 corrected stem ('borowing' -> 'borrowing'), the form the notes use most, the stem. Words of fewer
 than four letters, words with digits, words in "phrases", -excluded words and prefix* are never
-corrected; neither are scripts without spaces (kbase.search.cjk).
+corrected; neither are scripts without spaces (kbase.search.cjk), nor English words: a word that
+is a whole word of the embedding model's vocabulary (22,501 of them: 'make', 'loaf') is what the
+person meant even when no note holds it (else 'how to make a loaf' searched 'bake').
 
 ``apsw.fts5.Table.query_suggest`` was measured first (BENCHMARKS.md, "Typos"): it replaces any
 unknown word by the closest *popular* token however far it is ('calender' -> 'and',
@@ -23,16 +25,18 @@ of its own) and for ``kbase show``'s "did you mean".
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import re
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 
 import apsw
-import apsw.fts5
 from rapidfuzz import fuzz, process
-from rapidfuzz.distance import OSA
+from rapidfuzz.distance import OSA, Indel
 
 from kbase.search import cjk
 from kbase.search.query import correctable_words
@@ -42,7 +46,7 @@ MIN_LETTERS = 4
 # From this many letters on, two edits are allowed (one below).
 TWO_EDITS_FROM = 8
 # How many of the vocabulary's nearest stems are looked at closely (their surface forms).
-CANDIDATES = 8
+CANDIDATES = 16
 
 _LETTERS_ONLY = re.compile(r"[^\W\d_]+")
 _WORD = re.compile(r"\w+")
@@ -75,6 +79,7 @@ def correct(con: apsw.Connection, text: str) -> Correction | None:
             or edit_budget(word) == 0
             or cjk.has_runs(word)
             or _known(con, word)
+            or word.lower() in english_words()
         ):
             continue
         new = _nearest_word(con, word)
@@ -90,6 +95,17 @@ def correct(con: apsw.Connection, text: str) -> Correction | None:
     return Correction("".join(out) + text[pos:], tuple(changes))
 
 
+@functools.cache
+def english_words() -> frozenset[str]:
+    """The whole words (letters only) of the embedding model's WordPiece vocabulary: words English
+    has, which a spelling correction leaves alone. Read once (0.15 s), and only when a query word
+    is not in the index."""
+    from kbase.ingest.chunk import TOKENIZER_DIR
+
+    vocab = json.loads((TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
+    return frozenset(w for w in vocab["model"]["vocab"] if w.isalpha())
+
+
 def _known(con: apsw.Connection, word: str) -> bool:
     """Does any chunk hold the word (as the keyword index tokenizes it)?"""
     match = '"' + word.replace('"', '""') + '"'
@@ -101,15 +117,18 @@ def _known(con: apsw.Connection, word: str) -> bool:
     )
 
 
-_tables: weakref.WeakKeyDictionary[apsw.Connection, apsw.fts5.Table] = weakref.WeakKeyDictionary()
+_tables: weakref.WeakKeyDictionary[apsw.Connection, Any] = weakref.WeakKeyDictionary()
 
 
-def _table(con: apsw.Connection) -> apsw.fts5.Table:
-    """chunks_fts as apsw sees it, one per connection (apsw caches the vocabulary in it until the
-    index changes)."""
+def _table(con: apsw.Connection) -> Any:
+    """chunks_fts as apsw sees it (an ``apsw.fts5.Table``), one per connection: apsw caches the
+    vocabulary in it until the index changes. (apsw.fts5 loads on first use: its import costs a
+    quarter of a second, which a query whose words the index holds never pays.)"""
+    from apsw import fts5
+
     table = _tables.get(con)
     if table is None:
-        table = _tables[con] = apsw.fts5.Table(con, "chunks_fts")
+        table = _tables[con] = fts5.Table(con, "chunks_fts")
     return table
 
 
@@ -128,7 +147,7 @@ def _temp_writes(con: apsw.Connection) -> Iterator[None]:
             con.execute("PRAGMA query_only = ON")
 
 
-def _stem(table: apsw.fts5.Table, word: str) -> str | None:
+def _stem(table: Any, word: str) -> str | None:
     tokens = table.tokenize(
         word.encode("utf-8"),
         apsw.FTS5_TOKENIZE_QUERY,
@@ -150,34 +169,47 @@ def _nearest_word(con: apsw.Connection, word: str) -> str | None:
         return _nearest_in(table, table.tokens, word, stem)
 
 
-def _nearest_in(table: apsw.fts5.Table, tokens: dict[str, int], word: str, stem: str) -> str | None:
+def _nearest_in(table: Any, tokens: dict[str, int], word: str, stem: str) -> str | None:
+    """The nearest form, within the budget, of the vocabulary's stems near ``stem``: fewest edits,
+    then a word the notes or English have, then fewest letters added or dropped (a dropped letter
+    is the likeliest typo: 'limt' is 'limit' before 'list'), then the stem in the most chunks."""
     budget = edit_budget(word)
     typed = word.lower()
-    # Stems are compared a little more loosely than words (porter cuts a typo's ending in its own
-    # way); the surface forms below are held to the budget.
+    english = english_words()
+    # Stems are compared more loosely than words (porter cuts a typo's ending its own way:
+    # 'continuaton' stays whole, 'continuation' is 'continu'); the forms are held to the budget.
     near = process.extract(
-        stem, list(tokens), scorer=OSA.distance, score_cutoff=budget + 1, limit=None
+        stem, list(tokens), scorer=OSA.distance, score_cutoff=budget + 2, limit=None
     )
     ranked = sorted((d, -tokens[c], c) for c, d, _ in near if c != stem)[:CANDIDATES]
-    best: tuple[int, int, str] | None = None
+    tail = typed[len(stem) :] if typed.startswith(stem) else ""
+    best: tuple[int, int, int, int, str] | None = None
     for _, minus_docs, candidate in ranked:
         try:
-            usual = table.text_for_token(candidate, 2).lower()
+            usual = table.text_for_token(candidate, 2).lower()  # the form the notes use most
         except ValueError:
             continue
-        tail = typed[len(stem) :] if typed.startswith(stem) else ""
-        forms = [
-            f
-            for f in dict.fromkeys((candidate + tail, usual, candidate + "e", candidate))
-            if _LETTERS_ONLY.fullmatch(f) and _stem(table, f) == candidate
-        ]
-        if not forms:
-            continue
-        form = min(forms, key=lambda f: OSA.distance(typed, f))  # ties: the order above
-        d = OSA.distance(typed, form)
-        if d <= budget and (best is None or (d, minus_docs) < best[:2]):
-            best = (d, minus_docs, form)
-    return best[2] if best else None
+        # Other forms of the stem: the typed ending on it ('borowing' -> 'borrowing') or on the
+        # usual form ('placeholdrs' -> 'placeholders'), with an 'e' ('toggl' -> 'toggle'), the
+        # stem itself; a tie goes to a form the notes or English have.
+        endings = [e for e in ("s", "es", "d", "ed", "ing") if typed.endswith(e)]
+        forms = [usual, candidate + tail, *(usual + e for e in endings), candidate + "e", candidate]
+        for form in dict.fromkeys(forms):
+            if not _LETTERS_ONLY.fullmatch(form) or (
+                form != usual and _stem(table, form) != candidate
+            ):
+                continue
+            key = (
+                OSA.distance(typed, form),
+                # a word the notes or English have, then one made of the stem, then the bare stem
+                0 if form == usual or form in english else 2 if form == candidate else 1,
+                Indel.distance(typed, form),
+                minus_docs,
+                form,
+            )
+            if key[0] <= budget and (best is None or key < best):
+                best = key
+    return best[4] if best else None
 
 
 # --- names ----------------------------------------------------------------------------------------
