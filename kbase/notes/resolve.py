@@ -297,6 +297,7 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
     except UnknownDocument:
         if anchor is not None and not m:
             return anchor_region(con, find_document(con, note), anchor)
+        start = end = None
         if not m:
             doc = find_document(con, target)  # a name a typo away, or the error
         else:

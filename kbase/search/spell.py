@@ -171,8 +171,9 @@ def _nearest_word(con: apsw.Connection, word: str) -> str | None:
 
 def _nearest_in(table: Any, tokens: dict[str, int], word: str, stem: str) -> str | None:
     """The nearest form, within the budget, of the vocabulary's stems near ``stem``: fewest edits,
-    then a word the notes or English have, then fewest letters added or dropped (a dropped letter
-    is the likeliest typo: 'limt' is 'limit' before 'list'), then the stem in the most chunks."""
+    then a word the notes or English have, then a letter left out or two swapped (the likeliest
+    typos: 'limt' is 'limit' before 'list', 'macors' 'macros' before 'macos'), then fewest letters
+    added or dropped, then the stem in the most chunks."""
     budget = edit_budget(word)
     typed = word.lower()
     english = english_words()
@@ -183,7 +184,7 @@ def _nearest_in(table: Any, tokens: dict[str, int], word: str, stem: str) -> str
     )
     ranked = sorted((d, -tokens[c], c) for c, d, _ in near if c != stem)[:CANDIDATES]
     tail = typed[len(stem) :] if typed.startswith(stem) else ""
-    best: tuple[int, int, int, int, str] | None = None
+    best: tuple[int, int, int, int, int, str] | None = None
     for _, minus_docs, candidate in ranked:
         try:
             usual = table.text_for_token(candidate, 2).lower()  # the form the notes use most
@@ -194,22 +195,34 @@ def _nearest_in(table: Any, tokens: dict[str, int], word: str, stem: str) -> str
         # stem itself; a tie goes to a form the notes or English have.
         endings = [e for e in ("s", "es", "d", "ed", "ing") if typed.endswith(e)]
         forms = [usual, candidate + tail, *(usual + e for e in endings), candidate + "e", candidate]
+        # forms made of the stem, maybe not words (the typed ending on the usual form is one)
+        made = {candidate + tail, candidate + "e"} - {usual, *(usual + e for e in endings)}
         for form in dict.fromkeys(forms):
             if not _LETTERS_ONLY.fullmatch(form) or (
                 form != usual and _stem(table, form) != candidate
             ):
                 continue
+            word_class = 2 if form == candidate else 1 if form in made else 0
+            if form in english:
+                word_class = 0
             key = (
                 OSA.distance(typed, form),
-                # a word the notes or English have, then one made of the stem, then the bare stem
-                0 if form == usual or form in english else 2 if form == candidate else 1,
+                word_class,  # a word the notes or English have, then one made of the stem
+                # a letter left out or two swapped (the usual typos), before a letter too many
+                0 if _subsequence(typed, form) or sorted(typed) == sorted(form) else 1,
                 Indel.distance(typed, form),
                 minus_docs,
                 form,
             )
             if key[0] <= budget and (best is None or key < best):
                 best = key
-    return best[4] if best else None
+    return best[5] if best else None
+
+
+def _subsequence(short: str, long: str) -> bool:
+    """Is ``short`` ``long`` with letters left out?"""
+    letters = iter(long)
+    return all(ch in letters for ch in short)
 
 
 # --- names ----------------------------------------------------------------------------------------
