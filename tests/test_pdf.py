@@ -459,6 +459,7 @@ def test_kbase_chunks_reads_a_pdf(tmp_path):
 # --- MCP: search gives the page, read takes it ------------------------------------------
 
 
+@pytest.mark.slow  # a server process and the SDK client: 5-11 s
 def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
     import asyncio
 
@@ -484,6 +485,7 @@ def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
 # --- TUI: the hit shows its page; the preview shows that page ---------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_the_tui_lists_the_page_and_previews_the_page_around_the_hit(db_path, pkb):
     from tests.test_tui import main, make_app, settle, type_query
