@@ -581,3 +581,41 @@ def test_a_filled_in_form_is_searchable_by_its_values(db_path, tmp_path):
     assert (hit.path, hit.page) == ("1040.pdf", 1)
     sample = shared("pdfs", "py-pdf-sample-files") / "012-libreoffice-form" / "libreoffice-form.pdf"
     assert "Alice" in pdf.extract(sample.read_bytes()).text  # LibreOffice's filled-in sample
+
+
+@pytest.mark.slow
+def test_killing_the_indexer_mid_pdf_leaves_no_worker_and_no_lock(db_path, tmp_path):
+    """kill -9 while PDF workers run: the workers leave within a second or two (they were
+    busy, or blocked sending a result), and they never held the writer lock."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    big = make_pdf([f"page {i} " + f"word{i} " * 60 for i in range(2000)])
+    vault = write(tmp_path / "v", {f"big{i}.pdf": big + b"%" + bytes([65 + i]) for i in range(6)})
+    cmd = [sys.executable, "-m", "kbase", "--db", str(db_path), "index", str(vault), "--no-embed"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        try:
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                return [int(p) for p in f.read().split()]
+        except OSError:
+            return []
+
+    deadline = time.monotonic() + 60
+    while not children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = children()
+    assert workers, "no PDF worker started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{w}") for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if os.path.exists(f"/proc/{w}")]
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode == 0 and "already writing" not in again.stderr, again.stderr
+    assert kbase.open(db_path).sql("SELECT count(*) FROM pdf_info").rows == [(6,)]

@@ -15,6 +15,7 @@ import faulthandler
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,16 +40,27 @@ class _Worker:
     started: float | None = None  # when it began its first job (time.monotonic, any process)
 
 
-def _serve(conn: Connection, memory_limit: int | None) -> None:
+def _serve(conn: Connection, memory_limit: int | None, siblings: tuple[int, ...] = ()) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a crash here is reported as a skipped file, not a stack dump
+    from kbase.store.db import release_inherited_locks
+
+    # A forked worker must not hold what the parent holds: its writer lock (a killed parent's
+    # lock would outlive it), nor the parent's ends of the other workers' pipes (a worker whose
+    # parent died would block for ever sending to a pipe its sibling keeps open).
+    release_inherited_locks()
+    for fd in siblings:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     _limit_memory(memory_limit)
     parent = os.getppid()
+    # Busy with a long job, or blocked on a full pipe, a worker still leaves once its parent is
+    # gone (kill -9, the OOM killer): nobody wants the result.
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
     while True:
         try:
-            while not conn.poll(ORPHAN_CHECK_SECONDS):
-                if os.getppid() != parent:  # the parent was killed: nobody wants the results
-                    os._exit(1)
             job = conn.recv()
         except (EOFError, OSError):
             os._exit(0)
@@ -67,6 +79,12 @@ def _serve(conn: Connection, memory_limit: int | None) -> None:
         except Exception as e:  # a bug or an unexpected library error: one file, one line
             result = f"could not be read ({type(e).__name__}: {e})"
         conn.send(("done", job_id, result))
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(1)
 
 
 def _limit_memory(limit: int | None) -> None:
@@ -124,7 +142,10 @@ class Workers:
 
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
-        p = self.ctx.Process(target=_serve, args=(child, self.memory_limit), daemon=True)
+        siblings: tuple[int, ...] = ()
+        if self.ctx.get_start_method() == "fork":  # the child inherits these descriptors
+            siblings = tuple(w.conn.fileno() for w in self.workers) + (parent.fileno(),)
+        p = self.ctx.Process(target=_serve, args=(child, self.memory_limit, siblings), daemon=True)
         p.start()
         child.close()
         w = _Worker(p, parent)
