@@ -310,6 +310,11 @@ def test_a_question_without_spaces_becomes_one_clause_per_word():
     assert cjk.segmented(parse_query('"所有权的规则是什么"')) is None  # a phrase stays whole
     assert cjk.segmented(parse_query("同步 设置")) is None  # words already
     assert cjk.segmented(parse_query("所有权的规则 OR 借用")) is None
+    # Korean: a word that is only a function word (수, 있나요) is not looked for
+    ko = cjk.segmented(parse_query("노트를 삭제할 수 있나요"))
+    assert ko is not None and [t.words for (t,) in ko.clauses] == [("노트",), ("삭제",)]
+    zh = cjk.segmented(parse_query("所有权 什么"))
+    assert zh is not None and ("什么",) not in [t.words for (t,) in zh.clauses]
     only = cjk.segmented(parse_query("什么是"))  # only function words: looked for after all
     assert only is None or only.clauses == parse_query("什么是").clauses
 

@@ -137,14 +137,13 @@ def segmented(query: Query) -> Query | None:
                     parts.extend(Term((w,)) for w in segment.words(piece))
                 elif piece:
                     parts.append(Term((piece,)))
-        if not parts:  # only function words: look for them after all
-            clauses.append(clause)
-            continue
-        if term.prefix:
+        if term.prefix and parts:
             parts[-1] = replace(parts[-1], prefix=True)
-        new = [(t,) for t in parts]
+        new = [(t,) for t in parts]  # none for a word of function words (수, 什么是)
         changed = changed or new != [clause]
         clauses.extend(new)
+    if not clauses:  # only function words: look for them after all
+        return None
     return replace(query, clauses=tuple(clauses)) if changed else None
 
 

@@ -53,7 +53,9 @@ _TH = frozenset(
     วิธี ทำ อย่าง แบบ ไร ยัง ไง ได้ที่ ไป มา อยู่ บน ระหว่าง ด้วย สำหรับ เกี่ยวกับ""".split()
 )
 _KO = frozenset(
-    """무엇 뭐 뭔가 어떻게 왜 언제 어디 어떤 무슨 방법 것 수 있 없 하 되 좀 때""".split()
+    """무엇 뭐 뭔가 어떻게 왜 언제 어디 어떤 무슨 방법 것 수 있 없 하 되 좀 때 할 한 된 될 해
+    합니다 해요 하나요 되나요 있나요 있습니까 있어요 없나요 같은 위한 위해 대한 대해 통해
+    경우 알려 가르쳐""".split()
 )
 # Korean particles and endings, cut from a word's end (longest first; see korean_stem).
 _KO_ENDINGS = tuple(
@@ -63,7 +65,7 @@ _KO_ENDINGS = tuple(
         조차 처럼 보다 이나 이랑 에는 에도 에의 의 은 는 이 가 을 를 에 로 와 과 도 만
         하려면 하면 하는 하기 하여 해야 해서 하고 한다 합니다 하나요 할까요 할 한 했다
         하지 되는 되나요 된 될 되면 하세요 해요 하는지 되는지 인가요 입니까 인가 이다
-        입니다 이에요 예요 나요 까요 려면 으려면 는지 을까""".split(),
+        입니다 이에요 예요 나요 까요 려면 으려면 는지 을까 주세요 세요""".split(),
         key=len,
         reverse=True,
     )
@@ -97,11 +99,11 @@ def words(run: str) -> list[str]:
         stem = korean_stem(run)
         return [] if stem in _KO else [stem]
     split = _icu()
+    stop = _JA if KANA.search(run) else _ZH if HAN.search(run) else _TH
     if len(run) <= 2:  # a word already, or a pair of characters looked for as such
-        return [run]
+        return [] if run in stop or _HIRAGANA.fullmatch(run) else [run]
     if split is None:
         return pairs(run)
-    stop = _JA if KANA.search(run) else _ZH if HAN.search(run) else _TH
     out = []
     for word in _joined(split(run), stop):
         if word in stop or _HIRAGANA.fullmatch(word):
