@@ -281,6 +281,7 @@ class _Bars:
     not, a line when one file takes long (``SLOW_FILE_S``): which file is being worked on."""
 
     SLOW_FILE_S = 5.0
+    POLL_S = 0.5
 
     def __init__(self, enabled: bool) -> None:
         self.said_slow = enabled
@@ -342,7 +343,7 @@ class _Bars:
         import time
 
         told = None
-        while not stop.wait(0.5):
+        while not stop.wait(self.POLL_S):
             current = self._current
             if current is None or current is told:
                 continue

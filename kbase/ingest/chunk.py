@@ -51,6 +51,14 @@ MIN_TOKENS = 48
 # chunk's size is therefore at least its length / 16 characters: no real token is longer.
 MAX_CHARS_PER_TOKEN = 16
 OVERSIZED = 1  # chunk flag
+# A piece of text with more than WORD_GROUPS_ABOVE budgets' worth of words and no sentence or line
+# boundary is cut at every WORD_GROUP-th word first, not at every word (chunks of such text end
+# at most WORD_GROUP words short of the budget; measured with bench/hostile.py).
+WORD_GROUPS_ABOVE = 2
+WORD_GROUP = 16
+# A piece of text of more than MAX_CHARS_PER_TOKEN x COUNT_BUDGETS budgets' characters (200 KB at
+# the default budget) is sized by its characters, not counted (see _Chunker.size).
+COUNT_BUDGETS = 64
 # Headings wait for their content; a run of empty headings longer than this many budgets is an
 # outline, and becomes chunks of its own.
 MAX_HEADING_RUN = 4
@@ -290,7 +298,7 @@ class _Chunker:
     def __init__(self, doc: ParsedDoc, counter: TokenCounter, settings: ChunkSettings) -> None:
         self.doc, self.text, self.counter, self.s = doc, doc.text, counter, settings
         self.spans: list[_Span] = []
-        self.diagnostics: list[Diagnostic] = []
+        self.diagnostics: list[Diagnostic] = list(doc.diagnostics)  # the parser's cuts first
         self.cur: list[_Unit] = []
         self.cur_tokens = 0
         self.headish = 0  # how many of cur are headings or breaks
@@ -310,10 +318,14 @@ class _Chunker:
         return _Unit(start, end, kind, self.size(start, end), parts, level)
 
     def size(self, start: int, end: int) -> int:
-        """Tokens of ``text[start:end]``, at least one per MAX_CHARS_PER_TOKEN characters."""
-        return max(
-            self.counter.count(self.text[start:end]), -(-(end - start) // MAX_CHARS_PER_TOKEN)
-        )
+        """Tokens of ``text[start:end]``, at least one per MAX_CHARS_PER_TOKEN characters. Text
+        whose floor alone is over COUNT_BUDGETS budgets is not counted: it is far over the budget
+        whatever the count (a 7 MB block of 300,000 config lines took 6 s of tokenizing to learn
+        it), so the floor stands for it."""
+        floor = -(-(end - start) // MAX_CHARS_PER_TOKEN)
+        if floor > COUNT_BUDGETS * self.s.max_tokens:
+            return floor
+        return max(self.counter.count(self.text[start:end]), floor)
 
     def blocks(self) -> Iterator[tuple[str, Block | None, int, int]]:
         """(kind, block, start, end) in order, with gaps between blocks (markdown-it drops link
@@ -469,7 +481,9 @@ class _Chunker:
                     "oversized",
                     start,
                     end,
-                    f"{'+'.join(sorted(kinds)) or 'block'} of {tokens} tokens kept whole "
+                    f"{'+'.join(sorted(kinds)) or 'block'} of"
+                    f" {'at least ' if tokens > COUNT_BUDGETS * self.s.max_tokens else ''}"
+                    f"{tokens} tokens kept whole "
                     f"(budget {self.s.max_tokens})",
                 )
             )
@@ -537,11 +551,19 @@ class _Chunker:
                         f"boundary within the budget of {self.s.max_tokens} tokens",
                     )
                 )
+            piece_level = level
+            if level == 4 and len(cuts) > WORD_GROUPS_ABOVE * self.s.max_tokens:
+                # Thousands of words without a sentence or line break (2,000 nested callouts: a
+                # line of 2,000 '>'): placed one by one they cost 7 us each, 15 s for 4 MB.
+                # Runs of words are placed instead, each cut again at its words only if it does
+                # not fit (its level stays at lines).
+                cuts = cuts[WORD_GROUP - 1 :: WORD_GROUP]
+                piece_level = 3
             pieces = []
             bounds = [u.start, *cuts, u.end]
             kind = u.kind if u.kind != "callout" else "quote"
             for a, b in zip(bounds, bounds[1:]):
-                p = self.unit(a, b, kind, level=level)
+                p = self.unit(a, b, kind, level=piece_level)
                 if p is not None:
                     pieces.append(p)
             return pieces
@@ -613,11 +635,20 @@ class _Chunker:
 
 def _iter_boundaries(pattern: re.Pattern, text: str, start: int, end: int) -> Iterator[int]:
     """Offsets in (start, end) where a new sentence/line/word begins."""
-    for m in pattern.finditer(text, start, end):
+    if pattern is not _SENTENCE_END:  # (words and lines: a list made in one go, twice as fast)
+        ends = [m.end() for m in pattern.finditer(text, start, end)]
+        if ends and ends[-1] >= end:
+            ends.pop()
+        return iter(ends)
+    return _sentence_boundaries(text, start, end)
+
+
+def _sentence_boundaries(text: str, start: int, end: int) -> Iterator[int]:
+    for m in _SENTENCE_END.finditer(text, start, end):
         pos = m.end()
         if pos >= end:
             continue
-        if pattern is _SENTENCE_END and _is_abbreviation(text, start, m.start()):
+        if _is_abbreviation(text, start, m.start()):
             continue
         yield pos
 

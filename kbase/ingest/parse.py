@@ -120,7 +120,8 @@ def parse(text: str, path: str) -> ParsedDoc:
     fm, body_start = _front_matter(text, warnings)
     starts = line_starts(text)
     first_line = line_of(starts, body_start) - 1
-    blocks, headings = _blocks(text[body_start:], text, starts, first_line)
+    diagnostics: list[Diagnostic] = []
+    blocks, headings = _blocks(text[body_start:], text, starts, first_line, diagnostics)
 
     meta = fm or {}
     title = _title(text, meta, blocks, headings, stem)
@@ -145,6 +146,7 @@ def parse(text: str, path: str) -> ParsedDoc:
         headings=tuple(headings),
         blocks=tuple(blocks),
         warnings=tuple(warnings),
+        diagnostics=tuple(diagnostics),
     )
 
 
@@ -256,16 +258,133 @@ def _in_list_item(body: str, end: int) -> bool:
         first, end = False, start - 1
 
 
+# Bounds on what one note costs to parse. A parser builds a tree of the whole text, at some 1 KB
+# of memory per node (a table cell, a list item, a paragraph): 100 MB per MB of dense Markdown,
+# 1.8 GB for a 2 MB table of 20,000 columns. So the body is parsed a window of PARSE_WINDOW
+# characters at a time (the blocks before the window's last one are final: parsing goes on from
+# that one); a run of table lines with more than MAX_TABLE_CELLS cells is kept as one table
+# block whose cells are not parsed; and a list or quote larger than the window is cut at an item
+# into several blocks. Each cut is a diagnostic ('too_large') kept with the note.
+PARSE_WINDOW = 256 * 1024
+MAX_TABLE_CELLS = 10_000
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+
+
 def _blocks(
-    body: str, text: str, starts: list[int], first_line: int
+    body: str,
+    text: str,
+    starts: list[int],
+    first_line: int,
+    diagnostics: list[Diagnostic] | None = None,
 ) -> tuple[list[Block], list[Heading]]:
     """Top-level blocks and headings of ``body`` (``text`` from line ``first_line`` on)."""
+    diagnostics = [] if diagnostics is None else diagnostics
+    base = starts[first_line]
+    masked, tables = _mask_tables(body)
+    parse = _py_blocks
     if not _needs_py(body):
         try:
-            return _fast_blocks(body, text, starts, first_line)
+            masked.encode("utf-8")
+            parse = _fast_blocks
         except UnicodeEncodeError:  # a lone surrogate cannot go to Rust as UTF-8
             pass
-    return _py_blocks(body, text, starts, first_line)
+    blocks, headings = _windowed(parse, masked, text, starts, first_line, diagnostics)
+    for start, end, cells in tables:
+        a, b = base + start, base + end
+        for i, blk in enumerate(blocks):
+            if blk.kind == "paragraph" and a <= blk.start and blk.end <= b:
+                blocks[i] = Block("table", blk.start, blk.end)
+        diagnostics.append(
+            Diagnostic(
+                "too_large",
+                a,
+                b,
+                f"table of {cells:,} cells (over {MAX_TABLE_CELLS:,}): kept as one block,"
+                " its cells not parsed",
+            )
+        )
+    return blocks, headings
+
+
+def _mask_tables(body: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """``body`` with the '|' of every run of table lines over MAX_TABLE_CELLS cells replaced by
+    'x' (same length, same lines: a paragraph to the parser, cheap), and those runs as
+    (start, end, cells)."""
+    if body.count("|") <= MAX_TABLE_CELLS:
+        return body, []
+    runs, start, cells, end = [], None, 0, 0
+    for m in _LINE.finditer(body):
+        line = m.group()
+        if "|" in line and line.strip():
+            if start is None:
+                start, cells = m.start(), 0
+            cells += line.count("|")
+            end = m.start() + len(line.rstrip("\r\n"))
+        elif start is not None:
+            if cells > MAX_TABLE_CELLS:
+                runs.append((start, end, cells))
+            start = None
+        if m.end() == len(body):
+            break
+    if start is not None and cells > MAX_TABLE_CELLS:
+        runs.append((start, end, cells))
+    if not runs:
+        return body, []
+    parts, pos = [], 0
+    for a, b, _ in runs:
+        parts += [body[pos:a], body[a:b].replace("|", "x")]
+        pos = b
+    parts.append(body[pos:])
+    return "".join(parts), runs
+
+
+def _windowed(parse, body, text, starts, first_line, diagnostics):
+    """``parse(piece, text, starts, piece_first_line)`` over ``body`` a window at a time: the
+    blocks of a window but its last are final; the next window starts at that last block. One
+    block larger than the window doubles it, except a list or quote of two items or more, which
+    is cut before its last item (parsing goes on from there)."""
+    if len(body) <= PARSE_WINDOW:
+        return parse(body, text, starts, first_line)
+    base = starts[first_line]
+    blocks: list[Block] = []
+    headings: list[Heading] = []
+    pos, window = 0, PARSE_WINDOW
+    while True:
+        stop = pos + window
+        if stop < len(body):
+            m = _LINE.match(body, stop)
+            stop = m.end() if m else len(body)
+        last_window = stop >= len(body)
+        line = bisect_right(starts, base + pos) - 1
+        got, heads = parse(body[pos:stop], text, starts, line)
+        if last_window:
+            blocks += got
+            headings += heads
+            return blocks, headings
+        if not got:  # blank lines or link reference definitions only
+            pos, window = stop, PARSE_WINDOW
+            continue
+        last = got[-1]
+        if len(got) > 1:
+            blocks += got[:-1]
+            headings += [h for h in heads if h.start < last.start]
+            pos, window = last.start - base, PARSE_WINDOW
+            continue
+        if last.kind in ("list", "quote", "callout") and len(last.parts) >= 2:
+            kept = last.parts[:-1]
+            blocks.append(Block(last.kind, last.start, kept[-1][1], parts=kept))
+            diagnostics.append(
+                Diagnostic(
+                    "too_large",
+                    last.start,
+                    kept[-1][1],
+                    f"{last.kind} larger than {PARSE_WINDOW // 1024} KB: cut into blocks"
+                    " at an item",
+                )
+            )
+            pos, window = last.parts[-1][0] - base, PARSE_WINDOW
+            continue
+        window *= 2
 
 
 def _py_blocks(
@@ -324,7 +443,8 @@ def _fast_blocks(
     data = body.encode("utf-8")
     if len(data) == len(body):  # ASCII: bytes are characters
         base = starts[first_line]
-        bstarts = [s - base for s in starts[first_line:]]
+        stop = bisect_right(starts, base + len(body), first_line)
+        bstarts = [s - base for s in starts[first_line:stop]]
     else:
         bstarts = [0] + [m.end() for m in _BYTE_LINE_BREAK.finditer(data)]
 

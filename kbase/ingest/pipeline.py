@@ -901,6 +901,10 @@ def _prepared(
 
                 yield c, old, (read[0], read[1], pdfs.result(job, on_pages), read[2])
             else:
+                if parse_it and progress is not None:
+                    # The file about to be parsed is the one being worked on: said before its
+                    # parse, which is what takes long on a hostile file.
+                    progress(done, len(todo), c.relpath or Path(c.abspath).name)
                 yield c, old, (read[0], read[1], next(results) if parse_it else _UNPARSED, read[2])
             done += 1
         if pending is None and start + WINDOW < len(todo):
