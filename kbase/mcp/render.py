@@ -37,10 +37,19 @@ def error_text(message: str, hint: str | None = None) -> str:
 
 # --- what a cut result left out ----------------------------------------------------------------
 def left_out(
-    tool: str, noun: str, *, cut: int, more: bool, next_offset: int, budget: int, extra: str = ""
+    tool: str,
+    noun: str,
+    *,
+    cut: int,
+    more: bool,
+    next_offset: int,
+    budget: int,
+    extra: str = "",
+    known: bool = True,
 ) -> str | None:
     """``cut``: items of the page asked for that the budget left out; ``more``: items beyond
-    the page exist. None when nothing was left out."""
+    the page exist (``known`` false: may exist, the page was full). None when nothing was left
+    out."""
     call = f"call {tool} again with offset={next_offset}{extra}"
     if cut:
         return (
@@ -48,7 +57,7 @@ def left_out(
             "or raise budget."
         )
     if more:
-        return f"More {noun} follow: {call}."
+        return f"More {noun} {'follow' if known else 'may follow'}: {call}."
     return None
 
 
@@ -77,6 +86,8 @@ def search_hit(h: s.SearchHit) -> str:
     if h.heading_path:
         lines.append(f"   {h.heading_path}")
     lines.append(f"   {h.snippet}")
+    if h.tags:
+        lines.append("   tags: " + ", ".join(h.tags))
     return "\n".join(lines)
 
 

@@ -80,14 +80,14 @@ def search(
     hits = kb.search(
         query,
         mode=used,
-        limit=offset + limit + 1,  # one more: do more follow?
+        limit=offset + limit,  # not one more to know whether more follow: it costs (hybrid)
         path=path,
         tags=tuple(tags),
         since=since,
         until=until,
         exclude=tuple(exclude),
     )
-    more = len(hits) > offset + limit
+    more = len(hits) >= offset + limit  # perhaps: a full page
     page = [
         s.SearchHit(
             rank=h.rank,
@@ -135,6 +135,7 @@ def search(
             more=more,
             next_offset=out.next_offset,
             budget=budget,
+            known=False,
         )
     if not out.hits:
         return Reply(out, render.search_empty(out) + note)

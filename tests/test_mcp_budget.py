@@ -1,0 +1,127 @@
+"""No tool result passes its budget, for any argument, on a big vault (issue 26: 6,500 notes from
+bench/gen_vault.py plus notes built to overflow: a hub with thousands of links, a line of
+200,000 characters, a title of 5,000 characters, hundreds of tags). Every tool is walked with large
+arguments through the server kbase mcp runs (MCPServer.call_tool: validation, the tool, both
+result forms), and each cut result says how to continue."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+
+import kbase
+from kbase.mcp.backend import Backend
+from kbase.mcp.budget import json_tokens, tokens
+from kbase.mcp.server import build_server
+from tests.conftest import REPO, write
+
+NOTES = 6_500
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    sys.path.insert(0, str(REPO / "bench"))
+    from gen_vault import generate
+
+    root = tmp_path_factory.mktemp("budget")
+    vault = root / "vault"
+    generate(vault, NOTES, seed=4)
+    write(
+        vault,
+        {
+            "Hub.md": "# Hub\n\n"
+            + "".join(f"- [[Note {i}]] is about {'x' * (i % 50)}\n" for i in range(4000)),
+            "Wide.md": "# Wide\n\n" + "wide " * 40_000 + "\n",
+            "Long title.md": "---\ntitle: " + "T" * 5000 + "\n---\n\nBody [[Hub]].\n",
+            "Tags.md": "# Tags\n\n" + " ".join(f"#tag{i}" for i in range(600)) + "\n",
+            "Quotes.md": "# Quotes\n\n" + ('"\\' * 5000 + "\n") * 50,
+            "日本語.md": "# 日本語\n\n" + "日本語の文章です。" * 5_000 + "\n",
+            **{f"spokes/Spoke {i}.md": f"# Spoke {i}\n\nSee [[Hub]].\n" for i in range(1500)},
+        },
+    )
+    db = root / "big.db"
+    kbase.open(db).index([vault], embed=False)
+    return db
+
+
+CALLS = [
+    ("search", {"query": "the", "limit": 100}),
+    ("search", {"query": "note OR hub OR wide", "limit": 100, "offset": 50}),
+    ("search", {"query": "日本語", "limit": 100}),
+    ("read", {"note": "Hub"}),
+    ("read", {"note": "Hub", "start_line": 1, "end_line": 1_000_000}),
+    ("read", {"note": "Wide"}),
+    ("read", {"note": "Wide", "start_line": 3, "end_line": 3, "start_char": 100_000}),
+    ("read", {"note": "Quotes", "start_line": 1, "end_line": 52}),
+    ("read", {"note": "日本語.md"}),
+    ("read", {"note": "Long title.md"}),
+    ("read", {"note": "Tags"}),
+    ("links", {"note": "Hub", "limit": 1000}),
+    ("links", {"note": "Hub", "direction": "backlinks", "limit": 1000, "offset": 100}),
+    ("links", {"note": "Long title.md", "limit": 1000}),
+    ("related", {"note": "Hub", "limit": 100, "include_linked": True}),
+    ("related", {"note": "Wide", "limit": 100}),
+    ("sql", {"query": "SELECT * FROM documents", "max_rows": 5000}),
+    ("sql", {"query": "SELECT * FROM chunk_texts", "max_rows": 5000, "offset": 1000}),
+    ("sql", {"query": "SELECT path, title, body, body FROM documents", "max_rows": 5000}),
+    ("sql", {"query": "SELECT * FROM links", "max_rows": 5000}),
+    ("sql", {"query": "SELECT randomblob(100000), zeroblob(5000)", "max_rows": 10}),
+    ("status", {}),
+]
+
+
+def _sizes(result) -> tuple[int, int]:
+    text = "\n".join(c.text for c in result.content)
+    data = result.structured_content
+    return tokens(text), json_tokens(data) if data is not None else 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [500, 2_000, 8_000, 30_000])
+def test_no_result_passes_the_budget(big, budget):
+    server = build_server(Backend(big))
+
+    async def walk():
+        out = []
+        for tool, args in CALLS:
+            r = await server.call_tool(tool, {**args, "budget": budget})
+            out.append((tool, args, budget, r))
+        if budget == 8_000:  # and without the argument: the default, the same 8,000
+            for tool, args in CALLS:
+                out.append((tool, args, 8_000, await server.call_tool(tool, args)))
+        return out
+
+    over, uncontinued = [], []
+    for tool, args, limit, r in asyncio.run(walk()):
+        text_t, json_t = _sizes(r)
+        if text_t > limit or json_t > limit:
+            over.append((tool, args, limit, text_t, json_t))
+        s = r.structured_content
+        if r.is_error or s is None:
+            continue
+        cut = s.get("next_offset") is not None or s.get("next_start_line") is not None
+        if cut and "again with" not in r.content[0].text:
+            uncontinued.append((tool, args))
+    assert over == [] and uncontinued == []
+
+
+@pytest.mark.slow
+def test_following_the_continuations_gets_everything(big):
+    """The hub's 4,000 links, a page at a time as the results say, are all there once."""
+    server = build_server(Backend(big))
+
+    async def follow():
+        got, offset = [], 0
+        while offset is not None:
+            r = await server.call_tool(
+                "links",
+                {"note": "Hub", "direction": "outgoing", "limit": 1000, "offset": offset},
+            )
+            got += [lk["target"] for lk in r.structured_content["outgoing"]]
+            offset = r.structured_content["next_offset"]
+        return got
+
+    got = asyncio.run(follow())
+    assert got == [f"Note {i}" for i in range(4000)]
