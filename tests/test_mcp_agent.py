@@ -102,15 +102,20 @@ async def test_log_messages_follow_the_level_the_client_sets(index):
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_background_work_reaches_a_client_at_its_level(index):
-    """With --watch: the watch's runs reach a client that asked for info, as log messages."""
+    """With --watch: the watch's runs and idle embedding's progress reach a client that asked
+    for info, as log messages."""
     db, vault = index
     messages = Messages()
-    async with session(db, "--watch", "--no-embed", mode="legacy", logging_callback=messages) as c:
+    async with session(db, "--watch", mode="legacy", logging_callback=messages) as c:
         await c.set_logging_level("info")
         await c.call_tool("status", {})
         (vault / "Leeks.md").write_text("# Leeks\n\nLeeks like deep trenches.\n", "utf-8")
         assert await _until(lambda: any("1 new" in m for _, m in messages.got))
-        assert ("info", "watch: 1 new, 0 updated, 0 renamed, 0 removed") in messages.take()
+        assert ("info", "watch: 1 new, 0 updated, 0 renamed, 0 removed") in messages.got
+        assert await _until(lambda: any("idle embedding: done" in m for _, m in messages.got), 300)
+        st = (await c.call_tool("status", {})).structured_content
+        assert st["embedded_chunks"] == st["chunks"]
+        assert not any(level == "debug" for level, _ in messages.take())  # below the level
 
 
 @pytest.mark.asyncio

@@ -27,6 +27,7 @@ from kbase.errors import DatabaseError, KbaseError
 IDLE_AFTER = 2.0  # seconds without a call before idle embedding starts (or resumes)
 IDLE_POLL = 0.5  # how often the idle embedder looks
 IDLE_RECHECK = 5.0  # nothing to embed: look again this often (watch adds chunks)
+PROGRESS_EVERY = 10.0  # seconds between progress messages while embedding
 
 Say = Callable[[str, str], None]  # (level, message): 'debug', 'info', 'warning', 'error', ...
 
@@ -90,6 +91,8 @@ class Backend:
         """Thread body: embed chunks that lack vectors whenever no call has run for IDLE_AFTER,
         one batch of the model at a time."""
         wait = IDLE_POLL
+        reported = time.monotonic()
+        finished = 0  # idle_embedded when the last "all embedded" was said
         while not self.stop.wait(wait):
             wait = IDLE_POLL
             if not self.idle():
@@ -106,8 +109,30 @@ class Backend:
             if done:
                 self.idle_embedded += done
                 self.say("debug", f"embedded {done} chunks while idle")
+                if time.monotonic() - reported >= PROGRESS_EVERY:
+                    reported = time.monotonic()
+                    self._progress()
             else:
+                if self.idle_embedded != finished:  # it just finished: say so once
+                    self._progress()
+                finished = self.idle_embedded
                 wait = IDLE_RECHECK
+
+    def _progress(self) -> None:
+        """Say how far idle embedding has come (info: a client that asks sees it)."""
+        try:
+            with self.read_lock:
+                embedded, total = self.kb.coverage()
+        except KbaseError:
+            return
+        if embedded >= total:
+            self.say("info", f"idle embedding: done, all {total:,} chunks have vectors")
+        else:
+            self.say(
+                "info",
+                f"idle embedding: {embedded:,} of {total:,} chunks have vectors"
+                f" ({self.idle_embedded:,} embedded while idle)",
+            )
 
     def watch(self, poll: bool) -> None:
         """Thread body: keep the index in step with the notes (without embedding: the idle
