@@ -190,6 +190,7 @@ class KB:
         index that existed before the call is never removed."""
         from kbase.embed import vectors as embedding
         from kbase.ingest import pipeline as ingest
+        from kbase.store import maintenance
 
         created = not self.path.exists()
         if model is not None:
@@ -249,6 +250,8 @@ class KB:
                         download=download,
                         switch_progress=switch_progress,
                     )
+                if not report.interrupted:
+                    maintenance.settle(con)
                 return report
         except KeyboardInterrupt:
             if report is None:
@@ -367,9 +370,15 @@ class KB:
                 ):  # nothing to do: no need to wait for the writer lock
                     return EmbedReport()
                 with db.writer_lock(self.path):
-                    return self._embed(
+                    report = self._embed(
                         con, progress, limit=limit or embed.WINDOW, should_stop=should_stop
                     )
+                    if report.embedded or report.reused:
+                        from kbase.store.maintenance import checkpoint, release_free_pages
+
+                        release_free_pages(con)  # a vector block given back (tidy_vectors)
+                        checkpoint(con)
+                    return report
         except IndexBusyError:
             return None
 

@@ -389,3 +389,69 @@ def test_read_and_the_tui_location_open_at_the_heading(settings, db_path):
     assert k.read("Settings#Spellcheck", 1, 2).lines == ("# Settings", "")  # a range wins
     assert k.document("Settings#^langs").path == "Settings.md"
     assert k.region("Other").whole  # a plain name is the whole note still
+
+
+# 9. the file stays near its compact size while watching ---------------------------------------
+def test_the_wal_is_truncated_after_each_run_though_a_reader_stays_open(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    kb = kbase.open(dbp)
+    kb.index([vault], embed=False)
+    kb.reader.execute("SELECT 1 FROM meta").fetchall()  # a long-lived reader (watch, TUI, MCP)
+    wal = tmp_path / "w.db-wal"
+    for i in range(5):
+        (vault / "Garden.md").write_text(f"# Garden\n\nTomatoes, edit {i}.\n" + "more " * 300)
+        kb.index([vault], embed=False)
+        assert not wal.exists() or wal.stat().st_size == 0, (i, wal.stat().st_size)
+    kb.close()
+
+
+def test_the_keyword_index_stays_merged_over_many_small_runs(tmp_path, vault):
+    dbp = tmp_path / "m.db"
+    kb = kbase.open(dbp)
+    kb.index([vault], embed=False)
+    for i in range(40):
+        (vault / "Garden.md").write_text(f"# Garden\n\nTomatoes, edit {i}.\n" + f"word{i} " * 50)
+        kb.index([vault], embed=False)
+
+    def fts_bytes() -> int:
+        return kb.sql("SELECT sum(length(block)) FROM chunks_fts_data").rows[0][0]
+
+    grown = fts_bytes()
+    con = db.connect(dbp)
+    with con:
+        con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+    con.close()
+    kb.close()
+    assert grown <= 1.5 * fts_bytes(), (grown, fts_bytes())  # without merging: over 4x
+
+
+def test_holes_left_by_deleted_vectors_are_given_back(tmp_path):
+    import struct
+
+    from kbase.embed.vectors import tidy_vectors
+    from kbase.store import maintenance
+
+    path = tmp_path / "v.db"
+    con = db.connect(path, create=True)
+    assert con.execute("PRAGMA auto_vacuum").get == 2  # incremental: free pages can be returned
+    con.execute("CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[384])")
+    vec = struct.pack("384f", *([0.5] * 384))
+    with con:
+        for i in range(1, 2501):  # three blocks of 1024 slots
+            con.execute("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (i, vec))
+        for i in range(1, 2501, 2):  # edits: every other vector deleted, as re-embedding does
+            con.execute("DELETE FROM chunks_vec WHERE rowid = ?", (i,))
+    blocks = lambda: con.execute("SELECT count(*) FROM chunks_vec_chunks").get  # noqa: E731
+    assert blocks() == 3
+    maintenance.checkpoint(con)
+    size = path.stat().st_size
+    while tidy_vectors(con):
+        pass
+    assert blocks() == 2 and con.execute("SELECT count(*) FROM chunks_vec_rowids").get == 1250
+    assert sorted(r for (r,) in con.execute("SELECT rowid FROM chunks_vec")) == list(
+        range(2, 2501, 2)
+    )
+    maintenance.release_free_pages(con)
+    maintenance.checkpoint(con)
+    con.close()
+    assert path.stat().st_size < size - 1_000_000  # a 1.5 MB block returned to the disk

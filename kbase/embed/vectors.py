@@ -121,6 +121,53 @@ def codes_in_step(con: apsw.Connection) -> tuple[int, int]:
     return missing, entries - (len(vec) - missing)
 
 
+# Vectors moved per tidy step at most (sqlite-vec blocks of 1024; 8 blocks: about 12 MB written).
+TIDY_MAX_BLOCKS = 8
+
+
+def tidy_vectors(con: apsw.Connection) -> int:
+    """Give back the space of deleted vectors; how many vectors were moved.
+
+    sqlite-vec keeps vectors in blocks (``chunks_vec_chunks``, 1024 slots each, 1.5 MB at 384
+    dimensions) and fills only the newest block's free slots: a vector deleted from an older
+    block (a note edited, its changed chunk re-embedded) leaves a hole there for good, and the
+    file grows by a block every 1024 such edits (``kbase compact`` rebuilds the table). When the
+    holes in the older blocks add up to a whole block, the live vectors of the emptiest ones are
+    deleted and stored again: they go into free slots, sqlite-vec drops a block that has emptied,
+    and its pages are used again. Bounded work (``TIDY_MAX_BLOCKS``); nothing for a dense table.
+    """
+    if not has_vectors(con):
+        return 0
+    blocks = con.execute("SELECT chunk_id, size, validity FROM chunks_vec_chunks").fetchall()
+    if len(blocks) < 2:
+        return 0
+    live = {chunk_id: int.from_bytes(v, "little").bit_count() for chunk_id, _, v in blocks}
+    last = max(live)
+    older = sorted((live[c], c, size) for c, size, _ in blocks if c != last)
+    # Moving the live vectors of blocks whose holes add up to what the last block holds needs
+    # one block fewer than they take now (the moved vectors fill the last block's free slots,
+    # then blocks made from the pages freed): a block is given back, never one more taken.
+    needed = live[last]
+    chosen, holes = [], 0
+    for n, chunk_id, block_size in older[:TIDY_MAX_BLOCKS]:
+        chosen.append(chunk_id)
+        holes += block_size - n
+        if holes >= needed:
+            break
+    if holes < needed or not chosen:
+        return 0
+    marks = ",".join("?" * len(chosen))
+    with con:
+        rows = con.execute(
+            "SELECT v.rowid, v.embedding FROM chunks_vec AS v WHERE v.rowid IN"
+            f" (SELECT rowid FROM chunks_vec_rowids WHERE chunk_id IN ({marks}))",
+            chosen,
+        ).fetchall()
+        con.executemany("DELETE FROM chunks_vec WHERE rowid = ?", [(r,) for r, _ in rows])
+        con.executemany("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)", rows)
+    return len(rows)
+
+
 def tidy_codes(con: apsw.Connection) -> None:
     """After storing vectors: rebuild the codes when too many are of deleted chunks, else merge
     the small blocks that each stored batch appended into full ones."""
@@ -248,6 +295,7 @@ def embed_missing(
     ensure_vector_table(con, embedder)
     report = _fill(con, embedder, CURRENT, progress, batch, limit, should_stop)
     tidy_codes(con)
+    tidy_vectors(con)
     return replace(report, remaining=missing_count(con))
 
 

@@ -29,6 +29,7 @@ from kbase.models import (
     Status,
 )
 from kbase.search import cjk
+from kbase.store import db
 from kbase.store import writes as store
 from kbase.store.db import located_root, meta_set
 
@@ -276,6 +277,55 @@ def file_bytes(path: str | os.PathLike[str]) -> int:
     return sum(os.path.getsize(f) for f in (str(path), f"{path}-wal") if os.path.exists(f))
 
 
+# Keyword index pages an index run merges at most when it is done (FTS5 'merge'; 16 KB pages).
+# Negative: segments of every level are merged, as 'optimize' does, a bounded amount at a time
+# (positive N merges only levels that have filled up, and the file kept growing: BENCHMARKS.md).
+FTS_MERGE_PAGES = -256
+# Free pages above this are given back to the file system (with auto_vacuum = INCREMENTAL).
+FREE_BYTES_KEPT = 1 << 20
+
+
+def settle(con: apsw.Connection) -> None:
+    """After a write run (an index run, a watch batch, an idle embedding step): keep the file
+    near its compact size without ``kbase compact``. FTS5 adds a segment per transaction and
+    keeps deleted rows' entries until segments merge: a little merge work after each run (the
+    'merge' command, ``FTS_MERGE_PAGES`` at most) keeps the keyword index merged. The WAL is
+    checkpointed and truncated when no reader needs it (a long-lived reader, the TUI or an MCP
+    server, would otherwise keep the WAL file at its largest); with a reader at work it is left
+    for the next run, never waited for."""
+    with con:
+        for table in ("chunks_fts", "chunks_cjk"):
+            con.execute(
+                f"INSERT INTO {table} ({table}, rank) VALUES ('merge', ?)", (FTS_MERGE_PAGES,)
+            )
+    release_free_pages(con)
+    checkpoint(con)
+
+
+def release_free_pages(con: apsw.Connection) -> int:
+    """Give the free pages beyond ``FREE_BYTES_KEPT`` back to the file system (an index made
+    with auto_vacuum = INCREMENTAL: new ones, and older ones once compacted); how many."""
+    if con.execute("PRAGMA auto_vacuum").get != 2:
+        return 0
+    page = con.execute("PRAGMA page_size").get
+    free = con.execute("PRAGMA freelist_count").get
+    if free * page <= FREE_BYTES_KEPT:
+        return 0
+    con.execute("PRAGMA incremental_vacuum").fetchall()  # all of them: a few MB at most
+    return free
+
+
+def checkpoint(con: apsw.Connection) -> None:
+    """Copy the WAL into the file and truncate it, unless a reader holds it (then nothing)."""
+    con.set_busy_timeout(0)
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except apsw.BusyError:
+        pass
+    finally:
+        con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
+
+
 def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport:
     """Merge the keyword index, rebuild the vector table without its dead space, VACUUM."""
     before = file_bytes(path)
@@ -307,6 +357,7 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport
     if embed.has_vectors(con):
         embed.rebuild_codes(con)  # leaves out the codes of deleted chunks
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("PRAGMA auto_vacuum = INCREMENTAL")  # an older index takes it with the VACUUM
     con.execute("VACUUM")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return CompactReport(bytes_before=before, bytes_after=file_bytes(path))
