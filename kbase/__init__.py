@@ -8,15 +8,19 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-from kbase.errors import DatabaseError, InputError, KbaseError
-from kbase.models import Chunk, Hit, IndexReport
+# The one place the version is written (pyproject.toml reads it: tool.hatch.version), so that
+# `kbase --version` needs no package metadata (importlib.metadata costs more than kbase's start).
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    import os
+
     from kbase.api import KB
     from kbase.embed.embedder import Embedder
+    from kbase.errors import DatabaseError, InputError, KbaseError
+    from kbase.models import Chunk, Hit, IndexReport
 
 __all__ = ["open", "KB", "KbaseError", "DatabaseError", "InputError", "Hit", "Chunk", "IndexReport"]
 
@@ -34,13 +38,23 @@ def open(
     return KB(path, embedder=embedder, cache_vectors=cache_vectors)
 
 
+# Imported when first asked for (PEP 562), so that importing kbase (every command does) costs
+# nothing: a face or a script takes what it needs.
+_LAZY = {
+    "KB": "kbase.api",
+    "KbaseError": "kbase.errors",
+    "DatabaseError": "kbase.errors",
+    "InputError": "kbase.errors",
+    "Hit": "kbase.models",
+    "Chunk": "kbase.models",
+    "IndexReport": "kbase.models",
+}
+
+
 def __getattr__(name: str):
-    if name == "KB":
-        from kbase.api import KB
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kbase' has no attribute {name!r}")
+    import importlib
 
-        return KB
-    if name == "__version__":
-        from importlib.metadata import version
-
-        return version("kbase")
-    raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

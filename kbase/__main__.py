@@ -1,4 +1,4 @@
-from kbase.cli.commands import cli
+from kbase.cli import main
 
 if __name__ == "__main__":  # pragma: no cover
-    cli(prog_name="kbase")
+    main()

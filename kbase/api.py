@@ -486,7 +486,7 @@ class KB:
         ``MAX_QUERY_CHARS`` characters is cut there (``kbase.search.query``): the result's
         ``notice`` says so. A search still running after ``search_timeout`` seconds (10) is
         stopped: an ``InputError``; ``limit`` is at most ``MAX_SEARCH_LIMIT`` (1,000)."""
-        from kbase.search import hybrid, keyword, semantic, spell
+        from kbase.search import keyword, spell
         from kbase.search.filters import Filters
         from kbase.search.query import bound_query, parse_query
 
@@ -530,6 +530,8 @@ class KB:
                 elif mode == "keyword":
                     hits = self._read(keyword.keyword_search, text, limit=limit, filters=filters)
                 elif mode == "semantic":
+                    from kbase.search import semantic
+
                     hits = self._read(
                         semantic.semantic_search,
                         vector,
@@ -539,6 +541,7 @@ class KB:
                     )
                 else:
                     from kbase.embed.embedder import reads
+                    from kbase.search import hybrid
 
                     embedder = self.embedder
                     hits = self._read(

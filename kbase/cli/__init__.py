@@ -1,1 +1,30 @@
-"""The command-line face: click commands and their renderers."""
+"""The command-line face: click commands (``commands``) and their renderers (``render``).
+
+``main`` is the ``kbase`` executable. It imports only what the command line asks for: ``kbase
+--version`` answers before click or any of kbase is imported, and each command imports its
+own parts of the engine when it runs (``python -X importtime -m kbase ...`` shows what).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """The ``kbase`` executable."""
+    if sys.argv[1:] == ["--version"]:
+        from kbase import __version__
+
+        sys.stdout.write(f"kbase, version {__version__}\n")
+        return
+    from kbase.cli.commands import cli
+
+    cli(prog_name="kbase")
+
+
+def __getattr__(name: str):
+    if name == "cli":  # ``from kbase.cli import cli``, as before the face had its own folder
+        from kbase.cli.commands import cli
+
+        return cli
+    raise AttributeError(f"module 'kbase.cli' has no attribute {name!r}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 import threading
 from pathlib import Path
@@ -11,14 +9,25 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbase.cli.render import FORMATS
+from kbase import __version__
 from kbase.errors import KbaseError
-from kbase.models import EmbedReport
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from kbase.api import KB
+    from kbase.models import EmbedReport
+
+
+# What every listing can print (``--format``); kbase.cli.render renders them. Commands import
+# the engine and the renderers when they run, so that --help and --version import neither.
+FORMATS = ("table", "json", "jsonl", "csv")
+
+
+def _dumps(value, **options) -> str:
+    import json
+
+    return json.dumps(value, **options)
 
 
 class _Group(click.Group):
@@ -98,7 +107,7 @@ def _terminal_width() -> int | None:
     show_envvar=True,
     help="Index file. Default: $XDG_DATA_HOME/kbase/index.db (~/.local/share/kbase/index.db).",
 )
-@click.version_option(package_name="kbase", prog_name="kbase")
+@click.version_option(__version__, prog_name="kbase")
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
     """kbase: your notes in one SQLite file, searchable from the terminal."""
@@ -107,13 +116,12 @@ def cli(ctx: click.Context, db: Path | None) -> None:
     ctx.obj = {"db": db or default_db_path()}
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$", re.I)
-
-
 def _parse_size(ctx, param, value):
+    import re
+
     if value is None:
         return None
-    m = _SIZE.match(value)
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$", value, re.I)
     if not m:
         raise click.BadParameter(f"{value!r} is not a size; use e.g. 500K, 10M, 1G")
     return int(float(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower()))
@@ -234,7 +242,7 @@ def index(
     if fmt == "json":
         from dataclasses import asdict
 
-        click.echo(json.dumps(asdict(report), ensure_ascii=False, indent=2))
+        click.echo(_dumps(asdict(report), ensure_ascii=False, indent=2))
     else:
         if not quiet:
             for path, reason in report.skipped:
@@ -787,7 +795,7 @@ def status(ctx, fmt):
     kb = _kb(ctx)
     st = kb.status()
     click.echo(
-        json.dumps(asdict(st), indent=2, ensure_ascii=False) if fmt == "json" else render_status(st)
+        _dumps(asdict(st), indent=2, ensure_ascii=False) if fmt == "json" else render_status(st)
     )
 
 
@@ -942,7 +950,7 @@ def graph(ctx, note, depth, path_glob, exclude, fmt):
 
     kb = _kb(ctx)
     g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
-    click.echo(json.dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
+    click.echo(_dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
 
 
 @cli.command()
@@ -1076,7 +1084,7 @@ def check(ctx, fix, fmt):
     result = kb.check(fix=fix)
     problems = result.problems
     if fmt == "json":
-        click.echo(json.dumps({"ok": result.ok, **asdict(result)}, indent=2, ensure_ascii=False))
+        click.echo(_dumps({"ok": result.ok, **asdict(result)}, indent=2, ensure_ascii=False))
     else:
         for w in result.warnings:
             click.echo(f"warning: {_printable(w.path)}:{w.line}: {w.detail}")
@@ -1108,7 +1116,7 @@ def compact(ctx, fmt):
     kb = _kb(ctx)
     r = kb.compact()
     if fmt == "json":
-        click.echo(json.dumps({**asdict(r), "bytes_saved": r.bytes_saved}, indent=2))
+        click.echo(_dumps({**asdict(r), "bytes_saved": r.bytes_saved}, indent=2))
         return
     click.echo(
         f"compacted: {human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}"
@@ -1128,7 +1136,7 @@ def roots(ctx, fmt):
     kb = _kb(ctx)
     rs = kb.roots()
     if fmt == "json":
-        click.echo(json.dumps([asdict(r) for r in rs], indent=2))
+        click.echo(_dumps([asdict(r) for r in rs], indent=2))
         return
     for r in rs:
         state = (
@@ -1202,7 +1210,7 @@ def show(ctx, target, context, fmt):
         )
     if fmt == "json":
         click.echo(
-            json.dumps(
+            _dumps(
                 {
                     "path": doc.path,
                     "abspath": doc.abspath,

@@ -5,10 +5,7 @@ Field names in the machine formats are stable; see the README's "Output formats"
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 from collections.abc import Iterable, Sequence
 
 import click
@@ -21,6 +18,10 @@ FORMATS = ("table", "json", "jsonl", "csv")
 
 def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> str:
     """JSON (an array), JSON Lines or CSV of ``records``."""
+    import csv
+    import io
+    import json
+
     if fmt == "json":
         return json.dumps(list(records), ensure_ascii=False, indent=2)
     if fmt == "jsonl":
@@ -166,6 +167,8 @@ def _one_line(path: str) -> str:
 
 def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
     """``kbase chunks``: one line a chunk for people, every field and the text for scripts."""
+    import json
+
     if fmt != "table":
         records = [
             {**{k: getattr(c, k) for k in CHUNK_FIELDS[:-1]}, "text": text[c.start : c.end]}
@@ -197,6 +200,8 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
 
 def _model_id(fingerprint: str) -> str:
     """The fingerprint as read: 'sha256 8199be6f6994, 384 dimensions'."""
+    import json
+
     try:
         fp = json.loads(fingerprint)
     except ValueError:

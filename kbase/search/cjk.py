@@ -21,7 +21,6 @@ from dataclasses import replace
 
 import apsw
 
-from kbase.search import segment
 from kbase.search.query import Query, Term
 
 # Han (with radicals, extensions, compatibility ideographs, 々〆〇〻), kana (with ー and half-width
@@ -130,6 +129,8 @@ def segmented(query: Query) -> Query | None:
         if len(clause) > 1 or term.quoted or not any(has_runs(w) for w in term.words):
             clauses.append(clause)
             continue
+        from kbase.search import segment  # ICU, for a query with such a run only
+
         parts: list[Term] = []
         for word in term.words:
             for piece in re.split(f"([{_CHARS}]+)", word):

@@ -14,7 +14,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 
 import apsw
@@ -30,6 +29,8 @@ SQLITE_READONLY_DIRECTORY = 1544  # extended result code: the folder forbids cre
 
 def schema_sql() -> str:
     """The DDL of a new index: ``schema.sql`` from the installed package, else from the checkout."""
+    from importlib import resources  # only to create an index (its import costs 5 ms)
+
     packaged = resources.files("kbase").joinpath("schema.sql")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
