@@ -13,8 +13,6 @@ import click
 from kbase.models import HIT_FIELDS, Hit, Status
 from kbase.text import excerpt, location
 
-FORMATS = ("table", "json", "jsonl", "csv")
-
 
 def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> str:
     """JSON (an array), JSON Lines or CSV of ``records``."""
