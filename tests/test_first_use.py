@@ -32,7 +32,6 @@ def run(db_path):
 def fake_model(monkeypatch):
     """Every KB the CLI opens embeds with a counting stand-in (no model load)."""
     embedder = CountingEmbedder()
-    monkeypatch.setattr("kbase.embed.embedder.default_embedder", lambda: embedder)
     monkeypatch.setattr("kbase.embed.catalog.for_index", lambda fingerprint=None: embedder)
     return embedder
 
@@ -504,7 +503,6 @@ def test_a_keyword_search_imports_no_vector_search_nor_the_model(tmp_path, vault
         "numpy",
         "onnxruntime",
         "importlib.resources",  # schema.sql, to create an index
-        "json",
         "csv",
         "rich",
     }
