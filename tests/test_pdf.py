@@ -619,3 +619,13 @@ def test_killing_the_indexer_mid_pdf_leaves_no_worker_and_no_lock(db_path, tmp_p
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 0 and "already writing" not in again.stderr, again.stderr
     assert kbase.open(db_path).sql("SELECT count(*) FROM pdf_info").rows == [(6,)]
+
+
+def test_a_custom_token_counter_chunks_pdfs_too(db_path, tmp_path):
+    """The workers chunk with the run's counter (the index's fingerprint names it)."""
+    vault = write(tmp_path / "v", {"a.pdf": paper()})
+    con = db.connect(db_path, create=True)
+    counter = chunking.WordCounter()
+    ingest.index(con, [vault], counter=counter)
+    rows = con.execute("SELECT tokens, text FROM chunk_texts").fetchall()
+    assert rows and all(tokens == counter.count(text) for tokens, text in rows)

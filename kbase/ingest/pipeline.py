@@ -310,7 +310,13 @@ def _index_scope(
     total = len(todo)
     texts = [c for c in todo if not is_pdf(c.abspath)]
     pool = _pool(len(texts), sum(c.size for c in texts), counter)
-    pdfs = _PdfJobs(settings, max_size, sum(1 for c in todo if is_pdf(c.abspath)), bounds)
+    pdfs = _PdfJobs(
+        settings,
+        max_size,
+        sum(1 for c in todo if is_pdf(c.abspath)),
+        bounds,
+        None if counter is default_counter() else counter,  # a custom one goes to the workers
+    )
     try:
         with _Batches(con, report) as batches:
             renamed_from = {h for h, paths in by_hash.items() if paths}
@@ -764,8 +770,10 @@ def _pdf_timeout(args: tuple, progress: tuple[int, int] | None) -> float:
     return PDF_SECONDS + PDF_SECONDS_PER_PAGE * pages
 
 
-def _pdf_job(name, abspath, settings, max_size, bounds, progress=None):
-    result = prepare_pdf(name, abspath, settings, max_size, progress=progress, bounds=bounds)
+def _pdf_job(name, abspath, settings, max_size, bounds, counter=None, progress=None):
+    result = prepare_pdf(
+        name, abspath, settings, max_size, counter=counter, progress=progress, bounds=bounds
+    )
     if isinstance(result, tuple):
         digest, prepared = result
         return digest, _without_blocks(prepared)
@@ -783,13 +791,22 @@ class _PdfJobs:
         max_size: int | None,
         count: int,
         bounds: tuple[str, ...] | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.settings, self.max_size, self.count, self.bounds = settings, max_size, count, bounds
+        self.counter = counter
         self._workers: Workers | None = None
 
     def _pool(self) -> Workers:
         if self._workers is None:
+            import pypdfium2  # noqa: F401  (here, before the fork: see below)
+
             from kbase.ingest.workers import Workers  # multiprocessing: 12 ms, for PDFs only
+
+            # The workers are forked, maybe from a thread (kbase watch in the TUI or the MCP
+            # server): what they import after the fork could wait for a lock another thread
+            # held at that moment. PDFium and the chunker (tokenizer) are loaded here first.
+            chunk(parse("# Warm up\n\nwords\n", "warm-up.md"))
 
             cores = (
                 len(os.sched_getaffinity(0))
@@ -802,7 +819,7 @@ class _PdfJobs:
     def submit(self, c: Candidate) -> int:
         name = c.relpath or Path(c.abspath).name
         return self._pool().submit(
-            _pdf_job, name, c.abspath, self.settings, self.max_size, self.bounds
+            _pdf_job, name, c.abspath, self.settings, self.max_size, self.bounds, self.counter
         )
 
     def result(self, job: int, on_progress=None) -> _PdfResult:
