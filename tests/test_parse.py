@@ -42,6 +42,10 @@ def test_a_slug_is_titled_by_the_heading_that_opens_the_note_at_any_level():
     # rust-book-ja: the English original in an HTML comment comes first
     ja = "<!--\n## What Is Ownership?\n-->\n\n## 所有権とは？\n\n本文\n"
     assert parse(ja, "ch04-01-what-is-ownership.md").title == "所有権とは？"
+    # rust-book: an old heading's anchor, then the heading
+    anchored = '<!-- Old headings. -->\n\n<a id="the-match"></a>\n\n## The `match` Construct\n'
+    assert parse(anchored, "ch06-02-match.md").title == "The match Construct"
+    assert parse("<div>Shown</div>\n\n# Heading\n", "html-first.md").title == "html-first"
     assert parse("# What is **Foam**?\n", "index.md").title == "What is Foam?"
     assert parse("---\ntitle: From YAML\n---\n# Heading\n", "getting_started.md").title == (
         "From YAML"

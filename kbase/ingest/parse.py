@@ -170,14 +170,15 @@ def is_slug(stem: str) -> bool:
 def _title(text: str, meta: dict, blocks: list[Block], headings: list[Heading], stem: str) -> str:
     """The title as Obsidian shows it: the file name. Where the file name is a slug
     (``ch04-01-what-is-ownership``), the front matter title, else the heading that opens the note
-    (its first block, at any level, HTML comments before it aside), else the file name; as plain
+    (its first block, at any level, HTML that shows nothing before it aside: comments,
+    anchors), else the file name; as plain
     text, never a template placeholder. A note named by a person keeps its name even when it opens
     with a heading: in a personal vault those are section names ('Hairstyle.md' opening with
     '# Adjectives' is 'Hairstyle', as Obsidian shows it everywhere)."""
     if not is_slug(stem):
         return stem
     candidates = [_first_str(meta.get("title"))]
-    first = next((b for b in blocks if not (b.kind == "html" and _is_comment(text, b))), None)
+    first = next((b for b in blocks if not _shows_nothing(text, b)), None)
     if first is not None and first.kind == "heading":
         candidates.append(next(h.text for h in headings if h.start == first.start))
     for candidate in candidates:
@@ -187,9 +188,9 @@ def _title(text: str, meta: dict, blocks: list[Block], headings: list[Heading], 
     return stem
 
 
-def _is_comment(text: str, block: Block) -> bool:
-    source = text[block.start : block.end].strip()
-    return source.startswith("<!--") and source.endswith("-->")
+def _shows_nothing(text: str, block: Block) -> bool:
+    """HTML that shows nothing: a comment, an anchor (``<a id="old-heading"></a>``)."""
+    return block.kind in ("html", "paragraph") and not plain(text[block.start : block.end]).strip()
 
 
 def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int]:
