@@ -164,6 +164,7 @@ def test_mcp_search_reads_operators(kb):
     assert [h.path for h in reply.structured.hits] == ["Daily notes/2024-05-01.md"]
 
 
+@pytest.mark.slow
 def test_hybrid_with_operators(tmp_path):
     """With embeddings (the real model), hybrid and semantic keep only what the operators keep,
     and the model reads the words alone."""

@@ -252,3 +252,25 @@ async def test_tui_says_what_it_searched_for(notes):
         screen = main(app)
         assert screen.results.hits[0].path == "Publish.md"
         assert 'showing results for "publish"' in str(screen.results.border_title)
+
+
+@pytest.mark.slow
+def test_a_name_with_one_typo_comes_first_in_hybrid_mode_too(tmp_path, notes):
+    """The default mode once the index has vectors (the real model): the near-name tier must
+    survive the fusion."""
+    import shutil
+
+    from kbase.embed import embedder
+
+    db = tmp_path / "h.db"
+    shutil.copy(notes, db)
+    k = kbase.open(db, embedder=embedder.default_embedder())
+    k.embed()
+    assert k.default_mode() == "hybrid"
+    for query, first in (
+        ("quick swicher", "Quick Switcher.md"),
+        ("grap view", "Graph view.md"),
+        ("publsh", "Publish.md"),
+    ):
+        assert k.search(query)[0].path == first, query
+    k.close()
