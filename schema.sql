@@ -102,7 +102,9 @@ CREATE TABLE aliases (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX aliases_alias ON aliases(alias);
 
--- Headings of Markdown documents, in order.
+-- Headings of Markdown documents (and of canvases' text cards), in order. A PDF's are its outline
+-- (bookmarks): each at the start of the page it points at, with no text of its own there
+-- (start_char = end_char).
 CREATE TABLE headings (
     doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     seq        INTEGER NOT NULL,   -- 0-based position among the document's headings

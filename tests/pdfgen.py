@@ -64,12 +64,14 @@ def make_pdf(
     owner_password: str = "owner",
     padding: int = 0,
     fields: dict[str, str] | None = None,
+    outline: Sequence[tuple[int, str, int]] = (),
 ) -> bytes:
     """A PDF with one page per item: its lines of text (``None``: a page without any text, as a
     scanned page). ``user_password``: encrypt (``''``: encrypted, opens without a password).
     ``padding``: bytes of comment after the header (a large file with little text).
     ``fields``: text form fields on the first page, name -> filled-in value (a widget with its
-    appearance, and the document's AcroForm), as a filled-in form has them."""
+    appearance, and the document's AcroForm), as a filled-in form has them.
+    ``outline``: bookmarks (level from 1, title, 0-based page index), in order."""
     sec = _Security(user_password, owner_password) if user_password is not None else None
     objects: list[bytes] = []  # object n is objects[n - 1]
 
@@ -134,12 +136,49 @@ def make_pdf(
                 + b" >>"
             )
         )
+    outlines = b""
+    if outline:
+        root = add(b"")
+        items = [len(objects) + 1 + i for i in range(len(outline))]
+        parents: list[int] = []  # for each item, its parent object (the root for level 1)
+        for i, (level, _title, _page) in enumerate(outline):
+            parent = root
+            for j in range(i - 1, -1, -1):
+                if outline[j][0] < level:
+                    parent = items[j]
+                    break
+            parents.append(parent)
+        for i, (_level, title, page) in enumerate(outline):
+            siblings = [k for k in range(len(outline)) if parents[k] == parents[i]]
+            pos = siblings.index(i)
+            children = [k for k in range(len(outline)) if parents[k] == items[i]]
+            entry = (
+                b"<< /Title " + string(items[i], _escape(title)) + b" /Parent %d 0 R" % parents[i]
+            )
+            if pos > 0:
+                entry += b" /Prev %d 0 R" % items[siblings[pos - 1]]
+            if pos < len(siblings) - 1:
+                entry += b" /Next %d 0 R" % items[siblings[pos + 1]]
+            if children:
+                entry += b" /First %d 0 R /Last %d 0 R /Count %d" % (
+                    items[children[0]],
+                    items[children[-1]],
+                    len(children),
+                )
+            add(entry + b" /Dest [%d 0 R /Fit] >>" % kids[page])
+        top = [k for k in range(len(outline)) if parents[k] == root]
+        objects[root - 1] = b"<< /Type /Outlines /First %d 0 R /Last %d 0 R /Count %d >>" % (
+            items[top[0]],
+            items[top[-1]],
+            len(top),
+        )
+        outlines = b" /Outlines %d 0 R" % root
     acroform = (
         b" /AcroForm << /Fields [" + b" ".join(b"%d 0 R" % w for w in widgets) + b"] >>"
         if widgets
         else b""
     )
-    objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R%s >>" % (tree, acroform)
+    objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R%s%s >>" % (tree, acroform, outlines)
     objects[tree - 1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
         b" ".join(b"%d 0 R" % k for k in kids),
         len(kids),

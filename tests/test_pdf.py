@@ -629,3 +629,34 @@ def test_a_custom_token_counter_chunks_pdfs_too(db_path, tmp_path):
     ingest.index(con, [vault], counter=counter)
     rows = con.execute("SELECT tokens, text FROM chunk_texts").fetchall()
     assert rows and all(tokens == counter.count(text) for tokens, text in rows)
+
+
+def test_the_outline_gives_each_page_its_heading_path(db_path, tmp_path):
+    pages = ["Title page", "Intro about kelp", "Methods about sonar", "Sonar calibration", "Kelp"]
+    outline = [(1, "1 Introduction", 1), (1, "2 Methods", 2), (2, "2.1 Calibration", 3)]
+    outline += [(1, "3 Results", 4)]
+    vault = write(tmp_path / "v", {"survey.pdf": make_pdf(pages, outline=outline)})
+    k = kbase.open(db_path)
+    k.index([vault], embed=False)
+    got = {h.page: h.heading_path for h in k.search("sonar", mode="keyword", limit=1)}
+    assert got == {3: "2 Methods"}
+    (hit,) = k.search("calibration", mode="keyword")
+    assert (hit.page, hit.heading_path) == (4, "2 Methods > 2.1 Calibration")
+    rows = k.sql("SELECT level, text, start_char = end_char FROM headings").rows
+    assert rows == [
+        (1, "1 Introduction", 1),
+        (1, "2 Methods", 1),
+        (2, "2.1 Calibration", 1),
+        (1, "3 Results", 1),
+    ]
+    paths = k.sql("SELECT c.heading_path FROM chunks AS c ORDER BY c.seq").rows
+    assert [p for (p,) in paths] == [
+        "",
+        "1 Introduction",
+        "2 Methods",
+        "2 Methods > 2.1 Calibration",
+        "3 Results",
+    ]
+    k.index([vault], embed=False, settings=k.chunk_settings(max_tokens=50))  # re-chunked
+    (hit,) = k.search("calibration", mode="keyword")
+    assert hit.heading_path == "2 Methods > 2.1 Calibration"

@@ -361,6 +361,10 @@ class _Chunker:
         seg_starts = [a for a, _ in self.doc.segments]
         segment = 0
         canvas = self.doc.kind == "canvas"
+        # A PDF's outline: the heading path of each page (the bookmarks pointing at it or before).
+        page_paths = _page_paths(self.doc) if self.doc.kind == "pdf" else []
+        if page_paths:
+            self.path = page_paths[0]
         for kind, block, start, end in self.blocks():
             if seg_starts:
                 at = bisect_right(seg_starts, start) - 1
@@ -371,6 +375,8 @@ class _Chunker:
                         headings.clear()
                         self.path = ""
                         self.section += 1
+                    elif page_paths:
+                        self.path = page_paths[at]
             if kind == "hr":
                 if self.cur and self.only_headings():
                     # Headings before a break wait for their content after it; the break counts.
@@ -631,6 +637,27 @@ class _Chunker:
             b.hard_break_after,
             a.only_headings and b.only_headings,
         )
+
+
+def _page_paths(doc: ParsedDoc) -> list[str]:
+    """For each page of a PDF, its heading path from the outline (``doc.headings``, each at the
+    start of the page it points at): the bookmarks on pages up to and including this one."""
+    if not doc.headings:
+        return []
+    starts = [a for a, _ in doc.segments]
+    out: list[str] = []
+    stack: list[tuple[int, str]] = []
+    marks = sorted(doc.headings, key=lambda h: h.start)  # stable: the PDF's order within a page
+    k = 0
+    for a in starts:
+        while k < len(marks) and marks[k].start <= a:
+            h = marks[k]
+            while stack and stack[-1][0] >= h.level:
+                stack.pop()
+            stack.append((h.level, h.text))
+            k += 1
+        out.append(" > ".join(t for _, t in stack))
+    return out
 
 
 def _iter_boundaries(pattern: re.Pattern, text: str, start: int, end: int) -> Iterator[int]:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kbase.models import Block, ParsedDoc
+from kbase.models import Block, Heading, ParsedDoc
 
 FORM_FEED = "\f"
 # The document information keys kept (PDF 1.7, 14.3.3), under kbase's names.
@@ -52,6 +52,8 @@ class PdfText:
     pages: tuple[tuple[int, int], ...]  # [start, end) of each page's text in ``text``
     info: dict = field(default_factory=dict)  # title, author, ... (INFO_KEYS), only those set
     encrypted: bool = False  # encrypted, and opened with the empty user password
+    # The outline (bookmarks): (level, 1-based, title, 0-based page index), in the PDF's order.
+    outline: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def empty_pages(self) -> int:
@@ -130,6 +132,7 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
             if value:
                 info[name] = value
         n = len(doc)
+        outline = _outline(doc, n)
         parts: list[str] = []
         pages: list[tuple[int, int]] = []
         pos = 0
@@ -166,7 +169,7 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
             progress(n, n)
     finally:
         doc.close()
-    return PdfText("".join(parts), tuple(pages), info, encrypted)
+    return PdfText("".join(parts), tuple(pages), info, encrypted, outline)
 
 
 # A blank line inside a page: PDFium rarely gives one, pdfTeX's paragraphs sometimes.
@@ -189,16 +192,54 @@ def searchable_names(info: dict) -> str:
     return " ".join(v for k in ("title", "author", "subject", "keywords") if (v := info.get(k)))
 
 
+# Bookmarks kept of a PDF's outline (a generated PDF may have one per line).
+MAX_OUTLINE = 10_000
+
+
+def _outline(doc, pages: int) -> tuple[tuple[int, str, int], ...]:
+    """(level, title, page index) of each bookmark that points at a page; () if the outline is
+    missing or cannot be read (it is a nicety: never a reason to skip the PDF)."""
+    out = []
+    try:
+        for b in doc.get_toc(max_depth=8):
+            dest = b.get_dest()
+            index = dest.get_index() if dest is not None else None
+            title = _CONTROL.sub(" ", b.get_title() or "").strip()
+            if title and index is not None and 0 <= index < pages:
+                out.append((b.level + 1, " ".join(title.split()), index))
+                if len(out) >= MAX_OUTLINE:
+                    break
+    except Exception:  # a broken outline: the text is what matters
+        return ()
+    return tuple(out)
+
+
+def outline_headings(
+    text: str, pages: tuple[tuple[int, int], ...], outline: tuple[tuple[int, str, int], ...]
+) -> tuple[Heading, ...]:
+    """The outline as headings: each at the start of the page it points at (no text of its own:
+    start == end), lines as in the stored text."""
+    from kbase.text import line_of, line_starts
+
+    starts = line_starts(text) if outline else []
+    return tuple(
+        Heading(level, title, pages[i][0], pages[i][0], line_of(starts, pages[i][0]))
+        for level, title, i in outline
+    )
+
+
 def document(
     text: str,
     pages: tuple[tuple[int, int], ...],
     name: str,
     info: dict,
     warnings: tuple[str, ...] = (),
+    headings: tuple[Heading, ...] = (),
 ) -> ParsedDoc:
     """The ParsedDoc of a PDF's stored text: titled by its file name (as Obsidian shows it; PDF
     titles are often 'Microsoft Word - draft3.doc'), one paragraph block per run of lines of a
-    page (blank lines separate them), dated by its creation date."""
+    page (blank lines separate them), dated by its creation date; ``headings``: its outline
+    (``outline_headings``), which gives each page's chunks their heading path."""
     from pathlib import PurePosixPath
 
     blocks = []
@@ -208,8 +249,11 @@ def document(
             if text[pos : m.start()].strip():
                 blocks.append(Block("paragraph", pos, m.start()))
             pos = m.end()
-        if text[pos:b].strip():
-            blocks.append(Block("paragraph", pos, len(text[:b].rstrip())))
+        end = b
+        while end > pos and text[end - 1].isspace():
+            end -= 1
+        if end > pos:
+            blocks.append(Block("paragraph", pos, end))
     stem = PurePosixPath(name).stem or name
     return ParsedDoc(
         text=text,
@@ -220,7 +264,7 @@ def document(
         date=info.get("created"),
         tags=(),
         aliases=(),
-        headings=(),
+        headings=headings,
         blocks=tuple(blocks),
         warnings=warnings,
         segments=pages,

@@ -746,7 +746,14 @@ def prepare_pdf(
     except pdf.PdfError as e:
         return str(e)
     del data
-    doc = pdf.document(text.text, text.pages, name, pdf.info_record(text), pdf.read_warnings(text))
+    doc = pdf.document(
+        text.text,
+        text.pages,
+        name,
+        pdf.info_record(text),
+        pdf.read_warnings(text),
+        pdf.outline_headings(text.text, text.pages, text.outline),
+    )
     return digest, ("pdf", derive(doc, settings, counter))
 
 

@@ -21,6 +21,7 @@ from kbase.ingest.parse import parse
 from kbase.models import (
     CompactReport,
     FrontmatterWarning,
+    Heading,
     ParsedDoc,
     Problem,
     RootInfo,
@@ -207,7 +208,15 @@ def stored_document(con: apsw.Connection, doc_id: int, body: str, name: str) -> 
             skip = ("doc_id", "names")
             info = {k: v for k, v in zip(names, row) if v is not None and k not in skip}
             info["encrypted"] = bool(info.get("encrypted"))
-        return pdf.document(body, pages, name, info, pdf.page_warnings(body, pages))
+        headings = tuple(
+            Heading(*row)
+            for row in con.execute(
+                "SELECT level, text, start_char, end_char, line FROM headings WHERE doc_id = ?"
+                " ORDER BY seq",
+                (doc_id,),
+            )
+        )
+        return pdf.document(body, pages, name, info, pdf.page_warnings(body, pages), headings)
     if kind == "canvas":
         cards = tuple(
             Card(*row)
