@@ -1039,3 +1039,58 @@ async def test_an_index_built_without_embeddings_stays_keyword_only(index):
             app
         )
         assert not any(w.group == "embed" for w in app.workers)
+
+
+# --- issue 28: the first keystroke, a preview at once, callouts ---------------------------------
+@pytest.mark.asyncio
+async def test_question_mark_in_the_empty_search_box_opens_the_help(index):
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        assert app.focused is screen.search_input  # where a new user's first key goes
+        assert "F1 or ? help" in screen.search_input.placeholder
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and screen.search_input.value == ""
+        await pilot.press("escape")
+        await pilot.pause()
+        screen.search_input.focus()
+        await pilot.press("w", "h", "y", "question_mark")  # in a query, ? is typed
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen) and screen.search_input.value == "why?"
+
+
+@pytest.mark.asyncio
+async def test_the_preview_shows_the_hits_text_before_the_note_is_rendered(index, monkeypatch):
+    import asyncio
+
+    from kbase.tui.widgets import PreviewPane
+
+    never = asyncio.Event()
+
+    async def slow_render(self, doc, location):  # Markdown that takes its time
+        await never.wait()
+
+    monkeypatch.setattr(PreviewPane, "_render_document", slow_render)
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: any(isinstance(s, MainScreen) for s in app.screen_stack))
+        screen = main(app)
+        screen.search_input.value = "tomatoes"
+        await wait_for(pilot, lambda: screen.preview.location is not None, timeout=10)
+        await pilot.pause()
+        shown = str(screen.preview.query_one("#preview-empty").render())
+        assert "Tomatoes need sun" in shown and screen.preview.border_title == "Garden"
+        never.set()
+
+
+def test_callouts_read_as_their_title_in_the_preview():
+    from kbase.tui.logic import wikilinks_to_markdown
+
+    text = "> [!info]+ Read this first\n> body [[Note]]\n\n> [!NOTE]\n> more\n\n```\n> [!x] kept\n```\n"
+    out = wikilinks_to_markdown(text)
+    assert out.splitlines()[0] == "> **Read this first**"
+    assert out.splitlines()[3] == "> **Note**"
+    assert "> [!x] kept" in out  # code stays as written
+    assert out.count("\n") == text.count("\n")

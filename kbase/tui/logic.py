@@ -187,7 +187,9 @@ _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 def wikilinks_to_markdown(text: str) -> str:
     """``[[Note#Heading|label]]`` -> ``[label](kbase-note:Note%23Heading)`` outside code, so the
-    Markdown widget makes them clickable. Line count and line order are unchanged."""
+    Markdown widget makes them clickable, and a callout's ``> [!info]+ Title`` line -> ``>
+    **Title**`` (``> [!NOTE]`` -> ``> **Note**``), as search snippets show it: the Markdown
+    widget would print the marker. Line count and line order are unchanged."""
     out, fence = [], None
     for line in text.splitlines(keepends=True):
         m = _FENCE.match(line)
@@ -195,10 +197,26 @@ def wikilinks_to_markdown(text: str) -> str:
             fence = m.group(1)[0] * len(m.group(1))
         elif fence is not None and m and m.group(1).startswith(fence):
             fence = None
-        elif fence is None and "[[" in line:
-            line = _WIKILINK.sub(_wikilink_sub, _protect_code_spans(line)).replace("\x01\x01", "[[")
+        elif fence is None:
+            if "[!" in line:
+                line = _CALLOUT.sub(_callout_sub, line, count=1)
+            if "[[" in line:
+                line = _WIKILINK.sub(_wikilink_sub, _protect_code_spans(line)).replace(
+                    "\x01\x01", "[["
+                )
         out.append(line)
     return "".join(out)
+
+
+_CALLOUT = re.compile(
+    r"^(?P<quote>[ \t]*(?:>[ \t]*)+)\[!(?P<kind>[^\]\r\n]+)\][+-]?[ \t]*(?P<title>[^\r\n]*)"
+)
+
+
+def _callout_sub(m: re.Match) -> str:
+    kind = m.group("kind").strip()
+    title = m.group("title").strip() or kind[:1].upper() + kind[1:].lower()
+    return f"{m.group('quote')}**{title}**"
 
 
 def _protect_code_spans(line: str) -> str:

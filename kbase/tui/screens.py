@@ -340,6 +340,10 @@ class MainScreen(Screen):
             return  # already showing it
         self.history, self.history_pos = [location], 0
         self._links_choice.clear()
+        # the hit's snippet at once; its note (loaded in a thread, then rendered) replaces it
+        self.preview.show_pending(
+            hit.title, f"{hit.path}:{hit.line}", f"{hit.heading_path}\n\n{hit.snippet}".strip()
+        )
         self.show_location(location)
 
     # --- preview and links --------------------------------------------------------------------

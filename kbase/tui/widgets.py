@@ -34,13 +34,41 @@ from kbase.tui.logic import (
 MARKDOWN_MAX_CHARS = 200_000
 
 
+def plain_region(body: str, location: Location, most: int = 60) -> str:
+    """The lines a preview opens at, as stored: the hit's chunk (its span), else ``most`` lines
+    from the hit's line (or the note's start)."""
+    from kbase.text import LINE_BREAK
+
+    lines = LINE_BREAK.split(body)
+    if location.span:
+        first, last = location.span
+    else:
+        first = location.line or 1
+        last = first + most - 1
+    return "\n".join(lines[max(first, 1) - 1 : min(last, first + most - 1)])
+
+
+class QueryInput(Input):
+    """The search box. Focus starts here, so ``?`` on an empty box opens the help (as F1 does
+    anywhere) instead of searching for a question mark; in a query it is typed as usual."""
+
+    async def _on_key(self, event) -> None:
+        if event.character == "?" and not self.value:
+            event.stop()
+            event.prevent_default()
+            await self.app.run_action("help")
+            return
+        await super()._on_key(event)
+
+
 class SearchBar(Horizontal):
     """The query box, with the search mode in front of it."""
 
     def compose(self) -> ComposeResult:
         yield Label("keyword", id="mode")
-        yield Input(
-            placeholder="Search your notes   (? help, ctrl+t mode, ctrl+f filters)", id="query"
+        yield QueryInput(
+            placeholder="Search your notes   (F1 or ? help, ctrl+t mode, ctrl+f filters)",
+            id="query",
         )
 
     @property
@@ -310,14 +338,25 @@ class PreviewPane(Container):
         self.query_one("#preview-empty", Static).update(message)
         self._show_only(text=False, empty=True)
 
+    def show_pending(self, title: str, where: str, text: str) -> None:
+        """What is known of a hit before its note is loaded (its title, place and snippet),
+        shown at once: the note replaces it when it comes."""
+        self.border_title, self.border_subtitle = title, where
+        self.query_one("#preview-empty", Static).update(Content(text))
+        self._show_only(text=False, empty=True)
+
     def show_document(self, doc, location: Location) -> None:
-        """Render ``doc`` (a ``DocRef``) at ``location`` (rendering runs in an async worker)."""
+        """Show ``doc`` (a ``DocRef``) at ``location``: the hit's lines as plain text at once,
+        then the note rendered (in an async worker: Markdown takes seconds on a loaded machine)
+        in their place."""
         self.location = location
         self.border_title = doc.title or doc.path
         self.border_subtitle = f"{doc.path}:{location.line}" if location.line else doc.path
         page = preview_page(doc, location)
         if page is not None:
             self.border_subtitle = f"{doc.path} p.{page} of {len(doc.pages)}"
+        self.query_one("#preview-empty", Static).update(Content(plain_region(doc.body, location)))
+        self._show_only(text=False, empty=True)
         self.run_worker(
             self._render_document(doc, location), exclusive=True, group="preview-render"
         )
