@@ -1088,7 +1088,10 @@ async def test_the_preview_shows_the_hits_text_before_the_note_is_rendered(index
 def test_callouts_read_as_their_title_in_the_preview():
     from kbase.tui.logic import wikilinks_to_markdown
 
-    text = "> [!info]+ Read this first\n> body [[Note]]\n\n> [!NOTE]\n> more\n\n```\n> [!x] kept\n```\n"
+    text = (
+        "> [!info]+ Read this first\n> body [[Note]]\n\n> [!NOTE]\n> more\n\n"
+        "```\n> [!x] kept\n```\n"
+    )
     out = wikilinks_to_markdown(text)
     assert out.splitlines()[0] == "> **Read this first**"
     assert out.splitlines()[3] == "> **Note**"
