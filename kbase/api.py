@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -516,15 +517,26 @@ class KB:
             exclude=tuple(exclude),
             operators=parsed.operators,
         )
-        corrected = self._read(spell.correct, query) if correct and not parsed.empty else None
+        started = time.monotonic()  # one time limit for the correction and the search
+        corrected = None
+        if correct and not parsed.empty:
+            try:
+                with db.time_limit(self.reader, self.search_timeout):
+                    corrected = self._read(spell.correct, query)
+            except db.TimeLimitExceeded:
+                raise InputError(
+                    f"search stopped after the {self.search_timeout:g} s time limit",
+                    "use fewer or rarer words, or narrow it with a path or tag filter",
+                ) from None
         text = corrected.text if corrected else query
         meaning = parse_query(text).text  # what the model reads: the words, not the operators
         mode = mode or self.default_mode()
         vector = (
             self.query_vector(meaning) if mode != "keyword" and not parsed.filters_only else b""
         )
+        left = max(0.001, self.search_timeout - (time.monotonic() - started))
         try:
-            with db.time_limit(self.reader, self.search_timeout):
+            with db.time_limit(self.reader, left):
                 if parsed.filters_only:
                     hits = self._read(keyword.listed, parsed, limit=limit, filters=filters)
                 elif mode == "keyword":

@@ -44,6 +44,7 @@ class Backend:
         self.db_path = Path(db_path)
         self.kb = kb or KB(self.db_path)
         self.say = say
+        self.kb.on_notice = lambda message: self.say("warning", message)  # (a read-only index)
         self.read_lock = threading.Lock()  # one read connection: one call at a time
         self.model_lock = threading.Lock()  # the embedding model: a query, or one idle batch
         self._identity = self._file_identity()

@@ -138,6 +138,7 @@ class ResultsList(OptionList):
         self.source = ""  # which search produced the list: keyword, semantic or hybrid
         self.query_text = ""
         self.corrected: str | None = None
+        self.notice: str | None = None
         self._rendered_width = 0
 
     def show_hits(self, hits: list, *, source: str, query: str, pending: str = "") -> None:
@@ -150,6 +151,7 @@ class ResultsList(OptionList):
             keep = self.hits[self.highlighted].abspath
         self.hits, self.source, self.query_text = list(hits), source, query
         self.corrected = getattr(hits, "corrected", None)  # KB.search corrected a misspelt word
+        self.notice = getattr(hits, "notice", None)  # what of the query was left out
         self._fill(next((i for i, h in enumerate(self.hits) if h.abspath == keep), 0))
         self.set_title(pending=pending)
 
@@ -179,12 +181,14 @@ class ResultsList(OptionList):
             self.border_title = (
                 f"{len(self.hits)} result{'s' * (len(self.hits) != 1)} · {self.source}"
                 + (f' · showing results for "{self.corrected}"' if self.corrected else "")
+                + (f" · {self.notice}" if self.notice else "")
             )
         self.border_subtitle = pending
 
     def clear_hits(self, message: str = "") -> None:
         self.hits, self.source, self.query_text = [], "", ""
         self.corrected = None
+        self.notice = None
         self.clear_options()
         self.set_title(message=message)
 
