@@ -921,7 +921,12 @@ def _prepared(
                 if progress is not None:
 
                     def on_pages(pages_done, pages, c=c, done=done):
-                        progress(done, len(todo), f"{c.relpath} (page {pages_done:,} of {pages:,})")
+                        where = (
+                            f"page {pages_done:,} of {pages:,}"
+                            if pages_done < pages
+                            else f"{pages:,} pages read, chunking"
+                        )
+                        progress(done, len(todo), f"{c.relpath} ({where})")
 
                 yield c, old, (read[0], read[1], pdfs.result(job, on_pages), read[2])
             else:
