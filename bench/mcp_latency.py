@@ -8,7 +8,7 @@ synthetic vault.
    here); queries embed with the real model.
 2. In this process, for each query (bench/run.py's mix of the vault's own words), keyword and
    hybrid, alternating stage by stage so that the machine's drift hits each alike:
-   - ``engine``: ``KB.search`` alone;
+   - ``engine``: ``KB.search`` alone, on the server's own KB;
    - ``face``: ``kbase.mcp.tools.search`` on the server's KB (the face's own work: the result
      records, the budget, the text);
    - ``server``: ``MCPServer.call_tool`` on the object ``kbase mcp`` serves (argument
@@ -108,7 +108,7 @@ async def inside(path: Path, queries: list[str], notes: list[str]) -> dict:
 
     backend = Backend(path)
     server = build_server(backend)
-    direct = kbase.open(path)  # the engine alone
+    direct = backend.kb  # the engine alone, on the same KB (one vector cache, one model)
     out = {}
     async with Client(server) as client:
         for mode in ("keyword", "hybrid"):
