@@ -571,6 +571,10 @@ class KB:
                 f"search stopped after the {self.search_timeout:g} s time limit",
                 "use fewer or rarer words, or narrow it with a path or tag filter",
             ) from None
+        from kbase.notes.resolve import outside_doc_ids
+
+        outside = self._read(outside_doc_ids, [h.doc_id for h in hits])
+        hits = [h for h in hits if h.doc_id not in outside]  # (an index made by an older kbase)
         fixed = corrected.text if corrected else None
         out = Hits(replace(h, rank=i, corrected_query=fixed) for i, h in enumerate(hits, 1))
         out.notice = notice

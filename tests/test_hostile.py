@@ -192,6 +192,9 @@ def test_the_read_path_never_serves_a_file_outside_the_roots(planted):
             with pytest.raises(InputError, match="outside the indexed roots"):
                 call()  # ... but reading it is refused
         assert kb.read("Home.md").lines[0] == "# Home"
+        assert kb.search("secretword", mode="keyword") == []  # no snippet of it either
+        assert kb.search("hunter2", mode="keyword") == []
+        assert [h.path for h in kb.search("tomatoes", mode="keyword")] == ["Home.md"]
     r = CliRunner().invoke(cli, ["--db", str(dbp), "show", "outside.md"])
     assert r.exit_code == 1 and "hunter2" not in r.output and "outside the indexed" in r.stderr
     with kbase.open(dbp) as kb:  # the next index run drops what it holds from outside
