@@ -175,25 +175,38 @@ def use_segmenter(name: str) -> None:
 
 
 SEGMENTERS = {
-    # name: (distributions whose installed files are counted, import and first call)
+    # name: (distributions whose installed files are counted, setup, one call on q, sample text)
     "icu4py (ICU 78: zh ja th lo km my)": (
         ["icu4py"],
-        "from icu4py.breakers import WordBreaker; list(WordBreaker('所有权的规则是什么', 'en'))",
+        "from icu4py.breakers import WordBreaker",
+        "list(WordBreaker(q, 'en'))",
+        "zh",
     ),
-    "rjieba (zh)": (["rjieba"], "import rjieba; rjieba.cut('所有权的规则是什么')"),
+    "rjieba (zh)": (["rjieba"], "import rjieba", "rjieba.cut(q)", "zh"),
     "sudachipy + sudachidict-core (ja)": (
         ["sudachipy", "sudachidict-core"],
-        "from sudachipy import dictionary; tok = dictionary.Dictionary(dict='core').create();"
-        " tok.tokenize('所有権のルールとは')",
+        "from sudachipy import dictionary; tok = dictionary.Dictionary(dict='core').create()",
+        "tok.tokenize(q)",
+        "ja",
     ),
     "pythainlp (th)": (
         ["pythainlp"],
-        "from pythainlp.tokenize import word_tokenize; word_tokenize('การจัดการข้อผิดพลาด')",
+        "from pythainlp.tokenize import word_tokenize",
+        "word_tokenize(q)",
+        "th",
     ),
     "kiwipiepy + model (ko)": (
         ["kiwipiepy", "kiwipiepy-model"],
-        "from kiwipiepy import Kiwi; Kiwi().tokenize('소유권의 규칙은')",
+        "from kiwipiepy import Kiwi; kiwi = Kiwi()",
+        "kiwi.tokenize(q)",
+        "ko",
     ),
+}
+SAMPLES = {
+    "zh": "如何处理可恢复的错误",
+    "ja": "エラーを処理する方法",
+    "th": "ติดตั้งปลั๊กอินจากชุมชน",
+    "ko": "복구 가능한 에러를 처리하는 방법",
 }
 
 
@@ -211,25 +224,33 @@ def installed_mb(dists: list[str]) -> float | None:
 
 
 def print_segmenters() -> None:
-    print("| segmenter | installed MB | import + first call, ms (median of 3, fresh process) |")
-    print("|---|---|---|")
-    for name, (dists, code) in SEGMENTERS.items():
+    print(
+        "| segmenter | installed MB | import + first call, ms (median of 3, fresh process)"
+        " | ms per query after |"
+    )
+    print("|---|---|---|---|")
+    for name, (dists, setup, call, lang) in SEGMENTERS.items():
         mb = installed_mb(dists)
         if mb is None:
-            print(f"| {name} | not installed | |")
+            print(f"| {name} | not installed | | |")
             continue
-        runs = []
+        loads, each = [], []
         for _ in range(3):
-            t = (
-                "import time; t0_ = time.perf_counter(); "
-                + code
-                + "; print((time.perf_counter() - t0_) * 1000)"
+            code = (
+                f"import time; q = {SAMPLES[lang]!r}; t0_ = time.perf_counter(); {setup}; {call}"
+                "; t1_ = time.perf_counter()\nfor _ in range(200): " + call + "\n"
+                "print((t1_ - t0_) * 1000, (time.perf_counter() - t1_) / 200 * 1000)"
             )
-            out = subprocess.run([sys.executable, "-c", t], capture_output=True, text=True)
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
             if out.returncode:
                 sys.exit(f"error: {name}: {out.stderr.strip().splitlines()[-1]}")
-            runs.append(float(out.stdout.strip().splitlines()[-1]))
-        print(f"| {name} | {mb:.0f} | {statistics.median(runs):.0f} |")
+            load, per = out.stdout.strip().splitlines()[-1].split()
+            loads.append(float(load))
+            each.append(float(per))
+        print(
+            f"| {name} | {mb:.0f} | {statistics.median(loads):.0f} |"
+            f" {statistics.median(each):.3f} |"
+        )
 
 
 def index_side() -> None:
