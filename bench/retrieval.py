@@ -185,7 +185,7 @@ def main() -> None:
                 },
                 qrels,
             )["ndcg@10"]
-            for f in (0.0, 0.3, 0.7, 0.75, 0.8, 0.82, 0.85)
+            for f in (0.0, 0.3, 0.75, 0.8, 0.82, 0.83, 0.84, 0.85)
         }  # fmt: skip
         print("hybrid nDCG@10 by floor:", results["hybrid_min_similarity"])
     results["latency_ms"] = {
