@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import _IdleEmbedLines, cli
+from kbase.cli.commands import cli
 from kbase.models import EmbedReport
 from kbase.store import db
 from tests.test_watch import CountingEmbedder
@@ -175,6 +175,8 @@ def test_no_orphans_says_no_matches(run, tmp_path):
 
 # 8. watch --------------------------------------------------------------------------------------
 def test_watch_says_every_chunk_is_embedded_once(capsys):
+    from kbase.cli.commands import _IdleEmbedLines
+
     lines = _IdleEmbedLines(clock=lambda: 0.0)
     for _ in range(3):  # a change's own chunks: nothing was waiting, nothing to say
         lines(EmbedReport(embedded=2, remaining=0))
