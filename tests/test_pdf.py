@@ -660,3 +660,12 @@ def test_the_outline_gives_each_page_its_heading_path(db_path, tmp_path):
     k.index([vault], embed=False, settings=k.chunk_settings(max_tokens=50))  # re-chunked
     (hit,) = k.search("calibration", mode="keyword")
     assert hit.heading_path == "2 Methods > 2.1 Calibration"
+
+
+def test_check_finds_pages_that_do_not_cut_the_text(pkb, db_path):
+    assert pkb.check().ok
+    con = db.connect(db_path)
+    with con:
+        con.execute("UPDATE pages SET start_char = start_char + 1 WHERE page = 2")
+    problems = pkb.check().problems
+    assert [(p.kind, p.count, p.fixable) for p in problems] == [("pages", 1, False)]

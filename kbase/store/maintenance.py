@@ -126,6 +126,30 @@ def check(con: apsw.Connection) -> list[Problem]:
         problems.append(
             Problem("links", dangling, "links pointing at documents that no longer exist")
         )
+    # A PDF's pages cut its text exactly: page 1 starts it, each next page starts one past the
+    # end of the one before (the form feed), the last ends it; as many as pdf_info says.
+    bad_pdfs = one(
+        """SELECT count(*) FROM documents AS d WHERE d.kind = 'pdf' AND (
+               (SELECT count(*) FROM pages WHERE doc_id = d.id)
+               IS NOT (SELECT pages FROM pdf_info WHERE doc_id = d.id)
+            OR EXISTS (SELECT 1 FROM pages AS p WHERE p.doc_id = d.id AND (
+                   p.end_char < p.start_char OR p.end_char > length(d.body)
+                OR (p.page = 1 AND p.start_char <> 0)
+                OR (p.page > 1 AND p.start_char <> 1 + (SELECT q.end_char FROM pages AS q
+                        WHERE q.doc_id = d.id AND q.page = p.page - 1))))
+            OR (SELECT end_char FROM pages WHERE doc_id = d.id ORDER BY page DESC LIMIT 1)
+               IS NOT length(d.body))"""
+    )
+    if bad_pdfs:
+        problems.append(
+            Problem(
+                "pages",
+                bad_pdfs,
+                "PDFs whose recorded pages do not cut their text; touch the files and run"
+                " kbase index to read them again",
+                fixable=False,
+            )
+        )
     chunker = con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()
     if chunker is not None:
         settings = ChunkSettings.from_fingerprint(chunker[0])
