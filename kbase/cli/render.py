@@ -349,10 +349,11 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
     return "\n".join(out)
 
 
-# kbase related's rows: a hit's fields but its highlights, match counts and missing flag, then
-# whether NOTE links to the note or it to NOTE, and how it was found.
+# kbase related's rows: a hit's fields but its highlights, match counts, missing flag and corrected
+# query (related has no query), then whether NOTE links to the note or it to NOTE, and how it was
+# found.
 RELATED_HIT_FIELDS = tuple(
-    f for f in HIT_FIELDS if f not in ("highlights", "matched_chunks", "missing")
+    f for f in HIT_FIELDS if f not in ("highlights", "matched_chunks", "missing", "corrected_query")
 )
 RELATED_FIELDS = RELATED_HIT_FIELDS + ("linked", "links_here", "method")
 
