@@ -109,8 +109,11 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
         doc = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
         message = str(e)
-        if "password" in message.lower():
+        code = getattr(e, "err_code", None)
+        if code == pdfium_c.FPDF_ERR_PASSWORD or "password" in message.lower():
             raise PdfError("encrypted; cannot read (it needs a password)") from None
+        if code == pdfium_c.FPDF_ERR_SECURITY:
+            raise PdfError("encrypted with an unsupported security handler; cannot read") from None
         detail = message.split("(PDFium:", 1)[-1].rstrip(").").strip() or message
         raise PdfError(f"damaged or not a PDF ({detail.lower()})") from None
     try:
