@@ -505,7 +505,18 @@ def test_a_keyword_search_imports_no_vector_search_nor_the_model(tmp_path, vault
         "numpy",
         "onnxruntime",
         "importlib.resources",  # schema.sql, to create an index
+        "rapidfuzz",  # typo correction, for a word no note holds
+        "json",
         "csv",
         "rich",
     }
     assert not loaded & unneeded, loaded & unneeded
+
+
+def test_the_mcp_read_tool_opens_at_the_heading(settings, db_path):
+    from kbase.mcp import tools
+
+    reply = tools.read(kbase.open(db_path), "[[Settings#Spellcheck|spell]]")
+    data = reply.data()
+    assert (data["first_line"], data["last_line"]) == (9, 15)
+    assert "### Spellcheck" in reply.text and "Sync settings" not in reply.text

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import re
 import weakref
 from collections.abc import Iterator
@@ -35,8 +34,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import apsw
-from rapidfuzz import fuzz, process
-from rapidfuzz.distance import OSA, Indel
 
 from kbase.search import cjk
 from kbase.search.query import correctable_words
@@ -100,6 +97,8 @@ def english_words() -> frozenset[str]:
     """The whole words (letters only) of the embedding model's WordPiece vocabulary: words English
     has, which a spelling correction leaves alone. Read once (0.15 s), and only when a query word
     is not in the index."""
+    import json
+
     from kbase.ingest.chunk import TOKENIZER_DIR
 
     vocab = json.loads((TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
@@ -174,6 +173,9 @@ def _nearest_in(table: Any, tokens: dict[str, int], word: str, stem: str) -> str
     then a word the notes or English have, then a letter left out or two swapped (the likeliest
     typos: 'limt' is 'limit' before 'list', 'macors' 'macros' before 'macos'), then fewest letters
     added or dropped, then the stem in the most chunks."""
+    from rapidfuzz import process  # loaded for a word no note holds only (start-up)
+    from rapidfuzz.distance import OSA, Indel
+
     budget = edit_budget(word)
     typed = word.lower()
     english = english_words()
@@ -268,6 +270,9 @@ def _all_names(con: apsw.Connection) -> tuple[list[str], list[tuple[int, str]]]:
 def near_names(con: apsw.Connection, asked: str, budget: int | None = None) -> list[NearName]:
     """The notes one typo (or, for longer names, two) from a name: fewest edits first, one entry
     per note. An exact name is distance 0."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
     key = name_key(asked)
     if budget is None:
         budget = edit_budget(key)
@@ -285,6 +290,8 @@ def near_names(con: apsw.Connection, asked: str, budget: int | None = None) -> l
 def similar_names(con: apsw.Connection, asked: str, limit: int = 3) -> list[NearName]:
     """The names most like ``asked`` when none is a typo away (for 'did you mean'): rapidfuzz's
     WRatio (partial and word-order matches count) of 70 or more, best first."""
+    from rapidfuzz import fuzz, process
+
     key = name_key(asked)
     if not key:
         return []
