@@ -202,6 +202,7 @@ def test_the_read_path_never_serves_a_file_outside_the_roots(planted):
         assert not {"outside.md", "etc/keys.md"} & _paths(kb)
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_mcp_read_and_resources_refuse_a_file_outside_the_roots(planted, transport):
@@ -555,6 +556,7 @@ def test_an_index_in_a_read_only_folder_is_searched_and_writers_say_why_not(tmp_
     assert not Path(f"{dbp}-wal").exists() and not Path(f"{dbp}-shm").exists()
 
 
+@pytest.mark.slow
 def test_an_index_on_a_read_only_mount_is_searched_and_writers_say_why_not(tmp_path):
     dbp = _small_index(tmp_path)
     mnt = tmp_path / "mnt"
@@ -607,6 +609,7 @@ def test_a_read_only_folder_with_changes_still_in_the_wal_is_one_clear_error(tmp
 
 
 # --- 7. a first run on a full disk --------------------------------------------------------------
+@pytest.mark.slow
 def test_a_first_index_that_fails_on_a_full_disk_leaves_no_index(tmp_path):
     resource = pytest.importorskip("resource")
     from tests.test_reliability import make_vault
@@ -766,6 +769,7 @@ def test_nested_callouts_and_long_lines_chunk_within_the_budget():
     assert chunking.chunks[0].start == 0 and chunking.chunks[-1].end == len(text.rstrip())
 
 
+@pytest.mark.slow
 def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
     from kbase.cli import commands
 
