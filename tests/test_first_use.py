@@ -520,3 +520,9 @@ def test_the_mcp_read_tool_opens_at_the_heading(settings, db_path):
     data = reply.data()
     assert (data["first_line"], data["last_line"]) == (9, 15)
     assert "### Spellcheck" in reply.text and "Sync settings" not in reply.text
+
+
+def test_links_of_a_name_with_a_heading_are_the_notes(run, settings):
+    assert run("links", "Other#Other").exit_code == 0
+    r = run("backlinks", "[[Settings#Spellcheck|spell]]")
+    assert r.exit_code == 0 and "Other.md" in r.stdout
