@@ -801,3 +801,26 @@ def test_peak_memory_per_hostile_file_stays_under_the_ceiling(tmp_path):
         size = files[name].stat().st_size / 2**20
         assert m["rc"] == 0, m
         assert m["peak_mb"] < 100 + 16 * size, (name, m)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_tui_searches_a_read_only_index_and_says_so(tmp_path):
+    from tests.test_tui import make_app, screen_text, type_query
+
+    dbp = _small_index(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only bind mount needs root")
+    if subprocess.run(["mount", "--bind", str(dbp.parent), str(mnt)]).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], check=True)
+        app = make_app(mnt / "i.db")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await type_query(pilot, "tomatoes")
+            text = screen_text(app)
+            assert "Home" in text and "read-only index" in text, text
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
