@@ -291,9 +291,9 @@ class _Bars:
     SLOW_FILE_S = 5.0
     POLL_S = 0.5
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, bars: bool = True) -> None:
         self.said_slow = enabled
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled and bars and sys.stderr.isatty()
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
         self.embed_left = ""  # the embedding estimate (_EmbedEta), shown as its time left
@@ -565,14 +565,16 @@ def watch(ctx, paths, no_embed, debounce, poll):
             err=True,
         )
     try:
-        kb.watch(
-            paths,
-            debounce_ms=debounce,
-            on_batch=on_batch,
-            embed=not no_embed,
-            force_polling=True if poll else None,
-            on_embed=on_embed,
-        )
+        with _Bars(True, bars=False) as slow:  # no bars; a line when one file takes long
+            kb.watch(
+                paths,
+                debounce_ms=debounce,
+                on_batch=on_batch,
+                embed=not no_embed,
+                force_polling=True if poll else None,
+                on_embed=on_embed,
+                progress=slow.files,
+            )
     except KeyboardInterrupt:
         pass
     # Watching ends only on Ctrl-C (run_watch returns then): exit code 130, as for every command.
