@@ -526,3 +526,28 @@ def test_links_of_a_name_with_a_heading_are_the_notes(run, settings):
     assert run("links", "Other#Other").exit_code == 0
     r = run("backlinks", "[[Settings#Spellcheck|spell]]")
     assert r.exit_code == 0 and "Other.md" in r.stdout
+
+
+def test_an_older_index_is_switched_to_incremental_vacuum_when_pages_are_free(tmp_path, vault):
+    from kbase.store import maintenance
+
+    path = tmp_path / "old.db"
+    write_many = {f"bulk/n{i}.md": f"# Note {i}\n\n" + f"filler {i} text " * 900 for i in range(150)}
+    from tests.conftest import write
+
+    write(vault, write_many)
+    kbase.open(path).index([vault], embed=False)
+    con = db.connect(path)
+    con.execute("PRAGMA auto_vacuum = NONE")
+    con.execute("VACUUM")  # as an index made before kbase set auto_vacuum
+    assert con.execute("PRAGMA auto_vacuum").get == 0
+    shutil.rmtree(vault / "bulk")
+    con.close()
+    k = kbase.open(path)
+    k.reader.execute("SELECT 1 FROM meta").fetchall()  # an idle reader does not stop it
+    k.index([vault], embed=False)  # the notes are gone: their pages are free
+    con = db.connect(path, readonly=True)
+    assert con.execute("PRAGMA auto_vacuum").get == 2
+    assert con.execute("PRAGMA freelist_count").get * 16384 <= maintenance.FREE_BYTES_KEPT
+    con.close()
+    k.close()
