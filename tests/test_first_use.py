@@ -532,7 +532,9 @@ def test_an_older_index_is_switched_to_incremental_vacuum_when_pages_are_free(tm
     from kbase.store import maintenance
 
     path = tmp_path / "old.db"
-    write_many = {f"bulk/n{i}.md": f"# Note {i}\n\n" + f"filler {i} text " * 900 for i in range(150)}
+    write_many = {
+        f"bulk/n{i}.md": f"# Note {i}\n\n" + f"filler {i} text " * 900 for i in range(150)
+    }
     from tests.conftest import write
 
     write(vault, write_many)
