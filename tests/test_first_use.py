@@ -175,9 +175,9 @@ def test_no_orphans_says_no_matches(run, tmp_path):
 
 # 8. watch --------------------------------------------------------------------------------------
 def test_watch_says_every_chunk_is_embedded_once(capsys):
-    from kbase.cli.commands import _IdleEmbedLines
+    from kbase.cli.progress import IdleEmbedLines
 
-    lines = _IdleEmbedLines(clock=lambda: 0.0)
+    lines = IdleEmbedLines(clock=lambda: 0.0)
     for _ in range(3):  # a change's own chunks: nothing was waiting, nothing to say
         lines(EmbedReport(embedded=2, remaining=0))
     assert capsys.readouterr().out == ""
@@ -209,12 +209,12 @@ def _embedding_run(n=3000, window=256, batch=8, warmup=2.0, seed=7):
 
 
 def test_the_estimate_comes_from_the_measured_rate_and_stays_current(capsys):
-    from kbase.cli.commands import _EmbedEta
+    from kbase.cli.progress import EmbedEta
 
     run_ = _embedding_run()
     total, end = run_[-1][1], run_[-1][0]
     now = [0.0]
-    eta = _EmbedEta(lambda d, t: None, True, clock=lambda: now[0])
+    eta = EmbedEta(lambda d, t: None, True, clock=lambda: now[0])
     for t, done in run_:
         now[0] = t
         eta(done, total)
@@ -487,7 +487,12 @@ def test_help_imports_click_and_the_commands_only():
     assert {m for m in loaded if m.startswith("kbase")} == {
         "kbase",
         "kbase.cli",
+        "kbase.cli.admin",
+        "kbase.cli.app",
         "kbase.cli.commands",
+        "kbase.cli.indexing",
+        "kbase.cli.notes",
+        "kbase.cli.progress",
         "kbase.errors",
     }
     assert not loaded & {"json", "csv", "dataclasses", "apsw", "rich", "numpy"}
