@@ -3,6 +3,7 @@
     python bench/fusion.py              # SciFact (bench/retrieval.py's cached index)
                                         # + question sets
     python bench/fusion.py --no-scifact # the question sets only
+    python bench/fusion.py --no-questions  # SciFact only
 
 The keyword and semantic document lists are computed once per query through kbase's own ranked
 lists (keyword.keyword_ranked / semantic_ranked, length prior included); every fusion variant is
@@ -83,6 +84,43 @@ def score_fusion(
     return fuse
 
 
+def spanned_fusion(
+    alpha: float = 0.5,
+    second: float = hybrid.SECOND_PASSAGE,
+    keyword_span: int = hybrid.KEYWORD_SPAN,
+    semantic_span: int = hybrid.SEMANTIC_SPAN,
+    all_words_step: float = 0.0,
+    floor: float = hybrid.MIN_SIMILARITY,
+) -> Callable[[Lists], list[int]]:
+    """The shipped fusion of issue 23 (kbase.search.hybrid), its constants as parameters: each
+    list scaled between its best and its span-th best, a note's second passage as semantic
+    evidence, name steps only (``all_words_step`` puts the old step for all words back)."""
+
+    def fuse(lists: Lists) -> list[int]:
+        kw, sem = lists
+        in_kw = {r.doc_id for r in kw}
+        sem = [r for r in sem if r.explain["similarity"] >= floor or r.doc_id in in_kw]
+        words = hybrid._spanned({r.doc_id: r.score % 1 for r in kw}, keyword_span)
+        meaning = hybrid._spanned(
+            {
+                r.doc_id: r.score + second * r.explain.get("second", r.explain["similarity"])
+                for r in sem
+            },
+            semantic_span,
+        )
+        out: dict[int, float] = {}
+        for r in kw:
+            step = hybrid.NAME_STEPS.get(
+                int(r.score), all_words_step if int(r.score) > keyword.TIER_SOME else 0.0
+            )
+            out[r.doc_id] = (1 - alpha) * (step + words[r.doc_id])
+        for d, x in meaning.items():
+            out[d] = out.get(d, 0.0) + alpha * x
+        return sorted(out, key=lambda d: -out[d])
+
+    return fuse
+
+
 VARIANTS: dict[str, Callable[[Lists], list[int]]] = {
     "keyword": lambda lists: [r.doc_id for r in lists[0]],
     "semantic": lambda lists: [r.doc_id for r in lists[1]],
@@ -99,6 +137,11 @@ VARIANTS: dict[str, Callable[[Lists], list[int]]] = {
     },
     **{f"score a={a} floor .3": score_fusion(a, 0.3) for a in (0.5, 0.6)},
     **{f"score a={a} no tiers": score_fusion(a, tiers=False) for a in (0.5, 0.6)},
+    "spanned a=0.5 (shipped, issue 23)": spanned_fusion(),
+    **{f"spanned a={a}": spanned_fusion(a) for a in (0.4, 0.6)},
+    "spanned, no second passage": spanned_fusion(second=0.0),
+    "spanned, whole-list min-max": spanned_fusion(keyword_span=10**6, semantic_span=10**6),
+    "spanned, all-words step 2": spanned_fusion(all_words_step=2.0),
 }
 
 
@@ -144,6 +187,7 @@ def question_lists() -> dict[str, tuple[dict, dict[str, Lists], dict[int, str]]]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-scifact", action="store_true")
+    ap.add_argument("--no-questions", action="store_true")
     a = ap.parse_args()
     table: dict[str, dict] = {name: {} for name in VARIANTS}
     if not a.no_scifact:
@@ -151,7 +195,7 @@ def main() -> None:
         for name, fuse in VARIANTS.items():
             runs = {q: [did(d) for d in fuse(lists[q])] for q in qrels}
             table[name]["scifact ndcg@10"] = retrieval.evaluate(runs, qrels)["ndcg@10"]
-    for vault, (qset, lists, path_of) in question_lists().items():
+    for vault, (qset, lists, path_of) in ({} if a.no_questions else question_lists()).items():
         for name, fuse in VARIANTS.items():
             ranks = [
                 qbench.first_rank(

@@ -242,43 +242,36 @@ def test_exclude_leaves_out_paths_case_insensitively(names, tmp_path):
     }
 
 
-def test_hybrid_hit_shows_the_chunk_of_the_list_that_contributes_most(names, monkeypatch):
-    """The fusion is real; the two lists are fixed so that each side is stronger for one note."""
+def test_hybrid_fuses_evidence_and_a_name_step_but_no_all_words_step(names, monkeypatch):
+    """The fusion is real; the two lists are fixed. Matching all words is no step in hybrid
+    (issue 23): b's bm25 lead (1 against 0) loses to a's meaning (1 against 0) at alpha 0.6."""
     con = names.reader
-    chunks = dict(
-        con.execute(
-            "SELECT d.path, group_concat(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            " GROUP BY d.path"
-        ).fetchall()
-    )
     doc = dict(con.execute("SELECT path, id FROM documents").fetchall())
-    a, b = "Sync settings.md", "Other.md"
-    ca, cb = int(chunks[a].split(",")[0]), int(chunks[b].split(",")[0])
+    chunk = dict(con.execute("SELECT doc_id, min(id) FROM chunks GROUP BY doc_id").fetchall())
+    a, b = doc["Sync settings.md"], doc["Other.md"]
     kw = [
-        hits.Ranked(doc[b], cb, 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}),
-        hits.Ranked(doc[a], ca, 3.2, 1, '"sync"', {"tier": "all words", "bm25": 2.5, "chunks": 1}),
-    ]
-    sem_a = hits.Ranked(doc[a], ca + 1000, 0.8, 1, None, {"similarity": 0.8, "chunks": 1})
-    sem_b = hits.Ranked(doc[b], cb + 1000, 0.4, 1, None, {"similarity": 0.4, "chunks": 1})
-    monkeypatch.setattr(hybrid, "keyword_ranked", lambda *a, **k: kw)
-    monkeypatch.setattr(hybrid, "semantic_ranked", lambda *a, **k: [sem_a, sem_b])
-    picked, scores = {}, []
-    monkeypatch.setattr(
-        hybrid,
-        "hit",
-        lambda con, doc_id, cid, score, *rest: (
-            picked.setdefault(doc_id, cid),
-            scores.append(score),
+        hits.Ranked(
+            b, chunk[b], 3.5, 1, '"sync"', {"tier": "all words", "bm25": 10.0, "chunks": 1}
         ),
-    )
-    hybrid.hybrid_search(con, "sync", b"", limit=2, alpha=0.5)
-    # bm25 evidence (fraction / best fraction): a 0.4, b 1; cosine evidence (min-max): a 1, b 0.
-    # a: its nearest chunk (semantic 0.5 > keyword 0.2); b: its keyword chunk (0.5 > 0)
-    assert picked == {doc[a]: ca + 1000, doc[b]: cb}
-    assert scores == [
-        pytest.approx(0.5 * 2.4 + 0.5 * 1),
-        pytest.approx(0.5 * 3),
-    ]  # tier step 2 + bm25: a first
+        hits.Ranked(
+            a, chunk[a], 1.2, 1, '"sync"', {"tier": "some words", "bm25": 2.5, "chunks": 1}
+        ),
+    ]
+    sem = [
+        hits.Ranked(a, chunk[a], 0.8, 1, None, {"similarity": 0.8, "second": 0.8, "chunks": 1}),
+        hits.Ranked(b, chunk[b], 0.4, 1, None, {"similarity": 0.4, "second": 0.4, "chunks": 1}),
+    ]
+    monkeypatch.setattr(hybrid, "keyword_ranked", lambda *a, **k: kw)
+    monkeypatch.setattr(hybrid, "semantic_ranked", lambda *a, **k: sem)
+    got = hybrid.hybrid_search(con, "sync", b"", limit=2, alpha=0.6)
+    assert [h.doc_id for h in got] == [a, b]
+    # each list scaled between its best and its last (two notes, fewer than the spans)
+    assert [h.score for h in got] == [pytest.approx(0.6 * 1.0), pytest.approx(0.4 * 1.0)]
+    # the same lists with b named by the query: the name step puts b first whatever the meaning
+    kw[0] = hits.Ranked(b, chunk[b], 5.5, 1, '"sync"', {"tier": "name", "bm25": 10.0, "chunks": 1})
+    got = hybrid.hybrid_search(con, "sync", b"", limit=2, alpha=0.6)
+    assert [h.doc_id for h in got] == [b, a]
+    assert got[0].score == pytest.approx(0.4 * (hybrid.NAME_STEPS[keyword.TIER_NAME] + 1))
 
 
 def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):

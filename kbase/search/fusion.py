@@ -49,11 +49,11 @@ def rrf(
 
 
 # Hybrid search's fusion: a convex combination of normalised scores (Bruch, Gai and Ingber, "An
-# analysis of fusion functions for hybrid retrieval", 2023), semantic weight FUSION_ALPHA. Measured
-# side by side with RRF on SciFact and on the question sets of two real vaults (bench/fusion.py,
-# BENCHMARKS.md section 9): nDCG@10 0.7209 against RRF's 0.7156, question MRR@10 0.812 against
-# 0.803. 0.5 weighs both lists the same: 0.4 did better on SciFact (0.728) and worse on the vaults,
-# 0.6 the reverse; the even split is the constant that does not favour either collection.
+# analysis of fusion functions for hybrid retrieval", 2023), semantic weight FUSION_ALPHA. With
+# each list scaled over its own best notes (kbase.search.hybrid), 0.5 holds on SciFact and on
+# the 257 questions of three vaults (BENCHMARKS.md, "Fusion that never loses to its halves"):
+# 0.4 / 0.5 / 0.6 gave SciFact nDCG@10 0.7297 / 0.7265 / 0.7194 and question top-1 that rose
+# with alpha on one vault and fell on another; the even split favours neither collection.
 FUSION_ALPHA = 0.5
 
 

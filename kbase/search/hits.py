@@ -104,7 +104,9 @@ def hit(
         if unmarked != text:  # cannot happen with external content; never show wrong highlights
             ranges = []
     markdown = kind in ("markdown", "canvas")
-    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=markdown)
+    # The snippet starts at the passage (sentence, line) that holds the most of the query's words.
+    focus = snippets.best_passage(text, ranges)
+    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=markdown, focus=focus)
     page, card = segment_at(con, doc_id, kind, start + anchor)
     root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root

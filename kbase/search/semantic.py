@@ -41,20 +41,27 @@ def semantic_ranked(
     cache: VectorCache | None = None,
 ) -> list[Ranked]:
     """Up to ``n`` documents nearest in meaning, best first: the cosine similarity of the nearest
-    chunk, less the length prior."""
-    docs = _semantic_docs(con, query_vector, n + RERANK_SLACK, filters, cache)
+    chunk, less the length prior. ``explain["second"]`` is the similarity of the document's
+    second-nearest chunk (hybrid search counts it as evidence): a note of one chunk repeats its
+    first; one whose second chunk is beyond the nearest chunks looked at gets the farthest of
+    those, which bounds it from above."""
+    docs, farthest = _semantic_docs(con, query_vector, n + RERANK_SLACK, filters, cache)
     sizes = chunk_counts(con, [d[0] for d in docs])
-    out = [
-        Ranked(
-            doc_id,
-            cid,
-            sim - SEMANTIC_LENGTH_PRIOR * length_units(sizes.get(doc_id, 1)),
-            count,
-            None,
-            {"similarity": round(sim, 4), "chunks": sizes.get(doc_id, 1)},
+    out = []
+    for doc_id, cid, sim, count, second in docs:
+        size = sizes.get(doc_id, 1)
+        if second is None:  # one chunk (as far as was looked), or the second beyond the nearest
+            second = sim if size == 1 or farthest < -0.5 else min(sim, farthest)
+        out.append(
+            Ranked(
+                doc_id,
+                cid,
+                sim - SEMANTIC_LENGTH_PRIOR * length_units(size),
+                count,
+                None,
+                {"similarity": round(sim, 4), "second": round(second, 4), "chunks": size},
+            )
         )
-        for doc_id, cid, sim, count in docs
-    ]
     out.sort(key=lambda r: -r.score)
     return out[:n]
 
@@ -65,8 +72,10 @@ def _semantic_docs(
     n: int,
     filters: Filters = Filters(),
     cache: VectorCache | None = None,
-) -> list[tuple]:
-    """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest), best first.
+) -> tuple[list[tuple], float]:
+    """Up to ``n`` (doc_id, chunk_id, cosine similarity, chunks among the nearest, similarity of
+    the second-nearest chunk or None), best first, and the similarity of the farthest chunk
+    looked at (-1 when every chunk was looked at: an exact scan, a filtered cache search).
 
     Unfiltered: a k-nearest-neighbour query (sqlite-vec, or the in-memory ``cache``), widened
     until ``n`` documents are found. Filtered: an exact scan over the chunks that pass the
@@ -76,7 +85,7 @@ def _semantic_docs(
         n <= 0
         or con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_vec'").fetchone() is None
     ):
-        return []
+        return [], -1.0
     where, args = filters.sql()
     if where != "1" and cache is not None:
         allowed = [
@@ -87,7 +96,8 @@ def _semantic_docs(
                 args,
             )
         ]
-        return _group_nearest(con, cache.nearest(con, query_vector, len(allowed), allowed))[:n]
+        docs, _ = _group_nearest(con, cache.nearest(con, query_vector, len(allowed), allowed))
+        return docs[:n], -1.0  # every allowed chunk looked at
     if where == "1":
         k = max(4 * n, 40)
         limit = None if cache is not None else KNN_MAX
@@ -102,12 +112,12 @@ def _semantic_docs(
                     "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
                     (query_vector, k),
                 ).fetchall()
-            docs = _group_nearest(con, nearest)
+            docs, farthest = _group_nearest(con, nearest)
             if len(docs) >= n or len(nearest) < k or (limit is not None and k >= limit):
                 break
             k *= 4
         if len(docs) >= n or len(nearest) < k:
-            return docs[:n]
+            return docs[:n], farthest if len(nearest) >= k else -1.0
     # Exact scan: every embedded chunk that passes the filters (or, past KNN_MAX, every chunk).
     return con.execute(
         f"""WITH s AS (
@@ -120,14 +130,19 @@ def _semantic_docs(
                        row_number() OVER (PARTITION BY doc_id ORDER BY dist) AS rn,
                        count(*) OVER (PARTITION BY doc_id) AS n FROM s
             )
-            SELECT doc_id, cid, 1 - dist, n FROM r WHERE rn = 1 ORDER BY dist LIMIT ?""",
+            SELECT doc_id, max(CASE WHEN rn = 1 THEN cid END), max(1 - dist), max(n),
+                   max(CASE WHEN rn = 2 THEN 1 - dist END)
+            FROM r WHERE rn <= 2 GROUP BY doc_id ORDER BY 3 DESC LIMIT ?""",
         [query_vector, *args, n],
-    ).fetchall()
+    ).fetchall(), -1.0
 
 
-def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> list[tuple]:
+def _group_nearest(
+    con: apsw.Connection, nearest: list[tuple[int, float]]
+) -> tuple[list[tuple], float]:
+    """Nearest chunks (nearest first) -> _semantic_docs's rows and the farthest similarity."""
     if not nearest:
-        return []
+        return [], -1.0
     doc_of = dict(
         con.execute(
             f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(nearest))})",
@@ -141,6 +156,8 @@ def _group_nearest(con: apsw.Connection, nearest: list[tuple[int, float]]) -> li
             continue
         if doc_id in best:
             best[doc_id][3] += 1
+            if best[doc_id][4] is None:
+                best[doc_id][4] = 1 - dist
         else:
-            best[doc_id] = [doc_id, cid, 1 - dist, 1]
-    return [tuple(v) for v in best.values()]
+            best[doc_id] = [doc_id, cid, 1 - dist, 1, None]
+    return [tuple(v) for v in best.values()], 1 - nearest[-1][1]

@@ -301,19 +301,21 @@ def snippet(
     text: str,
     ranges: Sequence[tuple[int, int]] = (),
     markdown: bool = True,
+    focus: int | None = None,
 ) -> tuple[str, tuple[tuple[int, int], ...], int]:
     """A one-line reading snippet of ``text`` (rendered if ``markdown``) around the first visible
-    match.
+    match, or starting at ``focus`` (an offset in ``text``: the passage that answers, see
+    best_passage) when given.
 
     ``ranges`` are match ranges in ``text``. Returns (snippet, highlight ranges in the snippet,
-    offset in ``text`` of the first visible match, or of the first match, or 0): the caller turns
-    that offset into the file's line number.
+    offset in ``text`` of the focus, or of the first visible match, or of the first match, or 0):
+    the caller turns that offset into the file's line number.
     """
     lo, hi = 0, len(text)
-    if ranges and hi > WINDOW_AFTER:  # a long chunk: render only the lines around its first match
-        first_match = min(ranges)[0]
-        lo = max(text.rfind("\n", 0, max(0, first_match - WINDOW_BEFORE)) + 1, 0)
-        end = text.find("\n", first_match + WINDOW_AFTER)
+    at = focus if focus is not None else (min(ranges)[0] if ranges else None)
+    if at is not None and hi > WINDOW_AFTER:  # a long chunk: render only the lines around it
+        lo = max(text.rfind("\n", 0, max(0, at - WINDOW_BEFORE)) + 1, 0)
+        end = text.find("\n", at + WINDOW_AFTER)
         hi = hi if end < 0 else end
         lo = _outside_fence(text, lo)
     rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
@@ -329,12 +331,26 @@ def snippet(
             j -= 1
         if j > i and (not marks or i >= marks[-1][1]):
             marks.append((i, j))
-    anchor = source[marks[0][0]] if marks else (min(ranges)[0] if ranges else 0)
-    first = marks[0][0] if marks else 0
-    start = max(0, first - SNIPPET_BEFORE)
-    if start:
-        space = rendered.find(" ", start, first)
-        start = space + 1 if space >= 0 else start
+    if focus is not None and (i := bisect_left(source, focus)) < len(source):
+        while i < len(rendered) and rendered[i].isspace():
+            i += 1
+        # The passage's own first character comes first (a passage is a sentence or a line); the
+        # line is that of its first match, which stays in view: a passage whose first match lies
+        # past the snippet's width starts a little before the match instead.
+        start = i
+        first = next((a for a, _ in marks if a >= i), None)
+        anchor = source[first] if first is not None else (source[i] if i < len(source) else focus)
+        if first is not None and first - start > SNIPPET_WIDTH - SNIPPET_BEFORE:
+            start = first - SNIPPET_BEFORE
+            space = rendered.find(" ", start, first)
+            start = space + 1 if space >= 0 else start
+    else:
+        anchor = source[marks[0][0]] if marks else (min(ranges)[0] if ranges else 0)
+        first = marks[0][0] if marks else 0
+        start = max(0, first - SNIPPET_BEFORE)
+        if start:
+            space = rendered.find(" ", start, first)
+            start = space + 1 if space >= 0 else start
     # Fold whitespace to single spaces, moving the marks along.
     out: list[str] = []
     new_pos: dict[int, int] = {}
@@ -381,3 +397,71 @@ def snippet(
         tuple((a + shift, b + shift) for a, b in highlights),
         anchor,
     )
+
+
+# Passages: what a snippet may start at. A prose paragraph is cut into sentences (across its
+# wrapped lines); a list item, table row, heading, quote or code line is a passage of its own.
+_OWN_LINE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d{1,9}[.)][ \t]|#|\||>|`{3,}|~{3,})")
+_FENCE = re.compile(r"[ \t]*(?:>[ \t]*)*(?:`{3,}|~{3,})")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^\s])")
+MIN_SENTENCE = 40  # characters: a shorter "sentence" (e.g., "e.g.") stays with the next
+
+
+def passages(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets in ``text`` of its passages in order (blank and fence lines skipped)."""
+    out: list[tuple[int, int]] = []
+    spans, pos = [], 0
+    for m in re.finditer(r"\r\n|\r|\n", text):
+        spans.append((pos, m.start()))
+        pos = m.end()
+    if pos < len(text):
+        spans.append((pos, len(text)))
+    i = 0
+    while i < len(spans):
+        a, b = spans[i]
+        line = text[a:b]
+        if not line.strip() or _FENCE.match(line):
+            i += 1
+            continue
+        if _OWN_LINE.match(line):
+            out.append((a, b))
+            i += 1
+            continue
+        j = i  # a paragraph: the following lines up to a blank or own-line one
+        while (
+            j + 1 < len(spans)
+            and text[spans[j + 1][0] : spans[j + 1][1]].strip()
+            and not _OWN_LINE.match(text, spans[j + 1][0])
+        ):
+            j += 1
+        end, s0 = spans[j][1], a
+        for m in _SENTENCE_END.finditer(text, a, end):
+            if m.start() - s0 >= MIN_SENTENCE:
+                out.append((s0, m.start()))
+                s0 = m.end()
+        out.append((s0, end))
+        i = j + 1
+    return out
+
+
+_ENDING = re.compile(r"(?:ing|ed|es|s)$")
+
+
+def _word_key(word: str) -> str:
+    """A matched word as one query word: case and a plural or verb ending aside ('Ciphers' and
+    'cipher' count once, as FTS5's stemmer matched them)."""
+    w = word.casefold()
+    return _ENDING.sub("", w) if len(w) > 4 else w
+
+
+def best_passage(text: str, ranges: Sequence[tuple[int, int]]) -> int | None:
+    """The start of the passage of ``text`` that holds the most distinct matched words (the text
+    of ``ranges``, case and endings aside), the first of equals; None without matches."""
+    if not ranges:
+        return None
+    best, best_count = None, 0
+    for a, b in passages(text):
+        words = {_word_key(text[x:y]) for x, y in ranges if a <= x and y <= b}
+        if len(words) > best_count:
+            best, best_count = a, len(words)
+    return best

@@ -1,0 +1,211 @@
+"""Issue 23 parts 1-2: fusion that never loses to its halves, and the passage that answers.
+
+Unit tests fix the two ranked lists and check the real fusion; the slow ones run the real model
+on a shared vault and on long notes written here."""
+
+from __future__ import annotations
+
+import pytest
+
+import kbase
+from bench.questions import first_rank, load_questions, question_files, scores, shows_answer
+from kbase.embed import embedder
+from kbase.search import hits, hybrid, snippet
+from tests.conftest import shared, write
+
+
+# --- part 1: fusion --------------------------------------------------------------------------
+def test_each_list_is_scaled_between_its_best_and_its_span_th_best():
+    values = {i: 1.0 - i / 100 for i in range(100)}  # 1.00, 0.99, ... 0.01
+    scaled = hybrid._spanned(values, 20)
+    assert scaled[0] == 1.0 and scaled[19] == 0.0 and scaled[99] == 0.0  # clipped below
+    assert scaled[10] == pytest.approx(9 / 19)
+    # a list shorter than the span: between its best and its last
+    assert hybrid._spanned({1: 0.8, 2: 0.5, 3: 0.2}, 20) == {1: 1.0, 2: pytest.approx(0.5), 3: 0.0}
+    assert hybrid._spanned({1: 0.4}, 20) == {1: 1.0}
+
+
+@pytest.fixture
+def two_notes(tmp_path):
+    kb = kbase.open(tmp_path / "t.db")
+    kb.index([write(tmp_path / "v", {"A.md": "alpha\n", "B.md": "beta\n"})], embed=False)
+    con = kb.reader
+    doc = dict(con.execute("SELECT path, id FROM documents").fetchall())
+    chunk = dict(con.execute("SELECT doc_id, min(id) FROM chunks GROUP BY doc_id").fetchall())
+    yield con, doc["A.md"], doc["B.md"], chunk
+    kb.close()
+
+
+def _sem(doc, chunk, sim, second):
+    return hits.Ranked(doc, chunk, sim, 2, None, {"similarity": sim, "second": second, "chunks": 2})
+
+
+def test_a_second_passage_close_to_the_query_is_evidence(two_notes, monkeypatch):
+    """Two notes equally near by their nearest passage: the one with a second passage about the
+    question ranks first (a note that merely mentions it has one such passage)."""
+    con, a, b, chunk = two_notes
+    sem = [_sem(b, chunk[b], 0.6, 0.2), _sem(a, chunk[a], 0.6, 0.55)]
+    monkeypatch.setattr(hybrid, "keyword_ranked", lambda *x, **k: [])
+    monkeypatch.setattr(hybrid, "semantic_ranked", lambda *x, **k: sem)
+    got = hybrid.hybrid_search(con, "question", b"", limit=2)
+    assert [h.doc_id for h in got] == [a, b]
+    assert got[0].explain["semantic"]["second"] == 0.55
+
+
+def test_semantic_explain_gives_the_second_nearest_passage(tmp_path):
+    model = embedder.default_embedder()
+    v = write(
+        tmp_path / "v",
+        {
+            "Long.md": "# Long\n\n"
+            + "\n\n".join(f"## Part {i}\n\n" + f"Topic {i}. " * 80 for i in range(4)),
+            "Short.md": "# Short\n\nOne line about sourdough bread.\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "s.db", embedder=model)
+    kb.index([v])
+    got = {h.path: h.explain for h in kb.search("bread", mode="semantic", limit=5)}
+    assert got["Short.md"]["second"] == got["Short.md"]["similarity"]  # one chunk: itself
+    assert got["Long.md"]["chunks"] > 1 and got["Long.md"]["second"] <= got["Long.md"]["similarity"]
+    kb.close()
+
+
+ENGLISH_SETS = ("foam-docs",)
+
+
+@pytest.fixture(scope="module")
+def foam(tmp_path_factory):
+    vault = shared("vaults", "foam-docs")
+    kb = kbase.open(tmp_path_factory.mktemp("foam") / "f.db", embedder=embedder.default_embedder())
+    kb.index([vault])
+    yield kb
+    kb.close()
+
+
+@pytest.mark.slow
+def test_on_a_question_set_the_default_mode_is_at_least_its_better_half(foam):
+    """foam-docs's 96 questions (bench/questions): hybrid >= the better of keyword and semantic at
+    top-1 and MRR@10 (before issue 23: top-1 0.71 against semantic 0.69, keyword 0.62; a fixed
+    tier step for "all words" let a long note that holds every word of a short question win)."""
+    qset = load_questions(next(f for f in question_files() if f.stem == "foam-docs"))
+    got = {}
+    for mode in ("keyword", "semantic", "hybrid"):
+        ranks = [
+            first_rank([h.path for h in foam.search(q["question"], mode=mode)], set(q["answers"]))
+            for q in qset["questions"]
+        ]
+        got[mode] = scores(ranks)
+    for measure in ("top1", "mrr10"):
+        assert got["hybrid"][measure] >= max(got["keyword"][measure], got["semantic"][measure])
+    assert got["hybrid"]["top1"] >= 0.74
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "question, answer",
+    [
+        # semantic mode had these first and hybrid did not: a long note that holds every word
+        # of a short question (navigation.md) took the tier step; a note that mentions the
+        # question once outranked one with several passages about it
+        ("add tags to a note", "user/features/tags.md"),
+        (
+            "style links to missing notes differently in the preview",
+            "user/features/custom-markdown-preview-styles.md",
+        ),
+        # and a name still comes first
+        ("graph view", "user/features/graph-view.md"),
+    ],
+)
+def test_questions_semantic_got_right_are_right_by_default(foam, question, answer):
+    assert foam.search(question, mode="semantic")[0].path == answer
+    assert foam.search(question)[0].path == answer
+
+
+# --- part 2: the passage that answers --------------------------------------------------------
+def test_passages_are_sentences_of_paragraphs_and_lines_of_lists_tables_and_headings():
+    text = (
+        "## Heading\n\nFirst sentence is here and long enough to count. Second one follows it"
+        "\nafter a wrapped line. Short.\n\n- item one\n- item two\n\n| a | b |\n\n```\ncode\n```\n"
+    )
+    got = [text[a:b] for a, b in snippet.passages(text)]
+    assert got == [
+        "## Heading",
+        "First sentence is here and long enough to count.",
+        "Second one follows it\nafter a wrapped line.",
+        "Short.",
+        "- item one",
+        "- item two",
+        "| a | b |",
+        "code",
+    ]
+
+
+def test_the_best_passage_holds_the_most_distinct_query_words():
+    text = "Spell it out. Check the box.\n\nTo turn off spell check, open Editor settings.\n"
+    words = ["spell", "check", "turn", "off"]
+    ranges = [(m, m + len(w)) for w in words for m in _all(text.lower(), w)]
+    start = snippet.best_passage(text, ranges)
+    assert text[start:].startswith("To turn off spell check")
+    assert snippet.best_passage(text, []) is None
+    shown, _, anchor = snippet.snippet(text, ranges, focus=start)
+    assert shown.startswith("…To turn off spell check") and anchor == start + len("To ")
+
+
+def _all(text, word):
+    i = text.find(word)
+    while i >= 0:
+        yield i
+        i = text.find(word, i + 1)
+
+
+SETTINGS = "# Settings\n\n" + "\n\n".join(
+    [
+        "## Editor\n\nThe editor shows your notes. Check the font size here; it changes every "
+        "open note at once.\n\n" + "Editor text that says little about anything. " * 12,
+        "## Files\n\nNew files go to the vault root unless you choose a folder. "
+        + "Files text about attachments and folders. " * 12,
+        "## Spelling\n\nThe spelling options are few. Languages come from the system list. "
+        + "Spelling text about dictionaries and languages. " * 10
+        + "\n\nTo turn off spell check, switch off Spell check under Editor.\n",
+    ]
+)
+
+
+def test_keyword_snippet_and_line_come_from_the_passage_with_the_query_words(tmp_path):
+    """A long note whose answer is deep: the snippet used to start at the first match of any
+    query word ('Check the font size', line 5); it is the sentence that holds them all."""
+    v = write(tmp_path / "v", {"Settings.md": SETTINGS, "Other.md": "# Other\n\nNothing.\n"})
+    kb = kbase.open(tmp_path / "k.db")
+    kb.index([v], embed=False)
+    h = kb.search("turn off spell check", mode="keyword")[0]
+    want = SETTINGS.splitlines().index(
+        "To turn off spell check, switch off Spell check under Editor."
+    )
+    assert h.path == "Settings.md" and h.line == want + 1
+    assert shows_answer(h.snippet, "To turn off spell check, switch off Spell check")
+    kb.close()
+
+
+@pytest.mark.slow
+def test_hybrid_shows_the_passage_that_answers_in_a_long_note(tmp_path):
+    v = write(
+        tmp_path / "v",
+        {
+            "Settings.md": SETTINGS,
+            "Themes.md": "# Themes\n\nSwitch to dark mode under Appearance: pick Dark.\n",
+            "Backups.md": "# Backups\n\nKeep three copies of your notes on two devices.\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "h.db", embedder=embedder.default_embedder())
+    kb.index([v])
+    want = SETTINGS.splitlines().index(
+        "To turn off spell check, switch off Spell check under Editor."
+    )
+    h = next(h for h in kb.search("turn off spell check") if h.path == "Settings.md")
+    assert h.line == want + 1, (h.line, h.snippet)
+    assert shows_answer(h.snippet, "switch off Spell check under Editor")
+    # few words of the answer ("spell"): meaning picks the chunk, the words its sentence
+    h = next(h for h in kb.search("how do I disable the spell checker") if h.path == "Settings.md")
+    ref = hits.chunk_ref(kb.reader, h.chunk_id)
+    assert ref.line <= want + 1 <= ref.end_line
+    kb.close()
