@@ -52,6 +52,19 @@ def test_a_second_passage_close_to_the_query_is_evidence(two_notes, monkeypatch)
     assert got[0].explain["semantic"]["second"] == 0.55
 
 
+def test_without_a_semantic_list_hybrid_keeps_the_keyword_order(two_notes, monkeypatch):
+    """A query the model cannot read (CJK with the English model): the keyword list alone, its
+    tiers still steps, so all words in a passage stays ahead of some words with more bm25."""
+    con, a, b, chunk = two_notes
+    kw = [
+        hits.Ranked(a, chunk[a], 3.2, 1, '"x"', {"tier": "all words", "bm25": 2.0, "chunks": 1}),
+        hits.Ranked(b, chunk[b], 1.9, 1, '"x"', {"tier": "some words", "bm25": 9.0, "chunks": 1}),
+    ]
+    monkeypatch.setattr(hybrid, "keyword_ranked", lambda *x, **k: kw)
+    monkeypatch.setattr(hybrid, "semantic_ranked", lambda *x, **k: [])
+    assert [h.doc_id for h in hybrid.hybrid_search(con, "x", b"", limit=2)] == [a, b]
+
+
 def test_semantic_explain_gives_the_second_nearest_passage(tmp_path):
     model = embedder.default_embedder()
     v = write(

@@ -10,7 +10,13 @@ from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import FUSION_ALPHA, convex
 from kbase.search.hits import Ranked, hit
-from kbase.search.keyword import BM25_WEIGHTS, TIER_NAME, TIER_NAME_PREFIX, keyword_ranked
+from kbase.search.keyword import (
+    BM25_WEIGHTS,
+    TIER_NAME,
+    TIER_NAME_PREFIX,
+    TIER_SOME,
+    keyword_ranked,
+)
 from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
 
@@ -100,7 +106,12 @@ def hybrid_search(
         "keyword": _spanned(words, KEYWORD_SPAN),
         "semantic": _spanned(meaning, SEMANTIC_SPAN),
     }
-    steps = {r.doc_id: NAME_STEPS.get(int(r.score), 0.0) for r in kw}
+    # Without a semantic list (a query the model cannot read, an index without vectors) nothing
+    # weighs against the keyword list: its own order stands, every tier a step.
+    steps = {
+        r.doc_id: NAME_STEPS.get(int(r.score), 0.0) if sem else float(int(r.score) - TIER_SOME)
+        for r in kw
+    }
     fused = convex(
         {
             "keyword": [(r.doc_id, steps[r.doc_id] + evidence["keyword"][r.doc_id]) for r in kw],
