@@ -10,13 +10,20 @@ Parsing (``parse_links``) finds, in a ParsedDoc:
   a URL scheme (``https:``, ``mailto:``, ``obsidian:``...) are external and skipped, while a
   pure ``#anchor`` is kept as a link to the note itself, as Obsidian follows it;
 * wikilinks inside front matter string values (``related: "[[X]]"``), as Obsidian's
-  ``frontmatterLinks``; an unquoted ``[[X]]`` is a YAML list, not a link, in Obsidian too.
+  ``frontmatterLinks``; an unquoted ``[[X]]`` is a YAML list, not a link, in Obsidian too;
+* reference-style links (CommonMark): ``[text][label]``, ``[label][]`` and ``[label]`` (and
+  their images ``![alt][label]``) where a link reference definition line
+  ``[label]: dest "title"`` (between blocks, outside code) defines the label; labels compare
+  case-insensitively with whitespace collapsed, the first definition wins; the link's offsets
+  are those of ``[text][label]`` as written, its target and anchor come from ``dest`` (local
+  files only, as inline links). mdBook vaults (the Rust books) link this way.
 
 Skipped, as Obsidian skips them: fenced and indented code blocks (nested in lists and quotes
 too), inline code spans of any backtick count, HTML comments ``<!-- -->``, an unclosed ``[[``,
 and a ``[[`` escaped with a backslash. Links inside ``%% comments %%`` are kept: Obsidian's
 metadata cache records them. Links never overlap: of ``[![img](a.png)](b.md)`` only the
-outer link is kept. Not handled: reference-style links ``[text][ref]``, math.
+outer link is kept. Not handled: math; a definition inside a list or quote, or whose title is on
+the next line.
 
 Resolution (``Resolver``) follows Obsidian's ``MetadataCache.getLinkpathDest``: files are
 looked up by lowercased file name (the target with its extension if it has one, else with
@@ -26,11 +33,16 @@ source's folder has a same-named one; otherwise every same-named file whose lowe
 ends with the target qualifies, those whose path starts with the source's folder (a plain
 string prefix, so subfolders count) first, each group shortest path first. Beyond Obsidian,
 a target that finds no file can resolve through a note's front matter ``aliases`` (Obsidian
-only offers aliases as link suggestions); ``use_aliases=False`` turns that off.
+only offers aliases as link suggestions); ``use_aliases=False`` turns that off. A ``.html`` or
+``.htm`` target that finds no file resolves to the ``.md`` of the same path if there is one
+(mdBook's Markdown links to the page its ``.md`` becomes).
 
 Anchors (``anchor_ok``) compare headings after Obsidian's ``stripHeading`` (punctuation to
 spaces, spaces collapsed), case-insensitively; ``Heading#Sub`` must nest; block ids
-(``^id``, letters, digits and dashes) compare case-insensitively.
+(``^id``, letters, digits and dashes) compare case-insensitively. In a link to a ``.html``
+page (resolved to its ``.md``) a one-part anchor may also be a heading's HTML id as mdBook makes
+it: lowercased, spaces to dashes, punctuation other than ``-`` and ``_`` dropped
+(``#what-is-ownership`` for "What Is Ownership?").
 """
 
 from __future__ import annotations
@@ -99,6 +111,21 @@ _MD = r"""
 # Both at once, so that the leftmost wins and a wikilink wins at the same offset.
 _LINK = re.compile(r"\[(?:" + _WIKI + "|" + _MD + ")", re.X | re.S)
 _INNER, _TEXT, _ANGLE, _BARE = (_LINK.groupindex[g] for g in ("inner", "text", "angle", "bare"))
+# [text][label], [label][] or [label]: the text as _MD's, then an optional [label].
+_REF = re.compile(
+    r"""\[
+    (?P<text>(?:[^\[\]\\\r\n]|\\[^\r\n]|(?:\r\n?|\n)(?![ \t]*[\r\n])|\[(?:[^\[\]\\\r\n]|\\.)*+\])*+)
+    \](?:\[(?P<label>(?:[^\[\]\\\r\n]|\\.)*+)\])?""",
+    re.X,
+)
+# A link reference definition on one line: [label]: <dest> or dest, then maybe a title.
+_REF_DEF = re.compile(
+    r"""^[ ]{0,3}\[(?P<label>(?:[^\[\]\\\r\n]|\\.){1,999})\]:[ \t]*
+    (?:<(?P<angle>(?:[^<>\\\r\n]|\\.)*)>|(?P<bare>[^\x00-\x20<][^\x00-\x20]*))
+    (?:[ \t]+(?:"(?:[^"\\\r\n]|\\.)*"|'(?:[^'\\\r\n]|\\.)*'|\((?:[^()\\\r\n]|\\.)*\)))?
+    [ \t]*$""",
+    re.X | re.M,
+)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _SIZE = re.compile(r"\d+(?:x\d+)?")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: backslash before ASCII punctuation
@@ -135,9 +162,19 @@ def parse_links(doc: ParsedDoc) -> list[LinkRef]:
         return []
     text = doc.text
     links = _frontmatter_links(doc)
-    if "[[" not in text and "](" not in text:
+    defs = _reference_definitions(doc) if "]:" in text else {}
+    if "[[" not in text and "](" not in text and not defs:
         return links
     body = _Body(doc)
+    in_body: list[LinkRef] = []
+    _inline_links(text, body, in_body)
+    if defs:
+        in_body = _with_references(text, body, in_body, defs)
+    return links + in_body
+
+
+def _inline_links(text: str, body: _Body, links: list[LinkRef]) -> None:
+    """Append the wikilinks and inline Markdown links of ``body`` to ``links``."""
     for start, end in body.ranges:
         if "[[" not in text[start:end] and "](" not in text[start:end]:
             continue
@@ -164,7 +201,125 @@ def parse_links(doc: ParsedDoc) -> list[LinkRef]:
                 links.append(link)
             else:
                 break
-    return links
+
+
+@dataclass(frozen=True)
+class _Definition:
+    start: int  # of the definition line (its '[')
+    end: int
+    dest: str  # as written: unescaped, still percent-encoded
+
+
+def _label_key(label: str) -> str:
+    """CommonMark's label matching: case-insensitive, inner whitespace collapsed."""
+    return " ".join(label.split()).casefold()
+
+
+def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
+    """The link reference definitions of a document by label key (the first of each wins).
+
+    A definition is a line of its own between blocks (markdown-it makes no block of it), so
+    only the gaps between the document's blocks, after the front matter, are searched: lines
+    inside paragraphs, code blocks and the rest are not definitions."""
+    text = doc.text
+    defs: dict[str, _Definition] = {}
+    pos = doc.body_start
+    gaps = []
+    for block in sorted(doc.blocks, key=lambda b: b.start):
+        if block.start > pos:
+            gaps.append((pos, block.start))
+        pos = max(pos, block.end)
+    if pos < len(text):
+        gaps.append((pos, len(text)))
+    for a, b in gaps:
+        if "]:" not in text[a:b]:
+            continue
+        for m in _REF_DEF.finditer(text, a, b):
+            label = m["label"]
+            if label.startswith("^") or not label.strip():  # '[^1]: ...' is a footnote
+                continue
+            key = _label_key(label)
+            dest = m["angle"] if m["angle"] is not None else m["bare"]
+            if key not in defs:
+                defs[key] = _Definition(
+                    m.start() + len(m[0]) - len(m[0].lstrip(" ")), m.end(), dest
+                )
+    return defs
+
+
+def _with_references(
+    text: str, body: _Body, links: list[LinkRef], defs: dict[str, _Definition]
+) -> list[LinkRef]:
+    """``links`` (in order) merged with the reference links of ``body``: outside code spans,
+    comments, definition lines and the links already found."""
+    taken = sorted([(lk.start, lk.end) for lk in links] + [(d.start, d.end) for d in defs.values()])
+    taken_starts = [a for a, _ in taken]
+    refs: list[LinkRef] = []
+    for start, end in body.ranges:
+        if "[" not in text[start:end]:
+            continue
+        skip = body.skipped(start, end)
+        skip_starts = [a for a, _ in skip]
+        pos = start
+        while True:
+            m = _REF.search(text, pos, end)
+            if m is None:
+                break
+            begin, stop = m.span()
+            pos = begin + 1
+            hidden = _hidden_until(skip, skip_starts, begin) if skip else 0
+            if hidden:
+                pos = hidden
+                continue
+            inside = _hidden_until(taken, taken_starts, begin)
+            if inside:
+                pos = inside
+                continue
+            k = bisect_left(taken_starts, begin)
+            if k < len(taken_starts) and taken_starts[k] < stop:
+                continue  # a link or definition starts inside: the bracket is not a link
+            link = _reference_link(text, begin, stop, m, defs)
+            if link is None:
+                continue
+            refs.append(link)
+            pos = stop
+    if not refs:
+        return links
+    return sorted(links + refs, key=lambda lk: lk.start)
+
+
+def _reference_link(
+    text: str, begin: int, stop: int, m: re.Match[str], defs: dict[str, _Definition]
+) -> LinkRef | None:
+    """A LinkRef for the reference link ``text[begin:stop]``, or None if it is escaped, its
+    label is not defined, or it leads out of the vault."""
+    if begin and text[begin - 1] == "\\" and _escaped(text, begin):
+        return None
+    if begin and text[begin - 1] == "]":  # '[a][b]' seen from its second bracket
+        return None
+    label = m["label"]
+    if label is None:  # shortcut '[label]': not when an inline link or a '[...]' follows
+        if stop < len(text) and text[stop] in "([":
+            return None
+        label = m["text"]
+    elif not label.strip():  # collapsed '[label][]'
+        label = m["text"]
+    if label.startswith("^"):
+        return None
+    found = defs.get(_label_key(label))
+    if found is None:
+        return None
+    embed = _bang_before(text, begin)
+    dest = _ESCAPE.sub(r"\1", found.dest) if "\\" in found.dest else found.dest
+    dest = dest.strip()
+    if not dest or dest.startswith("//") or _SCHEME.match(dest):
+        return None
+    path, _, anchor = dest.partition("#")
+    target = _nfc(unquote(path) if "%" in path else path).strip()
+    anchor = (unquote(anchor) if "%" in anchor else anchor).strip()
+    if not target and not anchor:
+        return None
+    return LinkRef(begin - embed, stop, target, anchor or None, m["text"], embed, "markdown")
 
 
 def block_ids(doc: ParsedDoc) -> list[tuple[str, int, int]]:
@@ -465,6 +620,10 @@ class Resolver:
         found = self._cache.get(key, _MISSING)
         if found is _MISSING:
             found = self._linkpath_dest(_nfc(target), folder)
+            if found is None:
+                stem, dot, ext = target.rpartition(".")
+                if dot and stem and ext.lower() in ("html", "htm"):
+                    found = self._linkpath_dest(_nfc(stem + ".md"), folder)
             if found is None and self._aliases:
                 found = self._by_alias(_nfc(target), folder)
             if len(self._cache) < 1_000_000:  # bounded: a vault has far fewer distinct pairs
@@ -544,11 +703,15 @@ def heading_slug(text: str) -> str:
     return " ".join(_HEADING_PUNCT.sub(" ", text).split()).lower()
 
 
-def anchor_ok(anchor: str, headings: Sequence[Heading], blocks: Sequence[str]) -> bool:
+def anchor_ok(
+    anchor: str, headings: Sequence[Heading], blocks: Sequence[str], *, html_ids: bool = False
+) -> bool:
     """Does ``anchor`` ('Heading', 'Heading#Sub', '^id'; a leading '#' is allowed) exist in the
     note with these headings and block ids ('id' or '^id')?
 
-    ``Heading#Sub`` needs ``Sub`` inside the section of ``Heading``, at any depth.
+    ``Heading#Sub`` needs ``Sub`` inside the section of ``Heading``, at any depth. With
+    ``html_ids`` (a link written to the ``.html`` page of a note, as mdBook's are) a heading's
+    HTML id (``html_id``) names it too; Obsidian's own links never use those ids.
     """
     anchor = anchor.lstrip("#")
     if anchor.startswith("^"):
@@ -559,7 +722,28 @@ def anchor_ok(anchor: str, headings: Sequence[Heading], blocks: Sequence[str]) -
     if not parts:
         return True
     keys = [heading_slug(h.text) for h in headings]
-    return _match_heading_path(headings, keys, parts, 0, len(headings))
+    if _match_heading_path(headings, keys, parts, 0, len(headings)):
+        return True
+    return html_ids and _by_html_id(anchor, headings) is not None
+
+
+def html_id(text: str) -> str:
+    """A heading's HTML id as mdBook's ``normalize_id`` makes it (GitHub's is alike):
+    lowercased, whitespace to '-', characters other than letters, digits, '-' and '_' dropped."""
+    return "".join(
+        "-" if c.isspace() else c for c in text.strip().lower() if c.isalnum() or c in "-_ \t"
+    )
+
+
+def _by_html_id(anchor: str, headings: Sequence[Heading]) -> int | None:
+    """The first heading whose HTML id is the one-part ``anchor``, or None."""
+    wanted = anchor.strip().lower()
+    if not wanted or "#" in wanted or " " in wanted:
+        return None
+    for i, h in enumerate(headings):
+        if html_id(h.text) == wanted:
+            return i
+    return None
 
 
 def find_heading(anchor: str, headings: Sequence[Heading]) -> int | None:

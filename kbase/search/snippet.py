@@ -49,6 +49,10 @@ _PATTERN = re.compile(
             r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
             r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
             r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
+            # A link reference definition line '[label]: dest "title"' goes whole; a reference
+            # link '[text][label]' shows its text.
+            r"(?P<linkdef>^[ ]{0,3}\[(?!\^)[^\]\r\n]+\]:[ \t]*[^\s][^\r\n]*(?:\r\n?|\n)?)",
+            r"(?P<reflink>\[(?P<ref_text>[^\]\r\n]+)\]\[[^\]\r\n]*\])",
             r"(?P<footnote>\[\^[^\]\r\n]+\])",
             # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".
             r"(?P<orphan>!?\[\[|\]\]|\]\([^)\s]*\)|``+)",
@@ -158,6 +162,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
     "wiki": _wiki,
     "image": lambda m: [m.span("image_alt")] if m.group("image_alt").strip() else [],
     "link": lambda m: [m.span("link_text")],
+    "reflink": lambda m: [m.span("ref_text")],
     "autolink": lambda m: [m.span("url")],
     "pipe": lambda m: [(" · ", m.start())],
     "escape": lambda m: [m.span("escaped")],
@@ -168,7 +173,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 # Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
 # Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
 # are what the note quotes, and often what was searched for).
-_NESTED = frozenset({"wiki", "link", "image", "callout"})
+_NESTED = frozenset({"wiki", "link", "reflink", "image", "callout"})
 
 
 def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
@@ -221,6 +226,7 @@ _ALTERNATIVES = tuple(
             "wiki_alias",
             "image_alt",
             "link_text",
+            "ref_text",
             "url",
             "callout_type",
             "escaped",

@@ -503,7 +503,8 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
                         "SELECT block_id FROM block_ids WHERE doc_id = ?", (tid,)
                     )
                 ]
-            ok = int(anchor_ok(anchor, headings[tid], blocks[tid]))
+            html = target.lower().endswith((".html", ".htm"))  # mdBook's page, with HTML ids
+            ok = int(anchor_ok(anchor, headings[tid], blocks[tid], html_ids=html))
         if (tid, tp, ok) != (old_tid, old_tp, old_ok):
             changes.append((tid, tp, ok, link_id))
     if changes:

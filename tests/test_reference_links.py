@@ -1,0 +1,163 @@
+"""Reference-style Markdown links (CommonMark link reference definitions), as mdBook writes them:
+parsed with exact offsets, stored and resolved in a real index, hidden from snippets."""
+
+from __future__ import annotations
+
+import pytest
+
+import kbase
+from kbase.ingest import pipeline as ingest
+from kbase.ingest.links import parse_links
+from kbase.ingest.parse import parse
+from kbase.search.snippet import render
+from kbase.store import db
+from tests.conftest import shared, write
+
+CHAPTER = (
+    "# What Is Ownership?\n\n"
+    "Ownership rules are simple. See [“Data Types”][data-types], [Chapter 8][ch8],\n"
+    "[the tree][] and [Strings]. Not a link: [undefined][nope], `[Chapter 8][ch8]` in code,\n"
+    "\\[Chapter 8][ch8] escaped, and [^1] a footnote.\n\n"
+    "```rust\n// [x][ch8] in a code block\n```\n\n"
+    "![diagram][img] and [external][web].\n\n"
+    "[^1]: A footnote, not a definition.\n\n"
+    "[data-types]: ch03-02-data-types.html#data-types\n"
+    '[CH8]: ch08-02-strings.html "Strings"\n'
+    "[the tree]: <ch07 paths.md#Paths>\n"
+    "[strings]: ch08-02-strings.md#storing-utf-8-encoded-text-with-strings\n"
+    "[img]: img/trpl04-01.svg\n"
+    "[web]: https://doc.rust-lang.org/std/\n"
+    "[ch8]: ignored-second-definition.md\n"
+)
+
+
+def refs(text: str, path: str = "ch04-01-what-is-ownership.md"):
+    doc = parse(text, path)
+    return doc, parse_links(doc)
+
+
+def test_reference_links_are_parsed_with_exact_offsets():
+    doc, found = refs(CHAPTER)
+    got = [
+        (doc.text[lk.start : lk.end], lk.target, lk.anchor, lk.alias, lk.embed, lk.kind)
+        for lk in found
+    ]
+    assert got == [
+        (
+            "[“Data Types”][data-types]",
+            "ch03-02-data-types.html",
+            "data-types",
+            "“Data Types”",
+            False,
+            "markdown",
+        ),
+        ("[Chapter 8][ch8]", "ch08-02-strings.html", None, "Chapter 8", False, "markdown"),
+        ("[the tree][]", "ch07 paths.md", "Paths", "the tree", False, "markdown"),
+        (
+            "[Strings]",
+            "ch08-02-strings.md",
+            "storing-utf-8-encoded-text-with-strings",
+            "Strings",
+            False,
+            "markdown",
+        ),
+        ("![diagram][img]", "img/trpl04-01.svg", None, "diagram", True, "markdown"),
+    ]
+
+
+def test_reference_links_mix_in_order_with_inline_links_and_skip_code():
+    text = (
+        "A [[Wiki]] then [ref][r] then [inline](b.md) then [[Wiki|x]] [r].\n\n"
+        "    [indented][r] is code\n\n"
+        "> quoted [ref][r]\n\n"
+        "[r]: a.md\n"
+    )
+    doc, found = refs(text)
+    assert [doc.text[lk.start : lk.end] for lk in found] == [
+        "[[Wiki]]",
+        "[ref][r]",
+        "[inline](b.md)",
+        "[[Wiki|x]]",
+        "[r]",
+        "[ref][r]",
+    ]
+    assert [lk.target for lk in found if lk.kind == "markdown"] == ["a.md", "b.md", "a.md", "a.md"]
+
+
+def test_a_definition_inside_a_paragraph_or_code_defines_nothing():
+    text = "Text [x][y] here\n[y]: a.md\n\n```\n[z]: b.md\n```\n\n[z] and [x][y].\n"
+    assert refs(text)[1] == []
+
+
+@pytest.fixture
+def book(tmp_path):
+    return write(
+        tmp_path / "book",
+        {
+            "ch04-01-what-is-ownership.md": CHAPTER,
+            "ch03-02-data-types.md": "# Data Types\n\nScalars.\n",
+            "ch08-02-strings.md": "# Strings\n\n## Storing UTF-8 Encoded Text with Strings\n\nx\n",
+            "ch07 paths.md": "# Paths\n\ny\n",
+            "img/trpl04-01.svg": "<svg/>",
+            "page.html": "<p>a real html page</p>",
+            "linker.md": "[real][p] and [book][o]\n\n"
+            "[p]: page.html\n[o]: ch03-02-data-types.html#nope\n",
+        },
+    )
+
+
+def test_reference_links_are_stored_and_resolved_in_the_index(tmp_path, book):
+    con = db.connect(tmp_path / "r.db", create=True)
+    ingest.index(con, [book])
+    rows = con.execute(
+        "SELECT s.path, l.start_char, l.end_char, l.kind, l.target, l.anchor, l.alias,"
+        " coalesce(t.path, l.target_path), l.anchor_ok FROM links l"
+        " JOIN documents s ON s.id = l.doc_id LEFT JOIN documents t ON t.id = l.target_id"
+        " ORDER BY s.path, l.start_char"
+    ).fetchall()
+    texts = {p: (book / p).read_text(encoding="utf-8") for p in {r[0] for r in rows}}
+    for path, start, end, *_ in rows:
+        assert texts[path][start:end].startswith(("[", "!["))  # body[start:end] is the link
+    got = {(r[0], texts[r[0]][r[1] : r[2]]): (r[3], r[7], r[8]) for r in rows}
+    ch = "ch04-01-what-is-ownership.md"
+    # An mdBook '.html' target with no such file is the '.md' of the same stem, and its anchor
+    # is the heading's HTML id.
+    assert got[(ch, "[“Data Types”][data-types]")] == ("markdown", "ch03-02-data-types.md", 1)
+    assert got[(ch, "[Chapter 8][ch8]")] == ("markdown", "ch08-02-strings.md", None)
+    assert got[(ch, "[the tree][]")] == ("markdown", "ch07 paths.md", 1)
+    # A '.md' target is Obsidian's: its anchor names a heading as written, not an HTML id.
+    assert got[(ch, "[Strings]")] == ("markdown", "ch08-02-strings.md", 0)
+    assert got[(ch, "![diagram][img]")] == ("markdown", "img/trpl04-01.svg", None)
+    # With no page.md, page.html stays unresolved (kbase does not index .html files); a wrong
+    # HTML id is a broken anchor.
+    assert got[("linker.md", "[real][p]")] == ("markdown", None, None)
+    assert got[("linker.md", "[book][o]")] == ("markdown", "ch03-02-data-types.md", 0)
+    assert len(rows) == 7
+    con.close()
+    kb = kbase.open(tmp_path / "r.db")
+    back = {lk.source_path for lk in kb.backlinks("ch03-02-data-types.md")}
+    assert back == {ch, "linker.md"}
+
+
+def test_definition_lines_do_not_show_in_snippets(tmp_path, book):
+    con = db.connect(tmp_path / "s.db", create=True)
+    ingest.index(con, [book])
+    con.close()
+    kb = kbase.open(tmp_path / "s.db")
+    hits = kb.search("doc.rust-lang.org ownership", mode="keyword")  # words of definition lines
+    assert hits
+    for hit in hits:
+        for raw in ("[data-types]:", "[web]:", "][", ".html#data-types"):
+            assert raw not in hit.snippet, hit.snippet
+    rendered = render('See [“Data Types”][data-types].\n\n[data-types]: ch03.html#x "T"\nNext\n')[0]
+    assert rendered == "See “Data Types”.\n\nNext\n"
+
+
+def test_the_rust_book_chapters_link_to_each_other(tmp_path):
+    vault = shared("vaults", "rust-book")
+    doc = parse((vault / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8"), "x.md")
+    found = parse_links(doc)
+    assert len(found) >= 5
+    for lk in found:
+        assert doc.text[lk.start : lk.end].endswith("]")
+        assert lk.target.endswith(".html") and lk.kind == "markdown"
