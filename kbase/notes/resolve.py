@@ -115,7 +115,34 @@ def lookup(con: apsw.Connection, name: str, *, near: bool = True) -> tuple[int, 
         found = [(d, by_alias[d.id]) for d in docs if d.id in by_alias]
         if found:
             return _one(name, found, docs), None
+    if near:
+        _skipped_file(con, name, rel, as_file, now)
     return _near(con, name, _stem(rel.rsplit("/", 1)[-1]), docs, near)
+
+
+def _skipped_file(
+    con: apsw.Connection, name: str, rel: str, as_file: str, now: dict[str, str]
+) -> None:
+    """If ``name`` names a file the index skipped as unreadable (an encrypted or damaged PDF,
+    table ``unreadable``), an UnknownDocument saying so and why; else nothing."""
+    t = _key(rel)
+    if not t:
+        return
+    try:
+        rows = con.execute(
+            "SELECT r.path, u.path, u.reason FROM unreadable AS u JOIN roots AS r"
+            " ON r.id = u.root_id ORDER BY u.path"
+        ).fetchall()
+    except apsw.SQLError:  # an index from before the table (opened read-only, not migrated)
+        return
+    for root, path, reason in rows:
+        abspath = os.path.join(now.get(root, root), path)
+        kp, ks = _key(path), _key(_stem(path))
+        if abspath == as_file or t in (kp, ks) or kp.endswith("/" + t) or ks.endswith("/" + t):
+            raise UnknownDocument(
+                f"{path} is not in the index: kbase index skipped it: {reason}",
+                "kbase index reads it again once the file changes",
+            )
 
 
 def _near(
@@ -306,11 +333,13 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
     note, anchor = split_anchor(target)
     page = _PAGE_ANCHOR.match(anchor or "")
     if page is not None:  # paper.pdf#page=12, [[paper.pdf#page=12]]: a PDF's page
+        if _is_link(target):  # a link's '#' always starts its anchor
+            return page_region(find_document(con, note), int(page.group(1)))
         try:
             load(con, resolve(con, target))  # a file named so, '#page=12' and all, comes first
         except UnknownDocument:
             return page_region(find_document(con, note), int(page.group(1)))
-    if anchor is not None and target.lstrip("!").startswith("[["):  # a link names a heading
+    if anchor is not None and _is_link(target):  # a link names a heading
         return anchor_region(con, find_document(con, note), anchor)
     m = _LOCATION.match(target)
     try:
@@ -351,6 +380,12 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
         False,
         pages=len(doc.pages),
     )
+
+
+def _is_link(target: str) -> bool:
+    """Is ``target`` a pasted wikilink or embed, ``[[...]]`` or ``![[...]]``?"""
+    text = target.strip().removeprefix("!")
+    return text.startswith("[[") and text.endswith("]]")
 
 
 def split_anchor(name: str) -> tuple[str, str | None]:
