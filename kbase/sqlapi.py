@@ -11,6 +11,8 @@ Functions available in ``kbase sql`` (and on ``KB.sql_connection()``):
 
 from __future__ import annotations
 
+import re
+
 import apsw
 import apsw.ext
 
@@ -376,6 +378,12 @@ def run(
         ) from e
     except apsw.SQLError as e:
         message = _one_line(str(e)).replace("SQLError: ", "")
+        if _WRITE_ON_VIEW.search(message):  # SQLite says so before asking the authorizer
+            raise ReadOnlyViolation(
+                f"kbase sql is read-only; refused: {_first_line(sql)}",
+                "change the index with kbase commands (index, embed, check --fix);"
+                " query it with SELECT",
+            ) from e
         hint = "see docs/SCHEMA.md for tables and examples"
         if "no query solution" in message:
             message, hint = "kbase_search got no query", _SEARCH_USAGE
@@ -393,6 +401,13 @@ def run(
         con.authorizer = None
         con.limit(apsw.SQLITE_LIMIT_LENGTH, old_length)
         apsw.hard_heap_limit(old_heap)
+
+
+# What SQLite says, before any authorizer call, of an INSERT, UPDATE or DELETE on a view or on a
+# table-valued function (kbase_search, pragma_table_info, json_each).
+_WRITE_ON_VIEW = re.compile(
+    r"^cannot modify \S.* because it is a view$|^table \S.* may not be modified$"
+)
 
 
 def _one_line(text: str) -> str:

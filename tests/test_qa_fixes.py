@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
+from kbase.sqlapi import ReadOnlyViolation
 from tests.conftest import shared, write
 
 SAMPLES = ("pdfs", "py-pdf-sample-files")
@@ -73,3 +74,24 @@ def test_show_says_a_skipped_file_was_skipped_and_why(pdfs, db_path):
     assert res.exit_code == 1 and "kbase index skipped it: not a PDF" in res.output
     res = run(db_path, "show", "nothing-like-it.pdf")  # an unknown name is still unknown
     assert res.exit_code == 1 and "no indexed document matches" in res.output
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM notes",
+        "INSERT INTO notes(path) VALUES ('x')",
+        "UPDATE notes SET path = 'x'",
+        "DELETE FROM kbase_search",
+        "DELETE FROM documents",  # a table: the authorizer's refusal, as before
+    ],
+)
+def test_every_write_on_a_view_gets_the_read_only_message(pdfs, db_path, sql):
+    with kbase.open(db_path) as kb:
+        with pytest.raises(ReadOnlyViolation, match=r"^kbase sql is read-only; refused: "):
+            kb.sql(sql)
+        assert kb.sql("SELECT count(*) FROM notes").rows == [(2,)]  # nothing was changed
+    res = run(db_path, "sql", sql)
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: kbase sql is read-only; refused: {sql}\n")
+    assert "because it is a view" not in res.output
