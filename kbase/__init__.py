@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (6 ms of `kbase --version`)
 
 # The one place the version is written (pyproject.toml reads it: tool.hatch.version), so that
 # `kbase --version` needs no package metadata (importlib.metadata costs more than kbase's start).

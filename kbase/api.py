@@ -757,13 +757,16 @@ class KB:
         force_polling: bool | None = None,
         debounce_ms: int | None = None,
         on_embed: Callable[[EmbedReport], None] | None = None,
+        progress: Progress | None = None,
     ) -> int:
         """Keep the index in step with ``paths`` (none: every root) until ``stop_event`` is set or
-        Ctrl-C; ``on_batch`` gets each run's WatchBatch (see ``kbase.watch.watch``). Returns how
-        many index runs were made."""
+        Ctrl-C; ``on_batch`` gets each run's WatchBatch (see ``kbase.watch.watch``), ``progress``
+        each run's progress (as ``index`` does). Returns how many index runs were made."""
         from kbase.watch import watch
 
         options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
+        if progress is not None:
+            options["progress"] = progress
         return watch(
             self,
             paths,

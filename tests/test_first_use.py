@@ -175,9 +175,9 @@ def test_no_orphans_says_no_matches(run, tmp_path):
 
 # 8. watch --------------------------------------------------------------------------------------
 def test_watch_says_every_chunk_is_embedded_once(capsys):
-    from kbase.cli.commands import _IdleEmbedLines
+    from kbase.cli.progress import IdleEmbedLines
 
-    lines = _IdleEmbedLines(clock=lambda: 0.0)
+    lines = IdleEmbedLines(clock=lambda: 0.0)
     for _ in range(3):  # a change's own chunks: nothing was waiting, nothing to say
         lines(EmbedReport(embedded=2, remaining=0))
     assert capsys.readouterr().out == ""
@@ -209,12 +209,12 @@ def _embedding_run(n=3000, window=256, batch=8, warmup=2.0, seed=7):
 
 
 def test_the_estimate_comes_from_the_measured_rate_and_stays_current(capsys):
-    from kbase.cli.commands import _EmbedEta
+    from kbase.cli.progress import EmbedEta
 
     run_ = _embedding_run()
     total, end = run_[-1][1], run_[-1][0]
     now = [0.0]
-    eta = _EmbedEta(lambda d, t: None, True, clock=lambda: now[0])
+    eta = EmbedEta(lambda d, t: None, True, clock=lambda: now[0])
     for t, done in run_:
         now[0] = t
         eta(done, total)
@@ -487,7 +487,12 @@ def test_help_imports_click_and_the_commands_only():
     assert {m for m in loaded if m.startswith("kbase")} == {
         "kbase",
         "kbase.cli",
+        "kbase.cli.admin",
+        "kbase.cli.app",
         "kbase.cli.commands",
+        "kbase.cli.indexing",
+        "kbase.cli.notes",
+        "kbase.cli.progress",
         "kbase.errors",
     }
     assert not loaded & {"json", "csv", "dataclasses", "apsw", "rich", "numpy"}
@@ -520,3 +525,36 @@ def test_the_mcp_read_tool_opens_at_the_heading(settings, db_path):
     data = reply.data()
     assert (data["first_line"], data["last_line"]) == (9, 15)
     assert "### Spellcheck" in reply.text and "Sync settings" not in reply.text
+
+
+def test_links_of_a_name_with_a_heading_are_the_notes(run, settings):
+    assert run("links", "Other#Other").exit_code == 0
+    r = run("backlinks", "[[Settings#Spellcheck|spell]]")
+    assert r.exit_code == 0 and "Other.md" in r.stdout
+
+
+def test_an_older_index_is_switched_to_incremental_vacuum_when_pages_are_free(tmp_path, vault):
+    from kbase.store import maintenance
+
+    path = tmp_path / "old.db"
+    write_many = {
+        f"bulk/n{i}.md": f"# Note {i}\n\n" + f"filler {i} text " * 900 for i in range(150)
+    }
+    from tests.conftest import write
+
+    write(vault, write_many)
+    kbase.open(path).index([vault], embed=False)
+    con = db.connect(path)
+    con.execute("PRAGMA auto_vacuum = NONE")
+    con.execute("VACUUM")  # as an index made before kbase set auto_vacuum
+    assert con.execute("PRAGMA auto_vacuum").get == 0
+    shutil.rmtree(vault / "bulk")
+    con.close()
+    k = kbase.open(path)
+    k.reader.execute("SELECT 1 FROM meta").fetchall()  # an idle reader does not stop it
+    k.index([vault], embed=False)  # the notes are gone: their pages are free
+    con = db.connect(path, readonly=True)
+    assert con.execute("PRAGMA auto_vacuum").get == 2
+    assert con.execute("PRAGMA freelist_count").get * 16384 <= maintenance.FREE_BYTES_KEPT
+    con.close()
+    k.close()

@@ -202,6 +202,7 @@ def test_the_read_path_never_serves_a_file_outside_the_roots(planted):
         assert not {"outside.md", "etc/keys.md"} & _paths(kb)
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_mcp_read_and_resources_refuse_a_file_outside_the_roots(planted, transport):
@@ -555,6 +556,7 @@ def test_an_index_in_a_read_only_folder_is_searched_and_writers_say_why_not(tmp_
     assert not Path(f"{dbp}-wal").exists() and not Path(f"{dbp}-shm").exists()
 
 
+@pytest.mark.slow
 def test_an_index_on_a_read_only_mount_is_searched_and_writers_say_why_not(tmp_path):
     dbp = _small_index(tmp_path)
     mnt = tmp_path / "mnt"
@@ -607,6 +609,7 @@ def test_a_read_only_folder_with_changes_still_in_the_wal_is_one_clear_error(tmp
 
 
 # --- 7. a first run on a full disk --------------------------------------------------------------
+@pytest.mark.slow
 def test_a_first_index_that_fails_on_a_full_disk_leaves_no_index(tmp_path):
     resource = pytest.importorskip("resource")
     from tests.test_reliability import make_vault
@@ -766,6 +769,7 @@ def test_nested_callouts_and_long_lines_chunk_within_the_budget():
     assert chunking.chunks[0].start == 0 and chunking.chunks[-1].end == len(text.rstrip())
 
 
+@pytest.mark.slow
 def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
     from kbase.cli import commands
 
@@ -797,3 +801,26 @@ def test_peak_memory_per_hostile_file_stays_under_the_ceiling(tmp_path):
         size = files[name].stat().st_size / 2**20
         assert m["rc"] == 0, m
         assert m["peak_mb"] < 100 + 16 * size, (name, m)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_tui_searches_a_read_only_index_and_says_so(tmp_path):
+    from tests.test_tui import make_app, screen_text, type_query
+
+    dbp = _small_index(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only bind mount needs root")
+    if subprocess.run(["mount", "--bind", str(dbp.parent), str(mnt)]).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], check=True)
+        app = make_app(mnt / "i.db")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await type_query(pilot, "tomatoes")
+            text = screen_text(app)
+            assert "Home" in text and "read-only index" in text, text
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

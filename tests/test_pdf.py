@@ -478,6 +478,11 @@ def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
             assert "page 2 of 3" in text(r)
             r = await c.call_tool("read", {"note": "zebrafish.pdf", "page": 5})
             assert r.is_error and "has pages 1-3, not 5" in text(r)
+            r = await c.call_tool("related", {"note": "reading.md", "include_linked": True})
+            notes = r.structured_content["notes"]
+            pdfs = [n for n in notes if n["path"] == "papers/zebrafish.pdf"]
+            assert pdfs and isinstance(pdfs[0]["page"], int), notes
+            assert all(n["page"] is None for n in notes if n["path"].endswith(".md"))
 
     asyncio.run(go())
 

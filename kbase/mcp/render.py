@@ -176,7 +176,8 @@ def related_head(r: s.RelatedResult) -> str:
 
 def related_note(n: s.RelatedNote) -> str:
     marks = "".join(m for m, on in ((" [linked]", n.linked), (" [links here]", n.links_here)) if on)
-    return f"{n.rank}. {n.title} — {n.path}:{n.line} (score {n.score:.3g}){marks}\n   {n.snippet}"
+    where = f"{n.path}:{n.line}" + (f", page {n.page}" if n.page else "")
+    return f"{n.rank}. {n.title} — {where} (score {n.score:.3g}){marks}\n   {n.snippet}"
 
 
 def related_empty(r: s.RelatedResult) -> str:

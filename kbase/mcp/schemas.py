@@ -147,6 +147,7 @@ class RelatedNote(BaseModel):
     title: str
     path: str
     line: int = Field(description="line of the passage that matched best")
+    page: int | None = Field(default=None, description="the PDF page of that passage, if any")
     heading_path: str
     snippet: str
     score: float = Field(description="cosine similarity (semantic) or bm25 (keyword)")

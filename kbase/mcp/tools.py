@@ -378,6 +378,7 @@ def related(
             title=clip(h.title),
             path=h.path,
             line=h.line,
+            page=h.page,
             heading_path=clip(h.heading_path),
             snippet=clip(h.snippet, SNIPPET_CHARS),
             score=round(h.score, 6),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import apsw
 
 from kbase.errors import InputError
-from kbase.notes.resolve import lookup
+from kbase.notes.resolve import UnknownDocument, lookup, split_anchor
 from kbase.search.filters import Filters
 
 
@@ -118,7 +118,11 @@ def _line_at(body: str, start: int, end: int) -> tuple[str, tuple[int, int]]:
 def find_note(con: apsw.Connection, note: str) -> Note:
     """The note ``note`` names: a path, a name as a link gives it, an alias, or a name a typo away
     (see ``kbase.notes.resolve.lookup``: one match, else an error listing the candidates)."""
-    doc_id, corrected_from = lookup(con, note)
+    try:
+        doc_id, corrected_from = lookup(con, note, near=False)
+    except UnknownDocument:
+        base, anchor = split_anchor(note)  # 'Note#Heading' names Note, as a link does
+        doc_id, corrected_from = lookup(con, base if anchor and base else note)
     found, path, title = con.execute(
         "SELECT id, path, title FROM documents WHERE id = ?", (doc_id,)
     ).fetchone()

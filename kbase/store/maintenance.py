@@ -316,6 +316,8 @@ def file_bytes(path: str | os.PathLike[str]) -> int:
 FTS_MERGE_PAGES = -256
 # Free pages above this are given back to the file system (with auto_vacuum = INCREMENTAL).
 FREE_BYTES_KEPT = 1 << 20
+# An index made before kbase set auto_vacuum is switched to it by one VACUUM up to this size.
+SWITCH_MAX_BYTES = 256 << 20
 
 
 def settle(con: apsw.Connection) -> None:
@@ -336,15 +338,28 @@ def settle(con: apsw.Connection) -> None:
 
 
 def release_free_pages(con: apsw.Connection) -> int:
-    """Give the free pages beyond ``FREE_BYTES_KEPT`` back to the file system (an index made
-    with auto_vacuum = INCREMENTAL: new ones, and older ones once compacted); how many."""
-    if con.execute("PRAGMA auto_vacuum").get != 2:
-        return 0
+    """Give the free pages beyond ``FREE_BYTES_KEPT`` back to the file system; how many. An index
+    made with auto_vacuum = INCREMENTAL (by this kbase) returns them a few at a time; one made
+    before is switched to it by one VACUUM, the first time it has that much free, when it is no
+    larger than ``SWITCH_MAX_BYTES`` (a larger one keeps them for later writes until kbase
+    compact). Never waits for a reader: busy, it is left for the next run."""
     page = con.execute("PRAGMA page_size").get
     free = con.execute("PRAGMA freelist_count").get
     if free * page <= FREE_BYTES_KEPT:
         return 0
-    con.execute("PRAGMA incremental_vacuum").fetchall()  # all of them: a few MB at most
+    if con.execute("PRAGMA auto_vacuum").get == 2:
+        con.execute("PRAGMA incremental_vacuum").fetchall()  # all of them: a few MB at most
+        return free
+    if con.execute("PRAGMA page_count").get * page > SWITCH_MAX_BYTES:
+        return 0
+    con.set_busy_timeout(0)
+    try:
+        con.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        con.execute("VACUUM")
+    except apsw.BusyError:
+        return 0
+    finally:
+        con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
     return free
 
 

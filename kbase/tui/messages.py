@@ -18,6 +18,7 @@ from kbase.tui.logic import Location
 class StatusLoaded(Message):
     status: Status
     has_embeddings: bool
+    read_only: bool = False  # the index is read as it is (a read-only folder or file system)
 
 
 @dataclass

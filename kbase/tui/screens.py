@@ -169,6 +169,7 @@ class MainScreen(Screen):
         self._last_typed = time.monotonic()  # of the last change in the search box (or the start)
         self._status: Status | None = None
         self._embedding = False  # the background embedding worker runs
+        self._read_only = False  # the index is read as it is (a read-only folder or mount)
 
     # --- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -495,7 +496,9 @@ class MainScreen(Screen):
     @_reports("status")
     def load_status(self) -> StatusLoaded:
         with services(self).pool.kb() as kb:
-            return StatusLoaded(kb.status(), kb.default_mode() != "keyword")
+            status = kb.status()
+            read_only = any("read-only" in n for n in getattr(kb, "notices", ()))
+            return StatusLoaded(status, kb.default_mode() != "keyword", read_only)
 
     @on(StatusLoaded)
     def _status_loaded(self, message: StatusLoaded) -> None:
@@ -503,6 +506,7 @@ class MainScreen(Screen):
         self.index_ok = True
         self.has_embeddings = message.has_embeddings
         self._status = status
+        self._read_only = self._read_only or message.read_only
         # An index with vectors gets the rest of them (kbase index interrupted, notes changed
         # meanwhile); one indexed with --no-embed stays keyword-only until kbase embed.
         if (
@@ -530,6 +534,7 @@ class MainScreen(Screen):
         self.query_one(StatusLine).show_index(
             f"{status.documents:,} notes · {status.chunks:,} chunks · {embedding_coverage(status)}"
             + (" · embedding while idle" if self._embedding else "")
+            + (" · read-only index" if self._read_only else "")
         )
 
     @work(thread=True, exclusive=True, group="embed", exit_on_error=False)

@@ -1,0 +1,235 @@
+"""The ``kbase`` group and what its commands share: the index they open, options, colour."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from kbase import __version__
+from kbase.errors import KbaseError
+
+if TYPE_CHECKING:
+    from kbase.api import KB
+
+
+# What every listing can print (``--format``); kbase.cli.render renders them. Commands import
+# the engine and the renderers when they run, so that --help and --version import neither.
+FORMATS = ("table", "json", "jsonl", "csv")
+
+
+def dumps(value, **options) -> str:
+    import json
+
+    return json.dumps(value, **options)
+
+
+class _Group(click.Group):
+    """Turns library errors into one line on stderr and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KbaseError as e:
+            click.echo(f"Error: {e.message}", err=True)
+            if e.hint:
+                click.echo(f"  hint: {e.hint}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+        except BrokenPipeError:  # `kbase search ... | head`
+            sys.stderr.close()
+            ctx.exit(0)
+
+
+def open_kb(ctx: click.Context) -> KB:
+    """The command's index, opened once and closed when the command ends."""
+    root = ctx.find_root()
+    if "kb" not in root.obj:
+        from kbase.api import KB
+
+        kb = KB(root.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
+        kb.on_notice = lambda message: click.echo(f"note: {message}", err=True)
+        root.obj["kb"] = kb
+        root.call_on_close(kb.close)
+    return root.obj["kb"]
+
+
+def output_options(*formats: str):
+    """``--format`` (the first of ``formats`` is for people and the default) plus a shortcut
+    for each format for scripts the command offers (--json, --jsonl, --csv): every command
+    asks for its output the same way."""
+
+    def decorate(f):
+        for name in reversed(formats[1:]):
+            f = click.option(
+                f"--{name}", "fmt", flag_value=name, help=f"Shortcut for --format {name}."
+            )(f)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(formats),
+            default=formats[0],
+            show_default=True,
+            help="What to print.",
+        )(f)
+
+    return decorate
+
+
+format_options = output_options(*FORMATS)  # lists of results: table, json, jsonl, csv
+
+
+def use_color() -> bool:
+    return sys.stdout.isatty()
+
+
+def terminal_width() -> int | None:
+    """The terminal's width (``COLUMNS`` first), or None when printing to a file or a pipe and
+    ``COLUMNS`` is not set (nothing is cut then)."""
+    import shutil
+
+    return shutil.get_terminal_size((0, 0)).columns or None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="KBASE_DB",
+    show_envvar=True,
+    help="Index file. Default: $XDG_DATA_HOME/kbase/index.db (~/.local/share/kbase/index.db).",
+)
+@click.version_option(__version__, prog_name="kbase")
+@click.pass_context
+def cli(ctx: click.Context, db: Path | None) -> None:
+    """kbase: your notes in one SQLite file, searchable from the terminal."""
+    from kbase.paths import default_db_path
+
+    ctx.obj = {"db": db or default_db_path()}
+
+
+def parse_size(ctx, param, value):
+    import re
+
+    if value is None:
+        return None
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$", value, re.I)
+    if not m:
+        raise click.BadParameter(f"{value!r} is not a size; use e.g. 500K, 10M, 1G")
+    return int(float(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower()))
+
+
+def model_options(f):
+    """--model and --download, for index and embed."""
+    f = click.option(
+        "--download",
+        is_flag=True,
+        help="Let fastembed download the --model fastembed:NAME it does not have (network).",
+    )(f)
+    f = click.option(
+        "--model",
+        metavar="NAME",
+        help="The embedding model: all-MiniLM-L6-v2 (English, default), multilingual-e5-small"
+        " (about 100 languages), fastembed:NAME. Another model than the index's re-embeds"
+        " everything; search keeps the old vectors until that is done.",
+    )(f)
+    return f
+
+
+def chunk_options(f):
+    """The chunker's tunables (defaults: the index's settings, else kbase's)."""
+    f = click.option(
+        "--min-tokens",
+        type=click.IntRange(0),
+        help="Merge smaller chunks with a neighbour (default 48).",
+    )(f)
+    f = click.option(
+        "--overlap",
+        type=click.FloatRange(0, 0.5),
+        help="Overlap between prose chunks (default 0.12).",
+    )(f)
+    f = click.option(
+        "--max-tokens",
+        type=click.IntRange(4, 10_000),
+        help="Chunk budget in model tokens (default 200).",
+    )(f)
+    return f
+
+
+def printable_path(path: str) -> str:
+    from kbase.text import printable
+
+    return printable(path).replace("\n", "\\n").replace("\r", "\\r")
+
+
+path_option = click.option(
+    "--path",
+    "path_glob",
+    metavar="GLOB",
+    help="Only notes whose path matches GLOB, or lies under this folder.",
+)
+
+
+exclude_option = click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out notes whose path matches GLOB, or lies under this folder (repeatable).",
+)
+
+
+def depth_option(default: int | None, help: str):
+    return click.option(
+        "-d",
+        "--depth",
+        type=click.IntRange(1, 100),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def search_options(f):
+    f = click.option(
+        "--until",
+        metavar="DATE",
+        help="Only notes dated on or before DATE (YYYY-MM-DD, or 7d/2w/3m/1y ago).",
+    )(f)
+    f = click.option(
+        "--since",
+        metavar="DATE",
+        help="Only notes dated on or after DATE (front matter date, else file time).",
+    )(f)
+    f = click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        metavar="TAG",
+        help="Only notes with this tag (repeatable; nested tags match).",
+    )(f)
+    f = exclude_option(f)
+    f = path_option(f)
+    f = click.option(
+        "-n",
+        "--limit",
+        type=click.IntRange(1, 10_000),
+        default=10,
+        show_default=True,
+        help="Number of notes to return.",
+    )(f)
+    return f
+
+
+def say_near(asked: str | None, path: str, title: str) -> None:
+    """On stderr: the name given named no note, and the note a typo away is used instead."""
+    if asked:
+        click.echo(f"did you mean {title!r}? showing {path} (no note is named {asked!r})", err=True)
+
+
+def main() -> None:  # pragma: no cover
+    cli(prog_name="kbase")

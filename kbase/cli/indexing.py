@@ -1,0 +1,247 @@
+"""Commands that build the index: index, watch, embed, chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kbase.cli.app import (
+    chunk_options,
+    cli,
+    dumps,
+    format_options,
+    model_options,
+    open_kb,
+    output_options,
+    parse_size,
+    printable_path,
+    use_color,
+)
+from kbase.cli.progress import (
+    Bars,
+    EmbedEta,
+    IdleEmbedLines,
+    SwitchEta,
+    say_embedded,
+    say_model_hint,
+)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--ext",
+    "extensions",
+    multiple=True,
+    metavar="EXT",
+    help="File extension to index (repeatable). Default: .md .markdown .txt .pdf .canvas",
+)
+@click.option(
+    "--max-size",
+    callback=parse_size,
+    metavar="SIZE",
+    help="Skip larger files (default 10M, PDFs 512M).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings; only the summary.")
+@output_options("text", "json")
+@click.option(
+    "--embed/--no-embed",
+    "embed",
+    default=None,
+    help="--no-embed: only the keyword index, from now on for this index (kbase embed or"
+    " kbase index --embed embeds it and turns embedding back on). Default: as the index is set"
+    " (kbase status says which).",
+)
+@click.option(
+    "--follow-outside",
+    is_flag=True,
+    help="Index what symlinks lead to outside the indexed folders too (remembered per folder).",
+)
+@chunk_options
+@model_options
+@click.pass_context
+def index(
+    ctx,
+    paths,
+    extensions,
+    max_size,
+    quiet,
+    fmt,
+    embed,
+    follow_outside,
+    max_tokens,
+    overlap,
+    min_tokens,
+    model,
+    download,
+):
+    """Index folders or files of notes (incrementally). With no PATHS, update every known root.
+
+    Chunk settings given here are kept by the index; changing them re-chunks every document from
+    its stored text (no file is read again)."""
+    kb = open_kb(ctx)
+    as_json = fmt == "json"  # no progress bars, no warnings on stderr: the report says it all
+    settings = kb.chunk_settings(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
+    existed = kb.path.exists()
+    if embed is not None and existed:
+        kb.set_auto_embed(embed)  # before the run: an interrupted run keeps the choice
+    with Bars(not quiet and not as_json) as bar:
+        eta = EmbedEta(bar.chunks, not quiet and not as_json, bar)
+        report = kb.index(
+            paths,
+            progress=bar.files,
+            embed_progress=eta,
+            embed=embed,
+            settings=settings,
+            extensions=tuple(extensions) or None,
+            max_size=max_size,
+            follow_outside=follow_outside,
+            model=model,
+            download=download,
+            switch_progress=SwitchEta(kb, bar.switch, not quiet and not as_json),
+        )
+    if embed is not None and not existed and kb.path.exists():
+        kb.set_auto_embed(embed)
+    if fmt == "json":
+        from dataclasses import asdict
+
+        click.echo(dumps(asdict(report), ensure_ascii=False, indent=2))
+    else:
+        if not quiet:
+            for path, reason in report.skipped:
+                click.echo(f"skipped {printable_path(path)}: {reason}", err=True)
+            for path, msg in report.warnings:
+                click.echo(f"warning {printable_path(path)}: {msg}", err=True)
+        click.echo(
+            f"{'interrupted after' if report.interrupted else 'indexed in'} "
+            f"{report.seconds:.2f} s: "
+            f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
+            f"{report.renamed} renamed, {report.removed} removed, {len(report.skipped)} skipped"
+            + (f", {len(report.warnings)} warnings" if report.warnings else "")
+            + (f", {report.rechunked} re-chunked" if report.rechunked else "")
+        )
+        if report.embedding and (
+            report.embedding.embedded or report.embedding.reused or report.embedding.switch
+        ):
+            say_embedded(report.embedding)
+        hint = None if quiet or report.interrupted else kb.model_hint()
+        if hint is not None:
+            say_model_hint(hint)
+    if report.interrupted:
+        click.echo(
+            "Interrupted: the index is consistent; run kbase index again to finish.", err=True
+        )
+        ctx.exit(130)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
+@click.option(
+    "--debounce",
+    type=click.IntRange(10, 60_000),
+    default=300,
+    show_default=True,
+    metavar="MS",
+    help="Changes within this many milliseconds are indexed together.",
+)
+@click.option(
+    "--poll", is_flag=True, help="Poll the file system (network drives, some containers)."
+)
+@click.pass_context
+def watch(ctx, paths, no_embed, debounce, poll):
+    """Keep the index current while you edit (PATHS, or every known root). Ctrl-C stops.
+
+    Each batch of changes runs the same incremental index as kbase index (renames and deletes
+    included; only new and changed chunks are embedded). Quiet unless something changed."""
+    from datetime import datetime
+
+    from kbase.cli.render import render_changes
+
+    skips_shown: set[tuple[str, str]] = set()  # each skipped file is reported once, not every batch
+
+    def on_batch(b) -> None:
+        stamp = datetime.now().strftime("%H:%M:%S")
+        if b.error:
+            click.echo(f"{stamp} error: {b.error}", err=True)
+            return
+        r = b.report
+        for skip in r.skipped:
+            if skip not in skips_shown:
+                skips_shown.add(skip)
+                click.echo(f"{stamp} skipped {printable_path(skip[0])}: {skip[1]}", err=True)
+        if b.changed:
+            embedded = r.embedding.embedded if r.embedding else 0
+            click.echo(
+                f"{stamp} {render_changes(r.changed)}"
+                + (f", {embedded} chunks embedded" if embedded else "")
+                + f" ({b.seconds:.2f} s)"
+            )
+
+    on_embed = IdleEmbedLines()
+    kb = open_kb(ctx)
+    click.echo(
+        f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)",
+        err=True,
+    )
+    if not no_embed and kb.path.exists() and not kb.auto_embed():
+        click.echo(
+            "this index is keyword-only: changes are not embedded"
+            " (kbase embed embeds it and turns embedding on)",
+            err=True,
+        )
+    try:
+        with Bars(True, bars=False) as slow:  # no bars; a line when one file takes long
+            kb.watch(
+                paths,
+                debounce_ms=debounce,
+                on_batch=on_batch,
+                embed=not no_embed,
+                force_polling=True if poll else None,
+                on_embed=on_embed,
+                progress=slow.files,
+            )
+    except KeyboardInterrupt:
+        pass
+    # Watching ends only on Ctrl-C (run_watch returns then): exit code 130, as for every command.
+    click.echo("stopped; the index is consistent", err=True)
+    ctx.exit(130)
+
+
+@cli.command()
+@click.option(
+    "--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model)."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@model_options
+@click.pass_context
+def embed(ctx, rebuild, quiet, model, download):
+    """Embed the chunks that have no vector yet (resumes where an interrupted run stopped), and
+    go on with a switch of models (--model) under way."""
+    kb = open_kb(ctx)
+    with Bars(not quiet) as bar:
+        eta = EmbedEta(bar.chunks, not quiet, bar, announce=False)
+        result = kb.embed(
+            rebuild=rebuild,
+            progress=eta,
+            model=model,
+            download=download,
+            switch_progress=SwitchEta(kb, bar.switch, not quiet),
+        )
+    say_embedded(result)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@chunk_options
+@format_options
+def chunks(file, max_tokens, overlap, min_tokens, fmt):
+    """Show how kbase cuts FILE into chunks (offsets, lines, tokens, kind, heading path, flags).
+
+    Reads the file itself; no index is needed. --json gives every field and each chunk's text."""
+    from kbase.api import chunk_file
+    from kbase.cli.render import render_chunks
+
+    doc, result = chunk_file(file, max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
+    click.echo(render_chunks(doc.text, result.chunks, result.diagnostics, fmt, use_color()))

@@ -1,0 +1,286 @@
+"""Commands that find and read notes: search, show, links, backlinks, graph, related, ..."""
+
+from __future__ import annotations
+
+import click
+
+from kbase.cli.app import (
+    cli,
+    depth_option,
+    dumps,
+    exclude_option,
+    format_options,
+    open_kb,
+    output_options,
+    path_option,
+    say_near,
+    search_options,
+    use_color,
+)
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option(
+    "-m",
+    "--mode",
+    type=click.Choice(["keyword", "semantic", "hybrid"]),
+    help="Default: hybrid once the index has embeddings, keyword before.",
+)
+@click.option(
+    "--explain", is_flag=True, help="Show each ranked list's rank and contribution per hit."
+)
+@click.option(
+    "--no-correct",
+    "no_correct",
+    is_flag=True,
+    help="Search the words as typed: no spelling correction of words no note holds.",
+)
+@search_options
+@format_options
+@click.pass_context
+def search(
+    ctx, query, mode, explain, no_correct, limit, path_glob, exclude, tags, since, until, fmt
+):
+    """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b, and Obsidian's
+    operators path:x, file:x, tag:#x (-tag:x leaves out; operators alone list the notes)."""
+    from kbase.cli.render import render_hits
+
+    kb = open_kb(ctx)
+    hits = kb.search(
+        " ".join(query),
+        mode=mode,
+        limit=limit,
+        path=path_glob,
+        tags=tags,
+        since=since,
+        until=until,
+        exclude=exclude,
+        correct=not no_correct,
+    )
+    if hits.notice:  # what of the query was left out (repeated terms, terms past the maximum)
+        click.echo(f"note: {hits.notice}", err=True)
+    if hits.corrected and fmt == "table":
+        typed = ", ".join(f'"{w}"' for w, _ in hits.corrections)
+        click.echo(
+            f'showing results for "{hits.corrected}" (no note holds {typed};'
+            " --no-correct searches as typed)",
+            err=True,
+        )
+    if hits and (mode or kb.default_mode()) != "keyword":
+        embedded, chunks = kb.coverage()
+        if embedded < chunks:
+            click.echo(
+                f"note: semantic results cover {embedded:,} of {chunks:,} chunks"
+                f" ({100 * embedded // chunks}%);"
+                " the rest are still to be embedded (kbase embed)",
+                err=True,
+            )
+    if hits or fmt != "table":
+        click.echo(render_hits(hits, fmt, use_color(), explain=explain))
+    else:
+        click.echo("No matches.", err=True)
+
+
+def _links_command(name: str, doc: str, show: str):
+    @cli.command(name=name, help=doc)
+    @click.argument("note")
+    @format_options
+    @click.pass_context
+    def command(ctx, note, fmt):
+        from kbase.cli.render import render_links
+
+        kb = open_kb(ctx)
+        target = kb.note(note)
+        say_near(target.corrected_from, target.path, target.title)
+        found = getattr(kb, name)(target)
+        if found or fmt != "table":
+            click.echo(render_links(found, fmt, use_color(), show))
+        else:
+            click.echo(f"No {name}.", err=True)
+
+    return command
+
+
+_links_command(
+    "links",
+    "Links from NOTE (as a link names it: 'Note', 'folder/Note', an alias; or a path), "
+    "each with its line.",
+    "target",
+)
+
+
+_links_command("backlinks", "Notes that link to NOTE, each with the linking line.", "source")
+
+
+@cli.command()
+@click.option(
+    "--anchors", is_flag=True, help="Links to a heading or block that does not exist, instead."
+)
+@format_options
+@click.pass_context
+def unresolved(ctx, anchors, fmt):
+    """Links that point at no note or file (or, with --anchors, at a missing heading or block)."""
+    from kbase.cli.render import render_links
+
+    kb = open_kb(ctx)
+    found = kb.broken_anchors() if anchors else kb.unresolved()
+    if found or fmt != "table":
+        click.echo(render_links(found, fmt, use_color(), "both"))
+    else:
+        click.echo("No unresolved links." if not anchors else "No broken anchors.", err=True)
+
+
+@cli.command()
+@format_options
+@click.pass_context
+def orphans(ctx, fmt):
+    """Notes that no other note links to."""
+    from kbase.cli.render import render_notes
+
+    kb = open_kb(ctx)
+    _echo_notes(render_notes, kb.orphans(), fmt)
+
+
+def _echo_notes(render, notes, fmt: str, **options) -> None:
+    """A listing of notes, or ``No matches.`` on stderr when there is none (the machine formats
+    still print their empty document: ``[]``, a CSV header)."""
+    if notes or fmt != "table":
+        click.echo(render(notes, fmt, **options))
+    else:
+        click.echo("No matches.", err=True)
+
+
+@cli.command()
+@click.argument("note")
+@depth_option(1, "Hops to follow.")
+@format_options
+@click.pass_context
+def neighbors(ctx, note, depth, fmt):
+    """Notes within --depth links of NOTE, following links both ways (distance first). Each says
+    which way its link goes: out (the note one hop nearer links to it), in (it links
+    there), both."""
+    from kbase.cli.render import render_notes
+
+    kb = open_kb(ctx)
+    target = kb.note(note)
+    say_near(target.corrected_from, target.path, target.title)
+    _echo_notes(render_notes, kb.neighbors(target, depth), fmt, with_distance=True)
+
+
+@cli.command()
+@click.argument("note")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Number of notes.",
+)
+@click.option(
+    "--all", "include_linked", is_flag=True, help="Include the notes NOTE already links to."
+)
+@format_options
+@click.pass_context
+def related(ctx, note, limit, include_linked, fmt):
+    """Notes closest in meaning to NOTE (from its chunk vectors), leaving out those it links to.
+
+    Without embeddings, the note's most distinctive terms are searched instead (and it says so)."""
+    from kbase.cli.render import render_related
+
+    kb = open_kb(ctx)
+    target = kb.note(note)
+    say_near(target.corrected_from, target.path, target.title)
+    result = kb.related(target, limit=limit, include_linked=include_linked)
+    if result.method == "keyword" and fmt == "table":
+        click.echo(
+            f"no embeddings for {result.path}: keyword similarity on "
+            f"{', '.join(result.terms) or 'no terms'}"
+            " (kbase embed for similarity in meaning)",
+            err=True,
+        )
+    if result.hits or fmt != "table":
+        click.echo(render_related(result, fmt, use_color()))
+    else:
+        click.echo("No related notes.", err=True)
+
+
+@cli.command()
+@click.argument("note", required=False)
+@depth_option(None, "With NOTE: hops to follow (default 1).")
+@path_option
+@exclude_option
+@output_options("json", "dot")
+@click.pass_context
+def graph(ctx, note, depth, path_glob, exclude, fmt):
+    """The note graph as JSON (nodes and edges) or Graphviz DOT: all of it, or the notes within
+    --depth links of NOTE. Links through notes left out by --path or --exclude are not followed."""
+    from kbase.cli.render import to_dot
+
+    kb = open_kb(ctx)
+    g = kb.graph(note, depth=depth, path=path_glob, exclude=exclude)
+    click.echo(dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
+
+
+@cli.command()
+@click.argument("target")
+@click.option(
+    "-C",
+    "--context",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="Lines shown around PATH:LINE.",
+)
+@output_options("text", "json")
+@click.pass_context
+def show(ctx, target, context, fmt):
+    """Print a document from the index: PATH, PATH:LINE (with context), PATH:START-END, or a
+    PDF's page: PATH#page=N."""
+    kb = open_kb(ctx)
+    r = kb.region(target, context)
+    doc = r.doc
+    say_near(doc.corrected_from, doc.path, doc.title)
+    if doc.missing:
+        click.echo(
+            f"warning: {doc.path} is missing on disk ({doc.abspath}); this is the indexed text"
+            " (kbase index forgets a deleted note; moved the notes? kbase roots move OLD NEW)",
+            err=True,
+        )
+    elif doc.stale:
+        click.echo(
+            f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
+            " (kbase index updates it)",
+            err=True,
+        )
+    if fmt == "json":
+        click.echo(
+            dumps(
+                {
+                    "path": doc.path,
+                    "abspath": doc.abspath,
+                    "title": doc.title,
+                    "stale": doc.stale,
+                    "missing": doc.missing,
+                    "first_line": r.first,
+                    "last_line": r.last,
+                    "page": r.page,
+                    "pages": r.pages or None,
+                    "text": r.text,
+                },
+                ensure_ascii=False,
+            )
+        )
+    elif r.whole:
+        click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
+    elif r.page is not None:
+        if not r.text.strip():
+            click.echo(f"{doc.path} p.{r.page} has no text (an image only?)", err=True)
+        else:
+            click.echo(r.text, nl=not r.text.endswith("\n"))
+    else:
+        width = len(str(r.last))
+        for n, line in enumerate(r.lines, r.first):
+            mark = "" if r.line is None else "> " if n == r.line else "  "
+            click.echo(f"{mark}{n:>{width}} | {line}")
