@@ -247,8 +247,7 @@ def bench_kbase(name: str, vault: Path, work: Path, a: argparse.Namespace) -> di
 
 def inproc_index(vault: Path, db: Path) -> dict:
     """A fresh in-process index, timing its stages (decode, parse, chunk, write incl. commit)."""
-    from kbase.ingest import derive
-    from kbase.ingest import pipeline as ingest
+    from kbase.ingest import derive, prepare
     from kbase.store import writes as store
 
     spent: Counter = Counter()
@@ -266,8 +265,8 @@ def inproc_index(vault: Path, db: Path) -> dict:
     hooks = [
         (m, n)
         for m, n in [
-            (ingest, "decode"),
-            (ingest, "parse"),
+            (prepare, "decode"),
+            (prepare, "parse"),
             (derive, "chunk"),
             (store, "write_document"),
         ]

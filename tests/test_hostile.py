@@ -771,14 +771,14 @@ def test_nested_callouts_and_long_lines_chunk_within_the_budget():
 
 @pytest.mark.slow
 def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
-    from kbase.cli import commands
+    from kbase.cli import progress
 
     vault = write(tmp_path / "v", {"a.md": "# A\n\nsmall\n"})
     (vault / "slow.md").write_text(
         "".join("> " * i + f"[!note] level {i}\n" for i in range(1, 1201)), encoding="utf-8"
     )
-    monkeypatch.setattr(commands._Bars, "SLOW_FILE_S", 0.05)
-    monkeypatch.setattr(commands._Bars, "POLL_S", 0.02)
+    monkeypatch.setattr(progress.Bars, "SLOW_FILE_S", 0.05)
+    monkeypatch.setattr(progress.Bars, "POLL_S", 0.02)
     r = CliRunner().invoke(cli, ["--db", str(tmp_path / "i.db"), "index", str(vault), "--no-embed"])
     assert r.exit_code == 0, r.output
     assert "still working on slow.md (" in r.stderr, r.stderr

@@ -45,15 +45,20 @@ def con(db_path):
 
 
 def counting(monkeypatch):
+    from kbase.ingest import prepare
+
     calls = {"parse": 0, "decode": 0}
-    for name in calls:
-        real = getattr(ingest, name)
+    for module in (ingest, prepare):  # the run itself, and what reads a file's bytes
+        for name in calls:
+            if not hasattr(module, name):
+                continue
+            real = getattr(module, name)
 
-        def wrapper(*a, _real=real, _name=name, **k):
-            calls[_name] += 1
-            return _real(*a, **k)
+            def wrapper(*a, _real=real, _name=name, **k):
+                calls[_name] += 1
+                return _real(*a, **k)
 
-        monkeypatch.setattr(ingest, name, wrapper)
+            monkeypatch.setattr(module, name, wrapper)
     return calls
 
 
@@ -309,13 +314,15 @@ def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypa
         "SELECT s.path, l.start_char, l.target, l.target_id IS NULL FROM links l"
         " JOIN documents s ON s.id = l.doc_id"
     )
-    result, real_pool = {}, ingest._pool
+    from kbase.ingest import prepare
+
+    result, real_pool = {}, ingest.note_pool
     for workers in (True, False):
-        monkeypatch.setattr(ingest, "POOL_MIN_FILES", 0 if workers else 10**9)
-        monkeypatch.setattr(ingest, "POOL_MIN_BYTES", 0 if workers else 10**12)
+        monkeypatch.setattr(prepare, "POOL_MIN_FILES", 0 if workers else 10**9)
+        monkeypatch.setattr(prepare, "POOL_MIN_BYTES", 0 if workers else 10**12)
         spawned = []
         monkeypatch.setattr(
-            ingest, "_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1]
+            ingest, "note_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1]
         )
         con = db.connect(tmp_path / f"{workers}.db", create=True)
         ingest.index(con, [folder])

@@ -16,7 +16,7 @@ import kbase
 from kbase.cli.commands import cli
 from kbase.errors import InputError
 from kbase.ingest import chunk as chunking
-from kbase.ingest import pdf
+from kbase.ingest import pdf, prepare
 from kbase.ingest import pipeline as ingest
 from kbase.store import db
 from tests.conftest import bump_mtime, shared, write
@@ -364,7 +364,7 @@ def test_a_pdf_that_hangs_or_crashes_the_reader_costs_only_itself(
         return real(data, progress)
 
     monkeypatch.setattr(pdf, "extract", extract)
-    monkeypatch.setattr(ingest, "PDF_SECONDS", 1.0)
+    monkeypatch.setattr(prepare, "PDF_SECONDS", 1.0)
     files = {f"ok{i}.pdf": paper([f"Fine page number {i}"]) for i in range(4)}
     files["hostile.pdf"] = make_pdf(["x"], info={"Title": "Hostile"})
     files["note.md"] = "# Note\n\nstill indexed\n"
@@ -519,7 +519,7 @@ def test_an_unreadable_file_is_not_read_again_until_it_changes(db_path, tmp_path
     vault = write(tmp_path / "v", {"hostile.pdf": make_pdf(["x"], info={"Title": "Hostile"})})
     write(vault, {"locked.pdf": make_pdf(["secret"], user_password="sesame")})
     monkeypatch.setattr(pdf, "extract", _slow_on_hostile(pdf.extract))
-    monkeypatch.setattr(ingest, "PDF_SECONDS", 1.0)
+    monkeypatch.setattr(prepare, "PDF_SECONDS", 1.0)
     k = kbase.open(db_path)
     first = k.index([vault], embed=False)
     assert sorted(os.path.basename(p) for p, _ in first.skipped) == ["hostile.pdf", "locked.pdf"]

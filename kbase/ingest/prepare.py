@@ -1,0 +1,333 @@
+"""A file's bytes to the rows the writer stores (a Derived), in this process or in a worker:
+notes and canvases through a process pool, PDFs through supervised workers with time and memory
+limits (kbase.ingest.workers)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kbase.ingest import canvas, pdf
+from kbase.ingest.chunk import ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.ingest.decode import Decoded, UndecodableError, decode
+from kbase.ingest.derive import Derived, derive
+from kbase.ingest.discover import (
+    PDF_EXTENSIONS,
+    Candidate,
+    outside_reason,
+    size_cap,
+    within,
+)
+from kbase.ingest.parse import parse
+from kbase.models import ParsedDoc
+from kbase.store import writes as store
+from kbase.text import LINE_BREAK
+
+if TYPE_CHECKING:
+    from kbase.ingest.workers import Workers
+
+
+# Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
+MAX_LINE_CHARS = 1_000_000
+
+
+# Parsing and chunking run in worker processes (one per core) when this many files, or this much
+# text, need them. Starting the workers costs about 50 ms: on rust-book (114 files, 1.2 MB) they
+# take a fresh index from 0.73 to 0.48 s, on foam-docs (87 files, 0.3 MB) from 0.33 to 0.24 s;
+# below about 250 KB they cost more than they save.
+POOL_MIN_FILES = 200
+
+
+POOL_MIN_BYTES = 256 * 1024
+
+
+CHUNKSIZE = 16
+
+
+def note_pool(files: int, size: int, counter: TokenCounter):
+    """Worker processes for parsing and chunking, or None to do it here (little to parse, one
+    core, a custom token counter, or no fork on this platform)."""
+    import multiprocessing
+
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    if (
+        (files < POOL_MIN_FILES and size < POOL_MIN_BYTES)
+        or cores < 2
+        or counter is not default_counter()
+    ):
+        return None
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    from concurrent.futures import ProcessPoolExecutor
+
+    # Load the parsers and the tokenizer once, here, for every worker (each loaded its own: 40 ms).
+    chunk(parse("---\na: 1\n---\n# Warm up\n", "warm-up.md"), counter)
+    return ProcessPoolExecutor(
+        cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
+    )
+
+
+def _worker_init() -> None:
+    import signal
+    import threading
+
+    from kbase.store.db import release_inherited_locks
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    release_inherited_locks()
+    # A worker waits for work on a pipe whose other end it inherited itself, so it would outlive
+    # a parent that was killed (kill -9, the OOM killer): it leaves once it has a new parent.
+    parent = os.getppid()
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(1)
+
+
+ORPHAN_CHECK_SECONDS = 0.5
+
+
+def opened_path(fd: int, path: str) -> str:
+    """Where the open file ``fd`` really is: what the kernel says (Linux: /proc/self/fd), so that
+    no symlink swapped in after the open can mislead; else the resolved ``path``."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def hash_file(f, limit: int) -> tuple[str, int]:
+    """sha256 (hex) of up to ``limit`` bytes of an open file, and how many there were."""
+    import hashlib
+
+    h = hashlib.sha256()
+    size = 0
+    while size < limit:
+        block = f.read(min(HASH_BLOCK, limit - size))
+        if not block:
+            break
+        h.update(block)
+        size += len(block)
+    return h.hexdigest(), size
+
+
+HASH_BLOCK = 1024 * 1024
+
+
+def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
+    """bytes -> (encoding, Derived), or the reason to skip the file. Pure, so that it can run in a
+    worker process."""
+    try:
+        decoded = decode(data)
+    except UndecodableError as e:
+        return str(e)
+    longest = _longest_line(decoded.text)
+    if longest > MAX_LINE_CHARS:
+        # The chunker cuts such a line word by word, at some 40 bytes of memory per character.
+        return (
+            f"a line of {longest:,} characters: not a note (minified or generated data?);"
+            f" kbase indexes lines up to {MAX_LINE_CHARS:,}"
+        )
+    try:
+        if is_canvas(name):
+            try:
+                parsed = canvas.parse_canvas(decoded.text)
+            except canvas.CanvasError as e:
+                return str(e)
+            doc = canvas.document(parsed, name, decoded.warnings)
+        else:
+            doc = parse_decoded(decoded, name)
+        return decoded.encoding, derive(doc, settings, counter)
+    except (RecursionError, MemoryError) as e:
+        return f"too deeply nested or too large to parse ({type(e).__name__})"
+
+
+def is_pdf(name: str) -> bool:
+    return name.lower().endswith(PDF_EXTENSIONS)
+
+
+def is_canvas(name: str) -> bool:
+    return name.lower().endswith(canvas.CANVAS_EXTENSIONS)
+
+
+def prepare_pdf(
+    name: str,
+    abspath: str,
+    settings: ChunkSettings,
+    max_size: int | None,
+    counter: TokenCounter | None = None,
+    progress: pdf.PageProgress | None = None,
+    bounds: tuple[str, ...] | None = None,
+):
+    """Read, extract, and chunk one PDF: (sha256 of the bytes read, prepare()'s tuple), or the
+    reason to skip it. Runs in a worker process (kbase.ingest.workers), under a time limit. With
+    ``bounds``, a file found outside them once opened (a symlink swapped in) is not read."""
+    cap = size_cap(abspath, max_size)
+    try:
+        with open(abspath, "rb", opener=open_nonblocking) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return "not a regular file"
+            if bounds is not None:
+                real = opened_path(f.fileno(), abspath)
+                if not within(real, bounds):
+                    return outside_reason(real)
+            data = f.read(cap + 1)
+    except FileNotFoundError:
+        return VANISHED
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    if len(data) > cap:
+        return f"grew past the size cap ({cap:,} bytes) while indexing"
+    digest = store.sha256(data)
+    try:
+        text = pdf.extract(data, progress)
+    except pdf.PdfError as e:
+        return str(e)
+    del data
+    doc = pdf.document(
+        text.text,
+        text.pages,
+        name,
+        pdf.info_record(text),
+        pdf.read_warnings(text),
+        pdf.outline_headings(text.text, text.pages, text.outline),
+    )
+    return digest, ("pdf", derive(doc, settings, counter))
+
+
+VANISHED = "vanished while indexing"
+
+
+@dataclass(frozen=True)
+class PdfResult:
+    digest: str | None  # of the bytes the worker read (None: it could not read them)
+    prepared: object  # prepare()'s tuple, or the reason the PDF was skipped
+
+
+# A PDF's time limit, once a worker has started it: this much, plus a little per page (a
+# 2,000-page PDF reads in about 5 s here; a hostile page can take PDFium minutes).
+PDF_SECONDS = 60.0
+
+
+PDF_SECONDS_PER_PAGE = 0.1
+
+
+def _pdf_timeout(args: tuple, progress: tuple[int, int] | None) -> float:
+    pages = progress[1] if progress else 0
+    return PDF_SECONDS + PDF_SECONDS_PER_PAGE * pages
+
+
+def _pdf_job(name, abspath, settings, max_size, bounds, counter=None, progress=None):
+    result = prepare_pdf(
+        name, abspath, settings, max_size, counter=counter, progress=progress, bounds=bounds
+    )
+    if isinstance(result, tuple):
+        digest, prepared = result
+        return digest, _without_blocks(prepared)
+    return result
+
+
+class PdfJobs:
+    """The PDFs of an index run, read in worker processes (kbase.ingest.workers): each under a time
+    limit, each in a process of its own, so that one that hangs or crashes PDFium is skipped and
+    the run goes on. The workers start with the first PDF."""
+
+    def __init__(
+        self,
+        settings: ChunkSettings,
+        max_size: int | None,
+        count: int,
+        bounds: tuple[str, ...] | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.settings, self.max_size, self.count, self.bounds = settings, max_size, count, bounds
+        self.counter = counter
+        self._workers: Workers | None = None
+
+    def _pool(self) -> Workers:
+        if self._workers is None:
+            import pypdfium2  # noqa: F401  (here, before the fork: see below)
+
+            from kbase.ingest.workers import Workers  # multiprocessing: 12 ms, for PDFs only
+
+            # The workers are forked, maybe from a thread (kbase watch in the TUI or the MCP
+            # server): what they import after the fork could wait for a lock another thread
+            # held at that moment. PDFium and the chunker (tokenizer) are loaded here first.
+            chunk(parse("# Warm up\n\nwords\n", "warm-up.md"))
+
+            cores = (
+                len(os.sched_getaffinity(0))
+                if hasattr(os, "sched_getaffinity")
+                else (os.cpu_count() or 1)
+            )
+            self._workers = Workers(min(cores, max(1, self.count)), _pdf_timeout)
+        return self._workers
+
+    def submit(self, c: Candidate) -> int:
+        name = c.relpath or Path(c.abspath).name
+        return self._pool().submit(
+            _pdf_job, name, c.abspath, self.settings, self.max_size, self.bounds, self.counter
+        )
+
+    def result(self, job: int, on_progress=None) -> PdfResult:
+        out = self._pool().result(job, on_progress)
+        if isinstance(out, str):
+            return PdfResult(None, out)
+        return PdfResult(*out)
+
+    def now(self, c: Candidate) -> PdfResult:
+        return self.result(self.submit(c))
+
+    def close(self, interrupted: bool = False) -> None:
+        if self._workers is not None:
+            self._workers.close(wait_for=not interrupted)
+            self._workers = None
+
+
+def parse_decoded(decoded: Decoded, name: str) -> ParsedDoc:
+    """Parse decoded text; what decoding repaired comes first among the document's warnings."""
+    doc = parse(decoded.text, name)
+    return (
+        dataclasses.replace(doc, warnings=decoded.warnings + doc.warnings)
+        if decoded.warnings
+        else doc
+    )
+
+
+def prepare_item(args):
+    name, data, settings = args
+    result = prepare(name, data, settings)
+    return _without_blocks(result) if isinstance(result, tuple) else result
+
+
+def _without_blocks(prepared: tuple[str, Derived]) -> tuple[str, Derived]:
+    """prepare()'s result as a worker sends it: the writer has no use for the block structure
+    (chunks and links are made from it in the worker); without it the result unpickles in half
+    the time, and the writer waits on that."""
+    encoding, derived = prepared
+    return encoding, dataclasses.replace(derived, doc=dataclasses.replace(derived.doc, blocks=()))
+
+
+def open_nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def _longest_line(text: str) -> int:
+    """Length of the longest line of ``text`` (cheap for texts shorter than the limit)."""
+    if len(text) <= MAX_LINE_CHARS:
+        return len(text)
+    longest = pos = 0
+    for m in LINE_BREAK.finditer(text):
+        longest = max(longest, m.start() - pos)
+        pos = m.end()
+    return max(longest, len(text) - pos)
