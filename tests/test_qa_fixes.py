@@ -95,3 +95,55 @@ def test_every_write_on_a_view_gets_the_read_only_message(pdfs, db_path, sql):
     assert res.exit_code == 1
     assert res.output.startswith(f"Error: kbase sql is read-only; refused: {sql}\n")
     assert "because it is a view" not in res.output
+
+
+def test_mcp_sql_counts_every_row_it_left_out(tmp_path, db_path):
+    from kbase.mcp import tools
+
+    vault = write(
+        tmp_path / "big",
+        {f"n{i:03}.md": f"# Note {i}\n\n" + "word " * 60 + "\n" for i in range(300)},
+    )
+    with kbase.open(db_path) as kb:
+        kb.index([vault], embed=False)
+        total = kb.sql("SELECT count(*) FROM chunk_texts").rows[0][0]
+        assert total >= 300
+        reply = tools.sql(kb, "SELECT * FROM chunk_texts", max_rows=250, budget=2_000)
+        shown = len(reply.structured.rows)
+        assert 0 < shown < 250  # the budget cut the page of 250 rows asked for
+        assert reply.structured.next_offset == shown
+        left = f"{total - shown:,} more rows left out to keep within the 2,000-token budget"
+        assert reply.structured.left_out.startswith(left), reply.structured.left_out
+        assert left in reply.text
+        # A query that cannot be counted again says "at least".
+        reply = tools.sql(kb, "SELECT * FROM chunk_texts; SELECT 1", max_rows=250, budget=2_000)
+        assert reply.structured.left_out.startswith(
+            f"at least {250 - shown + 1} more rows left out"
+        )
+
+
+def test_the_readme_mcp_table_names_each_tools_arguments_as_they_are(db_path):
+    import asyncio
+    import re
+
+    from kbase.mcp.backend import Backend
+    from kbase.mcp.server import build_server
+    from tests.conftest import REPO
+
+    kbase.open(db_path).close()
+    tools = asyncio.run(build_server(Backend(db_path)).list_tools())
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(\w+)` \| ([^|]*(?:\\\|[^|]*)*) \|", readme, re.M)
+    }
+    assert {t.name for t in tools} <= set(rows)
+    for tool in tools:
+        props = tool.input_schema.get("properties", {})
+        required = set(tool.input_schema.get("required", []))
+        args = rows[tool.name]
+        for name in props:
+            if name == "budget":  # said once, in the table's heading
+                continue
+            want = f"**`{name}`**" if name in required else f"`{name}`"
+            assert want in args, f"README's `{tool.name}` row does not name {want}: {args}"

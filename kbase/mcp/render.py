@@ -46,15 +46,16 @@ def left_out(
     budget: int,
     extra: str = "",
     known: bool = True,
+    at_least: bool = False,
 ) -> str | None:
     """``cut``: items of the page asked for that the budget left out; ``more``: items beyond
     the page exist (``known`` false: may exist, the page was full). None when nothing was left
-    out."""
+    out; ``at_least``: ``cut`` is a lower bound (more may follow)."""
     call = f"call {tool} again with offset={next_offset}{extra}"
     if cut:
         return (
-            f"{cut} more {noun} left out to keep within the {budget:,}-token budget: {call}, "
-            "or raise budget."
+            f"{'at least ' if at_least else ''}{cut:,} more {noun} left out to keep within the"
+            f" {budget:,}-token budget: {call}, or raise budget."
         )
     if more:
         return f"More {noun} {'follow' if known else 'may follow'}: {call}."

@@ -455,13 +455,19 @@ def sql(
     out.rows = rows[: f.count]
     if out.rows and (f.count < len(rows) or more):
         out.next_offset = offset + f.count
+        cut = len(rows) - f.count
+        at_least = False
+        if cut and more:  # rows beyond max_rows too: count them all, or say "at least"
+            after = _rows_after(kb, query, out.next_offset, timeout)
+            cut, at_least = (after, False) if after is not None else (cut + 1, True)
         out.left_out = render.left_out(
             "sql",
             "rows",
-            cut=len(rows) - f.count,
+            cut=cut,
             more=more,
             next_offset=out.next_offset,
             budget=budget,
+            at_least=at_least,
         )
         if out.left_out and f.count == len(rows):
             out.left_out = out.left_out[:-1] + " (or raise max_rows)."
@@ -475,6 +481,22 @@ def sql(
         return Reply(out, render.sql_empty(columns, offset))
     lines = [head, *(render.sql_row(r) for r in out.rows), render.sql_count(len(out.rows), offset)]
     return Reply(out, "\n".join(lines + ([out.left_out] if out.left_out else [])))
+
+
+def _rows_after(kb: KB, query: str, shown_until: int, timeout: float) -> int | None:
+    """How many rows ``query`` gives after its first ``shown_until``, by counting them in
+    SQLite (a second run, at most a second or ``timeout``); None if the query cannot be counted so
+    (a PRAGMA, several statements) or counting takes too long."""
+    body = query.strip().rstrip(";").strip()
+    if ";" in body:
+        return None
+    try:
+        res = kb.sql(f"SELECT count(*) FROM (\n{body}\n)", timeout=min(timeout, 1.0), max_rows=1)
+    except InputError:
+        return None
+    if not res.rows or not isinstance(res.rows[0][0], int):
+        return None
+    return max(0, res.rows[0][0] - shown_until)
 
 
 def schema_names(kb: KB) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
