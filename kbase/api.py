@@ -177,6 +177,7 @@ class KB:
         model: str | None = None,
         download: bool = False,
         switch_progress: EmbedProgress | None = None,
+        on_keyword_ready: Callable[[IndexReport], None] | None = None,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
         then embed the new and changed chunks. ``embed``: None (the default) does what the index
@@ -185,6 +186,9 @@ class KB:
         this run only. Keyword search works as soon as the first step is done. A symlink leading
         outside every indexed root is skipped (``report.skipped`` says so) unless
         ``follow_outside``, which the index remembers for the roots given with it.
+        ``on_keyword_ready`` is called with the report (its files, skips and warnings final) as
+        soon as the files are indexed, before any embedding: a face tells of skipped files then,
+        not minutes later.
 
         The paths are checked before anything is created, and a first run that fails before it
         stored anything removes the file it created: a failed first run leaves no file. An
@@ -241,6 +245,8 @@ class KB:
                         if isinstance(e, apsw.Error | DatabaseError):
                             raise _first_run_failed(e, self.path) from e
                     raise
+                if on_keyword_ready is not None:
+                    on_keyword_ready(report)
                 if model is not None and not embed:
                     self._choose_model(con, model, download)  # recorded; embedded later
                 if embed and not report.interrupted:

@@ -147,3 +147,49 @@ def test_the_readme_mcp_table_names_each_tools_arguments_as_they_are(db_path):
                 continue
             want = f"**`{name}`**" if name in required else f"`{name}`"
             assert want in args, f"README's `{tool.name}` row does not name {want}: {args}"
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    """Every KB the CLI opens embeds with a counting stand-in (no model load)."""
+    from tests.test_watch import CountingEmbedder
+
+    embedder = CountingEmbedder()
+    monkeypatch.setattr("kbase.embed.catalog.for_index", lambda fingerprint=None: embedder)
+    return embedder
+
+
+def test_skips_are_told_when_keyword_search_is_ready_before_embedding(
+    tmp_path, db_path, fake_model
+):
+    vault = write(
+        tmp_path / "v",
+        {"fake.pdf": "not a pdf", **{f"n{i}.md": f"# Note {i}\n\nwords {i}\n" for i in range(5)}},
+    )
+    events: list[str] = []
+
+    def ready(report):
+        events.append("ready: " + ", ".join(r for _, r in report.skipped))
+
+    with kbase.open(db_path) as kb:
+        report = kb.index(
+            [vault],
+            embed=True,
+            on_keyword_ready=ready,
+            embed_progress=lambda d, t: events.append("embed"),
+        )
+    assert events[0] == "ready: not a PDF (no %PDF- header)" and "embed" in events[1:]
+    assert report.embedding is not None and fake_model.embedded >= 5
+
+    (vault / "other.pdf").write_text("not one either", encoding="utf-8")
+    (vault / "n9.md").write_text("# Note 9\n\nnew words\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--db", str(db_path), "index", str(vault)])
+    assert res.exit_code == 0, res.output
+    err = res.stderr.splitlines()
+    skip = next(
+        i for i, line in enumerate(err) if line.startswith("skipped ") and "other.pdf" in line
+    )
+    ready_line = next(i for i, line in enumerate(err) if line.startswith("keyword search is ready"))
+    assert skip < ready_line, err  # told before embedding starts, not after it ends
+    assert sum("other.pdf" in line for line in err) == 1  # once, not again at the end
+    assert "indexed in" in res.stdout

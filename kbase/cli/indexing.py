@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -26,6 +27,9 @@ from kbase.cli.progress import (
     say_embedded,
     say_model_hint,
 )
+
+if TYPE_CHECKING:
+    from kbase.models import IndexReport
 
 
 @cli.command()
@@ -86,6 +90,16 @@ def index(
     existed = kb.path.exists()
     if embed is not None and existed:
         kb.set_auto_embed(embed)  # before the run: an interrupted run keeps the choice
+    told: list[bool] = []  # the skips and warnings were printed when keyword search was ready
+
+    def tell_skips(report: IndexReport) -> None:
+        told.append(True)
+        if not quiet and not as_json:
+            for path, reason in report.skipped:
+                bar.say(f"skipped {printable_path(path)}: {reason}")
+            for path, msg in report.warnings:
+                bar.say(f"warning {printable_path(path)}: {msg}")
+
     with Bars(not quiet and not as_json) as bar:
         eta = EmbedEta(bar.chunks, not quiet and not as_json, bar)
         report = kb.index(
@@ -100,6 +114,7 @@ def index(
             model=model,
             download=download,
             switch_progress=SwitchEta(kb, bar.switch, not quiet and not as_json),
+            on_keyword_ready=tell_skips,
         )
     if embed is not None and not existed and kb.path.exists():
         kb.set_auto_embed(embed)
@@ -108,7 +123,7 @@ def index(
 
         click.echo(dumps(asdict(report), ensure_ascii=False, indent=2))
     else:
-        if not quiet:
+        if not quiet and not told:  # stopped before the files were all indexed
             for path, reason in report.skipped:
                 click.echo(f"skipped {printable_path(path)}: {reason}", err=True)
             for path, msg in report.warnings:

@@ -93,6 +93,13 @@ class Bars:
         if self._progress is not None:
             self._progress.__exit__(*exc)
 
+    def say(self, message: str) -> None:
+        """A line on stderr, above the bars when they show."""
+        if self._progress is not None:
+            self._progress.console.print(message, markup=False, highlight=False)
+        else:
+            click.echo(message, err=True)
+
     def _watch_slow(self, stop: threading.Event) -> None:
         import time
 
