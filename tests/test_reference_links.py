@@ -100,7 +100,8 @@ def book(tmp_path):
             "ch07 paths.md": "# Paths\n\ny\n",
             "img/trpl04-01.svg": "<svg/>",
             "page.html": "<p>a real html page</p>",
-            "linker.md": "[real][p] and [book][o]\n\n"
+            "linker.md": "[real][p] and [book][o], [[ch08-02-strings#storing-utf-8-encoded-text"
+            "-with-strings]] and [self](#linker)\n\n# Linker\n\n"
             "[p]: page.html\n[o]: ch03-02-data-types.html#nope\n",
         },
     )
@@ -125,14 +126,18 @@ def test_reference_links_are_stored_and_resolved_in_the_index(tmp_path, book):
     assert got[(ch, "[“Data Types”][data-types]")] == ("markdown", "ch03-02-data-types.md", 1)
     assert got[(ch, "[Chapter 8][ch8]")] == ("markdown", "ch08-02-strings.md", None)
     assert got[(ch, "[the tree][]")] == ("markdown", "ch07 paths.md", 1)
-    # A '.md' target is Obsidian's: its anchor names a heading as written, not an HTML id.
-    assert got[(ch, "[Strings]")] == ("markdown", "ch08-02-strings.md", 0)
+    # A Markdown link's anchor may be a heading's HTML id (GitHub's and mdBook's), to a '.md' too.
+    assert got[(ch, "[Strings]")] == ("markdown", "ch08-02-strings.md", 1)
     assert got[(ch, "![diagram][img]")] == ("markdown", "img/trpl04-01.svg", None)
     # With no page.md, page.html stays unresolved (kbase does not index .html files); a wrong
     # HTML id is a broken anchor.
     assert got[("linker.md", "[real][p]")] == ("markdown", None, None)
     assert got[("linker.md", "[book][o]")] == ("markdown", "ch03-02-data-types.md", 0)
-    assert len(rows) == 7
+    # A wikilink names a heading as Obsidian does: an HTML id is no heading of it.
+    wiki = "[[ch08-02-strings#storing-utf-8-encoded-text-with-strings]]"
+    assert got[("linker.md", wiki)] == ("wiki", "ch08-02-strings.md", 0)
+    assert got[("linker.md", "[self](#linker)")] == ("markdown", "linker.md", 1)
+    assert len(rows) == 9
     con.close()
     kb = kbase.open(tmp_path / "r.db")
     back = {lk.source_path for lk in kb.backlinks("ch03-02-data-types.md")}

@@ -39,10 +39,10 @@ only offers aliases as link suggestions); ``use_aliases=False`` turns that off. 
 
 Anchors (``anchor_ok``) compare headings after Obsidian's ``stripHeading`` (punctuation to
 spaces, spaces collapsed), case-insensitively; ``Heading#Sub`` must nest; block ids
-(``^id``, letters, digits and dashes) compare case-insensitively. In a link to a ``.html``
-page (resolved to its ``.md``) a one-part anchor may also be a heading's HTML id as mdBook makes
-it: lowercased, spaces to dashes, punctuation other than ``-`` and ``_`` dropped
-(``#what-is-ownership`` for "What Is Ownership?").
+(``^id``, letters, digits and dashes) compare case-insensitively. In a Markdown link
+(``[x](Note.md#what-is-ownership)``, ``[x](#what-is-ownership)``, mdBook's ``.html`` ones) a
+one-part anchor may also be a heading's HTML id as GitHub and mdBook make it: lowercased, spaces
+to dashes, punctuation other than ``-`` and ``_`` dropped; wikilinks name headings as written.
 """
 
 from __future__ import annotations
@@ -710,8 +710,8 @@ def anchor_ok(
     note with these headings and block ids ('id' or '^id')?
 
     ``Heading#Sub`` needs ``Sub`` inside the section of ``Heading``, at any depth. With
-    ``html_ids`` (a link written to the ``.html`` page of a note, as mdBook's are) a heading's
-    HTML id (``html_id``) names it too; Obsidian's own links never use those ids.
+    ``html_ids`` (a Markdown link: GitHub and mdBook name headings so) a heading's HTML id
+    (``html_id``) names it too; Obsidian's wikilinks never use those ids.
     """
     anchor = anchor.lstrip("#")
     if anchor.startswith("^"):

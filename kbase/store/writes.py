@@ -451,8 +451,8 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         aliases.setdefault(path, []).append(alias)
     resolver = Resolver(files, aliases)
     sql = (
-        "SELECT l.id, s.path, l.target, l.anchor, l.target_id, l.target_path, l.anchor_ok"
-        " FROM links l JOIN documents s ON s.id = l.doc_id WHERE s.root_id = ?"
+        "SELECT l.id, s.path, l.target, l.anchor, l.target_id, l.target_path, l.anchor_ok,"
+        " l.kind FROM links l JOIN documents s ON s.id = l.doc_id WHERE s.root_id = ?"
     )
     args: list = [root_id]
     if doc_ids is not None:
@@ -477,7 +477,7 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         )
     }
     changes = []
-    for link_id, source, target, anchor, old_tid, old_tp, old_ok in con.execute(
+    for link_id, source, target, anchor, old_tid, old_tp, old_ok, kind in con.execute(
         sql, args
     ).fetchall():
         tp = resolver.resolve(target, source)
@@ -503,7 +503,9 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
                         "SELECT block_id FROM block_ids WHERE doc_id = ?", (tid,)
                     )
                 ]
-            html = target.lower().endswith((".html", ".htm"))  # mdBook's page, with HTML ids
+            # A Markdown link may name a heading by its HTML id, as GitHub and mdBook make it
+            # ('#what-is-ownership'); a wikilink names it as written, as in Obsidian.
+            html = kind == "markdown"
             ok = int(anchor_ok(anchor, headings[tid], blocks[tid], html_ids=html))
         if (tid, tp, ok) != (old_tid, old_tp, old_ok):
             changes.append((tid, tp, ok, link_id))
