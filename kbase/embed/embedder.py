@@ -109,12 +109,12 @@ class MiniLMEmbedder:
     min_similarity = 0.3
 
     def __init__(self, threads: int | None = None, batch_size: int = BATCH_SIZE) -> None:
-        from kbase.embed import onnx_graph as model_graph
+        from kbase.embed import onnx_graph
 
         self.batch_size = batch_size
         self.threads = threads or os.cpu_count() or 1
         # Built from the verified model file on first use (a few seconds), then loaded.
-        self.graph = model_graph.derived_graph(MODEL_SHA256, model_cache_dir())
+        self.graph = onnx_graph.derived_graph(MODEL_SHA256, model_cache_dir())
         self._sessions: dict[str, object] = {}
         self._tokenizer = None
 
@@ -124,11 +124,11 @@ class MiniLMEmbedder:
         since its vectors are stored)."""
         key = "bulk" if bulk else "query"
         if key not in self._sessions:
-            from kbase.embed import onnx_graph as model_graph
+            from kbase.embed import onnx_graph
 
             if bulk:
-                self.graph = model_graph.derived_graph(MODEL_SHA256, model_cache_dir(), verify=True)
-            self._sessions[key] = model_graph.session(
+                self.graph = onnx_graph.derived_graph(MODEL_SHA256, model_cache_dir(), verify=True)
+            self._sessions[key] = onnx_graph.session(
                 self.graph, threads=self.threads if bulk else 1, prepack=bulk
             )
         return self._sessions[key]
