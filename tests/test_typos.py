@@ -146,6 +146,31 @@ def test_near_names_are_a_tier_of_their_own_and_exact_names_stay_above(kb):
     assert kb.search("recurring tasks", mode="keyword")[0].explain["tier"] == "name"
 
 
+def test_a_name_with_a_typo_shows_the_note_from_its_beginning(tmp_path):
+    """As the name itself does: the person asked for the note, not for the passage that repeats
+    its words most (here a long note's last section)."""
+    filler = "".join(
+        f"Paragraph {i} is about soil, light and water for beds.\n\n" for i in range(60)
+    )
+    write(
+        tmp_path / "v",
+        {
+            "Garden Planning.md": "# Garden Planning\n\nWhat to sow when.\n\n"
+            + filler
+            + "## Late\n\ngarden planning garden planning, planning the garden.\n",
+            "Other.md": "Nothing here.\n",
+        },
+    )
+    k = kbase.open(tmp_path / "g.db")
+    k.index([tmp_path / "v"], embed=False)
+    exact, near = (
+        k.search(q, mode="keyword", correct=False)[0] for q in ("garden planning", "garden planing")
+    )
+    assert near.explain["tier"] == "near name" and near.path == exact.path == "Garden Planning.md"
+    assert near.line == exact.line == 1
+    k.close()
+
+
 def test_edit_budget():
     assert [spell.edit_budget(w) for w in ("abc", "abcd", "abcdefg", "abcdefgh")] == [0, 1, 1, 2]
 

@@ -99,10 +99,10 @@ def keyword_ranked(
         names.setdefault(doc_id, TIER_NAME_PREFIX)
     position = {r[0]: i for i, (_, r) in enumerate(found)}
     for doc_id, tier in names.items():
-        # A note asked for by name shows its beginning; one whose name merely starts with the
-        # query keeps its best chunk, if its words match one.
+        # A note asked for by name, or by its name with a typo, shows its beginning; one whose
+        # name merely starts with the query keeps its best chunk, if its words match one.
         old = found[position[doc_id]][1] if doc_id in position else None
-        if tier == TIER_NAME or old is None:
+        if tier == TIER_NAME or doc_id in near or old is None:
             first = con.execute(
                 "SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)
             ).fetchone()
