@@ -122,7 +122,12 @@ def hybrid_search(
     by_list = {"keyword": {r.doc_id: r for r in kw}, "semantic": {r.doc_id: r for r in sem}}
     highlight = parse_query(text).to_fts(match_any=True) or None
     page = fused[:limit]
-    chunks = passage_chunks(con, [f.key for f in page], highlight, query_vector if sem else None)
+    # A note the query names (or names with a typo) shows its beginning, as in keyword mode: the
+    # person asked for the note, not for a passage of it.
+    named = {r.doc_id for r in kw if r.explain.get("tier") in ("name", "near name")}
+    chunks = passage_chunks(
+        con, [f.key for f in page if f.key not in named], highlight, query_vector if sem else None
+    )
     hits = []
     for f in page:
         explain = {
