@@ -44,6 +44,12 @@ def printable(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def one_line(message: str, width: int = 200) -> str:
+    """A message (an exception's) fit for one report line: its first line, cut to ``width``."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return excerpt(first, (0, 0), width)
+
+
 def jsonable(value):
     """Blobs (vectors) as base64 text for JSON output."""
     if isinstance(value, bytes):

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, replace
 
 from kbase.models import Block, Heading, ParsedDoc
+from kbase.text import one_line
 
 FORM_FEED = "\f"
 CANVAS_EXTENSIONS = (".canvas",)
@@ -100,6 +102,13 @@ def parse_canvas(source: str) -> Canvas:
         raise CanvasError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
         raise CanvasError("JSON nested too deeply") from None
+    except ValueError as e:
+        if "integer string conversion" in str(e):  # Python reads numbers of up to 4,300 digits
+            limit = sys.get_int_max_str_digits()
+            raise CanvasError(
+                f"not a canvas kbase can read: a number of more than {limit:,} digits"
+            ) from None
+        raise CanvasError(f"not JSON kbase can read ({one_line(str(e))})") from None
     if not isinstance(data, dict):
         raise CanvasError("not a canvas (the JSON is not an object)")
     nodes = data.get("nodes") or []

@@ -26,7 +26,7 @@ from kbase.ingest.discover import (
 from kbase.ingest.parse import parse
 from kbase.models import ParsedDoc
 from kbase.store import writes as store
-from kbase.text import LINE_BREAK
+from kbase.text import LINE_BREAK, one_line
 
 if TYPE_CHECKING:
     from kbase.ingest.workers import Workers
@@ -126,7 +126,17 @@ HASH_BLOCK = 1024 * 1024
 
 def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None = None):
     """bytes -> (encoding, Derived), or the reason to skip the file. Pure, so that it can run in a
-    worker process."""
+    worker process. Never raises for what a file holds: any error of decoding, parsing or
+    chunking (a bug, a library's surprise) is this file's skip line, not the end of the run."""
+    try:
+        return _prepare(name, data, settings, counter)
+    except (RecursionError, MemoryError) as e:
+        return f"too deeply nested or too large to parse ({type(e).__name__})"
+    except Exception as e:
+        return f"could not be parsed ({type(e).__name__}: {one_line(str(e))})"
+
+
+def _prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCounter | None):
     try:
         decoded = decode(data)
     except UndecodableError as e:
@@ -138,18 +148,15 @@ def prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCount
             f"a line of {longest:,} characters: not a note (minified or generated data?);"
             f" kbase indexes lines up to {MAX_LINE_CHARS:,}"
         )
-    try:
-        if is_canvas(name):
-            try:
-                parsed = canvas.parse_canvas(decoded.text)
-            except canvas.CanvasError as e:
-                return str(e)
-            doc = canvas.document(parsed, name, decoded.warnings)
-        else:
-            doc = parse_decoded(decoded, name)
-        return decoded.encoding, derive(doc, settings, counter)
-    except (RecursionError, MemoryError) as e:
-        return f"too deeply nested or too large to parse ({type(e).__name__})"
+    if is_canvas(name):
+        try:
+            parsed = canvas.parse_canvas(decoded.text)
+        except canvas.CanvasError as e:
+            return str(e)
+        doc = canvas.document(parsed, name, decoded.warnings)
+    else:
+        doc = parse_decoded(decoded, name)
+    return decoded.encoding, derive(doc, settings, counter)
 
 
 def is_pdf(name: str) -> bool:

@@ -1,0 +1,115 @@
+"""Hostile input, second pass (issue 33 items 1, 3, 4, 7, 8, 11): files that used to abort the
+run, cost more than their bytes, drop a readable PDF, orphan a worker, confuse names or be called
+binary. The hostile files are made by small generators here; bench/hostile.py runs the big sizes.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import kbase
+from kbase.cli.commands import cli
+from tests.conftest import bump_mtime, write
+
+
+def _index_cli(db: Path, *paths: Path):
+    return CliRunner().invoke(cli, ["--db", str(db), "index", *map(str, paths), "--no-embed"])
+
+
+def _paths(db: Path) -> set[str]:
+    with kbase.open(db) as k:
+        return {p for (p,) in k.sql("SELECT path FROM documents").rows}
+
+
+# --- 1. any exception from one file's parsing is that file's one skip line ---------------------
+def huge_coordinate_canvas(digits: int = 5000) -> str:
+    """A canvas whose x is a number of ``digits`` digits: json.loads raises ValueError (Python's
+    limit on integer strings), not JSONDecodeError."""
+    return '{"nodes":[{"id":"a","type":"text","text":"hello","x":' + "1" * digits + "}]}"
+
+
+def _one_line_naming(output: str, name: str) -> list[str]:
+    lines = [ln for ln in output.splitlines() if name in ln]
+    assert len(lines) == 1, output
+    assert "Traceback" not in output, output
+    return lines
+
+
+def test_a_canvas_with_a_5000_digit_coordinate_is_one_skip_line_on_a_first_run(tmp_path):
+    vault = write(
+        tmp_path / "v",
+        {"bad.canvas": huge_coordinate_canvas(), "good.md": "# Good\n\ntomatoes\n"},
+    )
+    db = tmp_path / "i.db"
+    r = _index_cli(db, vault)
+    assert r.exit_code == 0, r.output
+    (line,) = _one_line_naming(r.stderr, "bad.canvas")
+    assert "digits" in line or "number" in line, line
+    assert _paths(db) == {"good.md"}
+
+
+def test_a_bad_canvas_on_a_later_run_leaves_the_other_new_files_indexed(tmp_path):
+    vault = write(tmp_path / "v", {"old.md": "# Old\n\ntext\n"})
+    db = tmp_path / "i.db"
+    assert _index_cli(db, vault).exit_code == 0
+    write(vault, {"bad.canvas": huge_coordinate_canvas(), "new.md": "# New\n\nwords\n"})
+    (vault / "old.md").write_text("# Old\n\nchanged text\n")
+    bump_mtime(vault / "old.md")
+    r = _index_cli(db, vault)
+    assert r.exit_code == 0, r.output
+    _one_line_naming(r.stderr, "bad.canvas")
+    assert _paths(db) == {"old.md", "new.md"}
+    with kbase.open(db) as k:
+        assert "changed" in k.sql("SELECT body FROM documents WHERE path = 'old.md'").rows[0][0]
+
+
+def test_any_exception_in_one_files_parse_is_its_skip_line_in_the_pool_too(tmp_path, monkeypatch):
+    """An unexpected error of the parser (a bug) on one file, in the worker pool (200 files and
+    more) as in this process: that file is skipped with its reason, the other 200 are indexed."""
+    from kbase.ingest import prepare
+
+    files = {f"n{i:03}.md": f"# N{i}\n\nwords {i}\n" for i in range(200)}
+    files["boom.md"] = "# Boom\n\nBOOM here\n"
+    vault = write(tmp_path / "v", files)
+    real = prepare.parse_decoded
+
+    def exploding(decoded, name):
+        if "BOOM" in decoded.text:
+            raise RuntimeError("a parser bug")
+        return real(decoded, name)
+
+    monkeypatch.setattr(prepare, "parse_decoded", exploding)
+    for pool in (True, False):
+        if not pool:
+            monkeypatch.setattr(prepare, "POOL_MIN_FILES", 10**9)
+            monkeypatch.setattr(prepare, "POOL_MIN_BYTES", 10**12)
+        db = tmp_path / f"i{pool}.db"
+        with kbase.open(db) as k:
+            report = k.index([vault], embed=False)
+        reasons = [why for path, why in report.skipped if path.endswith("boom.md")]
+        assert len(reasons) == 1 and "RuntimeError: a parser bug" in reasons[0], report.skipped
+        assert len(report.skipped) == 1, report.skipped
+        assert report.new == 200
+
+
+def test_watch_starts_despite_a_bad_canvas(tmp_path):
+    vault = write(
+        tmp_path / "v",
+        {"bad.canvas": huge_coordinate_canvas(), "good.md": "# Good\n\ntomatoes\n"},
+    )
+    batches = []
+    stop = threading.Event()
+
+    def on_batch(b):
+        batches.append(b)
+        stop.set()
+
+    with kbase.open(tmp_path / "i.db") as k:
+        k.watch([vault], stop_event=stop, on_batch=on_batch, embed=False)
+        first = batches[0]
+        assert first.error is None and first.report is not None
+        assert [p for p, _ in first.report.skipped] == [str(vault / "bad.canvas")]
+        assert first.report.new == 1
