@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +31,7 @@ from kbase.models import (
     Status,
 )
 from kbase.paths import default_db_path
+from kbase.search.run import SEARCH_TIMEOUT
 from kbase.store import db
 
 if TYPE_CHECKING:
@@ -46,11 +46,6 @@ if TYPE_CHECKING:
     from kbase.search.hits import ChunkRef
     from kbase.watch import WatchBatch
 
-
-# Every search stops after this many seconds (one line says so) and returns at most this many
-# results; the query itself is bounded by kbase.search.query.bound_query.
-SEARCH_TIMEOUT = 10.0
-MAX_SEARCH_LIMIT = 1000
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -452,7 +447,7 @@ class KB:
 
         target = catalog.make(model, download=download)
         current = embed.stored_fingerprint(con)
-        if current == target.fingerprint or not _has_embeddings(con):
+        if current == target.fingerprint or not embed.has_embeddings(con):
             if current not in (None, target.fingerprint):
                 embed.drop_vectors(con)  # no vector to keep: the new model embeds directly
             embed.cancel_switch(con)  # (a switch to a third model is forgotten)
@@ -492,101 +487,34 @@ class KB:
         terms count once, and a query past ``MAX_QUERY_TERMS`` distinct terms or
         ``MAX_QUERY_CHARS`` characters is cut there (``kbase.search.query``): the result's
         ``notice`` says so. A search still running after ``search_timeout`` seconds (10) is
-        stopped: an ``InputError``; ``limit`` is at most ``MAX_SEARCH_LIMIT`` (1,000)."""
-        from kbase.search import keyword, spell
-        from kbase.search.filters import Filters
-        from kbase.search.query import bound_query, parse_query
+        stopped: an ``InputError``; ``limit`` is 1 to ``MAX_SEARCH_LIMIT`` (1,000).
 
-        if mode not in (None, "keyword", "semantic", "hybrid"):
-            raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
-        if limit > MAX_SEARCH_LIMIT:
-            raise InputError(
-                f"limit {limit:,} is too large", f"ask for at most {MAX_SEARCH_LIMIT:,} results"
-            )
-        query, notice = bound_query(query)
-        parsed = parse_query(query)
-        if parsed.error:
-            raise InputError(*parsed.error)
-        if parsed.empty and not parsed.operators:
-            raise InputError(
-                f"no words to search for in {query!r}",
-                "search for a word or a number; punctuation alone is ignored,"
-                " and -word only excludes",
-            )
-        if isinstance(exclude, str):
-            exclude = (exclude,)
-        filters = Filters(
-            path=path,
-            tags=tuple(tags),
-            since=since,
-            until=until,
-            exclude=tuple(exclude),
-            operators=parsed.operators,
-        )
-        started = time.monotonic()  # one time limit for the correction and the search
-        corrected = None
-        if correct and not parsed.empty:
-            try:
-                with db.time_limit(self.reader, self.search_timeout):
-                    corrected = self._read(spell.correct, query)
-            except db.TimeLimitExceeded:
-                raise InputError(
-                    f"search stopped after the {self.search_timeout:g} s time limit",
-                    "use fewer or rarer words, or narrow it with a path or tag filter",
-                ) from None
-        text = corrected.text if corrected else query
-        meaning = parse_query(text).text  # what the model reads: the words, not the operators
-        mode = mode or self.default_mode()
-        vector = (
-            self.query_vector(meaning) if mode != "keyword" and not parsed.filters_only else b""
-        )
-        left = max(0.001, self.search_timeout - (time.monotonic() - started))
-        try:
-            with db.time_limit(self.reader, left):
-                if parsed.filters_only:
-                    hits = self._read(keyword.listed, parsed, limit=limit, filters=filters)
-                elif mode == "keyword":
-                    hits = self._read(keyword.keyword_search, text, limit=limit, filters=filters)
-                elif mode == "semantic":
-                    from kbase.search import semantic
-
-                    hits = self._read(
-                        semantic.semantic_search,
-                        vector,
-                        limit=limit,
-                        filters=filters,
-                        cache=self.vector_cache,
-                    )
-                else:
-                    from kbase.embed.embedder import reads
-                    from kbase.search import hybrid
-
-                    embedder = self.embedder
-                    hits = self._read(
-                        hybrid.hybrid_search,
-                        text,
-                        vector,
-                        limit=limit,
-                        filters=filters,
-                        cache=self.vector_cache,
-                        semantic_reads=reads(embedder, meaning),
-                        min_similarity=getattr(embedder, "min_similarity", hybrid.MIN_SIMILARITY),
-                    )
-        except db.TimeLimitExceeded:
-            raise InputError(
-                f"search stopped after the {self.search_timeout:g} s time limit",
-                "use fewer or rarer words, or narrow it with a path or tag filter",
-            ) from None
+        The search itself is ``kbase.search.run.search``."""
         from kbase.notes.resolve import outside_doc_ids
+        from kbase.search import run
 
-        outside = self._read(outside_doc_ids, [h.doc_id for h in hits])
-        hits = [h for h in hits if h.doc_id not in outside]  # (an index made by an older kbase)
-        fixed = corrected.text if corrected else None
-        out = Hits(replace(h, rank=i, corrected_query=fixed) for i, h in enumerate(hits, 1))
-        out.notice = notice
-        out.corrected = fixed
-        out.corrections = corrected.words if corrected else ()
-        return out
+        try:
+            hits = run.search(
+                self.reader,
+                query,
+                mode=mode,
+                limit=limit,
+                path=path,
+                tags=tags,
+                since=since,
+                until=until,
+                exclude=exclude,
+                correct=correct,
+                embedder=lambda: self.embedder,
+                cache=self.vector_cache,
+                timeout=self.search_timeout,
+                leave_out=outside_doc_ids,  # (files outside the roots: an older kbase's index)
+            )
+        except apsw.InterruptError:
+            raise
+        except apsw.Error as e:
+            raise db.translate_error(e, self.path) from e
+        return hits
 
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks): how much of the index semantic search covers
@@ -597,18 +525,15 @@ class KB:
 
     def default_mode(self) -> str:
         """'hybrid' when the index has vectors, else 'keyword'."""
-        return "hybrid" if self._read(_has_embeddings) else "keyword"
+        from kbase.search.run import default_mode
+
+        return self._read(default_mode)
 
     def query_vector(self, query: str) -> bytes:
         """The query's embedding, after checking the index was embedded with the same model."""
-        from kbase.embed import vectors as embed
+        from kbase.search.run import query_vector
 
-        stored = self._read(embed.stored_fingerprint)
-        if stored is None:
-            raise InputError("this index has no embeddings yet", "run: kbase embed")
-        embedder = self.embedder
-        self._read(embed.check_fingerprint, embedder)
-        return embedder.embed_query(query)
+        return self._read(query_vector, self.embedder, query)
 
     def document(self, target: str) -> DocRef:
         """The document ``target`` names: a path, a name as a link gives it, or an alias; one
@@ -891,15 +816,6 @@ def _has_roots(con: apsw.Connection) -> bool:
         return con.execute("SELECT 1 FROM roots LIMIT 1").fetchone() is not None
     except apsw.Error:
         return True  # cannot tell: keep the file
-
-
-def _has_embeddings(con: apsw.Connection) -> bool:
-    """O(1): the embedder is recorded with the first vector, and an embedded chunk is found
-    through the partial index chunks_embed_hash (asking vec0 for one row read its chunk list:
-    0.13 s at a million chunks)."""
-    if con.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
-        return False
-    return con.execute("SELECT 1 FROM chunks WHERE embedded = 1 LIMIT 1").fetchone() is not None
 
 
 def has_words(text: str) -> bool:

@@ -363,3 +363,17 @@ def test_chunk_settings_out_of_range_are_one_line_and_change_nothing(tmp_path, v
         before.chunks,
         before.chunker,
     )
+
+
+def test_search_limit_is_checked_once_with_one_bound_and_one_exit_code(run, indexed, kb):
+    from kbase.search.run import MAX_SEARCH_LIMIT
+
+    assert f"1 to {MAX_SEARCH_LIMIT:,}" in run("search", "--help").stdout
+    for bad, says in [(0, "at least 1"), (-3, "at least 1"), (MAX_SEARCH_LIMIT + 1, "at most")]:
+        r = run("search", "water", "-n", bad)
+        assert r.exit_code == 1, (bad, r.output)
+        assert r.stderr.startswith("Error: limit ") and says in r.stderr  # (and a hint line)
+        with pytest.raises(kbase.InputError, match=says):
+            kb.search("water", limit=bad)
+    assert run("search", "water", "-n", MAX_SEARCH_LIMIT).exit_code == 0
+    assert run("search", "water", "-n", "x").exit_code == 2  # not a number: a usage error

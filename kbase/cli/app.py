@@ -217,10 +217,10 @@ def search_options(f):
     f = click.option(
         "-n",
         "--limit",
-        type=click.IntRange(1, 10_000),
+        type=int,  # checked where every face's limit is: kbase.search.run.check_limit
         default=10,
         show_default=True,
-        help="Number of notes to return.",
+        help="Number of notes to return (1 to 1,000).",
     )(f)
     return f
 

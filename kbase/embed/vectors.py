@@ -22,6 +22,15 @@ def has_vectors(con: apsw.Connection) -> bool:
     )
 
 
+def has_embeddings(con: apsw.Connection) -> bool:
+    """O(1): the embedder is recorded with the first vector, and an embedded chunk is found
+    through the partial index chunks_embed_hash (asking vec0 for one row read its chunk list:
+    0.13 s at a million chunks)."""
+    if con.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
+        return False
+    return con.execute("SELECT 1 FROM chunks WHERE embedded = 1 LIMIT 1").fetchone() is not None
+
+
 def stored_fingerprint(con: apsw.Connection) -> str | None:
     row = con.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
     return row[0] if row else None
