@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import kbase
@@ -113,3 +114,81 @@ def test_watch_starts_despite_a_bad_canvas(tmp_path):
         assert first.error is None and first.report is not None
         assert [p for p, _ in first.report.skipped] == [str(vault / "bad.canvas")]
         assert first.report.new == 1
+
+
+# --- 11. encodings ----------------------------------------------------------------------------
+ZH = "所有权是 Rust 最为与众不同的特性，它让 Rust 无需垃圾回收即可保障内存安全。\n\n"
+# Han only, no ASCII and no character with a zero byte in UTF-16: no NUL byte at all.
+ZH_NO_NUL = "所有权是极为与众不同的特性它让垃圾回收即可保障内存安全我们来看看"
+
+
+def chinese_note_with_invalid_bytes(size: int = 144 * 1024) -> tuple[bytes, str]:
+    """A UTF-8 Chinese note of about ``size`` bytes with two invalid bytes in it, and the text it
+    should decode to (each invalid byte shown as U+FFFD)."""
+    data = (ZH * (size // len(ZH.encode()) + 1)).encode()[:size]
+    data = data[: len(data.decode("utf-8", "ignore").encode())]  # whole characters
+    third = len(data) // 3
+    a = len(data[:third].decode("utf-8", "ignore").encode())
+    b = len(data[: 2 * third].decode("utf-8", "ignore").encode())
+    bad = data[:a] + b"\xff" + data[a:b] + b"\xc0" + data[b:]
+    expected = data[:a].decode() + "\ufffd" + data[a:b].decode() + "\ufffd" + data[b:].decode()
+    return bad, expected
+
+
+def test_a_chinese_note_with_two_invalid_bytes_decodes_with_them_marked():
+    from kbase.ingest.decode import decode
+
+    data, expected = chinese_note_with_invalid_bytes()
+    assert len(data) > 140_000
+    d = decode(data)
+    assert d.encoding == "utf_8"
+    assert d.text == expected
+    assert len(d.warnings) == 1 and "2 invalid UTF-8 bytes" in d.warnings[0], d.warnings
+    assert "U+FFFD" in d.warnings[0] and "line" in d.warnings[0]
+
+
+def test_a_chinese_note_with_two_invalid_bytes_is_indexed_with_one_warning(tmp_path):
+    data, expected = chinese_note_with_invalid_bytes()
+    vault = write(tmp_path / "v", {"笔记.md": data, "other.md": "# Other\n"})
+    with kbase.open(tmp_path / "i.db") as k:
+        report = k.index([vault], embed=False)
+        assert report.skipped == [] and report.new == 2
+        assert [(Path(p).name, "invalid" in w) for p, w in report.warnings] == [("笔记.md", True)]
+        body = k.sql("SELECT body FROM documents WHERE path = '笔记.md'").rows[0][0]
+    assert body == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # Latin text in a legacy code page, no multi-byte UTF-8 at all: not 'UTF-8 with errors'
+        ("Où est la bibliothèque ? L'été dernier, à Noël. " * 20).encode("cp1252"),
+        ("这是一个中文文本的例子。我们用它来测试字符编码的检测功能。" * 20).encode("gbk"),
+    ],
+    ids=["cp1252", "gbk"],
+)
+def test_legacy_encodings_are_not_taken_for_utf8_with_errors(data):
+    from kbase.ingest.decode import decode
+
+    d = decode(data)
+    assert d.encoding != "utf_8" and "\ufffd" not in d.text and not d.warnings
+
+
+@pytest.mark.parametrize("codec", ["utf_16_le", "utf_16_be"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        ZH * 30,
+        "# 笔记\n\n" + ZH_NO_NUL * 40 + "。\n",
+        ZH_NO_NUL * 40,  # no NUL byte at all
+        "这是一个中文文本的例子。我们用它来测试字符编码的检测功能。\n" * 30,
+        "# English\n\nPlain English notes, nothing but ASCII.\n" * 10,
+        "日本語のテキストです。これはテストの文章で、文字コードを判定します。\n" * 20,
+    ],
+    ids=["zh-ascii", "zh-heading", "zh-no-nul", "zh-punct", "en", "ja"],
+)
+def test_utf16_without_a_bom_is_decoded_not_called_binary(codec, text):
+    from kbase.ingest.decode import decode
+
+    d = decode(text.encode(codec))
+    assert (d.text, d.encoding) == (text, codec)

@@ -1,5 +1,7 @@
 """bytes -> text. BOM first, then the 7-bit escape encodings (ISO-2022-JP/-KR, HZ), then strict
-UTF-8, then BOM-less UTF-16/32, then charset-normalizer, then the CJK codecs it leaves out.
+UTF-8, then BOM-less UTF-16/32 (by where the NUL bytes sit, or, for CJK, by which byte order reads
+as text), then UTF-8 with a few invalid bytes (marked U+FFFD, one warning), then
+charset-normalizer, then the CJK codecs it leaves out.
 
 Binary files (NUL bytes that are not UTF-16/32, or nothing decodes cleanly) are refused with a
 reason, so the caller can skip them with a warning. NUL padding after the text (what an
@@ -84,14 +86,95 @@ def _decode(data: bytes) -> Decoded:
     if text is not None and "\x00" not in text:
         return _checked(text, "utf_8")
     if b"\x00" in data:
-        wide = _guess_utf16_32(data)
+        wide = _guess_utf16_32(data) or _plausible_utf16(data)
         if wide is None:
             raise UndecodableError("binary file (contains NUL bytes)")
         try:
             return _checked(data.decode(wide), wide)
         except UnicodeDecodeError:
-            raise UndecodableError(f"binary file (NUL bytes, not valid {encoding})") from None
+            raise UndecodableError(f"binary file (NUL bytes, not valid {wide})") from None
+    mostly = _mostly_utf8(data)
+    if mostly is not None:
+        return mostly
+    # UTF-16 of Han or kana alone has no NUL byte at all: charset-normalizer recognises it.
     return _charset_normalizer(data)
+
+
+# UTF-8 with a few invalid bytes (a cut-off copy, a byte flipped by a sync, a paste from a
+# cp1252 file) is decoded, each bad byte shown as U+FFFD with one warning, when the file holds
+# at least this many valid multi-byte characters per bad byte: text in a legacy code page
+# (cp1252, GBK, Shift-JIS) read as UTF-8 has next to no valid multi-byte sequences.
+UTF8_EVIDENCE_PER_BAD_BYTE = 20
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _mostly_utf8(data: bytes) -> Decoded | None:
+    text = data.decode("utf_8", "surrogateescape")  # each invalid byte: one lone surrogate
+    n = len(_ESCAPED_BYTE.findall(text))
+    if not n:
+        return None
+    valid = len(text) - len(text.encode("ascii", "ignore")) - n  # multi-byte characters
+    if valid < UTF8_EVIDENCE_PER_BAD_BYTE * n:
+        return None
+    lines, line, pos = [], 1, 0
+    for m, _ in zip(_ESCAPED_BYTE.finditer(text), range(3), strict=False):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        lines.append(f"{line:,}")
+    where = "line" + "s" * (len(set(lines)) > 1) + " " + ", ".join(dict.fromkeys(lines))
+    more = ", ..." if n > 3 else ""
+    warning = (
+        f"{n:,} invalid UTF-8 byte{'s' * (n != 1)} ({where}{more}) shown as U+FFFD;"
+        " the rest decoded"
+    )
+    decoded = _checked(_ESCAPED_BYTE.sub("\ufffd", text), "utf_8")
+    return dataclasses.replace(decoded, warnings=(warning,))
+
+
+# Characters of the scripts and punctuation real text is written in: UTF-16 decoded with the right
+# byte order is almost nothing else; with the wrong one, CJK text spreads over every block
+# (unassigned, private use, surrogates). BOM-less UTF-16 is taken when one byte order gives at
+# least PLAUSIBLE_UTF16 of these and the other clearly less.
+_COMMON = re.compile(
+    "[\t\n\r\x20-\x7e\xa0-\u024f\u0370-\u052f\u0590-\u06ff\u0900-\u0dff\u0e00-\u0eff"
+    "\u1100-\u11ff\u1e00-\u1fff\u2000-\u206f\u2100-\u27bf\u2e80-\u2fdf\u3000-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
+    "\U00010000-\U0010ffff]"
+)
+PLAUSIBLE_UTF16 = 0.97
+UTF16_MARGIN = 0.05  # Japanese read in the wrong byte order: 0.89 of them
+UTF16_SAMPLE = 65536  # bytes
+
+
+def _plausible_utf16(data: bytes) -> str | None:
+    """utf_16_le or utf_16_be when the bytes read as text in one byte order only (see _COMMON):
+    CJK text, whose NUL bytes do not sit in every other byte as ASCII's do."""
+    if len(data) % 2 or len(data) < 16:
+        return None
+    sample = data[:UTF16_SAMPLE]
+    scores = {}
+    for codec in ("utf_16_le", "utf_16_be"):
+        try:
+            text = sample.decode(codec)
+        except UnicodeDecodeError as e:
+            if e.start < len(sample) - 2:  # a lone surrogate: not this byte order
+                continue
+            text = sample[: e.start].decode(codec)  # a pair cut by the sample's end
+        if not text or "\x00" in text:
+            continue
+        scores[codec] = (len(_COMMON.findall(text)) / len(text), text)
+    if not scores:
+        return None
+    best = max(scores, key=lambda c: scores[c][0])
+    score, text = scores[best]
+    others = [v[0] for c, v in scores.items() if c != best]
+    if score < PLAUSIBLE_UTF16 or (others and others[0] > score - UTF16_MARGIN):
+        return None
+    try:
+        data.decode(best)
+    except UnicodeDecodeError:
+        return None
+    return best
 
 
 # 7-bit encodings that switch character sets with escape sequences. Their bytes are valid ASCII
