@@ -1,4 +1,4 @@
--- kbase index schema, version 11 (PRAGMA user_version).
+-- kbase index schema, version 12 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -284,19 +284,26 @@ BEFORE UPDATE OF id, doc_id, start_char, end_char, heading_path ON chunks BEGIN
 END;
 
 -- Keyword index for scripts written without spaces between words: Chinese, Japanese, Korean, Thai,
--- Lao, Khmer, Myanmar (kbase/cjk.py). Only chunks that contain such characters (in the text, title
--- or headings) have a row; it holds the values of their chunks_fts row with every run of those
--- characters written as its overlapping pairs ('同步设置' -> '同步 步设 设置'), so a word of two
--- or more characters matches as the phrase of its pairs: MATCH '"同步 步设 设置"'. Contentless:
--- the text is chunks_fts_content's; highlight() and snippet() are not available here.
+-- Lao, Khmer, Myanmar (kbase/search/cjk.py). Only chunks that contain such characters (in the text,
+-- title or headings) have a row; it holds the values of their chunks_fts row with every run of
+-- those characters written as its overlapping pairs ('同步设置' -> '同步 步设 设置'), so a word of
+-- two or more characters matches as the phrase of its pairs: MATCH '"同步 步设 设置"'. Contentless:
+-- the text is chunks_fts_content's; highlight() and snippet() are not available here. Its rows are
+-- removed with FTS5's 'delete' command and the pair text they were written with, which kbase's
+-- function kbase_cjk_pairs() makes again (kbase registers it; other SQLite clients read this table
+-- but cannot delete chunks of documents that have a row). No contentless_delete option: SQLite
+-- 3.40 reads this table.
 CREATE VIRTUAL TABLE chunks_cjk USING fts5(
     body, title, headings,
-    content = '', contentless_delete = 1,
+    content = '',
     tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*'''
 );
 
-CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN
-    DELETE FROM chunks_cjk WHERE rowid = old.id;
+CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks
+WHEN EXISTS (SELECT 1 FROM chunks_cjk_docsize WHERE id = old.id) BEGIN
+    INSERT INTO chunks_cjk (chunks_cjk, rowid, body, title, headings)
+    SELECT 'delete', id, kbase_cjk_pairs(body), kbase_cjk_pairs(title), kbase_cjk_pairs(headings)
+    FROM chunks_fts_content WHERE id = old.id;
 END;
 
 CREATE TRIGGER documents_before_delete BEFORE DELETE ON documents BEGIN
@@ -308,14 +315,20 @@ CREATE TRIGGER documents_before_rewrite BEFORE UPDATE OF title, body ON document
 END;
 
 -- A note renamed or moved (same text, new path) may change its file name, which the keyword
--- index's title column holds (chunks_fts_content): its rows are taken out with the old name and
--- put back with the new one. A move to another folder keeps the file name and costs nothing.
+-- index's title column holds (chunks_fts_content): its rows (in chunks_fts, and in chunks_cjk for
+-- the chunks with a row there) are taken out with the old name and put back with the new one. A
+-- move to another folder keeps the file name and costs nothing.
 CREATE TRIGGER documents_before_rename BEFORE UPDATE OF path ON documents
 WHEN substr(old.path, length(rtrim(old.path, replace(old.path, '/', ''))) + 1)
      IS NOT substr(new.path, length(rtrim(new.path, replace(new.path, '/', ''))) + 1) BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
     SELECT 'delete', f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
     WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = old.id);
+    INSERT INTO chunks_cjk (chunks_cjk, rowid, body, title, headings)
+    SELECT 'delete', f.id, kbase_cjk_pairs(f.body), kbase_cjk_pairs(f.title),
+           kbase_cjk_pairs(f.headings) FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = old.id)
+      AND EXISTS (SELECT 1 FROM chunks_cjk_docsize AS z WHERE z.id = f.id);
 END;
 
 CREATE TRIGGER documents_after_rename AFTER UPDATE OF path ON documents
@@ -324,6 +337,12 @@ WHEN substr(old.path, length(rtrim(old.path, replace(old.path, '/', ''))) + 1)
     INSERT INTO chunks_fts (rowid, title, headings, body)
     SELECT f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
     WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = new.id);
+    INSERT INTO chunks_cjk (rowid, body, title, headings)
+    SELECT id, b, t, h FROM (
+        SELECT f.id, f.body, f.title, f.headings, kbase_cjk_pairs(f.body) AS b,
+               kbase_cjk_pairs(f.title) AS t, kbase_cjk_pairs(f.headings) AS h
+        FROM chunks_fts_content AS f WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = new.id))
+    WHERE b <> body OR t <> title OR h <> headings;
 END;
 
 -- Stable views for scripts -------------------------------------------------------------------

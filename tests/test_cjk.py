@@ -148,8 +148,8 @@ def test_hybrid_does_not_push_keyword_hits_down_for_a_query_the_model_cannot_rea
 
 
 def test_an_index_from_before_the_pair_index_migrates(tmp_path):
-    """Migration 8 on an index without chunks_cjk fills it from the chunks already there (the
-    step itself: faking a whole version-7 file breaks with every later migration)."""
+    """Migrations 8 and 12 on an index without chunks_cjk fill it from the chunks already there (the
+    steps themselves: faking a whole version-7 file breaks with every later migration)."""
     k = kbase.open(tmp_path / "m.db")
     k.index([write(tmp_path / "v", NOTES)], embed=False)
     k.close()
@@ -157,6 +157,7 @@ def test_an_index_from_before_the_pair_index_migrates(tmp_path):
     con.execute("DROP TABLE chunks_cjk; DROP TRIGGER chunks_cjk_before_delete")
     with con:
         migrations.MIGRATIONS[8](con)  # type: ignore[operator]
+        migrations.MIGRATIONS[12](con)  # type: ignore[operator]
     con.close()
     k = kbase.open(tmp_path / "m.db")
     assert paths(k, "推論") == ["ja/型.md"]

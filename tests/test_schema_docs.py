@@ -87,8 +87,6 @@ def test_keyword_examples_work_in_stock_sqlite(kb):
     for sql in EXAMPLES:
         if any(f in sql for f in NEEDS_KBASE):
             continue
-        if "chunks_cjk" in sql and sqlite3.sqlite_version_info < (3, 43):
-            continue  # contentless_delete: SQLite 3.43 (docs/SCHEMA.md says so)
         con.execute(sql).fetchall()
     keyword = next(e for e in EXAMPLES if "snippet(" in e)
     rows = con.execute(keyword).fetchall()

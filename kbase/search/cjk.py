@@ -35,20 +35,23 @@ _CHARS = (
 RUN = re.compile(f"[{_CHARS}]+")
 
 TABLE = "chunks_cjk"
-# The same columns and bm25 weights as chunks_fts. Contentless: the pair text is made by kbase and
-# never read back (highlights come from the chunk text); contentless_delete lets a chunk's row go
-# without its old text. Mark characters (M*) are part of tokens, for Thai, Lao, Khmer and Myanmar
-# vowel signs and tone marks (unicode61 treats them as separators by default).
-DDL = (
-    """CREATE VIRTUAL TABLE chunks_cjk USING fts5(
-    body, title, headings,
-    content = '', contentless_delete = 1,
-    tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*'''
-)""",
-    """CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN
-    DELETE FROM chunks_cjk WHERE rowid = old.id;
-END""",
-)
+# The same columns and bm25 weights as chunks_fts (schema.sql creates it). Contentless: the pair
+# text is made by kbase and never read back (highlights come from the chunk text). A row goes with
+# FTS5's 'delete' command and the values it was written with, which schema.sql's triggers make
+# again from the chunk's chunks_fts_content values through the SQL function PAIRS_FUNCTION
+# (index_text; kbase.store.db registers it on every connection kbase opens). Not FTS5's
+# contentless_delete option: SQLite before 3.43 (Debian 12's 3.40, Python's sqlite3 there,
+# Datasette on it) cannot open a table that has it. So index_text() must stay as it wrote the
+# rows: a change to it needs a migration that rebuilds this table (rebuild()). Mark characters
+# (M*) are part of tokens, for Thai, Lao, Khmer and Myanmar vowel signs and tone marks (unicode61
+# treats them as separators by default).
+PAIRS_FUNCTION = "kbase_cjk_pairs"
+
+
+def pairs_function(text: object) -> str | None:
+    """PAIRS_FUNCTION: index_text() for SQL (NULL stays NULL). A chunk has a row exactly when this
+    changes one of its three values (index_text adds spaces around each run)."""
+    return None if text is None else index_text(str(text))
 
 
 def has_runs(text: str) -> bool:
@@ -80,7 +83,7 @@ def write_rows(con: apsw.Connection, rows: list[tuple[int, str, str, str]]) -> N
 
 def rebuild(con: apsw.Connection) -> None:
     """chunks_cjk again from chunks_fts_content (a migration, ``kbase check --fix``)."""
-    con.execute("DELETE FROM chunks_cjk")
+    con.execute("INSERT INTO chunks_cjk (chunks_cjk) VALUES ('delete-all')")
     write_rows(
         con,
         [tuple(r) for r in con.execute("SELECT id, title, headings, body FROM chunks_fts_content")],

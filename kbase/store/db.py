@@ -146,11 +146,22 @@ def _open(
         con.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         con.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         _load_sqlite_vec(con)
+        con.create_scalar_function(
+            "kbase_cjk_pairs", _cjk_pairs, 1, deterministic=True, flags=apsw.SQLITE_INNOCUOUS
+        )
         _prepare(con, path, readonly, immutable)
     except BaseException:
         con.close()
         raise
     return con
+
+
+def _cjk_pairs(text: object) -> str | None:
+    """kbase_cjk_pairs(text), which chunks_cjk's triggers call to delete a row with the values it
+    was written with (kbase.search.cjk; imported when a row is deleted, not at every connect)."""
+    from kbase.search.cjk import pairs_function
+
+    return pairs_function(text)
 
 
 def _unshareable(path: Path, e: apsw.Error) -> bool:

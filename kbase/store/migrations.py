@@ -386,6 +386,70 @@ def _schema_10(con: apsw.Connection) -> None:
         con.execute(ddl)
 
 
+# chunks_cjk and the triggers that keep it, as schema version 12 made them (see _schema_12).
+_CJK_12 = (
+    """
+CREATE VIRTUAL TABLE chunks_cjk USING fts5(
+    body, title, headings,
+    content = '',
+    tokenize = 'porter unicode61 remove_diacritics 2 categories ''L* N* Co M*'''
+)""",
+    """
+CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks
+WHEN EXISTS (SELECT 1 FROM chunks_cjk_docsize WHERE id = old.id) BEGIN
+    INSERT INTO chunks_cjk (chunks_cjk, rowid, body, title, headings)
+    SELECT 'delete', id, kbase_cjk_pairs(body), kbase_cjk_pairs(title), kbase_cjk_pairs(headings)
+    FROM chunks_fts_content WHERE id = old.id;
+END""",
+    f"""
+CREATE TRIGGER documents_before_rename BEFORE UPDATE OF path ON documents
+{_RENAME_WHEN_6} BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
+    SELECT 'delete', f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = old.id);
+    INSERT INTO chunks_cjk (chunks_cjk, rowid, body, title, headings)
+    SELECT 'delete', f.id, kbase_cjk_pairs(f.body), kbase_cjk_pairs(f.title),
+           kbase_cjk_pairs(f.headings) FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = old.id)
+      AND EXISTS (SELECT 1 FROM chunks_cjk_docsize AS z WHERE z.id = f.id);
+END""",
+    f"""
+CREATE TRIGGER documents_after_rename AFTER UPDATE OF path ON documents
+{_RENAME_WHEN_6} BEGIN
+    INSERT INTO chunks_fts (rowid, title, headings, body)
+    SELECT f.id, f.title, f.headings, f.body FROM chunks_fts_content AS f
+    WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = new.id);
+    INSERT INTO chunks_cjk (rowid, body, title, headings)
+    SELECT id, b, t, h FROM (
+        SELECT f.id, f.body, f.title, f.headings, kbase_cjk_pairs(f.body) AS b,
+               kbase_cjk_pairs(f.title) AS t, kbase_cjk_pairs(f.headings) AS h
+        FROM chunks_fts_content AS f WHERE f.id IN (SELECT id FROM chunks WHERE doc_id = new.id))
+    WHERE b <> body OR t <> title OR h <> headings;
+END""",
+)
+
+
+def _schema_12(con: apsw.Connection) -> None:
+    """chunks_cjk without FTS5's contentless_delete option, which SQLite before 3.43 cannot read
+    (Debian 12's sqlite3, Python's sqlite3 there, Datasette on it failed to open the index): a
+    contentless table whose rows are deleted with the 'delete' command and their pair text, made
+    again by kbase_cjk_pairs() (kbase.store.db registers it). The table is made again and filled
+    from the chunks; the rename triggers now rewrite its rows too (the title column holds the
+    file name)."""
+    from kbase.search import cjk
+
+    for trigger in (
+        "chunks_cjk_before_delete",
+        "documents_before_rename",
+        "documents_after_rename",
+    ):
+        con.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    con.execute("DROP TABLE chunks_cjk")
+    for ddl in _CJK_12:
+        con.execute(ddl)
+    cjk.rebuild(con)
+
+
 # version -> step. Version 1 was the first schema (kept in tests/data/schema_v1.sql).
 MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # roots.relpath: the root relative to the index file's folder, so that when the notes and the
@@ -426,6 +490,9 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     reason   TEXT NOT NULL,
     PRIMARY KEY (root_id, path)
 ) STRICT, WITHOUT ROWID;""",
+    # Any SQLite client (issue 35): chunks_cjk without contentless_delete (SQLite 3.43), so that
+    # SQLite 3.40 (Debian 12, Python's sqlite3, Datasette) opens the index.
+    12: _schema_12,
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
