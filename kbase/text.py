@@ -36,12 +36,47 @@ def excerpt(text: str, span: tuple[int, int], width: int) -> str:
     return "…" + text[start : start + width - 2] + "…"
 
 
-def printable(path: str) -> str:
-    """``path`` fit to print: undecodable bytes of a file name shown as ``\\xff``."""
-    try:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+# Control characters (Unicode's Cc: C0, DEL and C1) but tab: ESC starts the terminal's escape
+# sequences (OSC 0 sets the window title, OSC 52 writes the clipboard, CSI 2J clears the screen),
+# BEL ends some, a lone CR or a newline lets a name overwrite or split a listing line. Text of
+# many lines (``lines=True``) keeps its LF and CRLF line breaks; a lone CR, a line break too in
+# kbase's line arithmetic (old Mac files), becomes LF, so lines keep their numbers.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_CONTROL_IN_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match) -> str:
+    ch = m.group()
+    return _NAMED.get(ch) or f"\\x{ord(ch):02x}"
+
+
+def _escape_in_lines(m: re.Match) -> str:
+    ch = m.group()
+    return "\n" if ch == "\r" else f"\\x{ord(ch):02x}"
+
+
+def printable(text: str, *, lines: bool = False, tab: bool = True) -> str:
+    """``text`` from a file (a path, title, heading, snippet, body, SQL value) fit to print for
+    people: every control character but tab shown escaped (``\\x1b``, ``\\n``, ``\\r``: no
+    terminal escape sequence reaches the terminal and no line is split), undecodable bytes of a
+    file name as ``\\xff``. ``lines`` keeps line breaks (a note's text; see above);
+    ``tab=False`` escapes tabs too (an aligned table). The one place human output is made
+    safe: every renderer calls it on what comes from a file; JSON escapes on its own."""
+    if not text.isascii() or not text.isprintable():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a surrogate that is no escaped byte
+                text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        text = (
+            _CONTROL_IN_LINES.sub(_escape_in_lines, text) if lines else _CONTROL.sub(_escape, text)
+        )
+        if not tab:
+            text = text.replace("\t", "\\t")
+    return text
 
 
 def one_line(message: str, width: int = 200) -> str:
@@ -58,12 +93,14 @@ def jsonable(value):
 
 
 def cell(value, width: int | None = 60) -> str:
-    """An SQL value as one table cell: on one line, cut to ``width`` characters (None: whole)."""
+    """An SQL value as one table cell: on one line (line breaks as ⏎, other control characters
+    escaped), cut to ``width`` characters (None: whole)."""
     if value is None:
         return "NULL"
     if isinstance(value, bytes):
         return f"<blob {len(value)} bytes>"
     text = str(value).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
+    text = printable(text, tab=False)
     return text if width is None else excerpt(text, (0, 0), width)
 
 

@@ -12,7 +12,7 @@ from kbase.cli.app import (
     format_options,
     open_kb,
     output_options,
-    printable_path,
+    printable,
     terminal_width,
 )
 
@@ -167,12 +167,12 @@ def check(ctx, fix, fmt):
         click.echo(dumps({"ok": result.ok, **asdict(result)}, indent=2, ensure_ascii=False))
     else:
         for w in result.warnings:
-            click.echo(f"warning: {printable_path(w.path)}:{w.line}: {w.detail}")
+            click.echo(printable(f"warning: {w.path}:{w.line}: {w.detail}"))
         for line in result.fixed:
-            click.echo(f"fixed: {line}")
+            click.echo(printable(f"fixed: {line}"))
         for p in problems:
             click.echo(
-                f"problem: {p.kind}: {p.detail} ({p.count})"
+                printable(f"problem: {p.kind}: {p.detail} ({p.count})")
                 + ("" if p.fixable else " [not fixable]")
             )
         if not problems:
@@ -228,7 +228,7 @@ def roots(ctx, fmt):
                 else "  MISSING: kbase roots move OLD NEW, or kbase roots remove OLD"
             )
         )
-        click.echo(f"{r.path}  ({r.documents} documents){state}")
+        click.echo(printable(f"{r.path}  ({r.documents} documents){state}"))
 
 
 @roots.command("move")
@@ -241,7 +241,7 @@ def roots_move(ctx, old, new, quiet):
     kb = open_kb(ctx)
     r = kb.move_root(old, new)
     if not quiet:
-        click.echo(f"moved root {r.old} -> {r.new}")
+        click.echo(printable(f"moved root {r.old} -> {r.new}"))
 
 
 @roots.command("remove")
@@ -254,4 +254,4 @@ def roots_remove(ctx, root, quiet):
     kb = open_kb(ctx)
     r = kb.remove_root(root)
     if not quiet:
-        click.echo(f"removed root {r.path} ({r.documents:,} documents)")
+        click.echo(printable(f"removed root {r.path} ({r.documents:,} documents)"))

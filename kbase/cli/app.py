@@ -21,9 +21,15 @@ FORMATS = ("table", "json", "jsonl", "csv")
 
 
 def dumps(value, **options) -> str:
+    """JSON text. JSON escapes C0 controls itself; DEL and the C1 controls (U+0080-U+009F: a
+    terminal may read U+009B as CSI) are escaped too, so no terminal control reaches a
+    terminal through --json either."""
     import json
+    import re
 
-    return json.dumps(value, **options)
+    return re.sub(
+        r"[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, **options)
+    )
 
 
 class _Group(click.Group):
@@ -33,9 +39,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KbaseError as e:
-            click.echo(f"Error: {e.message}", err=True)
+            click.echo(printable(f"Error: {e.message}"), err=True)  # it may name a file
             if e.hint:
-                click.echo(f"  hint: {e.hint}", err=True)
+                click.echo(printable(f"  hint: {e.hint}", lines=True), err=True)
             ctx.exit(1)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -52,7 +58,7 @@ def open_kb(ctx: click.Context) -> KB:
         from kbase.api import KB
 
         kb = KB(root.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
-        kb.on_notice = lambda message: click.echo(f"note: {message}", err=True)
+        kb.on_notice = lambda message: click.echo(printable(f"note: {message}"), err=True)
         root.obj["kb"] = kb
         root.call_on_close(kb.close)
     return root.obj["kb"]
@@ -84,7 +90,10 @@ format_options = output_options(*FORMATS)  # lists of results: table, json, json
 
 
 def use_color() -> bool:
-    return sys.stdout.isatty()
+    """Colour on a terminal, unless NO_COLOR is set (no-color.org)."""
+    import os
+
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def terminal_width() -> int | None:
@@ -160,10 +169,12 @@ def chunk_options(f):
     return f
 
 
-def printable_path(path: str) -> str:
-    from kbase.text import printable
+def printable(text: str, **options) -> str:
+    """``kbase.text.printable`` (what comes from a file, made fit to print), imported when first
+    used: --help imports no module of the engine."""
+    from kbase.text import printable as fit_to_print
 
-    return printable(path).replace("\n", "\\n").replace("\r", "\\r")
+    return fit_to_print(text, **options)
 
 
 path_option = click.option(
@@ -228,7 +239,10 @@ def search_options(f):
 def say_near(asked: str | None, path: str, title: str) -> None:
     """On stderr: the name given named no note, and the note a typo away is used instead."""
     if asked:
-        click.echo(f"did you mean {title!r}? showing {path} (no note is named {asked!r})", err=True)
+        click.echo(
+            printable(f"did you mean {title!r}? showing {path} (no note is named {asked!r})"),
+            err=True,
+        )
 
 
 def main() -> None:  # pragma: no cover

@@ -16,7 +16,7 @@ from kbase.cli.app import (
     open_kb,
     output_options,
     parse_size,
-    printable_path,
+    printable,
     use_color,
 )
 from kbase.cli.progress import (
@@ -96,9 +96,9 @@ def index(
         told.append(True)
         if not quiet and not as_json:
             for path, reason in report.skipped:
-                bar.say(f"skipped {printable_path(path)}: {reason}")
+                bar.say(f"skipped {path}: {reason}")  # say() escapes
             for path, msg in report.warnings:
-                bar.say(f"warning {printable_path(path)}: {msg}")
+                bar.say(f"warning {path}: {msg}")
 
     with Bars(not quiet and not as_json) as bar:
         eta = EmbedEta(bar.chunks, not quiet and not as_json, bar)
@@ -125,9 +125,9 @@ def index(
     else:
         if not quiet and not told:  # stopped before the files were all indexed
             for path, reason in report.skipped:
-                click.echo(f"skipped {printable_path(path)}: {reason}", err=True)
+                click.echo(printable(f"skipped {path}: {reason}"), err=True)
             for path, msg in report.warnings:
-                click.echo(f"warning {printable_path(path)}: {msg}", err=True)
+                click.echo(printable(f"warning {path}: {msg}"), err=True)
         click.echo(
             f"{'interrupted after' if report.interrupted else 'indexed in'} "
             f"{report.seconds:.2f} s: "
@@ -179,13 +179,13 @@ def watch(ctx, paths, no_embed, debounce, poll):
     def on_batch(b) -> None:
         stamp = datetime.now().strftime("%H:%M:%S")
         if b.error:
-            click.echo(f"{stamp} error: {b.error}", err=True)
+            click.echo(printable(f"{stamp} error: {b.error}"), err=True)
             return
         r = b.report
         for skip in r.skipped:
             if skip not in skips_shown:
                 skips_shown.add(skip)
-                click.echo(f"{stamp} skipped {printable_path(skip[0])}: {skip[1]}", err=True)
+                click.echo(printable(f"{stamp} skipped {skip[0]}: {skip[1]}"), err=True)
         if b.changed:
             embedded = r.embedding.embedded if r.embedding else 0
             click.echo(
@@ -197,7 +197,9 @@ def watch(ctx, paths, no_embed, debounce, poll):
     on_embed = IdleEmbedLines()
     kb = open_kb(ctx)
     click.echo(
-        f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)",
+        printable(
+            f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)"
+        ),
         err=True,
     )
     if not no_embed and kb.path.exists() and not kb.auto_embed():

@@ -13,6 +13,7 @@ from kbase.cli.app import (
     open_kb,
     output_options,
     path_option,
+    printable,
     say_near,
     search_options,
     use_color,
@@ -59,12 +60,14 @@ def search(
         correct=not no_correct,
     )
     if hits.notice:  # what of the query was left out (repeated terms, terms past the maximum)
-        click.echo(f"note: {hits.notice}", err=True)
+        click.echo(printable(f"note: {hits.notice}"), err=True)
     if hits.corrected and fmt == "table":
         typed = ", ".join(f'"{w}"' for w, _ in hits.corrections)
         click.echo(
-            f'showing results for "{hits.corrected}" (no note holds {typed};'
-            " --no-correct searches as typed)",
+            printable(
+                f'showing results for "{hits.corrected}" (no note holds {typed};'
+                " --no-correct searches as typed)"
+            ),
             err=True,
         )
     if hits and (mode or kb.default_mode()) != "keyword":
@@ -195,9 +198,11 @@ def related(ctx, note, limit, include_linked, fmt):
     result = kb.related(target, limit=limit, include_linked=include_linked)
     if result.method == "keyword" and fmt == "table":
         click.echo(
-            f"no embeddings for {result.path}: keyword similarity on "
-            f"{', '.join(result.terms) or 'no terms'}"
-            " (kbase embed for similarity in meaning)",
+            printable(
+                f"no embeddings for {result.path}: keyword similarity on "
+                f"{', '.join(result.terms) or 'no terms'}"
+                " (kbase embed for similarity in meaning)"
+            ),
             err=True,
         )
     if result.hits or fmt != "table":
@@ -244,14 +249,18 @@ def show(ctx, target, context, fmt):
     say_near(doc.corrected_from, doc.path, doc.title)
     if doc.missing:
         click.echo(
-            f"warning: {doc.path} is missing on disk ({doc.abspath}); this is the indexed text"
-            " (kbase index forgets a deleted note; moved the notes? kbase roots move OLD NEW)",
+            printable(
+                f"warning: {doc.path} is missing on disk ({doc.abspath}); this is the indexed text"
+                " (kbase index forgets a deleted note; moved the notes? kbase roots move OLD NEW)"
+            ),
             err=True,
         )
     elif doc.stale:
         click.echo(
-            f"warning: {doc.path} changed on disk since it was indexed; this is the indexed text"
-            " (kbase index updates it)",
+            printable(
+                f"warning: {doc.path} changed on disk since it was indexed; this is the indexed"
+                " text (kbase index updates it)"
+            ),
             err=True,
         )
     if fmt == "json":
@@ -272,15 +281,15 @@ def show(ctx, target, context, fmt):
                 ensure_ascii=False,
             )
         )
-    elif r.whole:
-        click.echo(doc.body, nl=not doc.body.endswith(("\n", "\r")))
+    elif r.whole:  # the text as it is, its line breaks and tabs kept, no other control
+        click.echo(printable(doc.body, lines=True), nl=not doc.body.endswith(("\n", "\r")))
     elif r.page is not None:
         if not r.text.strip():
-            click.echo(f"{doc.path} p.{r.page} has no text (an image only?)", err=True)
+            click.echo(printable(f"{doc.path} p.{r.page} has no text (an image only?)"), err=True)
         else:
-            click.echo(r.text, nl=not r.text.endswith("\n"))
+            click.echo(printable(r.text, lines=True), nl=not r.text.endswith("\n"))
     else:
         width = len(str(r.last))
         for n, line in enumerate(r.lines, r.first):
             mark = "" if r.line is None else "> " if n == r.line else "  "
-            click.echo(f"{mark}{n:>{width}} | {line}")
+            click.echo(f"{mark}{n:>{width}} | {printable(line)}")

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from kbase.cli.app import printable
+
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from kbase.models import EmbedReport
-
-
-from kbase.cli.app import printable_path
 
 
 def say_model_hint(hint) -> None:
@@ -96,9 +95,9 @@ class Bars:
     def say(self, message: str) -> None:
         """A line on stderr, above the bars when they show."""
         if self._progress is not None:
-            self._progress.console.print(message, markup=False, highlight=False)
+            self._progress.console.print(printable(message), markup=False, highlight=False)
         else:
-            click.echo(message, err=True)
+            click.echo(printable(message), err=True)
 
     def _watch_slow(self, stop: threading.Event) -> None:
         import time
@@ -111,7 +110,7 @@ class Bars:
             seconds = time.monotonic() - current[1]
             if seconds >= self.SLOW_FILE_S:
                 told = current
-                message = f"still working on {printable_path(current[0])} ({seconds:.0f} s so far)"
+                message = printable(f"still working on {current[0]} ({seconds:.0f} s so far)")
                 if self._progress is not None:
                     self._progress.console.print(message, style="dim", markup=False)
                 else:
@@ -129,7 +128,12 @@ class Bars:
         rate = f"{done / elapsed:.0f} {unit}/s" if elapsed > 0.5 and unit else ""
         left = self.embed_left if name == "embedding" else ""
         self._progress.update(
-            task, completed=done, total=total, current=current[-40:], rate=rate, left=left
+            task,
+            completed=done,
+            total=total,
+            current=printable(current)[-40:],
+            rate=rate,
+            left=left,
         )
 
     def files(self, done: int, total: int, current: str) -> None:

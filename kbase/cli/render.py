@@ -11,19 +11,21 @@ from collections.abc import Iterable, Sequence
 import click
 
 from kbase.models import HIT_FIELDS, Hit, Status
-from kbase.text import excerpt, location
+from kbase.text import excerpt, location, printable
 
 
 def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> str:
-    """JSON (an array), JSON Lines or CSV of ``records``."""
+    """JSON (an array), JSON Lines or CSV of ``records``. CSV is read by people too: its text
+    keeps its line breaks (quoted) but no other control character (see ``printable``)."""
     import csv
     import io
-    import json
+
+    from kbase.cli.app import dumps
 
     if fmt == "json":
-        return json.dumps(list(records), ensure_ascii=False, indent=2)
+        return dumps(list(records), ensure_ascii=False, indent=2)
     if fmt == "jsonl":
-        return "\n".join(json.dumps(r, ensure_ascii=False) for r in records)
+        return "\n".join(dumps(r, ensure_ascii=False) for r in records)
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
@@ -32,10 +34,12 @@ def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> 
             w.writerow(
                 {
                     k: (
-                        " ".join(map(str, v))
+                        printable(" ".join(map(str, v)))
                         if k == "tags"
-                        else json.dumps(v, ensure_ascii=False)
+                        else dumps(v, ensure_ascii=False)  # controls escaped
                         if isinstance(v, (list, dict))
+                        else printable(v, lines=True)
+                        if isinstance(v, str)
                         else v
                     )
                     for k, v in r.items()
@@ -58,8 +62,8 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
     out = []
     width = len(str(len(hits)))
     for i, h in enumerate(hits, 1):
-        loc = location(h.path, h.line, h.page, h.card)
-        title = click.style(h.title, bold=True) if color else h.title
+        loc = printable(location(h.path, h.line, h.page, h.card))
+        title = click.style(printable(h.title), bold=True) if color else printable(h.title)
         state = " [missing]" if h.missing else " [changed on disk]" if h.stale else ""
         flag = click.style(state, fg="yellow") if color and state else state
         head = (
@@ -68,10 +72,8 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
         )
         out.append(head)
         if h.heading_path:
-            out.append(
-                " " * (width + 2)
-                + (click.style(h.heading_path, dim=True) if color else h.heading_path)
-            )
+            heading = printable(h.heading_path)
+            out.append(" " * (width + 2) + (click.style(heading, dim=True) if color else heading))
         out.append(" " * (width + 2) + highlight(h.snippet, h.highlights, color))
         if explain and h.explain:
             line = " " * (width + 2) + explain_text(h.explain)
@@ -106,14 +108,15 @@ def explain_text(explain: dict) -> str:
 
 
 def highlight(text: str, ranges: Iterable[tuple[int, int]], color: bool) -> str:
+    """A snippet fit to print, its matches (offsets into ``text``) in colour."""
     if not color:
-        return text
+        return printable(text)
     parts, pos = [], 0
     for a, b in ranges:
-        parts.append(text[pos:a])
-        parts.append(click.style(text[a:b], fg="yellow", bold=True))
+        parts.append(printable(text[pos:a]))
+        parts.append(click.style(printable(text[a:b]), fg="yellow", bold=True))
         pos = b
-    parts.append(text[pos:])
+    parts.append(printable(text[pos:]))
     return "".join(parts)
 
 
@@ -153,14 +156,10 @@ def render_changes(changed: Sequence[tuple[str, str]], names: int = CHANGE_NAMES
     for kind in ("new", "updated", "renamed", "removed"):
         paths = by_kind.get(kind)
         if paths:
-            shown = ", ".join(_one_line(p) for p in paths[:names])
+            shown = ", ".join(printable(p) for p in paths[:names])
             more = f" and {len(paths) - names} more" if len(paths) > names else ""
             parts.append(f"{len(paths)} {kind} ({shown}{more})")
     return ", ".join(parts)
-
-
-def _one_line(path: str) -> str:
-    return path.replace("\n", "\\n").replace("\r", "\\r")
 
 
 def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
@@ -183,16 +182,16 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
         flag = " OVERSIZED" if c.flags & 1 else ""
         row = (
             f"{c.seq:>4} {f'{c.line}-{c.end_line}':>11} {f'{c.start}-{c.end}':>15} {c.tokens:>6}  "
-            f"{c.kind:<6} {c.heading_path}{flag}"
+            f"{c.kind:<6} {printable(c.heading_path)}{flag}"
         )
         out.append(click.style(row, fg="yellow") if color and flag else row)
         first = (
             text[c.start : c.end].strip().splitlines()[0] if text[c.start : c.end].strip() else ""
         )
-        first = excerpt(first, (0, 0), 90)
+        first = printable(excerpt(first, (0, 0), 90))
         out.append(" " * 6 + (click.style(first, dim=True) if color else first))
     for d in diagnostics:
-        out.append(f"diagnostic: {d.kind} at offsets {d.start}-{d.end}: {d.detail}")
+        out.append(printable(f"diagnostic: {d.kind} at offsets {d.start}-{d.end}: {d.detail}"))
     return "\n".join(out)
 
 
@@ -213,10 +212,10 @@ def _model_id(fingerprint: str) -> str:
 
 
 def render_status(st: Status) -> str:
-    lines = [f"index      {st.db}"]
+    lines = [f"index      {printable(str(st.db))}"]
     for r in st.roots:
         lines.append(
-            f"root       {r.path}  ({r.documents} documents,"
+            f"root       {printable(r.path)}  ({r.documents} documents,"
             f" indexed {r.last_indexed_at or 'never'})"
         )
     lines.append(f"documents  {st.documents:,}")
@@ -287,7 +286,7 @@ def render_status(st: Status) -> str:
             f"chunker    {c['max_tokens']} tokens max, {c['overlap_ratio']:.0%} overlap, "
             f"{c['min_tokens']} min ({c['counter']})"
         )
-    enc = ", ".join(f"{k} {v}" for k, v in st.encodings.items())
+    enc = printable(", ".join(f"{k} {v}" for k, v in st.encodings.items()))
     if enc:
         lines.append(f"encodings  {enc}")
     ratio = f"  ({st.db_to_text}x the text)" if st.db_to_text else ""
@@ -342,10 +341,11 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
                     if (lk.anchor or "").startswith("page=")
                     else " (no such heading or block)"
                 )
+        head = printable(head)
         if color:
             head = click.style(head, fg="cyan" if lk.target_path or show == "source" else "red")
         out.append(head)
-        out.append("     " + excerpt(lk.context, lk.context_span, LINK_CONTEXT_WIDTH))
+        out.append("     " + printable(excerpt(lk.context, lk.context_span, LINK_CONTEXT_WIDTH)))
     return "\n".join(out)
 
 
@@ -387,13 +387,15 @@ def render_related(result, fmt: str, color: bool) -> str:
             for m, on in ((" [linked]", rec["linked"]), (" [links here]", rec["links_here"]))
             if on
         )
-        loc = location(rec["path"], rec["line"], rec["page"], rec["card"])
-        title = click.style(rec["title"], bold=True) if color else rec["title"]
+        loc = printable(location(rec["path"], rec["line"], rec["page"], rec["card"]))
+        title = (
+            click.style(printable(rec["title"]), bold=True) if color else printable(rec["title"])
+        )
         out.append(
             f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
             f"  {rec['score']:.2f}{marks}"
         )
-        out.append(" " * (width + 2) + rec["snippet"])
+        out.append(" " * (width + 2) + printable(rec["snippet"]))
     return "\n".join(out)
 
 
@@ -408,11 +410,13 @@ def render_notes(notes, fmt: str, with_distance: bool = False) -> str:
         return render_records([{k: getattr(n, k) for k in fields} for n in notes], fmt, fields)
     if with_distance:
         return "\n".join(
-            f"{n.distance}  {n.direction:<4}  {n.path}  ({n.title})"
-            + (f"  via {n.via}" if n.distance > 1 else "")
+            printable(
+                f"{n.distance}  {n.direction:<4}  {n.path}  ({n.title})"
+                + (f"  via {n.via}" if n.distance > 1 else "")
+            )
             for n in notes
         )
-    return "\n".join(f"{n.path}  ({n.title})" for n in notes)
+    return "\n".join(printable(f"{n.path}  ({n.title})") for n in notes)
 
 
 SQL_MIN_WIDTH = 12  # a column cut to fit the terminal keeps at least this many cells
@@ -429,18 +433,18 @@ def render_sql(result, fmt: str, width: int | None = None) -> tuple[str, bool]:
         return render_records(list(result.dicts()), fmt, result.columns), False
     if not result.columns:
         return "", False
+    columns = [cell(c, None) for c in result.columns]
     cells = [[cell(v, None) for v in row] for row in result.rows]
     natural = [
-        max([cell_width(c)] + [cell_width(r[i]) for r in cells])
-        for i, c in enumerate(result.columns)
+        max([cell_width(c)] + [cell_width(r[i]) for r in cells]) for i, c in enumerate(columns)
     ]
-    widths = fit_columns(natural, [cell_width(c) for c in result.columns], width)
+    widths = fit_columns(natural, [cell_width(c) for c in columns], width)
     cut = widths != natural
 
     def line(values) -> str:
         return "  ".join(pad(clip(v, w), w) for v, w in zip(values, widths)).rstrip()
 
-    lines = [line(result.columns), "  ".join("-" * w for w in widths)]
+    lines = [line(columns), "  ".join("-" * w for w in widths)]
     lines += [line(row) for row in cells]
     return "\n".join(lines), cut
 
@@ -495,7 +499,7 @@ def to_dot(g: dict) -> str:
     """Graphviz DOT of ``graph()``."""
 
     def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + printable(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     lines = ["digraph kbase {", "  node [shape=box];"]
     lines += [

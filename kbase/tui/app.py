@@ -15,6 +15,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from kbase.text import printable
 from kbase.tui.logic import KBFactory, KBPool
 from kbase.tui.screens import HelpScreen, MainScreen
 
@@ -64,7 +65,9 @@ class KbaseApp(App):
         if text == last and time.monotonic() - at < 5:
             return  # the same failure again (every keystroke of a locked index): say it once
         self._last_error = (text, time.monotonic())
-        self.notify(text, title=title, severity="error", timeout=10, markup=False)
+        self.notify(
+            printable(text, lines=True), title=title, severity="error", timeout=10, markup=False
+        )
 
     def open_in_editor(self, argv: list[str]) -> None:
         """Run the editor in the terminal (the app is suspended meanwhile), then come back."""

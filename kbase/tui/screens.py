@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 from kbase.api import has_words
 from kbase.errors import DatabaseError, KbaseError
 from kbase.models import DocRef, Status
+from kbase.text import printable
 from kbase.tui.logic import (
     MODES,
     SEARCH_LIMIT,
@@ -424,9 +425,10 @@ class MainScreen(Screen):
     def _follow(self, message: LinksPane.Follow) -> None:
         if message.entry.location is None:
             self.app.notify(
-                f"[[{message.entry.label}]] does not lead to a note in the index",
+                printable(f"[[{message.entry.label}]] does not lead to a note in the index"),
                 title="Unresolved link",
                 severity="warning",
+                markup=False,
             )
             return
         self.follow(message.entry.location)

@@ -15,6 +15,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from kbase.text import location as hit_location
+from kbase.text import printable
 from kbase.tui.logic import (
     BarFilters,
     Location,
@@ -205,9 +206,7 @@ class ResultsList(OptionList):
         snippet, spans = clip_snippet(
             hit.snippet, spans, width - 2
         )  # (it may add an ellipsis at each end)
-        body = Content(snippet)
-        for start, end in spans:
-            body = body.stylize("$text-warning bold underline", start, end)
+        body = _marked(snippet, spans, "$text-warning bold underline")
         body = body.stylize_before("$text-muted" if not spans else "").truncate(
             width, ellipsis=True
         )
@@ -218,10 +217,12 @@ class ResultsList(OptionList):
             extra.append(hit.heading_path)
         where = Content.assemble(
             (
-                shorten_path(hit_location(hit.path, hit.line, hit.page, hit.card), width),
+                shorten_path(
+                    printable(hit_location(hit.path, hit.line, hit.page, hit.card)), width
+                ),
                 "$text-accent",
             ),
-            ("  " + " · ".join(extra), "$text-muted") if extra else "",
+            ("  " + printable(" · ".join(extra)), "$text-muted") if extra else "",
         )
         tail = Content.assemble(
             "  ",
@@ -234,7 +235,7 @@ class ResultsList(OptionList):
                 else ""
             ),
         )
-        title = Content.styled(hit.title, "bold").truncate(
+        title = Content.styled(printable(hit.title), "bold").truncate(
             max(1, width - tail.cell_length), ellipsis=True
         )
         return Content("\n").join(
@@ -345,8 +346,8 @@ class PreviewPane(Container):
     def show_pending(self, title: str, where: str, text: str) -> None:
         """What is known of a hit before its note is loaded (its title, place and snippet),
         shown at once: the note replaces it when it comes."""
-        self.border_title, self.border_subtitle = title, where
-        self.query_one("#preview-empty", Static).update(Content(text))
+        self.border_title, self.border_subtitle = printable(title), printable(where)
+        self.query_one("#preview-empty", Static).update(Content(printable(text, lines=True)))
         self._show_only(text=False, empty=True)
 
     def show_document(self, doc, location: Location) -> None:
@@ -354,12 +355,16 @@ class PreviewPane(Container):
         then the note rendered (in an async worker: Markdown takes seconds on a loaded machine)
         in their place."""
         self.location = location
-        self.border_title = doc.title or doc.path
-        self.border_subtitle = f"{doc.path}:{location.line}" if location.line else doc.path
+        self.border_title = printable(doc.title or doc.path)
+        self.border_subtitle = printable(
+            f"{doc.path}:{location.line}" if location.line else doc.path
+        )
         page = preview_page(doc, location)
         if page is not None:
-            self.border_subtitle = f"{doc.path} p.{page} of {len(doc.pages)}"
-        self.query_one("#preview-empty", Static).update(Content(plain_region(doc.body, location)))
+            self.border_subtitle = printable(f"{doc.path} p.{page} of {len(doc.pages)}")
+        self.query_one("#preview-empty", Static).update(
+            Content(printable(plain_region(doc.body, location), lines=True))
+        )
         self._show_only(text=False, empty=True)
         self.run_worker(
             self._render_document(doc, location), exclusive=True, group="preview-render"
@@ -370,7 +375,10 @@ class PreviewPane(Container):
         if is_markdown(doc.path) and len(doc.body) <= MARKDOWN_MAX_CHARS:
             md = await self._markdown_view()
             offset = self.line_offset = lines_before(doc.body, doc.body_start)
-            await md.update(wikilinks_to_markdown(doc.body[doc.body_start :]))
+            # escaped first: line breaks are kept, so the blocks' lines stay the body's
+            await md.update(
+                wikilinks_to_markdown(printable(doc.body[doc.body_start :], lines=True))
+            )
             self._show_only(text=False, markdown=True)
             block = self._find_block(md, location, offset)
             self.hit_block = block
@@ -397,7 +405,7 @@ class PreviewPane(Container):
                 body, offset = doc.body[a:b], lines_before(doc.body, a)
             self.line_offset = offset
             text.line_number_start = offset + 1
-            text.load_text(body)
+            text.load_text(printable(body, lines=True))  # the same lines, no control character
             self._show_only(text=True)
             rows = max(1, text.document.line_count)
             if location.span:
@@ -576,7 +584,9 @@ class LinksPane(OptionList):
     def _prompt(name: str, context: str, broken: bool = False) -> Content:
         context = context if len(context) <= 160 else context[:159] + "…"
         return Content.assemble(
-            (name, "$text-error" if broken else "bold"), "\n", (context, "$text-muted")
+            (printable(name), "$text-error" if broken else "bold"),
+            "\n",
+            (printable(context), "$text-muted"),
         )
 
     @on(OptionList.OptionSelected)
@@ -610,3 +620,14 @@ class StatusLine(Horizontal):
         label.update(
             f"⚠ {count} hit{'s' * (count != 1)} changed on disk: kbase index" if count else ""
         )
+
+
+def _marked(text: str, spans: list[tuple[int, int]], style: str) -> Content:
+    """``text`` fit to print (``printable``), its ``spans`` (offsets into ``text``) styled."""
+    parts: list = []
+    pos = 0
+    for a, b in spans:
+        parts += [printable(text[pos:a]), (printable(text[a:b]), style)]
+        pos = b
+    parts.append(printable(text[pos:]))
+    return Content.assemble(*parts)

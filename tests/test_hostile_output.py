@@ -1,0 +1,216 @@
+"""Issue 33, second hostile pass: what kbase prints, reads and writes under hostile files and
+faults. Terminal escapes from a file never reach the terminal (items 2); search works with an
+unwritable model cache (5); reads work on a full disk (6); kbase sql stays within its temporary
+space and kbase_search() answers what the CLI answers (10); status says why the WAL grows (12)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kbase.cli.commands import cli
+from kbase.text import printable
+from tests.conftest import write
+
+# 2. Terminal escapes ------------------------------------------------------------------------------
+
+OSC_TITLE = "\x1b]0;pwned\x07"  # sets the terminal window's title
+CLEAR = "\x1b[2J"  # clears the screen
+RED = "\x1b[41m"  # red background
+OSC_52 = "\x1b]52;c;aGVsbG8gd29ybGQ=\x07"  # writes the clipboard
+
+
+@pytest.fixture
+def hostile_vault(tmp_path) -> Path:
+    return write(
+        tmp_path / "vault",
+        {
+            f"{OSC_TITLE}window.md": f"# Window\n\nThe clipboard word here. {OSC_52}"
+            " [[evil-title]] and [x](%1B%5B2Jclear.md)\n",
+            f"{CLEAR}clear.md": f"clipboard text with C1 \x9b31m and a lone\rCR {CLEAR}\n",
+            # a slug, so the note's title is its front matter's
+            "evil-title.md": f'---\ntitle: "\\e[41mRed title"\n---\nclipboard {RED} red\n'
+            f"[[{CLEAR}clear]] and [[Missing{OSC_52}]]\n",
+            "fake\nline.md": "a clipboard note whose name holds a newline\n",
+        },
+    )
+
+
+@pytest.fixture
+def hostile_db(tmp_path, hostile_vault) -> Path:
+    db = tmp_path / "index.db"
+    r = CliRunner().invoke(cli, ["--db", str(db), "index", "--no-embed", str(hostile_vault)])
+    assert r.exit_code == 0, r.output
+    assert "4 new" in r.stdout
+    return db
+
+
+HOSTILE_COMMANDS = [
+    ("search", "clipboard"),
+    ("search", "clipboard", "--explain"),
+    ("search", "clipboard", "--csv"),
+    ("show", "evil-title"),
+    ("show", "evil-title:2"),
+    ("show", f"{CLEAR}clear.md"),
+    ("show", "evil-title.md:1-80"),
+    ("orphans",),
+    ("orphans", "--csv"),
+    ("links", f"{OSC_TITLE}window.md"),
+    ("links", f"{OSC_TITLE}window.md", "--csv"),
+    ("backlinks", "evil-title"),
+    ("show", "window"),  # no such note: the error names what is near
+    ("unresolved",),
+    ("neighbors", "evil-title"),
+    ("related", "evil-title"),
+    ("status",),
+    ("check",),
+    ("sql", "SELECT path, title, body FROM documents"),
+    ("sql", "SELECT path, title, body FROM documents", "--csv"),
+    ("sql", "SELECT * FROM kbase_search('clipboard')", "--csv"),
+    ("roots",),
+]
+
+
+def _no_escape(out: bytes, what) -> None:
+    for byte, name in ((b"\x1b", "ESC"), (b"\x07", "BEL"), (b"\x9b", "CSI"), (b"\xc2\x9b", "C1")):
+        assert byte not in out, f"{name} reached the output of {what}: {out[:2000]!r}"
+
+
+@pytest.mark.parametrize("args", HOSTILE_COMMANDS, ids=lambda a: " ".join(a)[:40])
+def test_no_escape_from_a_file_reaches_human_output(hostile_db, args, monkeypatch):
+    """Every byte printed, stdout and stderr, with colour allowed (as on a terminal) and NO_COLOR
+    set: no ESC, BEL or C1 control from a file name, title or body."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    r = CliRunner().invoke(cli, ["--db", str(hostile_db), *args], color=True)
+    assert r.exit_code in (0, 1), r.output
+    _no_escape(r.stdout_bytes + r.stderr_bytes, args)
+    assert r.stdout.strip() or r.stderr.strip()
+
+
+def test_escapes_are_shown_not_dropped(hostile_db):
+    """The reader sees that the name holds an escape (as \\x1b), not a silently changed name."""
+
+    def out(*args: str) -> str:
+        return CliRunner().invoke(cli, ["--db", str(hostile_db), *args]).stdout
+
+    assert "\\x1b]0;pwned\\x07window.md  (\\x1b]0;pwned\\x07window)" in out("orphans")
+    assert "\\x1b[41mRed title  evil-title.md:4" in out("search", "red")
+    assert "clipboard \\x1b[41m red\n" in out("show", "evil-title")
+    links = out("links", f"{OSC_TITLE}window.md")
+    assert "-> \\x1b[2Jclear.md" in links and "here. \\x1b]52;c;aGVsbG8gd29ybGQ=\\x07 [[" in links
+
+
+def test_a_newline_in_a_file_name_cannot_split_a_listing_line(hostile_db):
+    """One note, one line: the name's newline is shown as \\n, in the table and the CSV."""
+    r = CliRunner().invoke(cli, ["--db", str(hostile_db), "orphans"])
+    lines = r.stdout.splitlines()
+    assert any(line.startswith("fake\\nline.md") for line in lines), lines
+    assert not any(line.startswith("line.md") for line in lines), lines
+    r = CliRunner().invoke(cli, ["--db", str(hostile_db), "search", "newline"])
+    assert "fake\\nline.md:1" in r.stdout and "\nline.md" not in r.stdout
+    r = CliRunner().invoke(cli, ["--db", str(hostile_db), "sql", "SELECT path FROM documents"])
+    assert "fake\\nline.md" in r.stdout or "fake⏎line.md" in r.stdout
+    assert not any(line.strip() == "line.md" for line in r.stdout.splitlines())
+
+
+def test_index_skip_and_warning_lines_are_escaped(tmp_path, monkeypatch):
+    """A skipped file's line (its name and the reason, which may quote the file) holds no
+    escape either."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / f"{OSC_TITLE}bin.md").write_bytes(b"\x00\x01\x02\x03" * 100)
+    (vault / "bad-yaml.md").write_text(f"---\ntitle: [{RED}\n---\nbody\n")
+    r = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "i.db"), "index", "--no-embed", str(vault)], color=True
+    )
+    assert r.exit_code == 0, r.output
+    assert "skipped" in r.stderr and "\\x1b]0;pwned\\x07bin.md" in r.stderr
+    _no_escape(r.stdout_bytes + r.stderr_bytes, "index")
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "i.db"), "check"], color=True)
+    _no_escape(r.stdout_bytes + r.stderr_bytes, "check")
+
+
+def test_printable_escapes_every_control_character_but_tab():
+    every = "".join(map(chr, range(0x20))) + "\x7f" + "".join(map(chr, range(0x80, 0xA0)))
+    shown = printable(every)
+    assert all(ch == "\t" or ch.isprintable() for ch in shown), shown
+    assert printable("a\tb") == "a\tb" and printable("a\nb\r") == "a\\nb\\r"
+    assert printable("\x1b]0;x\x07") == "\\x1b]0;x\\x07" and printable("\x9b") == "\\x9b"
+    assert printable("caf\udce9.md") == "caf\\xe9.md"  # an undecodable byte of a file name
+    # text of many lines keeps its line breaks (a lone CR as LF) and tabs, nothing else
+    assert printable("a\r\nb\nc\rd\x1b\x0c", lines=True) == "a\r\nb\nc\nd\\x1b\\x0c"
+    assert printable("plain text, ünïcödé, 中文") == "plain text, ünïcödé, 中文"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("search", "clipboard"),
+        ("show", "evil-title"),
+        ("show", f"{CLEAR}clear.md"),
+        ("orphans",),
+        ("links", f"{OSC_TITLE}window.md"),
+        ("backlinks", "evil-title"),
+    ],
+    ids=lambda a: a[0],
+)
+def test_on_a_pseudo_terminal_no_escape_is_printed_with_no_color(hostile_db, args):
+    """The real terminal path: a pty as stdout and stderr, NO_COLOR set."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "xterm-256color", "COLUMNS": "120"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "kbase", "--db", str(hostile_db), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 30)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    os.close(master)
+    assert p.wait(30) in (0, 1), out
+    assert out.strip(), args
+    _no_escape(out, args)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_browser_shows_no_escape_from_a_file(hostile_db):
+    """kbase browse: the results, the preview (Markdown and plain text) and the links pane of
+    every hostile note, as painted, hold no control character."""
+    from tests.test_tui import main, make_app, screen_text, settle, type_query
+
+    app = make_app(hostile_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await type_query(pilot, "clipboard")
+        screen = main(app)
+        assert len(screen.results.hits) == 4
+        for i in range(4):
+            screen.results.highlighted = i
+            await settle(pilot)
+            painted = screen_text(app) + str(screen.preview.border_title)
+            painted += str(screen.preview.border_subtitle)
+            bad = [ch for ch in painted if ch != "\t" and not ch.isprintable() and ch != "\n"]
+            assert not bad, (i, bad, painted)
+        assert "\\x1b" in screen_text(app)  # shown, not dropped
