@@ -109,10 +109,11 @@ CREATE TABLE headings (
     doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
     seq        INTEGER NOT NULL,   -- 0-based position among the document's headings
     level      INTEGER NOT NULL,   -- 1 to 6
-    text       TEXT NOT NULL,      -- heading text without the '#' markers
+    text       TEXT NOT NULL,      -- heading text without the '#' markers and without a trailing attribute list ('{#id .class}')
     start_char INTEGER NOT NULL,   -- offset of the heading line in documents.body
     end_char   INTEGER NOT NULL,   -- offset after the heading line's text (exclusive)
     line       INTEGER NOT NULL,   -- 1-based line number
+    anchor     TEXT,               -- the id its attribute list gives it ('## Props {#props}': 'props'), NULL if none
     PRIMARY KEY (doc_id, seq)
 ) STRICT, WITHOUT ROWID;
 

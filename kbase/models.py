@@ -14,10 +14,13 @@ class Heading:
     """A Markdown heading: ``body[start:end]`` is the heading's source line(s)."""
 
     level: int
-    text: str
+    text: str  # as it reads: without the '#' markers and without a trailing attribute list
     start: int
     end: int
     line: int
+    # The id an attribute list gives it (``## Props {#props}``: 'props'; Pandoc, MkDocs'
+    # attr_list, Hugo, VitePress): its anchor on the site. None: the site makes one from the text.
+    anchor: str | None = None
 
 
 @dataclass(frozen=True)

@@ -214,7 +214,9 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
             )
         for h in sub.headings:
             headings.append(
-                Heading(h.level, h.text, h.start + a, h.end + a, line_of(starts, h.start + a))
+                Heading(
+                    h.level, h.text, h.start + a, h.end + a, line_of(starts, h.start + a), h.anchor
+                )
             )
         for tag, _source in sub.tags:
             tags.setdefault(tag.lower(), (tag, "inline"))

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbase.errors import InputError
+from kbase.ingest.parse import heading_attributes
 from kbase.models import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
 
@@ -64,8 +65,9 @@ COUNT_BUDGETS = 64
 MAX_HEADING_RUN = 4
 # Bump when what is derived from a stored text changes for the same settings: the next index run
 # then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule;
-# 4: titles as Obsidian shows them (the file name; a slug's opening heading).
-CHUNKER_VERSION = 4
+# 4: titles as Obsidian shows them (the file name; a slug's opening heading); 5: heading
+# attributes ('## Props {#props}': the text 'Props', the anchor 'props').
+CHUNKER_VERSION = 5
 
 TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
@@ -740,10 +742,12 @@ def _chunk_kind(kinds: set[str]) -> str:
 
 
 def _heading_text(source: str) -> str:
+    """The heading as it reads in a heading path: its first line without the '#' markers and
+    without a trailing attribute list (``## Props {#props}`` is 'Props')."""
     first = source.splitlines()[0] if source else ""
     if first.lstrip().startswith("#"):
-        return first.strip().strip("#").strip()
-    return first.strip()
+        first = first.strip().strip("#")
+    return heading_attributes(first.strip())[0]
 
 
 def _common_path(a: str, b: str) -> str:

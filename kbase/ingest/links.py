@@ -41,8 +41,11 @@ Anchors (``anchor_ok``) compare headings after Obsidian's ``stripHeading`` (punc
 spaces, spaces collapsed), case-insensitively; ``Heading#Sub`` must nest; block ids
 (``^id``, letters, digits and dashes) compare case-insensitively. In a Markdown link
 (``[x](Note.md#what-is-ownership)``, ``[x](#what-is-ownership)``, mdBook's ``.html`` ones) a
-one-part anchor may also be a heading's HTML id as GitHub and mdBook make it: lowercased, spaces
-to dashes, punctuation other than ``-`` and ``_`` dropped; wikilinks name headings as written.
+one-part anchor may also be a heading's HTML id: the one its attribute list gives it
+(``## Props {#props}``: ``props``, and then only that one, as on the site), else the one made
+from its text as GitHub and mdBook make it (lowercased, spaces to dashes, punctuation other than
+``-`` and ``_`` dropped) or as MkDocs and VitePress do (runs of dashes made one). Wikilinks name
+headings as written, as Obsidian shows them (``[[Page#Props]]``, the attribute list aside).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from kbase.models import Heading, ParsedDoc
+from kbase.search.snippet import plain
 
 __all__ = [
     "ATTACHMENT_EXTENSIONS",
@@ -735,26 +739,52 @@ def html_id(text: str) -> str:
     )
 
 
+_DASHES = re.compile(r"-{2,}")
+_NOT_WORD = re.compile(r"[^\w]+")
+
+
+def _html_ids(h: Heading) -> tuple[str, ...]:
+    """The ids a site gives heading ``h``: the one its attribute list names (``{#props}``),
+    alone; else the ones made from its text: as mdBook and GitHub make it, as MkDocs
+    (Python-Markdown's toc) does (runs of dashes made one, none at the ends) and as VitePress
+    does (punctuation to dashes: "What's new" -> 'what-s-new')."""
+    if h.anchor is not None:
+        return (h.anchor.lower(),)
+    ids = [html_id(h.text)]
+    shown = plain(h.text) if any(c in h.text for c in "<[`*_") else h.text  # as the page shows it
+    for text in dict.fromkeys((h.text, shown)):
+        made = html_id(text)
+        ids += [
+            made,
+            _DASHES.sub("-", made).strip("-"),
+            _NOT_WORD.sub("-", text.lower()).strip("-"),
+        ]
+    return tuple(dict.fromkeys(ids))
+
+
 def _by_html_id(anchor: str, headings: Sequence[Heading]) -> int | None:
     """The first heading whose HTML id is the one-part ``anchor``, or None."""
     wanted = anchor.strip().lower()
     if not wanted or "#" in wanted or " " in wanted:
         return None
     for i, h in enumerate(headings):
-        if html_id(h.text) == wanted:
+        if wanted in _html_ids(h):
             return i
     return None
 
 
 def find_heading(anchor: str, headings: Sequence[Heading]) -> int | None:
     """The index in ``headings`` of the heading ``anchor`` ('Heading', 'Heading#Sub') names, as
-    ``anchor_ok`` matches it (the first in document order), or None."""
+    ``anchor_ok`` matches it (the first in document order), or None. A one-part anchor that
+    names no heading by its text may be a heading's HTML id (``props`` for ``## Props {#props}``,
+    ``what-is-ownership``): ``kbase show 'Page#props'`` opens what a link to it opens."""
     parts = [heading_slug(p) for p in anchor.lstrip("#").split("#")]
     parts = [p for p in parts if p]
     if not parts:
         return None
     keys = [heading_slug(h.text) for h in headings]
-    return _find_heading_path(headings, keys, parts, 0, len(headings))
+    found = _find_heading_path(headings, keys, parts, 0, len(headings))
+    return found if found is not None else _by_html_id(anchor.lstrip("#"), headings)
 
 
 def _match_heading_path(

@@ -101,6 +101,46 @@ _BLOCK_KINDS = {
 }
 
 
+# A heading's trailing attribute list, as Pandoc, MkDocs' attr_list, Hugo, kramdown and VitePress
+# write it: '{#id}', '{#id .class key=value}', '{: #id }', '{ data-search-exclude }'. Each item is
+# an id, a class, a key with or without a value, or Pandoc's '-' (unnumbered).
+_ATTR_ITEM = (
+    r"""(?:\#[^\s{}#"'=]+|\.[^\s{}#."'=]+"""
+    r"""|[A-Za-z_][\w.:-]*(?:=(?:"[^"]*"|'[^']*'|[^\s{}"']+))?|-)"""
+)
+_HEADING_ATTRS = re.compile(
+    rf"[ \t]*\{{(?P<colon>:)?(?P<pad>[ \t]*)"
+    rf"(?P<items>{_ATTR_ITEM}(?:[ \t]+{_ATTR_ITEM})*)[ \t]*\}}[ \t]*$"
+)
+# The id: '#id', or attr_list's 'id=x' / 'id="x"' ('### 9.7.0 { id="9.7.0" }').
+_ATTR_ID = re.compile(
+    r"""(?:^|[ \t])(?:\#([^\s{}#"'=]+)|id=(?:"([^"]*)"|'([^']*)'|([^\s{}"']+)))"""
+)
+
+
+def heading_attributes(content: str) -> tuple[str, str | None]:
+    """A heading's text split from a trailing attribute list: ``'Props {#props}'`` gives
+    ('Props', 'props'), ``'Setup { .new }'`` ('Setup', None), and a heading without one comes
+    back as it is. Not a list: one at the very start (``'{#if}'`` has no text left), and a bare
+    word in braces with nothing else to say it is one (``'Using {name}'``): an id, a class, a
+    value, a colon (``{: ...}``) or a space inside the braces (``{ data-search-exclude }``)."""
+    if not content.endswith("}"):
+        return content, None
+    m = _HEADING_ATTRS.search(content)
+    if m is None or not content[: m.start()].strip():
+        return content, None
+    items = m.group("items")
+    if not (m.group("colon") or m.group("pad") or any(c in items for c in "#.=") or items == "-"):
+        return content, None
+    ids = ["".join(groups) for groups in _ATTR_ID.findall(items)]
+    return content[: m.start()].rstrip(), (ids[-1] if ids and ids[-1] else None)
+
+
+def _heading(level: int, content: str, start: int, end: int, line: int) -> Heading:
+    text, anchor = heading_attributes(content.strip())
+    return Heading(level, text, start, end, line, anchor)
+
+
 def is_markdown(path: str) -> bool:
     return path.lower().endswith(MARKDOWN_EXTENSIONS)
 
@@ -404,7 +444,7 @@ def _py_blocks(
         if kind == "heading":
             level = int(tok.tag[1])
             blocks.append(Block(kind, start, end, level))
-            headings.append(Heading(level, tokens[i + 1].content.strip(), start, end, first + 1))
+            headings.append(_heading(level, tokens[i + 1].content, start, end, first + 1))
         elif kind in ("list", "quote"):
             if kind == "quote" and _CALLOUT.match(text, start):
                 kind = "callout"
@@ -472,7 +512,7 @@ def _fast_blocks(
             ):  # the heading's text, as markdown-it-py gives it (\r\n -> \n, NUL -> U+FFFD)
                 a, b = node.children[0].srcmap[0], node.children[-1].srcmap[1]
                 content = _CR.sub("\n", data[a:b].decode("utf-8")).replace("\0", "\ufffd")
-            headings.append(Heading(level, content.strip(), start, end, first + 1))
+            headings.append(_heading(level, content, start, end, first + 1))
         elif kind in ("list", "quote"):
             if kind == "quote" and _CALLOUT.match(text, start):
                 kind = "callout"

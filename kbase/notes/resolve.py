@@ -446,9 +446,9 @@ def anchor_region(con: apsw.Connection, doc: DocRef, anchor: str) -> Region:
             first -= 1
         return Region(doc, first, last, first, tuple(lines[first - 1 : last]), total, False)
     headings = [
-        Heading(level, text, a, b, line)
-        for level, text, a, b, line in con.execute(
-            "SELECT level, text, start_char, end_char, line FROM headings"
+        Heading(*row)
+        for row in con.execute(
+            "SELECT level, text, start_char, end_char, line, anchor FROM headings"
             " WHERE doc_id = ? ORDER BY seq",
             (doc.id,),
         )

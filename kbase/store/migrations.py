@@ -493,6 +493,9 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # Any SQLite client (issue 35): chunks_cjk without contentless_delete (SQLite 3.43), so that
     # SQLite 3.40 (Debian 12, Python's sqlite3, Datasette) opens the index.
     12: _schema_12,
+    # Heading ids from attribute lists ('## Props {#props}', issue 34): links to '#props' resolve
+    # to that heading. Filled when the chunker version's change derives every document again.
+    13: "ALTER TABLE headings ADD COLUMN anchor TEXT;",
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -230,10 +230,10 @@ def write_document(
             [(doc_id, d.kind, d.start, d.end, line(d.start), d.detail) for d in diagnostics],
         )
         con.executemany(
-            "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line)"
-            " VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO headings (doc_id, seq, level, text, start_char, end_char, line, anchor)"
+            " VALUES (?,?,?,?,?,?,?,?)",
             [
-                (doc_id, i, h.level, h.text, h.start, h.end, h.line)
+                (doc_id, i, h.level, h.text, h.start, h.end, h.line, h.anchor)
                 for i, h in enumerate(doc.headings)
             ],
         )
@@ -490,9 +490,9 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         elif anchor is not None and tid is not None and tid not in other_kinds:
             if tid not in headings:
                 headings[tid] = [
-                    Heading(lv, tx, a, b, ln)
-                    for lv, tx, a, b, ln in con.execute(
-                        "SELECT level, text, start_char, end_char, line FROM headings"
+                    Heading(*row)
+                    for row in con.execute(
+                        "SELECT level, text, start_char, end_char, line, anchor FROM headings"
                         " WHERE doc_id = ? ORDER BY seq",
                         (tid,),
                     )

@@ -1,0 +1,143 @@
+"""Documentation sites as well as vaults (issue 34), end to end on small sites written in tmp_path:
+heading attributes, folder links, titles after component blocks, runs that are not text, and
+containers. The parts' unit tests are here too, beside the behaviour they serve."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import kbase
+from kbase.cli import cli
+from kbase.ingest.chunk import ChunkSettings, WordCounter, chunk
+from kbase.ingest.parse import heading_attributes, parse
+from tests.conftest import write
+
+# A VitePress page as the Vue guide writes them: ids in attribute lists, links to those ids.
+PROPS = (
+    "# Props {#props}\n\n"
+    "Props are declared." + " A component lists the props it accepts." * 8 + "\n\n"
+    "## Prop Passing Details {#prop-passing-details}\n\n"
+    "Casing matters here." + " Names are written in camelCase in scripts." * 8 + "\n\n"
+    "### Static vs. Dynamic Props {#static-vs-dynamic-props}\n\n"
+    "Pass a value with v-bind.\n\n"
+    "## Prop Validation {.new}\n\n"
+    "Validate with types.\n"
+)
+SITE = {
+    "guide/props.md": PROPS,
+    "guide/events.md": "# Events {#events}\n\n"
+    "Read [the details](./props.md#prop-passing-details),"
+    " [dynamic](props.md#static-vs-dynamic-props),"
+    " [validation](./props.md#prop-validation), [gone](./props.md#no-such-id) and"
+    " [by text](./props.md#Prop%20Passing%20Details).\n",
+    "notes/wiki.md": "# Wiki\n\n[[props#Prop Passing Details]] and"
+    " [[props#prop-passing-details]]\n",
+}
+
+
+@pytest.mark.parametrize(
+    "content, text, anchor",
+    [
+        ("Props {#props}", "Props", "props"),
+        ("Props {#props .api}", "Props", "props"),
+        (
+            "Context <small>optional</small> { #context }",
+            "Context <small>optional</small>",
+            "context",
+        ),
+        ('Default { #default data-toc-label="Default value" }', "Default", "default"),
+        ("Overview {: #overview }", "Overview", "overview"),
+        (
+            '9.7.0 <small>November 11, 2025</small> { id="9.7.0" }',
+            "9.7.0 <small>November 11, 2025</small>",
+            "9.7.0",
+        ),
+        ("Navigation path { id=navigation-path }", "Navigation path", "navigation-path"),
+        ("Changes { data-search-exclude }", "Changes", None),
+        ("Setup {.unnumbered}", "Setup", None),
+        ("Appendix {-}", "Appendix", None),
+        # not attribute lists: nothing before them, a bare word, braces inside the text
+        ("{#if}", "{#if}", None),
+        ("Using {name}", "Using {name}", None),
+        ("fn() {}", "fn() {}", None),
+        ("The {#each} block", "The {#each} block", None),
+        ("Props", "Props", None),
+    ],
+)
+def test_heading_attributes(content, text, anchor):
+    assert heading_attributes(content) == (text, anchor)
+
+
+def test_a_heading_reads_without_its_attribute_list_and_keeps_its_id():
+    doc = parse(PROPS, "guide/props.md")
+    assert doc.title == "Props"
+    assert [(h.text, h.anchor) for h in doc.headings] == [
+        ("Props", "props"),
+        ("Prop Passing Details", "prop-passing-details"),
+        ("Static vs. Dynamic Props", "static-vs-dynamic-props"),
+        ("Prop Validation", None),
+    ]
+    paths = {c.heading_path for c in chunk(doc, WordCounter(), ChunkSettings(min_tokens=0)).chunks}
+    assert "Props > Prop Passing Details > Static vs. Dynamic Props" in paths
+    assert not any("{" in p for p in paths)
+    # An Obsidian vault's note named by a person keeps its name; its headings read the same way.
+    assert parse("## Plans {#plans}\n\ntext\n", "My Plans.md").headings[0].text == "Plans"
+
+
+@pytest.fixture
+def site(tmp_path):
+    root = write(tmp_path / "site", SITE)
+    k = kbase.open(tmp_path / "index.db")
+    k.index([root], embed=False)
+    yield k
+    k.close()
+
+
+def test_links_to_heading_ids_resolve_and_only_missing_ids_are_broken(site):
+    broken = {(lk.source_path, lk.anchor) for lk in site.broken_anchors()}
+    # '#prop-validation' is the id made from the text of a heading without an id of its own; a
+    # wikilink names a heading as Obsidian shows it, never by an HTML id.
+    assert broken == {
+        ("guide/events.md", "no-such-id"),
+        ("notes/wiki.md", "prop-passing-details"),
+    }
+    (hit,) = site.search("casing", mode="keyword")
+    assert (hit.title, hit.heading_path) == ("Props", "Props")  # the sections merged: both small
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "guide/props#Prop Passing Details",
+        "guide/props#prop-passing-details",
+        "props#Prop Passing Details",
+    ],
+)
+def test_show_opens_a_section_by_its_heading_or_its_id(site, target):
+    r = site.region(target)
+    assert r.lines[0] == "## Prop Passing Details {#prop-passing-details}"
+    assert r.lines[-1] == "Pass a value with v-bind."
+    out = CliRunner().invoke(cli, ["--db", str(site.path), "show", target])
+    assert out.exit_code == 0, out.output
+    assert "Casing matters here." in out.output and "Props are declared." not in out.output
+
+
+def test_a_missing_id_says_which_headings_there_are(site):
+    with pytest.raises(kbase.InputError) as e:
+        site.region("guide/props#no-such-id")
+    assert "has no heading 'no-such-id'" in str(e.value)
+    assert "Prop Passing Details" in e.value.hint and "{#" not in e.value.hint
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_mcp_read_opens_a_section_by_its_id(site):
+    from tests.test_mcp import stdio_session, text
+
+    site.close()
+    async with stdio_session(site.path) as c:
+        for note in ("guide/props#prop-passing-details", "props#Prop Passing Details"):
+            r = await c.call_tool("read", {"note": note})
+            assert not r.is_error, text(r)
+            assert "Casing matters here." in text(r) and "Props are declared." not in text(r)
