@@ -214,3 +214,137 @@ async def test_the_browser_shows_no_escape_from_a_file(hostile_db):
             bad = [ch for ch in painted if ch != "\t" and not ch.isprintable() and ch != "\n"]
             assert not bad, (i, bad, painted)
         assert "\\x1b" in screen_text(app)  # shown, not dropped
+
+
+# 10. SQL: kbase_search() answers what the CLI answers; temporary data stays in memory ----------
+
+
+def _sql_paths(kb, query: str) -> list[str]:
+    return [row[0] for row in kb.sql(query).rows]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "tomatoez",  # a typo: corrected, as the CLI does
+        "zzyzzx qwxqwx",  # words no note holds, and no near one
+        "tomatoes " + "unheardofword " * 300,  # 4,000+ characters: cut, as the CLI cuts it
+        "checkpoint " * 400,
+    ],
+    ids=["typo", "unknown words", "long query", "long repeated"],
+)
+def test_kbase_search_in_sql_answers_what_the_cli_answers(kb, query):
+    expected = [h.path for h in kb.search(query, limit=5)]
+    got = _sql_paths(kb, f"SELECT path FROM kbase_search('{query}', NULL, 5)")
+    assert got == expected
+    if query == "tomatoez":
+        assert got and "Garden.md" in got
+
+
+def test_kbase_search_in_sql_fed_from_bodies_and_joined(kb):
+    """kbase_search(d.body): every document's text as a query (words no note holds among them);
+    one nested search per row, each answering as the CLI would."""
+    rows = kb.sql(
+        "SELECT d.path, k.path FROM documents AS d, kbase_search(d.body || ' zzyzzx tomatoez',"
+        " 'keyword', 3) AS k ORDER BY d.path, k.rank"
+    ).rows
+    by_doc: dict[str, list[str]] = {}
+    for doc, hit in rows:
+        by_doc.setdefault(doc, []).append(hit)
+    bodies = dict(kb.sql("SELECT path, body FROM documents").rows)
+    assert set(by_doc) == set(bodies)
+    for doc, hits in by_doc.items():
+        assert hits == [
+            h.path for h in kb.search(bodies[doc] + " zzyzzx tomatoez", mode="keyword", limit=3)
+        ]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT * FROM kbase_search('tomatoez'); DELETE FROM documents",
+        "SELECT (SELECT count(*) FROM kbase_search('tomatoez')), load_extension('/tmp/x')",
+        "SELECT * FROM kbase_search('tomatoez') AS k, pragma_user_version(3)",
+        "ATTACH '/tmp/hostile-output-attach.db' AS o",
+        "VACUUM INTO '/tmp/hostile-output-vacuum.db'",
+        "PRAGMA writable_schema = ON",
+        "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')",
+        "DELETE FROM notes WHERE id IN (SELECT doc_id FROM kbase_search('tomatoez'))",
+        "UPDATE documents SET title = (SELECT title FROM kbase_search('tomatoez') LIMIT 1)",
+        "CREATE TEMP TABLE t AS SELECT * FROM kbase_search('tomatoez')",
+    ],
+    ids=lambda s: s[:40],
+)
+def test_writes_stay_refused_around_kbase_search(kb, statement):
+    """kbase_search() runs kbase's own search (which may make a temporary table for its spelling
+    vocabulary) without the read-only guard; the user's SQL keeps it, before and after."""
+    import hashlib
+
+    from kbase.errors import InputError
+
+    kb.sql("SELECT * FROM kbase_search('tomatoez')")  # the nested search's state is built
+    digest = hashlib.sha256(kb.path.read_bytes()).hexdigest()
+    with pytest.raises(InputError):
+        kb.sql(statement)
+    assert kb.sql("SELECT count(*) FROM documents").rows == [(4,)]
+    assert not Path("/tmp/hostile-output-vacuum.db").exists()
+    assert hashlib.sha256(kb.path.read_bytes()).hexdigest() == digest
+    kb.sql("SELECT * FROM kbase_search('tomatoez')")
+    with pytest.raises(InputError, match="read-only"):
+        kb.sql("DELETE FROM documents")  # the guard is back after a nested search
+
+
+SORT = (
+    "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n})"
+    " SELECT i, length(b) FROM (SELECT i, randomblob(1000) AS b FROM g) ORDER BY b"
+)
+
+
+def test_sql_temporary_data_is_held_to_the_heap_limit(kb, monkeypatch):
+    """A large ORDER BY is sorted in memory, under kbase sql's heap limit, not in temporary files
+    that no limit bounds: one line saying so when it needs more."""
+    from kbase import sqlapi
+    from kbase.errors import InputError
+
+    monkeypatch.setattr(sqlapi, "SQL_HEAP_LIMIT", 24 * 2**20)
+    assert len(kb.sql(SORT.format(n=2000)).rows) == 2000  # 2 MB: fine
+    with pytest.raises(InputError, match="more than the 24 MB of memory"):
+        kb.sql(SORT.format(n=100_000))  # 100 MB of sort
+
+
+def _tmpfs(path: Path, size: str) -> None:
+    """Mount a tmpfs of ``size`` at ``path``, or skip saying why not."""
+    path.mkdir(parents=True, exist_ok=True)
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root on Linux")
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_temp_folder_does_not_stop_kbase_sql(kb, tmp_path):
+    """SQLITE_TMPDIR on a 64 KB tmpfs: a 20 MB sort still answers (no temporary file)."""
+    tmp = tmp_path / "tmp"
+    _tmpfs(tmp, "64k")
+    try:
+        env = {**os.environ, "SQLITE_TMPDIR": str(tmp), "TMPDIR": str(tmp)}
+        r = subprocess.run(
+            [sys.executable, "-m", "kbase", "--db", str(kb.path), "sql", "--csv"]
+            + [SORT.format(n=20_000)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        assert r.returncode == 0, r.stderr
+        assert len(r.stdout.splitlines()) == 20_001
+    finally:
+        _umount(tmp)

@@ -238,15 +238,17 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool, immutable: bool =
         else:
             _migrate(con, version)
     con.execute("PRAGMA foreign_keys = ON")
+    # Temporary data in memory, not in temporary files. Writers: savepoint journals (one per
+    # document written), a tenth off a fresh index's time (BENCHMARKS.md). Readers: kbase sql's
+    # sorts and temporary tables stay under its heap limit (kbase.sqlapi), and a full temp folder
+    # cannot fail a read. Set before any temporary table exists (setting it drops them).
+    con.execute("PRAGMA temp_store = MEMORY")
     if readonly:
         con.execute("PRAGMA query_only = ON")
     else:
         con.execute(
             "PRAGMA synchronous = NORMAL"
         )  # safe in WAL mode: a crash loses no committed data integrity
-        # Savepoint journals (one per document written) in memory, not in temporary files: a
-        # tenth off a fresh index's time (BENCHMARKS.md).
-        con.execute("PRAGMA temp_store = MEMORY")
 
 
 @contextlib.contextmanager
