@@ -141,3 +141,75 @@ async def test_mcp_read_opens_a_section_by_its_id(site):
             r = await c.call_tool("read", {"note": note})
             assert not r.is_error, text(r)
             assert "Casing matters here." in text(r) and "Props are declared." not in text(r)
+
+
+# Part 2: a folder link is its index page, in every link form and everywhere links are read.
+FOLDERS = {
+    "index.md": "# Home\n\nStart at [the guide](guide/) or [the API](/api/).\n",
+    "guide/index.md": "# Guide\n\n[Up](../), [here](./), [examples](/examples/),"
+    " [search](?q=props) and [home][home].\n\n[home]: /\n",
+    "guide/intro.md": "# Intro\n\nSee [examples](../examples/#first), [[examples/]],"
+    " [the API](/api), [config](../api/config.md/) and [nowhere](/nowhere/).\n",
+    "api/README.md": "# API\n\nReference.\n",
+    "api/_index.md": "# API section\n\nHugo's section page.\n",
+    "api/config.md": "# Config\n",
+    "examples/_index.md": "# Examples\n\n## First\n\nOne.\n",
+}
+
+
+def test_resolver_serves_a_folder_by_its_index_page():
+    from kbase.ingest.links import Resolver
+
+    r = Resolver(list(FOLDERS) + ["examples/README.md", "examples/index.md"])
+    for target, source, path in [
+        ("/examples/", "guide/intro.md", "examples/index.md"),  # index.md before README.md
+        ("../examples/", "guide/intro.md", "examples/index.md"),
+        ("./", "guide/intro.md", "guide/index.md"),
+        ("..", "guide/intro.md", "index.md"),
+        ("/", "guide/intro.md", "index.md"),
+        ("/api/", "index.md", "api/README.md"),  # README.md before _index.md
+        ("guide/", "api/config.md", "guide/index.md"),  # not api/guide/: then from the root
+        ("../api/config.md/", "guide/intro.md", "api/config.md"),
+        ("/nowhere/", "index.md", None),
+        ("../../", "guide/intro.md", None),  # out of the root
+    ]:
+        assert r.resolve(target, source) == path, (target, source)
+    assert Resolver(["a/_index.md"]).resolve("/a/", "x.md") == "a/_index.md"
+
+
+def test_folder_links_resolve_in_links_backlinks_graph_and_unresolved(tmp_path):
+    root = write(tmp_path / "site", FOLDERS)
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    assert [(lk.source_path, lk.target) for lk in kb.unresolved()] == [
+        ("guide/intro.md", "/nowhere/")
+    ]
+    targets = {lk.target: lk.target_path for lk in kb.links("guide/intro.md")}
+    assert targets == {
+        "../examples/": "examples/_index.md",
+        "examples/": "examples/_index.md",  # the wikilink too
+        "/api": "api/README.md",
+        "../api/config.md/": "api/config.md",
+        "/nowhere/": None,
+    }
+    assert {lk.target: lk.target_path for lk in kb.links("guide/index.md")} == {
+        "../": "index.md",
+        "./": "guide/index.md",
+        "/examples/": "examples/_index.md",
+        "/": "index.md",  # a reference link's definition
+    }
+    (first,) = [lk for lk in kb.links("guide/intro.md") if lk.target == "../examples/"]
+    assert first.anchor == "first" and first.anchor_ok is True
+    assert {lk.source_path for lk in kb.backlinks("examples/_index.md")} == {
+        "guide/index.md",
+        "guide/intro.md",
+    }
+    graph = kb.graph()
+    ids = {n["path"]: n["id"] for n in graph["nodes"]}
+    edges = {(e["source"], e["target"]) for e in graph["edges"]}
+    assert (ids["index.md"], ids["guide/index.md"]) in edges
+    assert (ids["guide/intro.md"], ids["api/README.md"]) in edges
+    # A folder named as a note names its index page too.
+    assert kb.note("guide/").path == "guide/index.md"
+    assert kb.note("examples").path == "examples/_index.md"
+    kb.close()

@@ -35,7 +35,11 @@ string prefix, so subfolders count) first, each group shortest path first. Beyon
 a target that finds no file can resolve through a note's front matter ``aliases`` (Obsidian
 only offers aliases as link suggestions); ``use_aliases=False`` turns that off. A ``.html`` or
 ``.htm`` target that finds no file resolves to the ``.md`` of the same path if there is one
-(mdBook's Markdown links to the page its ``.md`` becomes).
+(mdBook's Markdown links to the page its ``.md`` becomes). A target that finds no file and names
+a folder (``/examples/``, ``../guide/``, ``./``, ``/``; against the source's folder, then the
+root) resolves to the folder's index page, ``index.md``, else ``README.md``, else ``_index.md``
+(Hugo's), as a static site serves a folder; ``page.md/`` with no such folder is ``page.md``. A
+Markdown link's query (``page.md?v=2``, ``?q=search``) is no part of its target.
 
 Anchors (``anchor_ok``) compare headings after Obsidian's ``stripHeading`` (punctuation to
 spaces, spaces collapsed), case-insensitively; ``Heading#Sub`` must nest; block ids
@@ -319,6 +323,7 @@ def _reference_link(
     if not dest or dest.startswith("//") or _SCHEME.match(dest):
         return None
     path, _, anchor = dest.partition("#")
+    path = path.partition("?")[0]  # a query ('page.md?v=2', '?q=search') is no part of the file
     target = _nfc(unquote(path) if "%" in path else path).strip()
     anchor = (unquote(anchor) if "%" in anchor else anchor).strip()
     if not target and not anchor:
@@ -508,6 +513,7 @@ def _markdown_link(text: str, begin: int, stop: int, m: re.Match[str]) -> LinkRe
     if not dest or dest.startswith("//") or _SCHEME.match(dest):
         return None
     path, _, anchor = dest.partition("#")
+    path = path.partition("?")[0]  # a query ('page.md?v=2', '?q=search') is no part of the file
     target = _nfc(unquote(path) if "%" in path else path).strip()
     anchor = (unquote(anchor) if "%" in anchor else anchor).strip()
     if not target and not anchor:
@@ -568,6 +574,26 @@ def _folder(path: str) -> str:
     return path[: max(0, path.rfind("/"))]
 
 
+# What a static site serves for a folder, in this order (Hugo's section page last).
+INDEX_PAGES = ("index.md", "readme.md", "_index.md")
+
+
+def _normpath(path: str) -> str | None:
+    """``path`` with its ``.`` and ``..`` parts worked out ('' is the root); None if it climbs
+    out of the root."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/".join(parts)
+
+
 def _nfc(s: str) -> str:
     return s if s.isascii() else unicodedata.normalize("NFC", s)
 
@@ -606,6 +632,13 @@ class Resolver:
                 group.sort(key=_shortest_first)
         self._cache: dict[tuple[str, str], str | None] = {}  # (target, source folder) -> path
         self._folders: dict[str, str] = {}  # source -> its folder, lowercased
+        # A folder's index page, as static sites serve a folder: lowercased folder -> path.
+        self._index_pages: dict[str, str] = {}
+        for low, path in sorted(
+            (p for name in INDEX_PAGES for p in self._by_name.get(name, ())),
+            key=lambda item: INDEX_PAGES.index(item[0].rsplit("/", 1)[-1]),
+        ):
+            self._index_pages.setdefault(_folder(low), path)
 
     def __contains__(self, path: str) -> bool:
         return _nfc(path) in self._exists
@@ -628,6 +661,8 @@ class Resolver:
                 stem, dot, ext = target.rpartition(".")
                 if dot and stem and ext.lower() in ("html", "htm"):
                     found = self._linkpath_dest(_nfc(stem + ".md"), folder)
+            if found is None and self._index_pages:
+                found = self._index_page(_nfc(target), folder)
             if found is None and self._aliases:
                 found = self._by_alias(_nfc(target), folder)
             if len(self._cache) < 1_000_000:  # bounded: a vault has far fewer distinct pairs
@@ -680,6 +715,22 @@ class Resolver:
                 if other is None:
                     other = path
         return other
+
+    def _index_page(self, e: str, folder: str) -> str | None:
+        """The index page of the folder ``e`` names (``/examples/``, ``../guide/``, ``./``,
+        ``guide``): against the source's folder, then (a relative one) the root; else, for a
+        target with a slash after a file's name (``configuration.md/``), that file."""
+        name = e.lower().rstrip("/")
+        if e.startswith("/"):
+            candidates = [_normpath(name)]
+        else:
+            candidates = [_normpath(f"{folder}/{name}" if folder else name), _normpath(name)]
+        for where in candidates:
+            if where is not None and where in self._index_pages:
+                return self._index_pages[where]
+        if e.endswith("/") and name:
+            return self._linkpath_dest(e.rstrip("/"), folder)
+        return None
 
     def _by_alias(self, e: str, folder: str) -> str | None:
         group = self._aliases.get(e.strip().lower())

@@ -55,11 +55,13 @@ def lookup(con: apsw.Connection, name: str, *, near: bool = True) -> tuple[int, 
     1. an indexed file's path, absolute or relative to the working folder;
     2. a path inside its root, whole (any case; the extension may be left out): ``Projects/Plan``;
     3. the end of such a path after a ``/``, such as a file name: ``Plan``, ``projects/plan.md``;
-    4. an alias from a note's front matter;
-    5. (``near``) a name a typo away: the one note whose title, file name or alias is within one
+    4. a folder, as a link to it resolves (``guide/``, ``examples``): its index page,
+       ``index.md``, else ``README.md``, else ``_index.md``;
+    5. an alias from a note's front matter;
+    6. (``near``) a name a typo away: the one note whose title, file name or alias is within one
        edit of the name's last part (two from 8 letters on; kbase.search.spell), nearest first.
 
-    Returns (document id, ``name`` when step 5 found it, else None). ``[[Note]]``,
+    Returns (document id, ``name`` when step 6 found it, else None). ``[[Note]]``,
     ``[[Note|text]]`` and ``[[Note#Heading]]`` name ``Note``. Within a step, a name matching
     several documents picks the one matching it exactly (same case), if any; otherwise
     it is an ``InputError`` listing the candidates, each by a path that names it alone. No match
@@ -106,6 +108,9 @@ def lookup(con: apsw.Connection, name: str, *, near: bool = True) -> tuple[int, 
         found = [(f[0], same_case) for f in forms for match, same_case in [step(*f)] if match]
         if found:
             return _one(name, found, docs), None
+    index = _index_page(t, forms)  # a folder: its index page, as a link to it resolves
+    if index is not None:
+        return index, None
     if t:
         by_alias = {
             doc_id: alias.strip() == rel
@@ -118,6 +123,26 @@ def lookup(con: apsw.Connection, name: str, *, near: bool = True) -> tuple[int, 
     if near:
         _skipped_file(con, name, rel, as_file, now)
     return _near(con, name, _stem(rel.rsplit("/", 1)[-1]), docs, near)
+
+
+def _index_page(t: str, forms: list) -> int | None:
+    """The index page (``index.md``, else ``README.md``, else ``_index.md``) of the folder whose
+    path inside its root is, or ends with, ``t`` (any case; '' is a root), when exactly one
+    folder so named has one."""
+    from kbase.ingest.links import INDEX_PAGES
+
+    best: dict[str, tuple[int, int]] = {}  # folder -> (rank of its page's name, doc id)
+    for d, _path, _stem, kp, _ks in forms:
+        folder, _, page = kp.rpartition("/")
+        if page in INDEX_PAGES and (folder == t or folder.endswith("/" + t) or not t):
+            rank = INDEX_PAGES.index(page)
+            if folder not in best or rank < best[folder][0]:
+                best[folder] = (rank, d.id)
+    if t == "" and "" in best:
+        return best[""][1]
+    exact = [v for k, v in best.items() if k == t]
+    found = exact or list(best.values())
+    return found[0][1] if len(found) == 1 else None
 
 
 def _skipped_file(
