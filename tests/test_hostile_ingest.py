@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from tests.conftest import bump_mtime, write
+from tests.conftest import REPO, bump_mtime, write
 
 
 def _index_cli(db: Path, *paths: Path):
@@ -192,3 +192,85 @@ def test_utf16_without_a_bom_is_decoded_not_called_binary(codec, text):
 
     d = decode(text.encode(codec))
     assert (d.text, d.encoding) == (text, codec)
+
+
+# --- 7. no orphan worker ----------------------------------------------------------------------
+_STARTER = """
+import sys, time
+
+def nap(seconds, progress=None):
+    time.sleep(seconds)
+
+kind = sys.argv[1]
+if kind == "pdf":
+    from kbase.ingest.workers import Workers
+
+    w = Workers(2, lambda args, progress: 600)
+    print("forking", flush=True)
+    for _ in range(4):
+        w.submit(nap, 600)
+else:
+    from kbase.ingest.chunk import default_counter
+    from kbase.ingest.prepare import note_pool
+
+    pool = note_pool(10_000, 10**9, default_counter())
+    print("forking", flush=True)
+    futures = [pool.submit(nap, 600) for _ in range(4)]
+time.sleep(600)
+"""
+
+
+def _processes_with(token: str) -> list[int]:
+    """Live processes whose command line holds ``token`` (a forked worker keeps its parent's)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token.encode() in cmdline and state != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc (Linux)")
+def test_no_worker_outlives_a_parent_killed_at_any_point_of_start_up(tmp_path):
+    """100 parents (PDF workers and the note pool, half each) killed with SIGKILL at a random
+    moment of their workers' start-up: within a few seconds no worker of any is left."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(33)
+    script = tmp_path / "starter.py"
+    script.write_text(_STARTER)
+    orphans: list[tuple[int, str, float]] = []
+    for i in range(100):
+        kind = ("pdf", "pool")[i % 2]
+        token = f"kbase-orphan-test-{os.getpid()}-{i}"
+        p = subprocess.Popen(
+            [sys.executable, str(script), kind, token],
+            stdout=subprocess.PIPE,
+            cwd=str(REPO),
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert p.stdout is not None
+        assert p.stdout.readline() == b"forking\n"
+        delay = rng.uniform(0, 0.03)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        deadline = time.monotonic() + 5
+        while (left := _processes_with(token)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in left:
+            orphans.append((pid, kind, delay))
+            os.kill(pid, signal.SIGKILL)
+    assert orphans == [], f"{len(orphans)} orphaned workers (pid, kind, delay): {orphans}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,32 +68,30 @@ def note_pool(files: int, size: int, counter: TokenCounter):
 
     # Load the parsers and the tokenizer once, here, for every worker (each loaded its own: 40 ms).
     chunk(parse("---\na: 1\n---\n# Warm up\n", "warm-up.md"), counter)
+    # What each worker runs first is loaded here, before the fork, not in each worker.
+    import kbase.ingest.workers
+    import kbase.store.db  # noqa: F401
+
     return ProcessPoolExecutor(
-        cores, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
+        cores,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
     )
 
 
-def _worker_init() -> None:
+def _worker_init(parent: int) -> None:
+    # A worker waits for work on a pipe whose other end it inherited itself, so it would outlive
+    # a parent that was killed (kill -9, the OOM killer): first of all, it is tied to the parent.
+    from kbase.ingest.workers import tie_to_parent
+
+    tie_to_parent(parent)
     import signal
-    import threading
 
     from kbase.store.db import release_inherited_locks
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     release_inherited_locks()
-    # A worker waits for work on a pipe whose other end it inherited itself, so it would outlive
-    # a parent that was killed (kill -9, the OOM killer): it leaves once it has a new parent.
-    parent = os.getppid()
-    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
-
-
-def _exit_when_orphaned(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(ORPHAN_CHECK_SECONDS)
-    os._exit(1)
-
-
-ORPHAN_CHECK_SECONDS = 0.5
 
 
 def opened_path(fd: int, path: str) -> str:

@@ -40,7 +40,10 @@ class _Worker:
     started: float | None = None  # when it began its first job (time.monotonic, any process)
 
 
-def _serve(conn: Connection, memory_limit: int | None, siblings: tuple[int, ...] = ()) -> None:
+def _serve(
+    conn: Connection, memory_limit: int | None, siblings: tuple[int, ...] = (), parent: int = 0
+) -> None:
+    tie_to_parent(parent or os.getppid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a crash here is reported as a skipped file, not a stack dump
     from kbase.store.db import release_inherited_locks
@@ -55,10 +58,6 @@ def _serve(conn: Connection, memory_limit: int | None, siblings: tuple[int, ...]
         except OSError:
             pass
     _limit_memory(memory_limit)
-    parent = os.getppid()
-    # Busy with a long job, or blocked on a full pipe, a worker still leaves once its parent is
-    # gone (kill -9, the OOM killer): nobody wants the result.
-    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
     while True:
         try:
             job = conn.recv()
@@ -79,6 +78,41 @@ def _serve(conn: Connection, memory_limit: int | None, siblings: tuple[int, ...]
         except Exception as e:  # a bug or an unexpected library error: one file, one line
             result = f"could not be read ({type(e).__name__}: {e})"
         conn.send(("done", job_id, result))
+
+
+def tie_to_parent(parent: int) -> None:
+    """The first thing a forked worker does: die with ``parent`` (its pid, taken in the parent
+    before the fork). Busy with a long job, or blocked on a full pipe, a worker still leaves once
+    its parent is gone (kill -9, the OOM killer): nobody wants the result. On Linux the kernel
+    sends it SIGKILL when the parent dies (PR_SET_PDEATHSIG); a parent that died before that was
+    set is seen at once (the worker's parent is no longer ``parent``); elsewhere a thread looks
+    every ORPHAN_CHECK_SECONDS."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _load_libc():
+    """libc, for prctl (Linux only), loaded in the parent: a worker must not spend its first
+    moments importing."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl  # noqa: B018  (present in glibc and musl)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIBC = _load_libc()
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -145,7 +179,9 @@ class Workers:
         siblings: tuple[int, ...] = ()
         if self.ctx.get_start_method() == "fork":  # the child inherits these descriptors
             siblings = tuple(w.conn.fileno() for w in self.workers) + (parent.fileno(),)
-        p = self.ctx.Process(target=_serve, args=(child, self.memory_limit, siblings), daemon=True)
+        p = self.ctx.Process(
+            target=_serve, args=(child, self.memory_limit, siblings, os.getpid()), daemon=True
+        )
         p.start()
         child.close()
         w = _Worker(p, parent)
