@@ -213,3 +213,37 @@ def test_folder_links_resolve_in_links_backlinks_graph_and_unresolved(tmp_path):
     assert kb.note("guide/").path == "guide/index.md"
     assert kb.note("examples").path == "examples/_index.md"
     kb.close()
+
+
+# Part 3: a page opening with blocks that show nothing takes the heading after them.
+HIDDEN_FIRST = (
+    "---\ntitle_template: x\n---\n\n"
+    "<script setup>\nimport Banner from './Banner.vue'\n\nconst n = 1 < 2\n</script>\n\n"
+    "<style>\n.lambdatest { color: red }\n</style>\n\n"
+    "<!-- a comment -->\n\n<Banner />\n\n"
+    "# Component Events {#component-events}\n\nEmitting events.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "path, text, title",
+    [
+        ("guide/events.md", HIDDEN_FIRST, "Component Events"),
+        (
+            "keep-alive.md",
+            "<script setup>\nimport A from './A.vue'\n</script>\n\n## KeepAlive\n",
+            "KeepAlive",
+        ),
+        # Something visible first: the slug stays, as before.
+        ("forms.md", '<div class="tip">Read this first.</div>\n\n# Forms\n', "forms"),
+        (
+            "themes.md",
+            "<script setup>\nimport T from './T.vue'\n</script>\n\n<ThemePage />\n",
+            "themes",
+        ),
+        # A note named by a person keeps its name, as Obsidian shows it.
+        ("Component Notes.md", HIDDEN_FIRST, "Component Notes"),
+    ],
+)
+def test_a_title_after_blocks_that_show_nothing(path, text, title):
+    assert parse(text, path).title == title

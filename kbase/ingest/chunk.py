@@ -66,8 +66,9 @@ MAX_HEADING_RUN = 4
 # Bump when what is derived from a stored text changes for the same settings: the next index run
 # then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule;
 # 4: titles as Obsidian shows them (the file name; a slug's opening heading); 5: heading
-# attributes ('## Props {#props}': the text 'Props', the anchor 'props').
-CHUNKER_VERSION = 5
+# attributes ('## Props {#props}': the text 'Props', the anchor 'props'); 6: a slug's title is
+# the heading after <script setup> and <style> blocks.
+CHUNKER_VERSION = 6
 
 TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})

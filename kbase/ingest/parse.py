@@ -211,7 +211,7 @@ def _title(text: str, meta: dict, blocks: list[Block], headings: list[Heading], 
     """The title as Obsidian shows it: the file name. Where the file name is a slug
     (``ch04-01-what-is-ownership``), the front matter title, else the heading that opens the note
     (its first block, at any level, HTML that shows nothing before it aside: comments,
-    anchors), else the file name; as plain
+    anchors, script and style elements, component tags), else the file name; as plain
     text, never a template placeholder. A note named by a person keeps its name even when it opens
     with a heading: in a personal vault those are section names ('Hairstyle.md' opening with
     '# Adjectives' is 'Hairstyle', as Obsidian shows it everywhere)."""
@@ -228,9 +228,21 @@ def _title(text: str, meta: dict, blocks: list[Block], headings: list[Heading], 
     return stem
 
 
+# Elements whose content a page never shows as text: a docs site's <script setup> (VitePress,
+# Vue), its <style>, a <template> holding markup for later.
+_HIDDEN_ELEMENT = re.compile(r"<(script|style|template)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.S | re.I)
+
+
 def _shows_nothing(text: str, block: Block) -> bool:
-    """HTML that shows nothing: a comment, an anchor (``<a id="old-heading"></a>``)."""
-    return block.kind in ("html", "paragraph") and not plain(text[block.start : block.end]).strip()
+    """HTML that shows nothing: a comment, an anchor (``<a id="old-heading"></a>``), a script
+    or style element (``<script setup>`` ... ``</script>``), component tags without text
+    (``<ApiIndex />``)."""
+    if block.kind not in ("html", "paragraph"):
+        return False
+    source = text[block.start : block.end]
+    if block.kind == "html" and "<" in source:
+        source = _HIDDEN_ELEMENT.sub("", source)
+    return not plain(source).strip()
 
 
 def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int]:
