@@ -120,11 +120,12 @@ class KB:
         """A read-only connection (opened on first use; the index must exist)."""
         if self._reader is None:
             self._reader = db.connect(self.path, readonly=True)
-            if str(self.path.absolute()) in db.IMMUTABLE and not self._said_immutable:
+            why = db.IMMUTABLE.get(str(self.path.absolute()))
+            if why and not self._said_immutable:
                 self._said_immutable = True
                 self._notice(
-                    f"index {self.path} is in a read-only folder or file system:"
-                    " reading it as it is (commands that write to it cannot)"
+                    f"index {self.path}: {why}: reading it as it is"
+                    " (commands that write to it cannot)"
                 )
         return self._reader
 
@@ -711,10 +712,13 @@ class KB:
 
     # maintenance ----------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _connection(self, *, lock: bool = True, create: bool = False) -> Iterator[apsw.Connection]:
+    def _connection(
+        self, *, lock: bool = True, create: bool = False, check: bool = False
+    ) -> Iterator[apsw.Connection]:
         """A writing connection, under the writer lock unless ``lock`` is false, closed after; an
-        SQLite error becomes kbase's one-line error."""
-        con = db.connect(self.path, create=create)
+        SQLite error becomes kbase's one-line error. ``check``: kbase check's (see
+        ``db.connect_for_check``)."""
+        con = db.connect_for_check(self.path) if check else db.connect(self.path, create=create)
         try:
             with db.writer_lock(self.path) if lock else contextlib.nullcontext():
                 yield con
@@ -735,8 +739,10 @@ class KB:
 
         # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
         fixed = self._write(maintenance.fix) if fix else []
+        with self._connection(lock=False, check=True) as con:
+            problems = tuple(maintenance.check(con))
         return CheckReport(
-            problems=tuple(self._write(maintenance.check, lock=False)),
+            problems=problems,
             fixed=tuple(fixed),
             warnings=tuple(self._read(maintenance.frontmatter_warnings)),
         )

@@ -348,3 +348,65 @@ def test_a_full_temp_folder_does_not_stop_kbase_sql(kb, tmp_path):
         assert len(r.stdout.splitlines()) == 20_001
     finally:
         _umount(tmp)
+
+
+# 6. A full disk does not stop reading ------------------------------------------------------------
+
+
+def _fill(folder: Path, leave: int) -> None:
+    """Fill the file system of ``folder`` until ``leave`` bytes are free."""
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    with open(folder / "filler", "wb") as f:
+        f.write(b"\0" * max(0, free - leave))
+    st = os.statvfs(folder)
+    assert st.f_bavail * st.f_frsize <= leave
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("free_kb", [0, 16])
+def test_a_full_disk_does_not_stop_reading_and_writers_say_disk_full(tmp_path, free_kb):
+    """The index on a 4 MB tmpfs filled to 0 or 16 KB free: SQLite cannot make the -shm file
+    that WAL readers share, so reads fall back to the file alone (as in a read-only folder);
+    search, show, status and check answer; writers fail with "disk full", in one line."""
+    import kbase
+
+    disk = tmp_path / "disk"
+    _tmpfs(disk, "4m")
+    try:
+        vault = write(
+            tmp_path / "vault",
+            {"Garden.md": "# Garden\n\nTomatoes need sun.\n", "Other.md": "see [[Garden]]\n"},
+        )
+        db = disk / "index.db"
+        kb = kbase.open(db)
+        kb.index([vault], embed=False)
+        kb.close()
+        assert not Path(f"{db}-shm").exists() and not Path(f"{db}-wal").exists()
+        _fill(disk, free_kb * 1024)
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, "-m", "kbase", "--db", str(db), *args],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+
+        s = run("search", "tomatoes")
+        assert s.returncode == 0 and "Garden.md:3" in s.stdout, s.stderr
+        assert "disk is full" in s.stderr and "disk I/O error" not in s.stderr, s.stderr
+        shown = run("show", "Garden")
+        assert shown.returncode == 0 and "Tomatoes need sun." in shown.stdout, shown.stderr
+        st = run("status")
+        assert st.returncode == 0 and "documents  2" in st.stdout, st.stderr
+        ck = run("check")
+        assert ck.returncode == 0 and "ok: the index is consistent" in ck.stdout, ck.stderr
+        (vault / "New.md").write_text("# New\n\nmore words " * 500)
+        for cmd in (["index"], ["check", "--fix"]):
+            w = run(*cmd)
+            lines = w.stderr.strip().splitlines()
+            assert w.returncode == 1 and lines and "disk full" in lines[0], (cmd, w.stderr)
+            assert "disk I/O error" not in w.stderr and "Traceback" not in w.stderr, w.stderr
+    finally:
+        _umount(disk)

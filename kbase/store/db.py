@@ -112,13 +112,21 @@ def connect(
     try:
         return _open(str(path), path, flags, readonly)
     except apsw.Error as e:
-        if not (readonly and _unshareable(path, e)):
+        full = readonly and isinstance(e, apsw.IOError) and disk_full(path)
+        if not (readonly and (full or _unshareable(path, e))):
             raise translate_error(e, path) from e
         error = e
-    # A read-only folder or mount: SQLite cannot create the -shm file that readers of a WAL index
-    # share. With no -wal file (a clean close leaves none) the file alone is the whole index, and
-    # no writer can change it (none can create a -wal there either): it is read as immutable.
+    # A read-only folder or mount, or a full disk: SQLite cannot create (or grow) the -shm file
+    # that readers of a WAL index share. With no -wal file (a clean close leaves none) the file
+    # alone is the whole index, and no writer can change it (none can create a -wal in a read-only
+    # folder, or write one on a full disk): it is read as immutable, which needs no new space.
     if _wal_pending(path):
+        if full:
+            raise DatabaseError(
+                f"the disk of index {path} is full and its {path.name}-wal file holds changes"
+                " not yet in the index, which SQLite reads only with room for its -shm file",
+                "free some space (a megabyte is plenty) and run again; the index is intact",
+            ) from error
         raise DatabaseError(
             f"index {path} is in a read-only folder and its {path.name}-wal file holds changes"
             " not yet in the index",
@@ -129,20 +137,61 @@ def connect(
         con = _open(uri, path, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI, True, True)
     except apsw.Error as e:
         raise translate_error(e, path) from e
-    IMMUTABLE.add(str(path.absolute()))
+    IMMUTABLE[str(path.absolute())] = (
+        "its disk is full" if full else "it is in a read-only folder or file system"
+    )
     return con
 
 
-# Indexes this process opened immutable (a read-only folder or mount): KB says so once.
-IMMUTABLE: set[str] = set()
+# Indexes this process opened immutable, and why (a read-only folder or mount, a full disk): KB
+# says so once.
+IMMUTABLE: dict[str, str] = {}
+
+# Less free space than this on an index's disk is a full disk: SQLite needs 32 KB for the -shm
+# file, and a write a page or more for each frame of the -wal.
+DISK_FULL_BELOW = 1024 * 1024
+
+
+def disk_full(path: str | os.PathLike[str]) -> bool:
+    """Has the file system holding ``path`` (almost) no space left?"""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < DISK_FULL_BELOW
+
+
+def connect_for_check(path: str | os.PathLike[str]) -> apsw.Connection:
+    """A writable connection for kbase check, whose keyword-index check is an INSERT command that
+    changes nothing. On a full disk, where the -shm file cannot be made, one in exclusive locking
+    mode: SQLite keeps the WAL index in its own memory then, and reads a -wal's changes too (other
+    connections wait until the check ends)."""
+    try:
+        return connect(path)
+    except DatabaseError:
+        if not disk_full(path):
+            raise
+    path = Path(path).expanduser()
+    flags = apsw.SQLITE_OPEN_READWRITE
+    try:
+        return _open(str(path), path, flags, False, exclusive=True)
+    except apsw.Error as e:
+        raise translate_error(e, path) from e
 
 
 def _open(
-    name: str, path: Path, flags: int, readonly: bool, immutable: bool = False
+    name: str,
+    path: Path,
+    flags: int,
+    readonly: bool,
+    immutable: bool = False,
+    exclusive: bool = False,
 ) -> apsw.Connection:
     con = apsw.Connection(name, flags=flags)
     try:
         con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        if exclusive:  # before the first read: no -shm file is ever used
+            con.execute("PRAGMA locking_mode = EXCLUSIVE")
         con.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         con.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         _load_sqlite_vec(con)
@@ -348,7 +397,8 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
                 f"index {path} is read-only",
                 f"check the file's and folder's permissions{searchable}",
             )
-    if isinstance(e, apsw.FullError):
+    if isinstance(e, apsw.FullError) or (isinstance(e, apsw.IOError) and disk_full(path)):
+        # (a full disk shows as an I/O error when SQLite cannot grow the -shm file)
         return DatabaseError(
             f"disk full while writing {path}", "free some space and run again; the index is intact"
         )
