@@ -91,8 +91,6 @@ def load_questions(path: Path) -> dict:
     where = f"{path.name}"
     if not isinstance(data, dict) or not isinstance(data.get("vault"), str):
         raise ValueError(f'{where}: expected an object with "vault" and "questions"')
-    if data["vault"] != path.stem:
-        raise ValueError(f'{where}: "vault" is {data["vault"]!r}; name the file after its vault')
     questions = data.get("questions")
     if not isinstance(questions, list) or not questions:
         raise ValueError(f'{where}: "questions" must be a non-empty list')

@@ -1,0 +1,116 @@
+"""The one-command evaluation (bench/eval.py): which collections it finds, how it scores, the
+plain BM25 baseline, and a real run on a small collection with its index cached."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import eval as ev
+from bench.questions import load_questions
+from tests.conftest import shared
+
+
+def test_every_question_file_whose_notes_are_here_is_a_collection_on_their_index():
+    shared("vaults", "foam-docs")
+    found = {c.name: c for c in ev.question_sets()}
+    for f in sorted(ev.QUESTIONS.rglob("*.json")):
+        folder = ev.question_folder(load_questions(f))
+        if folder is not None:
+            name = f.relative_to(ev.QUESTIONS).with_suffix("").as_posix()
+            assert found[name].folder == folder
+    # a set in a folder (bench/questions/blind/) searches the same index as the first set
+    assert found["blind/foam-docs"].material == found["foam-docs"].material == "foam-docs"
+    assert found["rust-book-zh"].spaceless and not found["foam-docs"].spaceless
+
+
+def test_a_new_set_file_is_found_by_its_vault_or_material_field(tmp_path, monkeypatch):
+    notes = tmp_path / "repo" / "bench" / "material" / "mine"
+    notes.mkdir(parents=True)
+    (notes / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    qdir = tmp_path / "questions"
+    qdir.mkdir()
+    q = {"id": "q1", "question": "alpha", "answers": ["a.md"]}
+    (qdir / "by-material.json").write_text(
+        json.dumps({"vault": "x", "material": "bench/material/mine", "questions": [q]})
+    )
+    (qdir / "absent.json").write_text(json.dumps({"vault": "nowhere", "questions": [q]}))
+    monkeypatch.setattr(ev, "QUESTIONS", qdir)
+    monkeypatch.setattr(ev, "REPO", tmp_path / "repo")
+    found = {c.name: c for c in ev.question_sets()}
+    assert set(found) == {"by-material"}  # the set whose notes are absent is skipped
+    c = found["by-material"]
+    assert c.folder == notes and [x.gains for x in c.queries] == [{"a.md": 1}]
+    assert not c.spaceless
+
+
+def test_scores_top_1_top_3_mrr_and_ndcg():
+    q = ev.Query("q", "text", {"b.md": 1})
+    assert ev.query_scores(["a.md", "b.md"], q, "mrr10") == {"top1": 0.0, "top3": 1.0, "main": 0.5}
+    assert ev.query_scores([f"{i}.md" for i in range(20)] + ["b.md"], q, "mrr10")["main"] == 0
+    graded = ev.Query("q", "text", {"a.md": 2, "b.md": 1})
+    assert ev.query_scores(["a.md", "b.md"], graded, "ndcg10")["main"] == pytest.approx(1.0)
+    assert ev.query_scores(["b.md", "a.md"], graded, "ndcg10")["main"] < 1.0
+
+
+def test_the_bootstrap_interval_holds_the_mean_and_is_the_same_every_run():
+    values = [1.0] * 30 + [0.0] * 10
+    lo, hi = ev.interval(values)
+    assert lo < 0.75 < hi and 0.5 < lo and hi < 1.0
+    assert ev.interval(values) == (lo, hi)
+    assert ev.interval([1.0] * 5) == (1.0, 1.0)
+
+
+def test_the_baseline_reads_scripts_without_spaces_as_character_pairs():
+    assert ev.baseline_tokens("Rust 所有权的规则", bigrams=True) == [
+        "rust",
+        "所有",
+        "有权",
+        "权的",
+        "的规",
+        "规则",
+    ]
+    assert ev.baseline_tokens("Rust 所有权", bigrams=False) == ["rust", "所有权"]
+    base = ev.Baseline(
+        {"own.md": "所有权的规则是什么", "err.md": "错误处理", "en.md": "ownership rules"},
+        bigrams=True,
+    )
+    assert base.ranked("所有权规则")[0] == "own.md"
+    assert base.ranked("ownership")[0] == "en.md"
+    assert base.ranked("nothing here") == []
+
+
+def test_naive_rrf_puts_a_note_both_lists_hold_first():
+    lists = ev.Lists(
+        "q",
+        [(1, 0, 3.5, 1, None, {}), (2, 0, 3.4, 1, None, {})],
+        [(3, 0, 0.9, 1, None, {}), (2, 0, 0.8, 1, None, {})],
+    )
+    assert ev.naive_rrf(lists) == [2, 1, 3]
+
+
+def test_quick_takes_queries_spread_over_the_collection():
+    qs = [ev.Query(str(i), "t", {}) for i in range(100)]
+    picked = ev.sample(qs, 10)
+    assert [q.id for q in picked] == [str(i) for i in range(0, 100, 10)]
+    assert ev.sample(qs[:5], 10) == qs[:5]
+
+
+@pytest.mark.slow
+def test_a_run_writes_the_table_and_reuses_its_cached_index(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ev, "CACHE", tmp_path / "cache")
+    out = tmp_path / "out"
+    assert ev.main(["--only", "ko", "--no-embed", "--out", str(out)]) == 0
+    first = capsys.readouterr()
+    assert "built fixture-ko-" in first.err
+    report = json.loads((out / "eval.json").read_text())
+    [ko] = report["collections"]
+    assert ko["collection"] == "ko" and ko["queries"] == 13 and ko["baseline"] == "bigram BM25"
+    assert set(ko["modes"]) == {"keyword", "bm25"}  # no vectors: keyword mode and the baseline
+    assert ko["modes"]["keyword"]["main"] >= 0.9  # 13 questions on 8 notes written for them
+    assert ko["limit_unstable"] == {"keyword": 0}
+    assert "| ko (MRR@10) | 13 | keyword |" in (out / "eval.md").read_text()
+    assert ev.main(["--only", "ko", "--no-embed", "--out", str(out)]) == 0
+    assert "built" not in capsys.readouterr().err  # the second run only searches
+    assert list((tmp_path / "cache" / "lists").glob("fixture-ko-*.pickle"))
