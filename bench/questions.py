@@ -10,7 +10,8 @@
 Question files: bench/questions/<vault>.json, where <vault> is a folder of ../shared/data/vaults:
 
     {
-      "vault": "foam-docs",
+      "vault": "foam-docs",                # the file's name, unless "material" is given
+      "material": "bench/material/x",      # optional: the notes' folder, from the repository
       "about": "free text",
       "questions": [
         {"id": "f01",                      # unique in the file; names the question in reports
@@ -91,6 +92,8 @@ def load_questions(path: Path) -> dict:
     where = f"{path.name}"
     if not isinstance(data, dict) or not isinstance(data.get("vault"), str):
         raise ValueError(f'{where}: expected an object with "vault" and "questions"')
+    if data["vault"] != path.stem and not data.get("material"):
+        raise ValueError(f'{where}: "vault" is {data["vault"]!r}; name the file after its vault')
     questions = data.get("questions")
     if not isinstance(questions, list) or not questions:
         raise ValueError(f'{where}: "questions" must be a non-empty list')

@@ -35,7 +35,7 @@ def test_a_new_set_file_is_found_by_its_vault_or_material_field(tmp_path, monkey
     (qdir / "by-material.json").write_text(
         json.dumps({"vault": "x", "material": "bench/material/mine", "questions": [q]})
     )
-    (qdir / "absent.json").write_text(json.dumps({"vault": "nowhere", "questions": [q]}))
+    (qdir / "nowhere.json").write_text(json.dumps({"vault": "nowhere", "questions": [q]}))
     monkeypatch.setattr(ev, "QUESTIONS", qdir)
     monkeypatch.setattr(ev, "REPO", tmp_path / "repo")
     found = {c.name: c for c in ev.question_sets()}
