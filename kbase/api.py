@@ -783,6 +783,21 @@ class KB:
             self._sql_ready = True
         return sqlapi.run(con, query, timeout=timeout or sqlapi.SQL_TIMEOUT, max_rows=max_rows)
 
+    def sql_search(self, query: object, mode: object = None, lim: object = None) -> list[dict]:
+        """What ``kbase_search(query [, mode [, lim]])`` gives in ``kbase sql``, for another SQL
+        face (the Datasette plugin): one dict a row, its arguments checked as SQL passes them."""
+        from kbase import sqlapi
+
+        return [
+            dict(zip(sqlapi.SEARCH_COLUMNS, r)) for r in sqlapi.search_rows(self, query, mode, lim)
+        ]
+
+    def sql_embed(self, text: object) -> bytes:
+        """What ``kbase_embed(text)`` gives in ``kbase sql``: the query's vector (float32 blob)."""
+        from kbase import sqlapi
+
+        return sqlapi.embed_function(self)(text)
+
     def chunk(self, chunk_id: int) -> ChunkRef:
         """A chunk's place in its document (offsets and lines), e.g. to highlight a hit."""
         from kbase.search.hits import chunk_ref

@@ -129,6 +129,20 @@ def _authorizer(
 
 def register(con: apsw.Connection, kb) -> None:
     """Add kbase_embed() and kbase_search() to ``con`` (``kb`` supplies the model and searches)."""
+    con.create_scalar_function("kbase_embed", embed_function(kb), 1, deterministic=True)
+    con.create_module(
+        "kbase_search",
+        _SearchModule(kb),
+        use_bestindex_object=True,
+        eponymous=True,
+        eponymous_only=True,
+        read_only=True,
+    )
+
+
+def embed_function(kb):
+    """kbase_embed(text): the query's embedding as sqlite-vec reads it (a float32 blob), for any
+    SQLite connection (``register``; the Datasette plugin, kbase.datasette)."""
     from kbase.search.query import MAX_QUERY_CHARS
 
     def kbase_embed(text):
@@ -143,18 +157,10 @@ def register(con: apsw.Connection, kb) -> None:
             )
         return kb.embedder.embed_query(text)
 
-    con.create_scalar_function("kbase_embed", kbase_embed, 1, deterministic=True)
-    con.create_module(
-        "kbase_search",
-        _SearchModule(kb),
-        use_bestindex_object=True,
-        eponymous=True,
-        eponymous_only=True,
-        read_only=True,
-    )
+    return kbase_embed
 
 
-_SEARCH_COLUMNS = (
+SEARCH_COLUMNS = (
     "rank",
     "score",
     "doc_id",
@@ -171,6 +177,47 @@ _SEARCH_ARGS = ("query", "mode", "lim")  # hidden columns: kbase_search(query, m
 _SEARCH_USAGE = "kbase_search needs a query: kbase_search('words' [, 'hybrid' [, 10]])"
 
 
+def search_rows(kb, query, mode=None, lim=None) -> list[tuple]:
+    """kbase_search(query [, mode [, lim]]) as rows of SEARCH_COLUMNS (no query: none), its
+    arguments checked as SQL passes them (any type); the table-valued function here and the
+    Datasette plugin's (kbase.datasette) give these rows."""
+    if query is None:
+        return []
+    if not isinstance(query, str):
+        query = str(query) if isinstance(query, (int, float)) else None
+        if query is None:
+            raise InputError("kbase_search(query): the query must be text", _SEARCH_USAGE)
+    if mode is not None and not isinstance(mode, str):
+        raise InputError("kbase_search(query, mode): the mode must be text", _SEARCH_USAGE)
+    try:
+        limit = int(lim) if lim is not None else 10
+    except (TypeError, ValueError):
+        raise InputError(
+            f"kbase_search(query, mode, lim): lim must be a number, not {lim!r}",
+            _SEARCH_USAGE,
+        ) from None
+    from kbase.search.query import bound_query, parse_query
+
+    if parse_query(bound_query(query)[0]).empty:
+        return []  # nothing to search for (a title of punctuation, say): no rows, no error
+    return [
+        (
+            h.rank,
+            h.score,
+            h.doc_id,
+            h.chunk_id,
+            h.path,
+            h.title,
+            h.line,
+            h.heading_path,
+            h.snippet,
+            h.page,
+            h.card,
+        )
+        for h in _trusted(kb, query, mode or None, limit)
+    ]
+
+
 class _SearchModule:
     """The table-valued function kbase_search(query [, mode [, lim]]): kbase's ranked results.
 
@@ -180,7 +227,7 @@ class _SearchModule:
 
     def __init__(self, kb) -> None:
         self.kb = kb
-        cols = ", ".join([*_SEARCH_COLUMNS, *(f"{a} HIDDEN" for a in _SEARCH_ARGS)])
+        cols = ", ".join([*SEARCH_COLUMNS, *(f"{a} HIDDEN" for a in _SEARCH_ARGS)])
         self.schema = f"CREATE TABLE kbase_search({cols})"
 
     def Connect(self, db, modulename, dbname, tablename, *args):
@@ -194,7 +241,7 @@ class _SearchTable:
         self.kb = kb
 
     def BestIndexObject(self, o: apsw.IndexInfo) -> bool:
-        first = len(_SEARCH_COLUMNS)
+        first = len(SEARCH_COLUMNS)
         given: dict[int, int] = {}  # argument -> constraint
         for c in range(o.nConstraint):
             col = o.get_aConstraint_iColumn(c) - first
@@ -248,44 +295,9 @@ class _SearchCursor:
         self.args = [None, None, None]
         for col, value in zip(indexname.split(","), constraintargs):
             self.args[int(col)] = value
-        query, mode, lim = self.args
         self.pos = 0
         self.rows = []
-        if query is None:
-            return
-        if not isinstance(query, str):
-            query = str(query) if isinstance(query, (int, float)) else None
-            if query is None:
-                raise InputError("kbase_search(query): the query must be text", _SEARCH_USAGE)
-        if mode is not None and not isinstance(mode, str):
-            raise InputError("kbase_search(query, mode): the mode must be text", _SEARCH_USAGE)
-        try:
-            limit = int(lim) if lim is not None else 10
-        except (TypeError, ValueError):
-            raise InputError(
-                f"kbase_search(query, mode, lim): lim must be a number, not {lim!r}",
-                _SEARCH_USAGE,
-            ) from None
-        from kbase.search.query import bound_query, parse_query
-
-        if parse_query(bound_query(query)[0]).empty:
-            return  # nothing to search for (a title of punctuation, say): no rows, no error
-        self.rows = [
-            (
-                h.rank,
-                h.score,
-                h.doc_id,
-                h.chunk_id,
-                h.path,
-                h.title,
-                h.line,
-                h.heading_path,
-                h.snippet,
-                h.page,
-                h.card,
-            )
-            for h in _trusted(self.kb, query, mode or None, limit)
-        ]
+        self.rows = search_rows(self.kb, *self.args)
 
     def Eof(self) -> bool:
         return self.pos >= len(self.rows)
@@ -299,9 +311,9 @@ class _SearchCursor:
     def Column(self, col: int):
         if col == -1:
             return self.pos
-        if col < len(_SEARCH_COLUMNS):
+        if col < len(SEARCH_COLUMNS):
             return self.rows[self.pos][col]
-        return self.args[col - len(_SEARCH_COLUMNS)]
+        return self.args[col - len(SEARCH_COLUMNS)]
 
     def Close(self) -> None:
         self.rows = []

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import kbase
 
-PRESENTATION = {"click", "textual", "rich", "mcp", "mcp_types", "starlette", "uvicorn"}
+PRESENTATION = {"click", "textual", "rich", "mcp", "mcp_types", "starlette", "uvicorn", "datasette"}
 ALLOWED = {"__main__.py"}
-FACES = {"cli", "tui", "mcp"}
+FACES = {"cli", "tui", "mcp", "datasette"}
 
 
 def test_core_does_not_import_presentation_libraries():

@@ -1,20 +1,28 @@
 """The index in other SQLite clients (issue 35): SQLite 3.40 (Debian 12's sqlite3 shell, Python's
 sqlite3 module there) opens every table and view; chunks_cjk needs no FTS5 option newer SQLite
-has; an index made with contentless_delete migrates."""
+has; an index made with contentless_delete migrates; Datasette with the kbase[datasette] plugin
+serves hybrid search over HTTP."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import sqlite3
 import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
 
 import apsw
+import httpx
 import pytest
 
 import kbase
 from kbase.search import cjk
 from kbase.store import db, migrations
-from tests.conftest import write
+from tests.conftest import REPO, write
 
 NOTES = {
     "zh/同步.md": "# 同步设置\n\n我们用 Obsidian 同步笔记，手机和电脑保持一致。\n",
@@ -212,3 +220,119 @@ def test_an_index_with_contentless_delete_migrates(tmp_path, vault):
         "SELECT count(*) FROM chunks_cjk WHERE chunks_cjk MATCH '推論'"
     ).fetchone() == (1,)
     stock.close()
+
+
+# ---- Datasette with the kbase[datasette] plugin --------------------------------------------
+
+
+def _plugin_site(tmp_path) -> Path:
+    """A folder for PYTHONPATH holding a distribution's metadata with pyproject.toml's Datasette
+    entry point, as `pip install kbase[datasette]` writes it (the worktree is not installed)."""
+    entry = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "entry-points"
+    ]["datasette"]
+    info = tmp_path / "site" / "kbase_plugin-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kbase-plugin\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[datasette]\n" + "".join(f"{k} = {v}\n" for k, v in entry.items())
+    )
+    return info.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """Datasette serving an embedded index of examples/notes on 127.0.0.1 (a free port), with
+    the plugin found through its entry point; stopped after the module's tests."""
+    pytest.importorskip("datasette", reason="the kbase[datasette] extra is not installed")
+    tmp = tmp_path_factory.mktemp("datasette")
+    k = kbase.open(tmp / "kb.db")
+    assert k.index([REPO / "examples" / "notes"]).embedding.embedded > 0
+    k.close()
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{_plugin_site(tmp)}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "datasette", "serve", str(tmp / "kb.db"), "-h", "127.0.0.1"]
+        + ["-p", str(port), "--setting", "sql_time_limit_ms", "20000"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/-/plugins.json", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                pytest.fail(f"datasette did not start: {out[-2000:]}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _rows(base: str, sql: str) -> list[dict]:
+    r = httpx.get(f"{base}/kb.json", params={"sql": sql, "_shape": "array"}, timeout=60)
+    assert r.status_code == 200, r.text[:500]
+    return r.json()
+
+
+@pytest.mark.slow
+def test_datasette_finds_the_plugin_by_its_entry_point(served):
+    plugins = httpx.get(f"{served}/-/plugins.json", timeout=10).json()
+    assert [p["name"] for p in plugins] == ["kbase-plugin"]  # the distribution, as installed
+    assert set(plugins[0]["hooks"]) >= {"prepare_connection", "startup", "canned_queries"}
+
+
+@pytest.mark.slow
+def test_hybrid_search_over_datasettes_json_api(served):
+    rows = _rows(
+        served,
+        "SELECT value ->> 'rank' AS rank, value ->> 'path' AS path, value ->> 'line' AS line"
+        " FROM json_each(kbase_search('how do readers and writers share the database',"
+        " 'hybrid', 3))",
+    )
+    assert [r["rank"] for r in rows] == [1, 2, 3]
+    assert rows[0]["path"] == "SQLite WAL mode.md" and rows[0]["line"] >= 1
+    canned = httpx.get(
+        f"{served}/kb/kbase_search.json",
+        params={"q": "keeping backups safe", "mode": "hybrid", "lim": "2", "_shape": "array"},
+        timeout=60,
+    ).json()
+    assert len(canned) == 2 and canned[0]["path"].endswith(".md") and canned[0]["snippet"]
+    bad = _rows(
+        served, "SELECT value ->> 'error' AS error FROM json_each(kbase_search('x', 'fast'))"
+    )
+    assert bad and "mode" in bad[0]["error"]
+
+
+@pytest.mark.slow
+def test_datasette_reads_vectors_and_views(served):
+    """sqlite-vec is loaded in Datasette's connections: chunks_vec with kbase_embed(), and the
+    views browse (Datasette's own check of every table passed at start)."""
+    nearest = _rows(
+        served,
+        "WITH n AS (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH"
+        " kbase_embed('how do readers and writers share the database') AND k = 3)"
+        " SELECT c.path FROM n JOIN chunk_texts AS c ON c.id = n.rowid ORDER BY n.distance",
+    )
+    assert nearest[0]["path"] == "SQLite WAL mode.md"
+    notes = httpx.get(f"{served}/kb/notes.json", params={"_shape": "array"}, timeout=30).json()
+    assert any(n["path"] == "SQLite WAL mode.md" for n in notes)

@@ -1,0 +1,160 @@
+"""The Datasette plugin: every kbase index Datasette serves gets sqlite-vec and kbase's SQL
+functions, so that its tables, views, vectors and kbase's own search work from the SQL page and
+the JSON API.
+
+- ``prepare_connection``: loads sqlite-vec into each of Datasette's connections (its ``chunks_vec``
+  table needs it; Datasette's check of the file fails without it), and on a kbase index registers
+  ``kbase_embed(text)`` (a query's vector) and ``kbase_search(query [, mode [, lim]])``: kbase's
+  ranked results (hybrid once the index has vectors) as a JSON array of objects with the columns
+  of ``kbase sql``'s kbase_search, read with ``json_each`` (Python's sqlite3 has no table-valued
+  functions). A bad argument gives ``[{"error": ..., "hint": ...}]``: Python's sqlite3 reports
+  any exception in a function as "user-defined function raised exception".
+- ``startup``: starts each kbase index's worker, which loads the embedding model, so that the
+  first hybrid query does not spend Datasette's time limit (1 s by default) on it.
+- ``canned_queries``: ``/DB/kbase_search?q=...&mode=&lim=`` as a form and a JSON API.
+
+kbase's searches run in a worker process per index (kbase.datasette.worker: kbase's own SQLite
+and sqlite-vec cannot share a process with Datasette's), one request at a time.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from datasette import hookimpl
+
+_lock = threading.Lock()
+
+
+class _Worker:
+    """kbase.datasette.worker for one index, started on first use and kept."""
+
+    def __init__(self, path: str) -> None:
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kbase.datasette.worker", path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        first = self.proc.stdout.readline() if self.proc.stdout else ""
+        self.ready = bool(first) and json.loads(first).get("ready", False)
+        if not self.ready:
+            self.proc.wait()
+
+    def ask(self, fn: str, *args: Any) -> dict:
+        with self.lock:
+            if self.proc.poll() is not None or not self.proc.stdin or not self.proc.stdout:
+                return {"error": "kbase's search worker for this index has stopped", "hint": None}
+            self.proc.stdin.write(json.dumps({"fn": fn, "args": list(args)}) + "\n")
+            self.proc.stdin.flush()
+            return json.loads(self.proc.stdout.readline() or '{"error": "no answer"}')
+
+
+_workers: dict[str, _Worker | None] = {}  # index path -> its worker (None: no kbase index)
+
+
+def _worker(path: str | None) -> _Worker | None:
+    if not path:
+        return None  # an in-memory database (Datasette's _internal, --memory)
+    with _lock:
+        if path not in _workers:
+            w = _Worker(path)
+            _workers[path] = w if w.ready else None
+        return _workers[path]
+
+
+_vec: list[str] = []
+
+
+def _load_sqlite_vec(conn: Any) -> None:
+    if not hasattr(conn, "enable_load_extension"):
+        raise RuntimeError(
+            "kbase's Datasette plugin: this Python's sqlite3 cannot load extensions (built"
+            " without --enable-loadable-sqlite-extensions), so sqlite-vec cannot be loaded;"
+            " pip install pysqlite3-binary (Datasette uses it when it is installed)"
+        )
+    if not _vec:
+        import sqlite_vec
+
+        _vec.append(sqlite_vec.loadable_path())
+    conn.enable_load_extension(True)
+    try:
+        conn.load_extension(_vec[0])
+    finally:
+        conn.enable_load_extension(False)
+
+
+def _database_path(datasette: Any, database: str) -> str | None:
+    db = datasette.databases.get(database)
+    return getattr(db, "path", None) if db is not None else None
+
+
+def _functions(worker: _Worker):
+    def kbase_search(query=None, mode=None, lim=None) -> str:
+        answer = worker.ask("search", query, mode, lim)
+        if "error" in answer:
+            return json.dumps([answer], ensure_ascii=False)
+        return json.dumps(answer["rows"], ensure_ascii=False)
+
+    def kbase_embed(text=None) -> bytes:
+        answer = worker.ask("embed", text)
+        if "error" in answer:  # Datasette logs it; the page says the function raised
+            raise ValueError(answer["error"])
+        return base64.b64decode(answer["vector"])
+
+    return kbase_search, kbase_embed
+
+
+@hookimpl
+def prepare_connection(conn: Any, database: str, datasette: Any) -> None:
+    _load_sqlite_vec(conn)
+    worker = _worker(_database_path(datasette, database))
+    if worker is None:
+        return
+    search, embed = _functions(worker)
+    for n in (1, 2, 3):
+        conn.create_function("kbase_search", n, search)
+    conn.create_function("kbase_embed", 1, embed, deterministic=True)
+
+
+@hookimpl
+def startup(datasette: Any):
+    async def inner() -> None:
+        import asyncio
+
+        def start() -> None:
+            for name in list(datasette.databases):
+                _worker(_database_path(datasette, name))
+
+        await asyncio.get_running_loop().run_in_executor(None, start)
+
+    return inner
+
+
+SEARCH_SQL = """SELECT value ->> 'rank' AS rank, value ->> 'path' AS path,
+       value ->> 'line' AS line, value ->> 'title' AS title,
+       round(value ->> 'score', 4) AS score, value ->> 'heading_path' AS heading_path,
+       value ->> 'snippet' AS snippet, value ->> 'error' AS error
+FROM json_each(kbase_search(:q, nullif(:mode, ''), coalesce(nullif(:lim, ''), 10)))"""
+
+
+@hookimpl
+def canned_queries(datasette: Any, database: str) -> dict | None:
+    if _worker(_database_path(datasette, database)) is None:
+        return None
+    return {
+        "kbase_search": {
+            "sql": SEARCH_SQL,
+            "title": "kbase search",
+            "description": "kbase's own ranking (hybrid once the index has embeddings):"
+            ' q = the query (words, "phrases", -excluded, path:, tag:#x),'
+            " mode = keyword, semantic or hybrid (empty: the default), lim = number of notes.",
+        }
+    }
