@@ -807,7 +807,33 @@ class KB:
     def status(self) -> Status:
         from kbase.store.maintenance import status
 
-        return replace(self._read(status, self.path), model=self.model())
+        st = replace(self._read(status, self.path), model=self.model())
+        if not self.checkpoint() and os.path.exists(f"{self.path}-wal"):
+            st = replace(st, wal_bytes=os.path.getsize(f"{self.path}-wal"))
+            with contextlib.suppress(DatabaseError):
+                from kbase.store.maintenance import wal_waiting
+
+                with self._connection(lock=False) as con:
+                    st = replace(st, wal_waiting_bytes=wal_waiting(con))
+        return st
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the index and truncate it, unless a reader still holds an old
+        snapshot (never waits: False then, and when the index cannot be written); True when the
+        WAL is empty now. Index runs do it when they end; ``kbase watch`` and ``status`` too, so
+        the WAL shrinks as soon as the reader lets go."""
+        try:
+            if not os.path.getsize(f"{self.path}-wal"):
+                return True
+        except OSError:
+            return True
+        from kbase.store.maintenance import checkpoint
+
+        try:
+            with self._connection(lock=False) as con:
+                return checkpoint(con)
+        except DatabaseError:
+            return False
 
     def _read(
         self, fn: Callable[Concatenate[apsw.Connection, P], R], *args: P.args, **kwargs: P.kwargs

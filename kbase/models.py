@@ -328,6 +328,9 @@ class Status:
     pdf_text_pages: int = 0  # of which with text (the others are images: scans)
     canvases: int = 0  # Obsidian canvases
     unreadable: int = 0  # files skipped for what they hold (table unreadable)
+    wal_bytes: int = 0  # the -wal file's size (0 once copied into the index and truncated)
+    # of which readers' old snapshots keep out of the index (None: cannot tell, a read-only index)
+    wal_waiting_bytes: int | None = None
 
     @property
     def embedding_coverage(self) -> float | None:

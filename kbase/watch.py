@@ -107,6 +107,7 @@ def watch(
         )
     runs = 0
     backlog = embed  # chunks may be waiting for vectors (an earlier --no-embed, an interrupted run)
+    wal_held = False  # a reader's old snapshot kept the last run from truncating the WAL
 
     def embed_step() -> EmbedReport | None:
         """Some of the chunks without vectors, newest notes first (None: another writer is busy)."""
@@ -181,6 +182,8 @@ def watch(
             if stop.is_set():
                 continue
             if not need_run:
+                if wal_held and not batch:  # idle: truncate the WAL once the reader lets go
+                    wal_held = not kb.checkpoint()
                 if backlog and not batch:  # idle: embed a little (changes meanwhile wait one step)
                     try:
                         embed_step()
@@ -194,6 +197,7 @@ def watch(
                 continue  # busy: the same changes are retried at the next wake-up
             need_run, catch_up = False, False
             events, changed = 0, set()
+            wal_held = not kb.checkpoint()  # (the run tried: a reader holds it, or nothing to do)
             if done.report is not None and done.report.interrupted:
                 break  # Ctrl-C (or stop_event) while indexing
     except KeyboardInterrupt:

@@ -410,3 +410,73 @@ def test_a_full_disk_does_not_stop_reading_and_writers_say_disk_full(tmp_path, f
             assert "disk I/O error" not in w.stderr and "Traceback" not in w.stderr, w.stderr
     finally:
         _umount(disk)
+
+
+# 12. A reader holding a snapshot grows the WAL: status says so; it is truncated once it lets go --
+
+
+def _grow_wal_under_a_reader(kb, vault: Path, rounds: int = 6):
+    """An outside reader (another program's connection) holds a snapshot while notes change and
+    are indexed ``rounds`` times: every checkpoint waits for it, so the WAL only grows."""
+    import apsw
+
+    reader = apsw.Connection(str(kb.path), flags=apsw.SQLITE_OPEN_READONLY)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM documents").fetchall()  # the snapshot is taken
+    for i in range(rounds):
+        (vault / "Garden.md").write_text(f"# Garden\n\nTomatoes, round {i}.\n" + "words " * 4000)
+        os.utime(vault / "Garden.md", (1000 + i, 1000 + i))
+        kb.index([vault], embed=False)
+    return reader
+
+
+def _wal(kb) -> int:
+    try:
+        return os.path.getsize(f"{kb.path}-wal")
+    except FileNotFoundError:
+        return 0
+
+
+def test_status_says_the_wal_grows_because_a_reader_holds_a_snapshot(kb, vault):
+    import json
+
+    reader = _grow_wal_under_a_reader(kb, vault)
+    assert _wal(kb) > 100_000
+    r = CliRunner().invoke(cli, ["--db", str(kb.path), "status"])
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("wal ")), "")
+    assert "KiB" in line or "MiB" in line, r.stdout
+    assert "a reader holds an old snapshot" in line, r.stdout
+    st = json.loads(CliRunner().invoke(cli, ["--db", str(kb.path), "status", "--json"]).stdout)
+    assert st["wal_bytes"] == _wal(kb) and st["wal_waiting_bytes"] > 0
+    reader.execute("COMMIT")  # the reader lets go
+    reader.close()
+    r = CliRunner().invoke(cli, ["--db", str(kb.path), "status"])
+    assert not any(ln.startswith("wal ") for ln in r.stdout.splitlines()), r.stdout
+    assert _wal(kb) == 0  # status checkpointed it, as a writer would
+
+
+@pytest.mark.slow
+def test_watch_truncates_the_wal_as_soon_as_the_reader_lets_go(kb, vault):
+    """kbase watch, idle after its batches, does not wait for the next change: within seconds of
+    the reader ending its read, the WAL is copied into the index and truncated."""
+    import threading
+    import time
+
+    reader = _grow_wal_under_a_reader(kb, vault, rounds=2)
+    stop = threading.Event()
+    t = threading.Thread(
+        target=kb.watch, args=([vault],), kwargs={"stop_event": stop, "embed": False}
+    )
+    t.start()
+    try:
+        time.sleep(3)
+        assert _wal(kb) > 0  # the reader still holds it
+        reader.execute("COMMIT")
+        reader.close()
+        deadline = time.monotonic() + 10
+        while _wal(kb) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _wal(kb) == 0
+    finally:
+        stop.set()
+        t.join(30)

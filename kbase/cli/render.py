@@ -294,8 +294,24 @@ def render_status(st: Status) -> str:
         f"size       {human_bytes(st.db_bytes)} on disk,"
         f" {human_bytes(st.text_bytes)} of text{ratio}"
     )
+    if st.wal_bytes:
+        lines.append(f"wal        {human_bytes(st.wal_bytes)}" + _wal_why(st.wal_waiting_bytes))
     lines.append(f"last index {st.last_index_at or 'never'}")
     return "\n".join(lines)
+
+
+def _wal_why(waiting: int | None) -> str:
+    """Why the -wal file is not empty (``Status.wal_waiting_bytes``)."""
+    if waiting is None:
+        return "  (changes not yet copied into the index: the next run that can write does it)"
+    if not waiting:
+        return "  (a writer is at work: it is truncated when the run ends)"
+    return (
+        f", {human_bytes(waiting)} of it growing: a reader holds an old snapshot (another"
+        " program's open transaction, a long query), so no change can be copied into the index"
+        " and the WAL grows with every write; it is truncated as soon as that read ends"
+        " (by kbase watch, the next index run, or kbase status)"
+    )
 
 
 LINK_CONTEXT_WIDTH = 160  # characters of the link's line shown under it, the link kept in view

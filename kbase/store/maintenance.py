@@ -363,15 +363,33 @@ def release_free_pages(con: apsw.Connection) -> int:
     return free
 
 
-def checkpoint(con: apsw.Connection) -> None:
-    """Copy the WAL into the file and truncate it, unless a reader holds it (then nothing)."""
+def checkpoint(con: apsw.Connection) -> bool:
+    """Copy the WAL into the file and truncate it, unless a reader holds it (then nothing, never
+    waiting): whether it was."""
     con.set_busy_timeout(0)
     try:
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
     except apsw.BusyError:
-        pass
+        return False
     finally:
         con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
+
+
+def wal_waiting(con: apsw.Connection) -> int:
+    """Bytes of the WAL that readers' old snapshots keep out of the file: a PASSIVE checkpoint
+    copies what it can without waiting for anyone; the frames it leaves are those a reader that
+    began before them still needs (SQLite cannot start the WAL over until that read ends, so
+    every write meanwhile makes it longer)."""
+    con.set_busy_timeout(0)
+    try:
+        _, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except apsw.BusyError:
+        return 0
+    finally:
+        con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
+    page = con.execute("PRAGMA page_size").get
+    return max(0, frames - copied) * (page + 24)  # a frame: its page and a 24-byte header
 
 
 def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport:
