@@ -4,6 +4,9 @@ vectors in memory) for the life of the server, and the work it does between call
 - Calls run one at a time on the read connection (``use``); the connection and the vectors are
   opened again when the index file was replaced (deleted and rebuilt), and the vectors reload
   when another process changes the file (the engine watches ``PRAGMA data_version``).
+- ``sql`` calls run beside them, each on a read connection of its own (``use_sql``: up to
+  ``SQL_CONNECTIONS`` at once, ``SQL_PER_CLIENT`` of them for one client), so a slow query
+  holds neither the other tools nor other clients' queries.
 - With ``watch``, the index follows the notes (``KB.watch``, without embedding), and chunks
   without vectors are embedded while no call is running, newest notes first, one batch at a
   time: a call that needs the model waits for at most the batch in hand.
@@ -28,6 +31,8 @@ IDLE_AFTER = 2.0  # seconds without a call before idle embedding starts (or resu
 IDLE_POLL = 0.5  # how often the idle embedder looks
 IDLE_RECHECK = 5.0  # nothing to embed: look again this often (watch adds chunks)
 PROGRESS_EVERY = 10.0  # seconds between progress messages while embedding
+SQL_CONNECTIONS = 4  # sql calls running at once (each on its own read connection)
+SQL_PER_CLIENT = 2  # of them, for one client (a connection or HTTP session)
 
 Say = Callable[[str, str], None]  # (level, message): 'debug', 'info', 'warning', 'error', ...
 
@@ -51,6 +56,9 @@ class Backend:
         self._calls = threading.Lock()  # guards the two below (calls run in worker threads)
         self._active = 0
         self._last_call = time.monotonic()
+        # idle sql connections (KBs without a vector cache), with the file each last read
+        self._sql_pool: list[tuple[KB, tuple[int, int] | None]] = []
+        self._sql_lock = threading.Lock()
         self.stop = threading.Event()
         self.watching = False
         self.idle_embedded = 0
@@ -83,6 +91,35 @@ class Backend:
             with self._calls:
                 self._active -= 1
                 self._last_call = time.monotonic()
+
+    @contextmanager
+    def use_sql(self) -> Iterator[KB]:
+        """A KB of its own for one sql call (see the module docstring; the server keeps to
+        ``SQL_CONNECTIONS`` calls at once, so the pool never holds more)."""
+        with self._sql_lock:
+            kb, seen = self._sql_pool.pop() if self._sql_pool else (None, None)
+        if kb is None:
+            kb = KB(self.db_path, cache_vectors=False)
+            kb.on_notice = self.kb.on_notice
+        identity = self._file_identity()
+        try:
+            if identity is None:
+                raise DatabaseError(
+                    f"no index at {self.db_path}", "build it with: kbase index PATH"
+                )
+            if seen is not None and identity != seen:
+                kb.refresh()  # the file was replaced: open it again
+            yield kb
+        finally:
+            with self._sql_lock:
+                self._sql_pool.append((kb, identity))
+
+    def close(self) -> None:
+        self.kb.close()
+        with self._sql_lock:
+            for kb, _ in self._sql_pool:
+                kb.close()
+            self._sql_pool.clear()
 
     def idle(self) -> bool:
         with self._calls:

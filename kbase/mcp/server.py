@@ -15,6 +15,9 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -37,9 +40,9 @@ from mcp_types import (
 from pydantic import Field, ValidationError
 
 from kbase.errors import DatabaseError, InputError, KbaseError
-from kbase.mcp import prompts, render, tools, transport
+from kbase.mcp import prompts, render, stdio, tools, transport
 from kbase.mcp import schemas as s
-from kbase.mcp.backend import Backend
+from kbase.mcp.backend import SQL_CONNECTIONS, SQL_PER_CLIENT, Backend, to_stderr
 from kbase.mcp.budget import DEFAULT_BUDGET
 from kbase.mcp.logs import ClientLog
 
@@ -86,6 +89,7 @@ class KbaseMCP(MCPServer):
         )
         self.backend = backend
         self.client_log = ClientLog()
+        self.sql_turns = SqlTurns()
         low = self._lowlevel_server
         low.middleware.append(self.client_log.middleware)
         low.add_request_handler(
@@ -126,6 +130,28 @@ class KbaseMCP(MCPServer):
         )
 
 
+class SqlTurns:
+    """sql calls run on connections of their own (Backend.use_sql): at most SQL_CONNECTIONS at
+    once, SQL_PER_CLIENT of them for one client; the others wait here, in the event loop (not
+    in a worker thread, which the other tools need)."""
+
+    def __init__(self) -> None:
+        self._all: anyio.CapacityLimiter | None = None
+        self._each: weakref.WeakKeyDictionary[Any, anyio.Semaphore] = weakref.WeakKeyDictionary()
+
+    @asynccontextmanager
+    async def turn(self, session: Any) -> AsyncIterator[None]:
+        if self._all is None:
+            self._all = anyio.CapacityLimiter(SQL_CONNECTIONS)
+        conn = getattr(session, "_connection", session)
+        try:
+            mine = self._each.setdefault(conn, anyio.Semaphore(SQL_PER_CLIENT))
+        except TypeError:  # not weakly referable
+            mine = anyio.Semaphore(SQL_PER_CLIENT)
+        async with mine, self._all:
+            yield
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -156,13 +182,17 @@ def build_server(
     server = KbaseMCP(backend, **server_options)
     log = server.client_log
 
-    async def call(ctx: Context, fn, model: bool = False) -> CallToolResult:
+    async def call(ctx: Context, fn, model: bool = False, sql: bool = False) -> CallToolResult:
         def work() -> tools.Reply:
-            with backend.use(model=model) as kb:
+            with backend.use_sql() if sql else backend.use(model=model) as kb:
                 return fn(kb)
 
         try:
-            reply = await anyio.to_thread.run_sync(work)
+            if sql:  # beside the other tools, within the limits of SqlTurns
+                async with server.sql_turns.turn(ctx.request_context.session):
+                    reply = await anyio.to_thread.run_sync(work)
+            else:
+                reply = await anyio.to_thread.run_sync(work)
         except KbaseError as e:
             return _error(render.error_text(e.message, e.hint))
         for level, message in reply.log:
@@ -357,13 +387,12 @@ def build_server(
         ] = s.SQL_TIMEOUT_DEFAULT,
         budget: s.Budget = default_budget,
     ) -> Annotated[CallToolResult, s.SqlResult]:
-        # kbase_embed() and kbase_search() may embed: the model's turn
         return await call(
             ctx,
             lambda kb: tools.sql(
                 kb, query, max_rows=max_rows, offset=offset, timeout=timeout, budget=budget
             ),
-            model=True,
+            sql=True,
         )
 
     @server.tool(annotations=READ_ONLY, description=s.STATUS)
@@ -495,13 +524,15 @@ def serve(
         t.start()
     try:
         if sock is None or address is None:
-            server.run("stdio")
+            anyio.run(stdio.serve, server, to_stderr)
         else:
-            transport.serve_http(server, address[0], sock, backend.say)
+            transport.serve_http(
+                server, address[0], sock, backend.say, token=token, complain=to_stderr
+            )
     except KeyboardInterrupt:
         pass
     finally:
         backend.stop.set()
         for t in threads:
             t.join(timeout=30)
-        backend.kb.close()
+        backend.close()

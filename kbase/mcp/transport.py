@@ -223,10 +223,15 @@ def auth_options(host: str, port: int, token: str | None) -> dict[str, Any]:
     }
 
 
-def serve_http(server: Any, host: str, sock: socket.socket, say) -> None:
-    """Serve ``server`` (an MCPServer) over streamable HTTP on ``sock`` until Ctrl-C."""
+def serve_http(
+    server: Any, host: str, sock: socket.socket, say, *, token: str | None = None, complain=None
+) -> None:
+    """Serve ``server`` (an MCPServer) over streamable HTTP on ``sock`` until Ctrl-C;
+    ``complain(level, message)``: where lines about misbehaving clients go (``say``'s default)."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from kbase.mcp import gate
 
     port = sock.getsockname()[1]
     # The SDK's own check matches prefixes ('127.0.0.1:*' lets '127.0.0.1:1@evil.com' in): off,
@@ -234,8 +239,11 @@ def serve_http(server: Any, host: str, sock: socket.socket, say) -> None:
     app = server.streamable_http_app(
         host=host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=gate.IDLE_TIMEOUT,
+        max_sessions=2 * gate.MAX_SESSIONS,  # (the gate keeps to MAX_SESSIONS; this, a backstop)
     )
-    guarded = HostOriginGuard(app, allowed_names(host), port)
+    gated = gate.Gate(app, lambda: server.session_manager, complain or say, token)
+    guarded = HostOriginGuard(gated, allowed_names(host), port)
     say("notice", f"serving on http://{url_host(host)}:{port}/mcp")
     config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
