@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -368,3 +369,111 @@ def test_http_slow_sql_calls_do_not_hold_other_clients(served):
     for t in threads:
         t.join(timeout=180)
     assert [k for k, _ in done] == ["search", "sql", "sql", "sql"], done
+
+
+def _start_http_with(db: Path, **constants: float) -> tuple[subprocess.Popen, int, Path]:
+    """kbase mcp --http with kbase.mcp.gate's bounds set small (a test cannot open 10,000
+    sessions in its time)."""
+    log = db.with_suffix(".gate.log")
+    sets = "; ".join(f"gate.{k} = {v!r}" for k, v in constants.items())
+    code = (
+        f"import sys; from kbase.mcp import gate; {sets}\n"
+        "from kbase.cli.commands import cli\n"
+        f"sys.argv = ['kbase', '--db', {str(db)!r}, 'mcp', '--http', '127.0.0.1:0']\n"
+        "cli()\n"
+    )
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_env(),
+            cwd=str(REPO),
+        )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        m = re.search(r"serving on (http://\S+)", log.read_text())
+        if m:
+            return proc, _port(m.group(1)), log
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"the server did not start: {log.read_text()}")
+
+
+@pytest.mark.slow
+def test_http_initialize_in_a_loop_cannot_lock_other_clients_out(index):
+    """One client opens sessions in a loop (10,000 in 30 s gave everyone else 503 for 30
+    minutes): unused sessions are closed first, so a new client always gets one, a session in
+    use keeps its own, and the open sessions stay within bounds."""
+    db, _ = index
+    proc, port, log = _start_http_with(
+        db, MAX_SESSIONS=20, UNUSED_PER_CLIENT=5, UNUSED_TTL=3.0, SWEEP_EVERY=0.0
+    )
+    try:
+        used = Http(port).start()
+        assert not used.answer(_call(1, "search", query="tomatoes"))["result"]["isError"]
+        looped = [Http(port).start() for _ in range(60)]
+        newcomer = Http(port).start()  # not refused
+        assert newcomer.answer(_ping(1))["result"] == {}
+        assert used.answer(_ping(2))["result"] == {}  # the session in use was kept
+        alive = [c for c in looped if c.post(_ping(3))[0] == 200]
+        assert len(alive) <= 5  # the loop's client holds at most UNUSED_PER_CLIENT unused
+        assert all(c.post(_ping(3))[0] == 404 for c in looped[:-5])  # its oldest went first
+        # (a ping is a call: the ones that answered it are in use now)
+        unused = [Http(port).start() for _ in range(3)]
+        time.sleep(3.5)  # past UNUSED_TTL: unused sessions close at the next request
+        assert used.answer(_ping(4))["result"] == {}
+        assert all(c.post(_ping(5))[0] == 404 for c in unused)
+        assert "Traceback" not in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_errors_stay_within_the_budget_whatever_they_echo(index):
+    """A 1 MB note name, resource path or tool name: the error says what failed in a few hundred
+    characters (it echoed the name in full), and is quick (the engine never sees the name)."""
+    from mcp.shared.exceptions import MCPError
+
+    from tests.test_mcp import stdio_session, text
+
+    db, _ = index
+    huge = "x" * 1_000_000
+    async with stdio_session(db) as c:
+        for tool, args in [
+            ("read", {"note": huge}),
+            ("links", {"note": huge + " y"}),
+            ("related", {"note": "a " * 500_000}),
+            ("search", {"query": "x", "path": huge, "since": huge}),
+            ("sql", {"query": f"SELECT '{huge}' FROM nowhere"}),
+            (huge, {}),  # no such tool
+        ]:
+            r = await c.call_tool(tool, args)
+            assert r.is_error and len(text(r)) <= 1_000, (tool, len(text(r)))
+        r = await c.call_tool("read", {"note": "N" * 5000})
+        assert "at most 4096 characters" in text(r)
+        r = await c.call_tool("read", {"note": "Nowhere " + "z" * 3000})
+        assert text(r).startswith("no indexed document matches") and "hint" in text(r)
+        for uri in (f"kbase://note/{huge}.md", f"kbase://other/{huge}"):
+            with pytest.raises(MCPError) as e:
+                await c.read_resource(uri)
+            assert len(e.value.message) <= 1_000
+        r = await c.call_tool("search", {"query": "compost"})
+        assert not r.is_error  # still serving
+
+
+def test_the_notice_of_a_huge_query_states_the_real_cut(index):
+    """A 20M-word query was 'cut to its first 4 characters' (what was left after repeats)."""
+    import kbase
+    from kbase.mcp import tools
+
+    db, _ = index
+    with kbase.open(db) as kb:
+        r = tools.search(kb, "tomatoes " * 20_000_000)
+        assert r.structured.notice.endswith("cut to its first 4,000 characters")
+        assert "Note: query " in r.text and "4,000 characters" in r.text

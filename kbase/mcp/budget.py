@@ -14,6 +14,7 @@ tokenizers agents use (about 4 characters of English a token, 1-2 tokens a CJK c
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ DEFAULT_BUDGET = 8_000
 MIN_BUDGET, MAX_BUDGET = 500, 100_000
 RESERVE = 120  # tokens kept back for the line that says what was left out and how to go on
 FIELD_CHARS = 1_000  # a title, a path, a context line or a cell longer than this is cut (…)
+ERROR_CHARS = 1_000  # an error's text (it echoes what it was given: a name, a path, a value)
+RUN_CHARS = 200  # a run of an error's text without a space (a name, a path) is cut to this
 
 
 def tokens(text: str) -> int:
@@ -37,6 +40,28 @@ def json_tokens(value: Any) -> int:
 def clip(text: str, chars: int = FIELD_CHARS) -> str:
     """``text`` in at most ``chars`` characters, an ellipsis marking a cut."""
     return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def error_text(text: str) -> str:
+    """An error's text within ``ERROR_CHARS`` whatever it echoes: each run of more than
+    ``RUN_CHARS`` characters without a space cut in its middle, and a text still too long cut in
+    its middle too, so its beginning (what failed) and its end (the hint) are kept."""
+    if len(text) <= RUN_CHARS:
+        return text
+    half = RUN_CHARS // 2
+
+    def cut(m: re.Match[str]) -> str:
+        run = m.group(0)
+        return f"{run[:half]}…({len(run) - 2 * half:,} characters)…{run[-half:]}"
+
+    text = _LONG_RUN.sub(cut, text)
+    if len(text) > ERROR_CHARS:
+        head, tail = ERROR_CHARS * 3 // 5, ERROR_CHARS // 4
+        text = f"{text[:head]} …({len(text) - head - tail:,} characters)… {text[-tail:]}"
+    return text
+
+
+_LONG_RUN = re.compile(rf"\S{{{RUN_CHARS + 1},}}")
 
 
 def longest_prefix(text: str, fits: Callable[[str], bool]) -> str:

@@ -29,10 +29,13 @@ Budget = Annotated[
 ]
 
 
+NAME_CHARS = 4096  # a note argument longer than any path (PATH_MAX) names no note
+
 NoteArg = Annotated[
     str,
     Field(
         min_length=1,
+        max_length=NAME_CHARS,
         description="The note: its path inside its root as search returns it ('folder/Note.md'), "
         "with or without '.md', any unique end of the path ('Note'), its title or an alias, "
         "as a [[wikilink]] names it.",

@@ -26,6 +26,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CallToolResult,
     Completion,
@@ -43,7 +44,7 @@ from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.mcp import prompts, render, stdio, tools, transport
 from kbase.mcp import schemas as s
 from kbase.mcp.backend import SQL_CONNECTIONS, SQL_PER_CLIENT, Backend, to_stderr
-from kbase.mcp.budget import DEFAULT_BUDGET
+from kbase.mcp.budget import DEFAULT_BUDGET, RUN_CHARS, error_text
 from kbase.mcp.logs import ClientLog
 
 SERVER_NAME = "kbase"
@@ -92,6 +93,7 @@ class KbaseMCP(MCPServer):
         self.sql_turns = SqlTurns()
         low = self._lowlevel_server
         low.middleware.append(self.client_log.middleware)
+        low.middleware.append(_bounded_errors)
         low.add_request_handler(
             "logging/setLevel", SetLevelRequestParams, self.client_log.set_level
         )
@@ -128,6 +130,26 @@ class KbaseMCP(MCPServer):
         return ListResourcesResult(
             resources=resources, next_cursor=str(offset + RESOURCES_PAGE) if more else None
         )
+
+
+async def _bounded_errors(ctx: Any, call_next: Any) -> Any:
+    """Every error within the budget, whatever it echoes (a 10 MB note name was sent back in
+    full): a tool's error result and a JSON-RPC error alike (budget.error_text)."""
+    try:
+        result = await call_next(ctx)
+    except MCPError as e:
+        if len(e.message) <= RUN_CHARS and e.data is None:
+            raise
+        raise MCPError(e.code, error_text(e.message)) from None
+    if isinstance(result, CallToolResult) and result.is_error:
+        for part in result.content:
+            if isinstance(part, TextContent):
+                part.text = error_text(part.text)
+    elif isinstance(result, dict) and result.get("isError"):
+        for item in result.get("content") or ():
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                item["text"] = error_text(item["text"])
+    return result
 
 
 class SqlTurns:

@@ -85,7 +85,7 @@ def bound_query(text: str) -> tuple[str, str | None]:
     when nothing was). Repeated terms (any case) count once; a query within the bounds comes back
     unchanged, one that is not as its kept terms joined by spaces, cut at MAX_QUERY_CHARS."""
     notes = []
-    cut = len(text) > 16 * MAX_QUERY_CHARS  # (what no kept term could come from: not parsed)
+    cut = early = len(text) > 16 * MAX_QUERY_CHARS  # (what no kept term could come from)
     if cut:
         text = text[: 16 * MAX_QUERY_CHARS]
     kept: list[str] = []
@@ -118,8 +118,8 @@ def bound_query(text: str) -> tuple[str, str | None]:
         space = text.rfind(" ", MAX_QUERY_CHARS - 100, MAX_QUERY_CHARS)
         text = text[: space if space > 0 else MAX_QUERY_CHARS]
         cut = True
-    if cut:
-        notes.append(f"cut to its first {len(text):,} characters")
+    if cut:  # (the bound, not what is left of it after repeats: 'word word ...' is 4)
+        notes.append(f"cut to its first {MAX_QUERY_CHARS if early else len(text):,} characters")
     return text, ("query " + ", ".join(notes)) if notes else None
 
 
