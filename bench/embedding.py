@@ -31,8 +31,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import kbase  # noqa: E402
-from kbase.embed import embedder  # noqa: E402
-from kbase.embed import vectors as embed  # noqa: E402
+from kbase.embed import (  # noqa: E402
+    embedder,
+    vectors,
+)
 from kbase.search import (  # noqa: E402
     hybrid,
     keyword,
@@ -80,7 +82,7 @@ def throughput(n: int, work: Path) -> dict:
     )
     count = w.execute("SELECT count(*) FROM chunks").fetchone()[0]
     t0 = time.perf_counter()
-    result = embed.embed_missing(w, model)
+    result = vectors.embed_missing(w, model)
     through = time.perf_counter() - t0
     return {
         "chunks": count,
@@ -112,7 +114,7 @@ def fill_synthetic_vectors(con, seed: int = 7) -> int:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    embed.ensure_vector_table(con, embedder.default_embedder())
+    vectors.ensure_vector_table(con, embedder.default_embedder())
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     for start in range(0, len(ids), 5000):
         part = ids[start : start + 5000]

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import kbase  # noqa: E402
 from kbase.embed import embedder  # noqa: E402
-from kbase.embed import vectors as embed  # noqa: E402
+from kbase.embed import nearest as embed  # noqa: E402
 from kbase.store import db  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "million"
@@ -218,7 +218,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np
 import kbase
 
-from kbase.embed import nearest as vectors
+from kbase.embed import nearest
 
 def rss():
     f = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
@@ -282,7 +282,7 @@ def run(queries: int, rounds: int, base: str, cli_queries: int, only: str | None
 
     import numpy as np
 
-    from kbase.embed import nearest as vectors
+    from kbase.embed import nearest
 
     path = OUT / "index.db"
     con = db.connect(path)
@@ -296,7 +296,7 @@ def run(queries: int, rounds: int, base: str, cli_queries: int, only: str | None
     q = np.load(OUT / "queries.npz")
     truth = q["truth_ids"][:queries]
     found = [
-        [c for c, _ in vectors.nearest_oneshot(con, v.tobytes(), 10)]
+        [c for c, _ in nearest.nearest_oneshot(con, v.tobytes(), 10)]
         for v in q["vectors"][:queries]
     ]
     results = {
@@ -361,7 +361,7 @@ def sizes(queries: int = 50) -> dict:
 
     import numpy as np
 
-    from kbase.embed import nearest as vectors
+    from kbase.embed import nearest
 
     con = db.connect(OUT / "index.db", readonly=True)
     _, matrix = all_vectors(con)
@@ -372,7 +372,7 @@ def sizes(queries: int = 50) -> dict:
         m = np.ascontiguousarray(matrix[:n])
         scale = np.abs(m).max(axis=0) / 127
         small = np.clip(np.rint(m / scale), -127, 127).astype(np.int8)
-        words = vectors.code_columns(vectors.sign_codes(m))
+        words = nearest.code_columns(nearest.sign_codes(m))
         exact, quant = [], []
         for q in qv:
             t = time.perf_counter()
@@ -380,8 +380,8 @@ def sizes(queries: int = 50) -> dict:
             np.argpartition(-sims, 480)[:480]
             exact.append(time.perf_counter() - t)
             t = time.perf_counter()
-            rows = vectors._nearest_codes(
-                vectors.hamming(words, vectors.sign_codes(q[None, :])[0]), vectors.SHORTLIST
+            rows = nearest._nearest_codes(
+                nearest.hamming(words, nearest.sign_codes(q[None, :])[0]), nearest.SHORTLIST
             )
             s = small[rows].astype("<f4") @ (q * scale)
             np.argpartition(-s, 480)[:480]

@@ -247,8 +247,8 @@ def bench_kbase(name: str, vault: Path, work: Path, a: argparse.Namespace) -> di
 
 def inproc_index(vault: Path, db: Path) -> dict:
     """A fresh in-process index, timing its stages (decode, parse, chunk, write incl. commit)."""
-    from kbase.ingest import derive, prepare
-    from kbase.store import writes as store
+    from kbase.indexer import prepare, writes
+    from kbase.ingest import derive
 
     spent: Counter = Counter()
 
@@ -268,7 +268,7 @@ def inproc_index(vault: Path, db: Path) -> dict:
             (prepare, "decode"),
             (prepare, "parse"),
             (derive, "chunk"),
-            (store, "write_document"),
+            (writes, "write_document"),
         ]
         if hasattr(m, n)
     ]

@@ -102,12 +102,12 @@ def fake_vectors(db: Path) -> int:
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from kbase.embed import vectors as embed
+    from kbase.embed import vectors
     from kbase.embed.embedder import MINILM_FINGERPRINT
     from kbase.store import db as kdb
 
     con = kdb.connect(db)
-    embed.ensure_vector_table(
+    vectors.ensure_vector_table(
         con, type("M", (), {"fingerprint": MINILM_FINGERPRINT, "dimension": 384})()
     )
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from kbase.api import KB
     from kbase.embed.embedder import Embedder
     from kbase.errors import DatabaseError, InputError, KbaseError
-    from kbase.models import Chunk, Hit, IndexReport
+    from kbase.records import Chunk, Hit, IndexReport
 
 __all__ = ["open", "KB", "KbaseError", "DatabaseError", "InputError", "Hit", "Chunk", "IndexReport"]
 
@@ -45,9 +45,9 @@ _LAZY = {
     "KbaseError": "kbase.errors",
     "DatabaseError": "kbase.errors",
     "InputError": "kbase.errors",
-    "Hit": "kbase.models",
-    "Chunk": "kbase.models",
-    "IndexReport": "kbase.models",
+    "Hit": "kbase.records",
+    "Chunk": "kbase.records",
+    "IndexReport": "kbase.records",
 }
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import apsw
 
 from kbase.errors import DatabaseError, IndexBusyError, InputError
-from kbase.models import (
+from kbase.paths import default_db_path
+from kbase.records import (
     CheckReport,
     CompactReport,
     DocRef,
@@ -30,19 +31,18 @@ from kbase.models import (
     SqlResult,
     Status,
 )
-from kbase.paths import default_db_path
 from kbase.search.run import SEARCH_TIMEOUT
 from kbase.store import db
 
 if TYPE_CHECKING:
     from kbase.embed.embedder import Embedder
     from kbase.embed.vectors import EmbedProgress
+    from kbase.indexer.pipeline import Progress
     from kbase.ingest.chunk import Chunking, ChunkSettings
-    from kbase.ingest.pipeline import Progress
-    from kbase.models import ParsedDoc
     from kbase.notes.graph import LinkHit, Note
     from kbase.notes.reading import NoteText
     from kbase.notes.resolve import Region
+    from kbase.records import ParsedDoc
     from kbase.search.hits import ChunkRef
     from kbase.watch import WatchBatch
 
@@ -98,12 +98,11 @@ class KB:
 
     def model(self) -> ModelInfo:
         """The index's embedding model, and the one it is switching to (see ``embed``)."""
-        from kbase.embed import catalog
-        from kbase.embed import vectors as embed
+        from kbase.embed import catalog, vectors
 
         def read(con: apsw.Connection) -> ModelInfo:
-            current, nxt = embed.stored_fingerprint(con), embed.next_fingerprint(con)
-            done, total = embed.switch_progress(con)
+            current, nxt = vectors.stored_fingerprint(con), vectors.next_fingerprint(con)
+            done, total = vectors.switch_progress(con)
             return ModelInfo(
                 name=catalog.name_of(current) or catalog.DEFAULT,
                 fingerprint=current,
@@ -175,7 +174,7 @@ class KB:
         switch_progress: EmbedProgress | None = None,
         on_keyword_ready: Callable[[IndexReport], None] | None = None,
     ) -> IndexReport:
-        """Index folders or files (all known roots when ``paths`` is empty; see ``ingest.index``),
+        """Index folders or files (all known roots when ``paths`` is empty; see ``pipeline.index``),
         then embed the new and changed chunks. ``embed``: None (the default) does what the index
         is set to do (``auto_embed``: yes, unless it was made keyword-only with
         ``set_auto_embed(False)``, as ``kbase index --no-embed`` does); True or False decide for
@@ -189,9 +188,8 @@ class KB:
         The paths are checked before anything is created, and a first run that fails before it
         stored anything removes the file it created: a failed first run leaves no file. An
         index that existed before the call is never removed."""
-        from kbase.embed import vectors as embedding
-        from kbase.ingest import pipeline as ingest
-        from kbase.store import maintenance
+        from kbase.embed import vectors
+        from kbase.indexer import maintenance, pipeline
 
         created = not self.path.exists()
         if model is not None:
@@ -199,7 +197,7 @@ class KB:
 
             catalog.make(model, download=download)  # a bad or missing model fails before any work
         if paths:
-            ingest.resolve_paths(paths)  # a missing folder is an error before any file exists
+            pipeline.resolve_paths(paths)  # a missing folder is an error before any file exists
         elif created:
             raise InputError(
                 "nothing to index yet", "pass the folders of your notes: kbase index PATH..."
@@ -212,17 +210,17 @@ class KB:
         report: IndexReport | None = None
         try:
             with self._connection(create=True) as con:
-                if db.meta_get(con, embedding.AUTO_EMBED) is None:  # new, or from an older kbase
-                    embedding.set_auto_embed(con, embedding.auto_embed(con))
+                if db.meta_get(con, vectors.AUTO_EMBED) is None:  # new, or from an older kbase
+                    vectors.set_auto_embed(con, vectors.auto_embed(con))
                 if embed is None:
-                    embed = embedding.auto_embed(con)
+                    embed = vectors.auto_embed(con)
                 try:
-                    report = ingest.index(
+                    report = pipeline.index(
                         con,
                         paths,
                         settings=settings,
                         progress=progress,
-                        extensions=extensions or ingest.DEFAULT_EXTENSIONS,
+                        extensions=extensions or pipeline.DEFAULT_EXTENSIONS,
                         max_size=max_size,
                         follow_outside=follow_outside,
                     )
@@ -298,12 +296,12 @@ class KB:
         model embeds every chunk, newest notes first (``switch_progress``), while search goes on
         with the old vectors; when all are done they replace the old ones in one transaction.
         Interrupted, the switch goes on at the next ``embed``/``index``/``embed_step``."""
-        from kbase.embed import vectors as embed
+        from kbase.embed import vectors
 
         with self._connection() as con:
-            embed.set_auto_embed(con, True)
+            vectors.set_auto_embed(con, True)
             if rebuild:
-                embed.drop_vectors(con)
+                vectors.drop_vectors(con)
             return self._embed(
                 con, progress, model=model, download=download, switch_progress=switch_progress
             )
@@ -339,15 +337,15 @@ class KB:
         """Whether ``index`` (and ``embed_step``, what long-lived processes call while idle)
         embeds new and changed chunks: true unless the index was made keyword-only
         (``set_auto_embed(False)``, ``kbase index --no-embed``) and not embedded since."""
-        from kbase.embed import vectors as embed
+        from kbase.embed import vectors
 
-        return self._read(embed.auto_embed)
+        return self._read(vectors.auto_embed)
 
     def set_auto_embed(self, on: bool) -> None:
         """Keep the index keyword-only (False) until ``embed()`` or ``set_auto_embed(True)``."""
-        from kbase.embed import vectors as embed
+        from kbase.embed import vectors
 
-        self._write(embed.set_auto_embed, on)
+        self._write(vectors.set_auto_embed, on)
 
     def embed_step(
         self,
@@ -356,28 +354,28 @@ class KB:
         should_stop: Callable[[], bool] | None = None,
         progress: EmbedProgress | None = None,
     ) -> EmbedReport | None:
-        """Embed up to ``limit`` chunks that have no vector yet (default ``embed.WINDOW``, a few
+        """Embed up to ``limit`` chunks that have no vector yet (default ``vectors.WINDOW``, a few
         seconds of work), newest notes first, one committed batch at a time, ending early once
         ``should_stop()`` is true (asked between batches). What a long-lived process (the TUI,
         ``kbase watch``, an MCP server) calls while idle, until ``remaining`` is 0. The writer
         lock is held for this step only; None when another process holds it (try again later).
         A keyword-only index (``auto_embed`` false) has nothing to embed: an empty report."""
-        from kbase.embed import vectors as embed
+        from kbase.embed import vectors
 
         try:
             with self._connection(lock=False) as con:
-                if not embed.auto_embed(con) or (
-                    embed.missing_count(con) == 0
-                    and embed.has_vectors(con)
-                    and embed.next_fingerprint(con) is None
+                if not vectors.auto_embed(con) or (
+                    vectors.missing_count(con) == 0
+                    and vectors.has_vectors(con)
+                    and vectors.next_fingerprint(con) is None
                 ):  # nothing to do: no need to wait for the writer lock
                     return EmbedReport()
                 with db.writer_lock(self.path):
                     report = self._embed(
-                        con, progress, limit=limit or embed.WINDOW, should_stop=should_stop
+                        con, progress, limit=limit or vectors.WINDOW, should_stop=should_stop
                     )
                     if report.embedded or report.reused:
-                        from kbase.store.maintenance import checkpoint, release_free_pages
+                        from kbase.indexer.maintenance import checkpoint, release_free_pages
 
                         release_free_pages(con)  # a vector block given back (tidy_vectors)
                         checkpoint(con)
@@ -398,20 +396,19 @@ class KB:
     ) -> EmbedReport:
         """The chunks without a vector of the searched model, then (the rest of ``limit``) a
         switch to another model: the one ``model`` names, or one already under way."""
-        from kbase.embed import catalog
-        from kbase.embed import vectors as embed
+        from kbase.embed import catalog, vectors
 
         target = self._choose_model(con, model, download) if model else None
         report = EmbedReport()
-        if not (embed.missing_count(con) == 0 and embed.has_vectors(con)):
-            report = embed.embed_missing(
+        if not (vectors.missing_count(con) == 0 and vectors.has_vectors(con)):
+            report = vectors.embed_missing(
                 con,
                 target if target is not None and self._embedder is target else self.embedder,
                 progress=progress,
                 limit=limit,
                 should_stop=should_stop,
             )
-        nxt = embed.next_fingerprint(con)
+        nxt = vectors.next_fingerprint(con)
         left = None if limit is None else limit - report.embedded - report.reused
         stopped = should_stop is not None and should_stop()
         if nxt is None or report.remaining or stopped or (left is not None and left <= 0):
@@ -420,9 +417,9 @@ class KB:
             name = catalog.name_of(nxt)
             target = catalog.make(name) if catalog.known(name) and name else None
             if target is None or target.fingerprint != nxt:
-                embed.cancel_switch(con)  # its model is gone or changed: nothing to go on with
+                vectors.cancel_switch(con)  # its model is gone or changed: nothing to go on with
                 return report
-        switched = embed.embed_switch(
+        switched = vectors.embed_switch(
             con,
             target,
             progress=switch_progress or progress,
@@ -443,20 +440,19 @@ class KB:
     def _choose_model(self, con: apsw.Connection, model: str, download: bool) -> Embedder:
         """Make ``model`` the index's: at once when it has no vectors (or this model's), else
         by starting a switch (``embed``). The embedder, loaded."""
-        from kbase.embed import catalog
-        from kbase.embed import vectors as embed
+        from kbase.embed import catalog, vectors
 
         target = catalog.make(model, download=download)
-        current = embed.stored_fingerprint(con)
-        if current == target.fingerprint or not embed.has_embeddings(con):
+        current = vectors.stored_fingerprint(con)
+        if current == target.fingerprint or not vectors.has_embeddings(con):
             if current not in (None, target.fingerprint):
-                embed.drop_vectors(con)  # no vector to keep: the new model embeds directly
-            embed.cancel_switch(con)  # (a switch to a third model is forgotten)
-            embed.ensure_vector_table(con, target)  # records the choice
+                vectors.drop_vectors(con)  # no vector to keep: the new model embeds directly
+            vectors.cancel_switch(con)  # (a switch to a third model is forgotten)
+            vectors.ensure_vector_table(con, target)  # records the choice
             if not self._explicit_embedder or self._embedder is None:
                 self._embedder, self._explicit_embedder = target, False
         elif not self._explicit_embedder:
-            embed.start_switch(con, target)
+            vectors.start_switch(con, target)
         return target
 
     # reading -----------------------------------------------------------------------------------
@@ -735,7 +731,7 @@ class KB:
     def check(self, fix: bool = False) -> CheckReport:
         """Integrity and invariants; with ``fix``, repair what the stored texts allow. ``warnings``:
         notes indexed without their front matter (not a problem of the index; fix the notes)."""
-        from kbase.store import maintenance
+        from kbase.indexer import maintenance
 
         # FTS5's integrity check is an INSERT command (it changes nothing): a writable connection.
         fixed = self._write(maintenance.fix) if fix else []
@@ -748,25 +744,25 @@ class KB:
         )
 
     def compact(self) -> CompactReport:
-        from kbase.store import maintenance
+        from kbase.indexer import maintenance
 
         self.close()  # VACUUM needs the readers gone
         return self._write(maintenance.compact, self.path)
 
     def roots(self) -> list[RootInfo]:
-        from kbase.store import maintenance
+        from kbase.indexer import maintenance
 
         return self._read(maintenance.roots, self.path)
 
     def move_root(self, old: str, new: str) -> RootMove:
-        from kbase.store import maintenance
+        from kbase.indexer import maintenance
 
         return self._write(maintenance.move_root, old, new, self.path)
 
     def remove_root(self, root: str) -> RootRemoval:
         """Forget ``root`` (its path as ``roots()`` lists it) and every document indexed from it,
         in one transaction; nothing on disk is touched."""
-        from kbase.store import maintenance
+        from kbase.indexer import maintenance
 
         return self._write(maintenance.remove_root, root)
 
@@ -805,7 +801,7 @@ class KB:
         return self._read(chunk_ref, chunk_id)
 
     def status(self) -> Status:
-        from kbase.store.maintenance import status
+        from kbase.indexer.maintenance import status
 
         st = replace(self._read(status, self.path), model=self.model())
         if not self.checkpoint() and os.path.exists(f"{self.path}-wal"):
@@ -882,8 +878,8 @@ def chunk_file(
     min_tokens: int | None = None,
 ) -> tuple[ParsedDoc, Chunking]:
     """How ``index`` cuts one file into chunks, without an index (``kbase chunks``)."""
+    from kbase.indexer.pipeline import chunk_file as chunked
     from kbase.ingest.chunk import ChunkSettings
-    from kbase.ingest.pipeline import chunk_file as chunked
 
     settings = ChunkSettings().with_changes(
         max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens

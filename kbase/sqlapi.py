@@ -17,7 +17,7 @@ import apsw
 import apsw.ext
 
 from kbase.errors import InputError, KbaseError
-from kbase.models import SqlResult
+from kbase.records import SqlResult
 
 SQL_TIMEOUT = 10.0  # seconds; a runaway query is interrupted, never left to hang the process
 

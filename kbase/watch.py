@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from kbase.errors import IndexBusyError, InputError, KbaseError
 from kbase.ingest.discover import IGNORE_FILE
-from kbase.models import EmbedReport, IndexReport
+from kbase.records import EmbedReport, IndexReport
 
 if TYPE_CHECKING:
     from kbase.api import KB
@@ -87,10 +87,10 @@ def watch(
     """
     import watchfiles
 
-    from kbase.ingest import pipeline as ingest
+    from kbase.indexer import pipeline
 
     if paths:
-        roots = ingest.resolve_paths(paths)
+        roots = pipeline.resolve_paths(paths)
     else:
         roots = [Path(p) for p in _known_roots(kb)]
         if not roots:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from kbase.models import HIT_FIELDS
+from kbase.records import HIT_FIELDS
 from tests.conftest import bump_mtime
 
 
@@ -325,7 +325,7 @@ def test_a_first_run_failing_midway_removes_only_the_file_it_created(
 
     import kbase
     from kbase.errors import DatabaseError
-    from kbase.ingest import pipeline as ingest
+    from kbase.indexer import pipeline
 
     db = tmp_path / "i.db"
     if existing:
@@ -335,7 +335,7 @@ def test_a_first_run_failing_midway_removes_only_the_file_it_created(
     def full(*args, **kwargs):
         raise apsw.FullError("database or disk is full")
 
-    monkeypatch.setattr(ingest, "index", full)
+    monkeypatch.setattr(pipeline, "index", full)
     with pytest.raises(DatabaseError):
         kbase.open(db).index([vault], embed=False)
     if existing:

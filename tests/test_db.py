@@ -195,7 +195,7 @@ def test_an_index_from_schema_1_migrates_to_what_a_new_index_is(tmp_path):
         ),
         ("c.md", 1, "front matter is a list, not a mapping; ignored"),
     ]
-    from kbase.store.maintenance import check
+    from kbase.indexer.maintenance import check
 
     assert [p for p in check(migrated) if p.kind != "vectors"] == []
 

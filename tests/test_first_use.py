@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from kbase.models import EmbedReport
+from kbase.records import EmbedReport
 from kbase.store import db
 from tests.test_watch import CountingEmbedder
 
@@ -131,7 +131,7 @@ def test_roots_remove_drops_the_documents_in_one_transaction(run, moved, db_path
 def test_roots_remove_is_all_or_nothing(run, moved, db_path):
     import apsw
 
-    from kbase.store import maintenance
+    from kbase.indexer import maintenance
 
     con = db.connect(db_path)
     with con:  # a failure after the documents are deleted: nothing may be lost
@@ -429,7 +429,7 @@ def test_holes_left_by_deleted_vectors_are_given_back(tmp_path):
     import struct
 
     from kbase.embed.vectors import tidy_vectors
-    from kbase.store import maintenance
+    from kbase.indexer import maintenance
 
     path = tmp_path / "v.db"
     con = db.connect(path, create=True)
@@ -534,7 +534,7 @@ def test_links_of_a_name_with_a_heading_are_the_notes(run, settings):
 
 
 def test_an_older_index_is_switched_to_incremental_vacuum_when_pages_are_free(tmp_path, vault):
-    from kbase.store import maintenance
+    from kbase.indexer import maintenance
 
     path = tmp_path / "old.db"
     write_many = {

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from kbase.ingest import pipeline as ingest
+from kbase.indexer import pipeline
 from kbase.store import db
 from tests.conftest import bump_mtime, shared, write
 
@@ -45,7 +45,7 @@ def vault(tmp_path):
 
 def test_links_resolve_with_anchors_aliases_and_attachments(tmp_path, vault):
     con = db.connect(tmp_path / "g.db", create=True)
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     rows = {(r[0], r[6], r[7]): (r[9], r[11]) for r in graph_rows(con)}
     assert rows[("Home.md", "Plan", "Goals")] == ("Projects/Plan.md", 1)
     assert rows[("Home.md", "plan", "Nope")] == ("Projects/Plan.md", 0)
@@ -64,22 +64,22 @@ def test_links_resolve_with_anchors_aliases_and_attachments(tmp_path, vault):
 
 def test_graph_follows_files_coming_and_going(tmp_path, vault):
     con = db.connect(tmp_path / "g.db", create=True)
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     missing = lambda: [r[6] for r in graph_rows(con) if r[0] == "Home.md" and r[9] is None]  # noqa: E731
     assert missing() == ["Missing note"]
     write(vault, {"Notes/Missing note.md": "# Here now\n"})
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     assert missing() == []  # resolved by itself when the target appeared
     (vault / "Notes" / "Missing note.md").unlink()
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     assert missing() == ["Missing note"]
     shutil.move(vault / "Projects" / "Plan.md", vault / "Plan renamed.md")
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     assert sorted(missing()) == ["Missing note", "Plan", "Projects/Plan", "plan"]
     shutil.move(vault / "Plan renamed.md", vault / "Archive" / "Plan.md") if (
         vault / "Archive"
     ).mkdir() is None else None
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     assert sorted(missing()) == [
         "Missing note",
         "Projects/Plan",
@@ -87,14 +87,14 @@ def test_graph_follows_files_coming_and_going(tmp_path, vault):
     (vault / "Projects" / "Plan.md").parent.mkdir(exist_ok=True)
     (vault / "Archive" / "Plan.md").write_text("# Plan\n\nNo goals heading any more.\n")
     bump_mtime(vault / "Archive" / "Plan.md")
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     oks = {r[7]: r[11] for r in graph_rows(con) if r[0] == "Home.md" and r[6] == "Plan"}
     assert oks == {"Goals": 0}  # the heading went: the anchor is now broken
 
 
 def test_incremental_graph_equals_fresh_index(tmp_path, vault):
     con = db.connect(tmp_path / "inc.db", create=True)
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     write(
         vault,
         {
@@ -107,9 +107,9 @@ def test_incremental_graph_equals_fresh_index(tmp_path, vault):
     (vault / "Home.md").write_text("# Home\n\n[[Plan]] [[Lonely]] ![[gone.png]]\n")
     bump_mtime(vault / "Home.md")
     (vault / "diagram.png").unlink()
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     fresh = db.connect(tmp_path / "fresh.db", create=True)
-    ingest.index(fresh, [vault])
+    pipeline.index(fresh, [vault])
     assert graph_rows(con) == graph_rows(fresh)
 
 
@@ -168,7 +168,7 @@ def test_cli_graph_commands(tmp_path, vault):
 def test_obsidian_tasks_docs_graph(tmp_path):
     folder = shared("vaults", "obsidian-tasks-docs")
     con = db.connect(tmp_path / "t.db", create=True)
-    ingest.index(con, [folder])
+    pipeline.index(con, [folder])
     one = lambda sql: con.execute(sql).get  # noqa: E731
     assert one("SELECT count(*) FROM links WHERE kind = 'wiki' AND NOT embed") == 1108
     assert one("SELECT count(*) FROM links WHERE kind = 'wiki' AND embed") == 28
@@ -182,7 +182,7 @@ def test_obsidian_tasks_docs_graph(tmp_path):
 def test_same_file_name_in_two_folders(tmp_path):
     folder = shared("wikilinks", "obsidian-export", "input", "same-filename-different-directories")
     con = db.connect(tmp_path / "s.db", create=True)
-    ingest.index(con, [folder])
+    pipeline.index(con, [folder])
     rows = con.execute(
         "SELECT s.path, l.target, t.path FROM links l JOIN documents s ON s.id = l.doc_id"
         " LEFT JOIN documents t ON t.id = l.target_id ORDER BY 1, 2"

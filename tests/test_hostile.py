@@ -143,7 +143,7 @@ def test_a_symlink_to_another_indexed_root_is_inside(planted, tmp_path):
 
 
 def test_a_symlink_swapped_in_after_the_listing_is_not_read(planted, monkeypatch):
-    from kbase.ingest import pipeline
+    from kbase.indexer import pipeline
 
     vault, secret, dbp = planted
     real_walk = pipeline.walk
@@ -649,7 +649,7 @@ def test_a_first_index_that_fails_on_a_full_disk_leaves_no_index(tmp_path):
 def test_a_first_index_that_fails_after_committing_leaves_no_index(tmp_path, monkeypatch):
     """The same in process, with a commit after every note: the failure comes after hundreds
     of committed documents (1,409 of 6,571 were left behind before)."""
-    from kbase.ingest import pipeline
+    from kbase.indexer import pipeline
     from kbase.store import db
     from tests.test_reliability import make_vault
 

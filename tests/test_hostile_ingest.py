@@ -70,7 +70,7 @@ def test_a_bad_canvas_on_a_later_run_leaves_the_other_new_files_indexed(tmp_path
 def test_any_exception_in_one_files_parse_is_its_skip_line_in_the_pool_too(tmp_path, monkeypatch):
     """An unexpected error of the parser (a bug) on one file, in the worker pool (200 files and
     more) as in this process: that file is skipped with its reason, the other 200 are indexed."""
-    from kbase.ingest import prepare
+    from kbase.indexer import prepare
 
     files = {f"n{i:03}.md": f"# N{i}\n\nwords {i}\n" for i in range(200)}
     files["boom.md"] = "# Boom\n\nBOOM here\n"
@@ -203,7 +203,7 @@ def nap(seconds, progress=None):
 
 kind = sys.argv[1]
 if kind == "pdf":
-    from kbase.ingest.workers import Workers
+    from kbase.indexer.workers import Workers
 
     w = Workers(2, lambda args, progress: 600)
     print("forking", flush=True)
@@ -211,7 +211,7 @@ if kind == "pdf":
         w.submit(nap, 600)
 else:
     from kbase.ingest.chunk import default_counter
-    from kbase.ingest.prepare import note_pool
+    from kbase.indexer.prepare import note_pool
 
     pool = note_pool(10_000, 10**9, default_counter())
     print("forking", flush=True)

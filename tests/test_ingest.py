@@ -6,7 +6,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import kbase
-from kbase.ingest import pipeline as ingest
+from kbase.indexer import pipeline
 from kbase.store import db
 from tests.conftest import bump_mtime, examples, shared, write
 
@@ -45,10 +45,10 @@ def con(db_path):
 
 
 def counting(monkeypatch):
-    from kbase.ingest import prepare
+    from kbase.indexer import prepare
 
     calls = {"parse": 0, "decode": 0}
-    for module in (ingest, prepare):  # the run itself, and what reads a file's bytes
+    for module in (pipeline, prepare):  # the run itself, and what reads a file's bytes
         for name in calls:
             if not hasattr(module, name):
                 continue
@@ -63,7 +63,7 @@ def counting(monkeypatch):
 
 
 def test_fresh_index_then_no_change_run_reads_nothing(con, vault, monkeypatch):
-    r = ingest.index(con, [vault])
+    r = pipeline.index(con, [vault])
     assert (r.new, r.updated, r.unchanged, r.removed, r.skipped) == (4, 0, 0, 0, [])
     assert_consistent(con)
     before = snapshot(con)
@@ -73,7 +73,7 @@ def test_fresh_index_then_no_change_run_reads_nothing(con, vault, monkeypatch):
     monkeypatch.setattr(
         "builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1]
     )
-    r = ingest.index(con, [vault])
+    r = pipeline.index(con, [vault])
     monkeypatch.undo()
     assert (r.new, r.updated, r.unchanged, r.removed) == (0, 0, 4, 0)
     assert calls == {"parse": 0, "decode": 0}
@@ -82,23 +82,23 @@ def test_fresh_index_then_no_change_run_reads_nothing(con, vault, monkeypatch):
 
 
 def test_touched_file_with_same_content_is_not_reparsed(con, vault, monkeypatch):
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     bump_mtime(vault / "Garden.md")
     calls = counting(monkeypatch)
-    r = ingest.index(con, [vault])
+    r = pipeline.index(con, [vault])
     assert (r.unchanged, r.updated, calls["parse"]) == (4, 0, 0)
     calls = counting(monkeypatch)
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     assert calls["parse"] == 0  # the new stat was remembered
 
 
 def test_modify_delete_add(con, vault):
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     (vault / "Garden.md").write_text("# Garden\n\nNow with cucumbers.\n")
     bump_mtime(vault / "Garden.md")
     (vault / "tech" / "notes.txt").unlink()
     write(vault, {"New.md": "# New\n\nfresh idea\n"})
-    r = ingest.index(con, [vault])
+    r = pipeline.index(con, [vault])
     assert (r.new, r.updated, r.removed, r.unchanged) == (1, 1, 1, 2)
     assert_consistent(con)
     kb_hits = lambda q: [h.path for h in kbase.open(con.filename).search(q, mode="keyword")]  # noqa: E731
@@ -112,7 +112,7 @@ def test_modify_delete_add(con, vault):
 
 
 def test_a_move_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     ids = con.execute(
         "SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
         " WHERE d.path = 'Garden.md'"
@@ -120,7 +120,7 @@ def test_a_move_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
     (vault / "archive").mkdir()
     shutil.move(vault / "Garden.md", vault / "archive" / "Garden.md")
     calls = counting(monkeypatch)
-    r = ingest.index(con, [vault])
+    r = pipeline.index(con, [vault])
     assert (r.renamed, r.new, r.removed, calls["parse"]) == (1, 0, 0, 0)
     after = con.execute(
         "SELECT d.id, group_concat(c.id) FROM documents d JOIN chunks c ON c.doc_id = d.id"
@@ -133,11 +133,11 @@ def test_a_move_keeps_the_document_and_its_chunks(con, vault, monkeypatch):
 def test_a_rename_keeps_the_document_and_takes_the_new_name_as_title(con, vault):
     """Obsidian shows the file name: 'Garden.md' opening with '# Garden', renamed 'Old
     garden.md', is 'Old garden' (the same document, its text not read again from disk)."""
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     doc_id = con.execute("SELECT id FROM documents WHERE path = 'Garden.md'").get
     (vault / "archive").mkdir()
     shutil.move(vault / "Garden.md", vault / "archive" / "Old garden.md")
-    r = ingest.index(con, [vault])
+    r = pipeline.index(con, [vault])
     assert (r.renamed, r.new, r.removed) == (1, 0, 0)
     assert con.execute(
         "SELECT id, title FROM documents WHERE path = 'archive/Old garden.md'"
@@ -153,7 +153,7 @@ def test_a_rename_keeps_the_document_and_takes_the_new_name_as_title(con, vault)
 
 def test_incremental_equals_fresh(tmp_path, vault):
     con = db.connect(tmp_path / "inc.db", create=True)
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     (vault / "Welcome.md").write_text(
         "---\ntags: [changed]\n---\n# Welcome again\n\nDifferent words.\n"
     )
@@ -161,9 +161,9 @@ def test_incremental_equals_fresh(tmp_path, vault):
     os.rename(vault / "tech", vault / "technology")
     (vault / "Garden.md").unlink()
     write(vault, {"Added.md": "# Added\n\n#new-tag body\n"})
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     fresh = db.connect(tmp_path / "fresh.db", create=True)
-    ingest.index(fresh, [vault])
+    pipeline.index(fresh, [vault])
     assert snapshot(con) == snapshot(fresh)
 
 
@@ -184,7 +184,7 @@ def test_bad_files_are_skipped_with_a_reason_and_the_run_goes_on(con, tmp_path):
     unreadable.write_text("# Locked\n")
     unreadable.chmod(0)
     try:
-        r = ingest.index(con, [v])
+        r = pipeline.index(con, [v])
     finally:
         unreadable.chmod(0o644)
     skipped = {os.path.basename(p): reason for p, reason in r.skipped}
@@ -202,13 +202,13 @@ def test_bad_files_are_skipped_with_a_reason_and_the_run_goes_on(con, tmp_path):
 def test_unreadable_file_keeps_what_was_indexed(con, vault):
     if os.geteuid() == 0:
         pytest.skip("root can read files without permission")
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     p = vault / "Garden.md"
     p.write_text("# Garden\n\nchanged\n")
     bump_mtime(p)
     p.chmod(0)
     try:
-        r = ingest.index(con, [vault])
+        r = pipeline.index(con, [vault])
     finally:
         p.chmod(0o644)
     assert r.removed == 0 and any("cannot read" in reason for _, reason in r.skipped)
@@ -224,13 +224,13 @@ def test_interrupt_leaves_a_consistent_index_that_the_next_run_completes(tmp_pat
         if done == 20:
             raise KeyboardInterrupt
 
-    r = ingest.index(con, [v], progress=stop_midway)
+    r = pipeline.index(con, [v], progress=stop_midway)
     assert r.interrupted and r.new == 20
     assert_consistent(con)
-    r = ingest.index(con, [v])
+    r = pipeline.index(con, [v])
     assert (r.new, r.unchanged) == (30, 20)
     fresh = db.connect(tmp_path / "f.db", create=True)
-    ingest.index(fresh, [v])
+    pipeline.index(fresh, [v])
     assert snapshot(con) == snapshot(fresh)
 
 
@@ -241,8 +241,8 @@ def test_interrupt_while_a_document_is_written_rolls_back_its_batch(
     files = {f"n{i:03}.md": f"# Note {i}\n\nword{i} [[Note {i + 1}]] #tag{i}\n" for i in range(50)}
     v = write(tmp_path / "v", files)
     con = db.connect(tmp_path / "i.db", create=True)
-    monkeypatch.setattr(ingest, "COMMIT_EVERY_SECONDS", commit_every)
-    real, calls = ingest.store.write_document, []
+    monkeypatch.setattr(pipeline, "COMMIT_EVERY_SECONDS", commit_every)
+    real, calls = pipeline.writes.write_document, []
 
     def interrupted_write(*args, **kwargs):
         calls.append(real(*args, **kwargs))  # written, but Ctrl-C lands before it returns
@@ -250,44 +250,44 @@ def test_interrupt_while_a_document_is_written_rolls_back_its_batch(
             raise KeyboardInterrupt
         return calls[-1]
 
-    monkeypatch.setattr(ingest.store, "write_document", interrupted_write)
-    r = ingest.index(con, [v])
+    monkeypatch.setattr(pipeline.writes, "write_document", interrupted_write)
+    r = pipeline.index(con, [v])
     committed = con.execute("SELECT count(*) FROM documents").get
     # committing after every document, the 20 before it stay; in one batch, nothing does
     assert r.interrupted and r.new == committed == (20 if commit_every == 0 else 0)
     assert_consistent(con)
     monkeypatch.undo()
-    r = ingest.index(con, [v])
+    r = pipeline.index(con, [v])
     assert (r.new, r.unchanged) == (50 - committed, committed)
     fresh = db.connect(tmp_path / "f.db", create=True)
-    ingest.index(fresh, [v])
+    pipeline.index(fresh, [v])
     assert snapshot(con) == snapshot(fresh)
 
 
 def test_subfolder_and_file_roots_join_the_enclosing_root(con, vault):
-    ingest.index(con, [vault / "tech"])
-    ingest.index(con, [vault / "Garden.md"])
+    pipeline.index(con, [vault / "tech"])
+    pipeline.index(con, [vault / "Garden.md"])
     assert con.execute("SELECT count(*) FROM roots").get == 2
-    ingest.index(con, [vault])  # the outer root absorbs both, nothing is re-read
+    pipeline.index(con, [vault])  # the outer root absorbs both, nothing is re-read
     assert con.execute("SELECT path FROM roots").fetchall() == [(str(vault),)]
     paths = [p for (p,) in con.execute("SELECT path FROM documents ORDER BY path")]
     assert paths == ["Garden.md", "Welcome.md", "tech/SQLite.md", "tech/notes.txt"]
     (vault / "tech" / "notes.txt").unlink()
     (vault / "Welcome.md").unlink()
-    r = ingest.index(con, [vault / "tech"])  # a subfolder run only removes what is under it
+    r = pipeline.index(con, [vault / "tech"])  # a subfolder run only removes what is under it
     assert r.removed == 1
     assert con.execute("SELECT count(*) FROM documents WHERE path = 'Welcome.md'").get == 1
 
 
 def test_no_paths_updates_every_known_root(con, vault):
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     write(vault, {"Later.md": "# Later\n"})
-    assert ingest.index(con, []).new == 1
+    assert pipeline.index(con, []).new == 1
 
 
 def test_missing_path_is_an_error_before_any_work(con, vault, tmp_path):
     with pytest.raises(kbase.InputError, match="no such file or folder"):
-        ingest.index(con, [vault, tmp_path / "nope"])
+        pipeline.index(con, [vault, tmp_path / "nope"])
     assert con.execute("SELECT count(*) FROM documents").get == 0
 
 
@@ -295,7 +295,7 @@ def test_missing_path_is_an_error_before_any_work(con, vault, tmp_path):
 @pytest.mark.parametrize("name", ["obsidian-tasks-docs", "foam-docs", "rust-book"])
 def test_shared_vaults_index_every_file_or_say_why(con, name):
     folder = shared("vaults", name)
-    r = ingest.index(con, [folder])
+    r = pipeline.index(con, [folder])
     on_disk = [
         p
         for p in folder.rglob("*")
@@ -314,18 +314,18 @@ def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypa
         "SELECT s.path, l.start_char, l.target, l.target_id IS NULL FROM links l"
         " JOIN documents s ON s.id = l.doc_id"
     )
-    from kbase.ingest import prepare
+    from kbase.indexer import prepare
 
-    result, real_pool = {}, ingest.note_pool
+    result, real_pool = {}, pipeline.note_pool
     for workers in (True, False):
         monkeypatch.setattr(prepare, "POOL_MIN_FILES", 0 if workers else 10**9)
         monkeypatch.setattr(prepare, "POOL_MIN_BYTES", 0 if workers else 10**12)
         spawned = []
         monkeypatch.setattr(
-            ingest, "note_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1]
+            pipeline, "note_pool", lambda *a, seen=spawned: seen.append(real_pool(*a)) or seen[-1]
         )
         con = db.connect(tmp_path / f"{workers}.db", create=True)
-        ingest.index(con, [folder])
+        pipeline.index(con, [folder])
         assert (spawned[0] is not None) == workers or os.cpu_count() == 1
         result[workers] = snapshot(con), sorted(con.execute(links).fetchall())
     assert result[True] == result[False]
@@ -333,7 +333,7 @@ def test_worker_processes_index_exactly_what_one_process_does(tmp_path, monkeypa
 
 def test_shared_encodings_are_indexed_with_their_encoding(con):
     folder = shared("encodings", "charset-normalizer-samples")
-    ingest.index(con, [folder])
+    pipeline.index(con, [folder])
     got = dict(con.execute("SELECT path, encoding FROM documents"))
     import csv
 
@@ -344,20 +344,20 @@ def test_shared_encodings_are_indexed_with_their_encoding(con):
 def test_new_chunk_settings_rechunk_from_stored_text_and_stick(con, vault, monkeypatch):
     from kbase.ingest.chunk import ChunkSettings
 
-    ingest.index(con, [vault])
+    pipeline.index(con, [vault])
     before = con.execute("SELECT count(*) FROM chunks").get
     opened = []
     real_open = open
     monkeypatch.setattr(
         "builtins.open", lambda f, *a, **k: (opened.append(f), real_open(f, *a, **k))[1]
     )
-    r = ingest.index(con, [vault], settings=ChunkSettings(max_tokens=8, min_tokens=0))
+    r = pipeline.index(con, [vault], settings=ChunkSettings(max_tokens=8, min_tokens=0))
     monkeypatch.undo()
     assert r.rechunked == 4 and r.updated == 0 and r.unchanged == 4
     assert not [f for f in opened if str(vault) in str(f)]  # from the stored bodies
     assert con.execute("SELECT count(*) FROM chunks").get > before
     assert_consistent(con)
-    r = ingest.index(con, [vault])  # no settings given: the index keeps its own
+    r = pipeline.index(con, [vault])  # no settings given: the index keeps its own
     assert r.rechunked == 0
     assert '"max_tokens": 8' in con.execute("SELECT value FROM meta WHERE key = 'chunker'").get
 
@@ -367,7 +367,7 @@ def test_diagnostics_are_rows(con, tmp_path):
     v = write(
         tmp_path / "v", {"big.md": f"# Big\n\n{big}", "open.md": "# Open\n\n```py\nnever closed\n"}
     )
-    ingest.index(con, [v])
+    pipeline.index(con, [v])
     rows = con.execute(
         "SELECT d.path, g.kind, g.line FROM diagnostics g JOIN documents d ON d.id = g.doc_id"
         " ORDER BY 1"
@@ -385,7 +385,7 @@ def test_nul_padded_note_is_indexed_with_a_warning(con, tmp_path):
             "image.md": b"\x89PNG\r\n\x1a\n" + b"\x00" * 64,
         },
     )
-    r = ingest.index(con, [v])
+    r = pipeline.index(con, [v])
     assert r.new == 1 and "binary" in dict(r.skipped)[str(v / "image.md")]
     assert r.warnings == [
         (
@@ -460,24 +460,24 @@ _name = st.sampled_from(
 def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, aliases):
     """store.fts_names gives the chunks_fts title value that the chunks_fts_content view (which
     FTS5 reads to delete a row) gives: file name, extension, case, aliases."""
+    from kbase.indexer import writes
     from kbase.ingest.derive import derive
     from kbase.ingest.parse import parse
-    from kbase.store import writes as store
 
     con = db.connect(":memory:", create=True)
-    root = store.ensure_root(con, "/vault")
+    root = writes.ensure_root(con, "/vault")
     path = f"{folder}{stem}{ext}"
     fm = "---\n" + (f"title: '{title}'\n" if title.strip() else "") + f"aliases: {aliases!r}\n---\n"
     doc = parse(fm + "Some text.\n", path)
-    doc_id = store.write_document(
-        con, derive(doc), store.FileRow(root, path, size=1, mtime_ns=1, hash="h", encoding="utf_8")
+    doc_id = writes.write_document(
+        con, derive(doc), writes.FileRow(root, path, size=1, mtime_ns=1, hash="h", encoding="utf_8")
     )
     (view,) = con.execute(
         "SELECT title FROM chunks_fts_content WHERE id IN"
         " (SELECT id FROM chunks WHERE doc_id = ?) LIMIT 1",
         (doc_id,),
     ).fetchone()
-    assert store.fts_names(con, doc_id, doc.title, path) == view
+    assert writes.fts_names(con, doc_id, doc.title, path) == view
     # The row written matches its content (FTS5 reads the view to delete it again).
     con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
     con.close()

@@ -111,7 +111,7 @@ def test_no_import_cycles():
 
 # What a face (kbase/cli, kbase/tui, kbase/mcp) may import of kbase besides its own modules and
 # another face's entry point: the public API, its errors and records, and plain text helpers.
-FACE_API = {"kbase", "kbase.api", "kbase.errors", "kbase.models", "kbase.text", "kbase.paths"}
+FACE_API = {"kbase", "kbase.api", "kbase.errors", "kbase.records", "kbase.text", "kbase.paths"}
 
 
 def _face(module: str) -> str | None:

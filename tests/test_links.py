@@ -21,7 +21,7 @@ from kbase.ingest.links import (
     parse_links,
 )
 from kbase.ingest.parse import parse
-from kbase.models import Block, Heading, ParsedDoc
+from kbase.records import Block, Heading, ParsedDoc
 from tests.conftest import examples, shared
 
 

@@ -19,8 +19,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from kbase.embed import catalog, embedder
-from kbase.embed import vectors as embed
+from kbase.embed import catalog, embedder, vectors
 from tests.conftest import REPO, write
 
 STANDIN = "sentence-transformers/all-MiniLM-L6-v2"
@@ -159,7 +158,7 @@ def test_switch_keeps_old_vectors_until_done_then_swaps(tmp_path, minilm_folder,
     assert r is not None and r.switch is None
     kb2 = kbase.open(db)
     con = apsw.Connection(str(db))
-    embed.start_switch(con, catalog.make(standin(minilm_folder)))
+    vectors.start_switch(con, catalog.make(standin(minilm_folder)))
     con.close()
     r = kb2.embed_step(limit=16)
     assert r.switch is not None and r.switch.embedded == 16 and r.switch.remaining == total - 16
@@ -189,7 +188,7 @@ def test_chunks_changed_during_a_switch_get_both_vectors(tmp_path, minilm_folder
     kb = kbase.open(db)
     kb.index([root])
     con = apsw.Connection(str(db))
-    embed.start_switch(con, catalog.make(standin(minilm_folder)))
+    vectors.start_switch(con, catalog.make(standin(minilm_folder)))
     con.close()
     kb.embed_step(limit=4)
     (root / "n0001.md").write_text("# Changed\n\nBrand new words about kites.\n", encoding="utf-8")
@@ -213,7 +212,7 @@ def test_switching_back_cancels_the_switch(tmp_path, vault, minilm_folder, offli
     kb = kbase.open(db)
     kb.index([vault])
     con = apsw.Connection(str(db))
-    embed.start_switch(con, catalog.make(standin(minilm_folder)))
+    vectors.start_switch(con, catalog.make(standin(minilm_folder)))
     con.close()
     kb.embed(model="all-MiniLM-L6-v2")
     m = kb.model()

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.commands import cli
 from kbase.errors import InputError
+from kbase.indexer import pipeline, prepare
 from kbase.ingest import chunk as chunking
-from kbase.ingest import pdf, prepare
-from kbase.ingest import pipeline as ingest
+from kbase.ingest import pdf
 from kbase.store import db
 from tests.conftest import bump_mtime, shared, write
 from tests.pdfgen import make_pdf
@@ -401,9 +401,9 @@ def test_pdfs_are_incremental_unchanged_touched_renamed_updated(db_path, tmp_pat
     k = kbase.open(db_path)
     assert k.index([vault], embed=False).new == 2
     calls = []
-    real = ingest.prepare_pdf
+    real = pipeline.prepare_pdf
     monkeypatch.setattr(
-        ingest, "prepare_pdf", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
+        pipeline, "prepare_pdf", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
     )
     r = k.index([vault], embed=False)
     assert (r.unchanged, calls) == (2, [])
@@ -524,9 +524,9 @@ def test_an_unreadable_file_is_not_read_again_until_it_changes(db_path, tmp_path
     first = k.index([vault], embed=False)
     assert sorted(os.path.basename(p) for p, _ in first.skipped) == ["hostile.pdf", "locked.pdf"]
     calls = []
-    real = ingest.prepare_pdf
+    real = pipeline.prepare_pdf
     monkeypatch.setattr(
-        ingest, "prepare_pdf", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
+        pipeline, "prepare_pdf", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
     )
     again = k.index([vault], embed=False)
     assert again.skipped == first.skipped and calls == [] and again.seconds < 1.0
@@ -631,7 +631,7 @@ def test_a_custom_token_counter_chunks_pdfs_too(db_path, tmp_path):
     vault = write(tmp_path / "v", {"a.pdf": paper()})
     con = db.connect(db_path, create=True)
     counter = chunking.WordCounter()
-    ingest.index(con, [vault], counter=counter)
+    pipeline.index(con, [vault], counter=counter)
     rows = con.execute("SELECT tokens, text FROM chunk_texts").fetchall()
     assert rows and all(tokens == counter.count(text) for tokens, text in rows)
 

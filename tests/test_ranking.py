@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import kbase
 from kbase.cli.commands import cli
-from kbase.ingest import pipeline as ingest
+from kbase.indexer import pipeline
 from kbase.ingest.chunk import ChunkSettings
 from kbase.ingest.parse import parse
 from kbase.search import hits, hybrid, keyword
@@ -68,11 +68,14 @@ def test_existing_index_gets_new_titles_without_reading_files(tmp_path, monkeypa
             con,
             "chunker",
             json.dumps(
-                {**json.loads(ChunkSettings().fingerprint(ingest.default_counter())), "version": 2}
+                {
+                    **json.loads(ChunkSettings().fingerprint(pipeline.default_counter())),
+                    "version": 2,
+                }
             ),
         )
     con.close()
-    monkeypatch.setattr(ingest, "decode", lambda *a, **k: pytest.fail("a file was read again"))
+    monkeypatch.setattr(pipeline, "decode", lambda *a, **k: pytest.fail("a file was read again"))
     report = kb.index([v], embed=False)
     assert report.rechunked == 2 and report.updated == 0 and report.new == 0
     assert {d.path: d.title for d in map(kb.document, ["Glossary.md", "Plain.md"])} == {
@@ -374,11 +377,14 @@ def test_an_existing_index_takes_the_new_titles_on_the_next_index_run(tmp_path, 
             con,
             "chunker",
             json.dumps(
-                {**json.loads(ChunkSettings().fingerprint(ingest.default_counter())), "version": 3}
+                {
+                    **json.loads(ChunkSettings().fingerprint(pipeline.default_counter())),
+                    "version": 3,
+                }
             ),
         )
     con.close()
-    monkeypatch.setattr(ingest, "decode", lambda *a, **k: pytest.fail("a file was read again"))
+    monkeypatch.setattr(pipeline, "decode", lambda *a, **k: pytest.fail("a file was read again"))
     assert kb.index([v], embed=False).rechunked == 1
     assert kb.document("ch04-01-what-is-ownership.md").title == "什么是所有权？"
     assert kb.search("什么是所有权", mode="keyword")[0].title == "什么是所有权？"

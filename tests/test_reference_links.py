@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import kbase
-from kbase.ingest import pipeline as ingest
+from kbase.indexer import pipeline
 from kbase.ingest.links import parse_links
 from kbase.ingest.parse import parse
 from kbase.search.snippet import render
@@ -109,7 +109,7 @@ def book(tmp_path):
 
 def test_reference_links_are_stored_and_resolved_in_the_index(tmp_path, book):
     con = db.connect(tmp_path / "r.db", create=True)
-    ingest.index(con, [book])
+    pipeline.index(con, [book])
     rows = con.execute(
         "SELECT s.path, l.start_char, l.end_char, l.kind, l.target, l.anchor, l.alias,"
         " coalesce(t.path, l.target_path), l.anchor_ok FROM links l"
@@ -146,7 +146,7 @@ def test_reference_links_are_stored_and_resolved_in_the_index(tmp_path, book):
 
 def test_definition_lines_do_not_show_in_snippets(tmp_path, book):
     con = db.connect(tmp_path / "s.db", create=True)
-    ingest.index(con, [book])
+    pipeline.index(con, [book])
     con.close()
     kb = kbase.open(tmp_path / "s.db")
     hits = kb.search("doc.rust-lang.org ownership", mode="keyword")  # words of definition lines

@@ -37,7 +37,7 @@ import kbase
 from kbase.cli.commands import cli
 from kbase.embed.embedder import pack
 from kbase.errors import DatabaseError, InputError, KbaseError
-from kbase.ingest import pipeline as ingest
+from kbase.indexer import pipeline
 from kbase.search.query import parse_query
 from kbase.store import db
 from tests.conftest import bump_mtime, examples, write
@@ -566,15 +566,15 @@ def test_a_run_stopped_before_it_resolved_links_leaves_that_to_the_next_run(tmp_
         if done == total:
             raise KeyboardInterrupt
 
-    assert ingest.index(con, [vault], progress=stop_at_the_end).interrupted
-    r = ingest.index(con, [vault])
+    assert pipeline.index(con, [vault], progress=stop_at_the_end).interrupted
+    r = pipeline.index(con, [vault])
     assert (r.new, r.updated, r.removed) == (
         0,
         0,
         0,
     )  # nothing left to read; the links still need resolving
     clean = tmp_path / "clean.db"
-    ingest.index(db.connect(clean, create=True), [vault])
+    pipeline.index(db.connect(clean, create=True), [vault])
     assert_same_index(snapshot(dbp), snapshot(clean), "links after an interrupted run")
 
 
@@ -583,11 +583,11 @@ def test_roots_absorbed_by_an_enclosing_root_have_their_links_resolved_again(tmp
         tmp_path / "v", {"Garden.md": "# Garden\n", "tech/Links.md": "# Links\n\nTo [[Garden]].\n"}
     )
     con = db.connect(tmp_path / "i.db", create=True)
-    ingest.index(con, [vault / "tech"])  # alone, tech/ cannot see Garden.md
-    ingest.index(con, [vault / "Garden.md"])
-    ingest.index(con, [vault])  # nothing new to read, but the names every link can reach changed
+    pipeline.index(con, [vault / "tech"])  # alone, tech/ cannot see Garden.md
+    pipeline.index(con, [vault / "Garden.md"])
+    pipeline.index(con, [vault])  # nothing new to read, but the names every link can reach changed
     clean = tmp_path / "clean.db"
-    ingest.index(db.connect(clean, create=True), [vault])
+    pipeline.index(db.connect(clean, create=True), [vault])
     assert_same_index(snapshot(con.filename), snapshot(clean), "links after absorbing roots")
 
 
@@ -1238,7 +1238,7 @@ def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
             "stays.md": "# Stays\n",
         },
     )
-    real_walk = ingest.walk
+    real_walk = pipeline.walk
 
     def walk(*a, **k):  # acts on each file right after it is listed, before it is read
         for item in real_walk(*a, **k):
@@ -1283,13 +1283,13 @@ def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
         if not finished.wait(20) and (vault / "fifo.md").exists():
             os.close(os.open(vault / "fifo.md", os.O_WRONLY | os.O_NONBLOCK))
 
-    monkeypatch.setattr(ingest, "walk", walk)
-    monkeypatch.setattr(ingest, "open", racing_open, raising=False)
+    monkeypatch.setattr(pipeline, "walk", walk)
+    monkeypatch.setattr(pipeline, "open", racing_open, raising=False)
     con = db.connect(tmp_path / "i.db", create=True)
     finished = threading.Event()
     threading.Thread(target=unblock_fifo, daemon=True).start()
     t0 = time.monotonic()
-    r = ingest.index(con, [vault], max_size=1000)
+    r = pipeline.index(con, [vault], max_size=1000)
     finished.set()
     monkeypatch.undo()
     assert time.monotonic() - t0 < 20, "indexing blocked on a FIFO"
@@ -1299,7 +1299,7 @@ def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
     assert "binary" in reasons["binary.md"]
     if hasattr(os, "mkfifo"):
         assert "not a regular file" in reasons["fifo.md"]
-    r = ingest.index(con, [vault], max_size=1000)  # the next run catches up with racy.md
+    r = pipeline.index(con, [vault], max_size=1000)  # the next run catches up with racy.md
     body = con.execute("SELECT body FROM documents WHERE path = 'racy.md'").fetchone()[0]
     assert body == (vault / "racy.md").read_text()
     assert_invariants(Path(con.filename))

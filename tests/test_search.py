@@ -112,7 +112,7 @@ def test_chunk_and_document_refs_for_a_hit(kb, vault):
 
 
 def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
-    from kbase.ingest import pipeline as ingest
+    from kbase.indexer import pipeline
     from kbase.store import db
 
     v = write(
@@ -126,7 +126,7 @@ def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
         },
     )
     con = db.connect(tmp_path / "t.db", create=True)
-    ingest.index(con, [v])
+    pipeline.index(con, [v])
     rows = con.execute(
         "SELECT c.heading_path, f.headings FROM chunks c JOIN chunks_fts_content f ON f.id = c.id"
         " ORDER BY c.id"
@@ -144,20 +144,20 @@ def test_a_title_repeated_by_the_first_heading_is_indexed_once(tmp_path):
     (v / "alpha.md").write_text(
         "# Alpha Notes\n\nrewritten\n"
     )  # FTS5 deletes with the view's values
-    ingest.index(con, [v])
+    pipeline.index(con, [v])
     con.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
     assert match("beta") == []
 
 
 def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
-    from kbase.ingest import pipeline as ingest
+    from kbase.indexer import pipeline
     from kbase.search import keyword
     from kbase.search.query import parse_query
     from kbase.store import db
     from tests.conftest import shared
 
     con = db.connect(tmp_path / "r.db", create=True)
-    ingest.index(con, [shared("vaults", "obsidian-tasks-docs")])
+    pipeline.index(con, [shared("vaults", "obsidian-tasks-docs")])
     titles = [t for (t,) in con.execute("SELECT title FROM documents ORDER BY id")]
     for title in titles + ["task", "query filter", "status done", "the"]:
         q = parse_query(title)
@@ -173,7 +173,7 @@ def test_ranking_from_the_best_chunks_equals_ranking_every_match(tmp_path):
 
 
 def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chunks(tmp_path):
-    from kbase.ingest import pipeline as ingest
+    from kbase.indexer import pipeline
     from kbase.ingest.chunk import ChunkSettings
     from kbase.search import keyword
     from kbase.store import db
@@ -187,7 +187,7 @@ def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chun
         },
     }
     con = db.connect(tmp_path / "w.db", create=True)
-    ingest.index(
+    pipeline.index(
         con, [write(tmp_path / "v", files)], settings=ChunkSettings(max_tokens=24, min_tokens=4)
     )
     assert (
@@ -213,7 +213,7 @@ def test_hits_carry_every_field_the_readme_lists(kb):
     import dataclasses
     import re
 
-    from kbase.models import HIT_FIELDS, Hit
+    from kbase.records import HIT_FIELDS, Hit
     from tests.conftest import REPO
 
     table = (
@@ -237,7 +237,7 @@ def test_the_machine_formats_carry_every_field_of_a_hit():
     """A field added to Hit reaches --json, --csv and MCP unless it is named here on purpose."""
     import dataclasses
 
-    from kbase.models import HIT_FIELDS, Hit
+    from kbase.records import HIT_FIELDS, Hit
 
     assert set(HIT_FIELDS) == {f.name for f in dataclasses.fields(Hit)} - {"explain"}
     hit = Hit(1, "a.md", "/v/a.md", "A", 0.1234567, 2, 3, "", "s", ((0, 1),), tags=("t",), rank=1)

@@ -6,8 +6,7 @@ import struct
 import pytest
 
 import kbase
-from kbase.embed import embedder
-from kbase.embed import vectors as embed
+from kbase.embed import embedder, vectors
 from kbase.search.fusion import rrf
 from tests.conftest import bump_mtime, write
 
@@ -145,7 +144,7 @@ def test_interrupted_embedding_resumes(tmp_path, vault, model):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        embed.embed_missing(kbase.store.db.connect(k.path), model, progress=stop, batch=2)
+        vectors.embed_missing(kbase.store.db.connect(k.path), model, progress=stop, batch=2)
     assert k.reader.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0] == 2
     assert k.embed().embedded == 3
 

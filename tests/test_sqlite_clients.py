@@ -166,7 +166,7 @@ def test_rows_written_renamed_and_deleted_keep_chunks_cjk_exact(kb, vault, tmp_p
         k.close()
     before, after = _rebuilt_vocab(tmp_path / "kb.db")
     assert before == after
-    # The rename triggers (kbase.store.writes.move_document): a new file name in the title column.
+    # The rename triggers (kbase.indexer.writes.move_document): a new file name in the title column.
     con = db.connect(tmp_path / "kb.db")
     with con:
         con.execute("UPDATE documents SET path = 'zh/冲突.md' WHERE path = 'zh/同步.md'")

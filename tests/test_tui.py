@@ -22,7 +22,7 @@ import pytest
 import kbase
 from kbase.api import KB
 from kbase.errors import DatabaseError
-from kbase.models import Status
+from kbase.records import Status
 from kbase.tui.app import KbaseApp
 from kbase.tui.logic import (
     BarFilters,

@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 import kbase
-from kbase.embed import embedder
-from kbase.embed import nearest as vectors
-from kbase.embed import vectors as embed
+from kbase.embed import embedder, nearest, vectors
+from kbase.indexer import maintenance
 from kbase.search import semantic
-from kbase.store import db, maintenance
+from kbase.store import db
 from tests.conftest import bump_mtime, write
 
 N_NOTES, CENTERS, DIM = 600, 30, 384
@@ -39,14 +38,14 @@ def clustered(tmp_path):
     with kbase.open(path) as kb:
         kb.index([tmp_path / "v"], embed=False)
     con = db.connect(path)
-    embed.ensure_vector_table(con, ClusterModel())
+    vectors.ensure_vector_table(con, ClusterModel())
     ids = [r for (r,) in con.execute("SELECT id FROM chunks ORDER BY id")]
     centers = _unit(rng.standard_normal((CENTERS, DIM)) + 0.3)  # a common offset, like MiniLM's
     matrix = _unit(
         centers[rng.integers(0, CENTERS, len(ids))] + rng.standard_normal((len(ids), DIM)) * 0.05
     )
     for s in range(0, len(ids), 50):
-        embed._store(con, {i: v.tobytes() for i, v in zip(ids[s : s + 50], matrix[s : s + 50])})
+        vectors._store(con, {i: v.tobytes() for i, v in zip(ids[s : s + 50], matrix[s : s + 50])})
     queries = _unit(centers[rng.integers(0, CENTERS, 20)] + rng.standard_normal((20, DIM)) * 0.06)
     yield con, np.array(ids), matrix, queries
     con.close()
@@ -62,8 +61,8 @@ def _recall(found, ids, matrix, queries, k=10):
 
 def test_quantised_cache_finds_the_exact_neighbours(clustered, monkeypatch):
     con, ids, matrix, queries = clustered
-    monkeypatch.setattr(vectors, "SHORTLIST", 40)  # 80 of 600 (8 x k) pass the Hamming cut
-    cache = vectors.VectorCache(quantize_from=1)
+    monkeypatch.setattr(nearest, "SHORTLIST", 40)  # 80 of 600 (8 x k) pass the Hamming cut
+    cache = nearest.VectorCache(quantize_from=1)
     found = [cache.nearest(con, q.tobytes(), 10) for q in queries]
     assert cache.quantized
     assert _recall(found, ids, matrix, queries) >= 0.95
@@ -77,7 +76,7 @@ def test_quantised_cache_finds_the_exact_neighbours(clustered, monkeypatch):
 
 def test_small_indexes_keep_the_exact_matrix(clustered):
     con, ids, matrix, queries = clustered
-    cache = vectors.VectorCache()
+    cache = nearest.VectorCache()
     got = cache.nearest(con, queries[0].tobytes(), 10)
     assert not cache.quantized
     assert [c for c, _ in got] == ids[
@@ -87,15 +86,15 @@ def test_small_indexes_keep_the_exact_matrix(clustered):
 
 def test_one_shot_search_reads_the_codes_above_the_threshold(clustered, monkeypatch):
     con, ids, matrix, queries = clustered
-    assert vectors.nearest_oneshot(con, queries[0].tobytes(), 10) is None  # below QUANTIZE_FROM
-    monkeypatch.setattr(vectors, "QUANTIZE_FROM", 1)
-    monkeypatch.setattr(vectors, "ONESHOT_CANDIDATES", 150)
-    monkeypatch.setattr(vectors, "ONESHOT_SHORTLIST", 40)
-    found = [vectors.nearest_oneshot(con, q.tobytes(), 10) for q in queries]
+    assert nearest.nearest_oneshot(con, queries[0].tobytes(), 10) is None  # below QUANTIZE_FROM
+    monkeypatch.setattr(nearest, "QUANTIZE_FROM", 1)
+    monkeypatch.setattr(nearest, "ONESHOT_CANDIDATES", 150)
+    monkeypatch.setattr(nearest, "ONESHOT_SHORTLIST", 40)
+    found = [nearest.nearest_oneshot(con, q.tobytes(), 10) for q in queries]
     assert _recall(found, ids, matrix, queries) >= 0.95
     # the CLI's semantic search takes this path, and agrees with sqlite-vec's exact k-NN
     coded = semantic.semantic_search(con, queries[1].tobytes(), limit=5)
-    monkeypatch.setattr(vectors, "QUANTIZE_FROM", 10**9)
+    monkeypatch.setattr(nearest, "QUANTIZE_FROM", 10**9)
     assert [h.path for h in coded] == [
         h.path for h in semantic.semantic_search(con, queries[1].tobytes(), limit=5)
     ]
@@ -116,7 +115,7 @@ def test_codes_stay_in_step_with_inserts_and_deletes(tmp_path, monkeypatch):
     kb = kbase.open(path, embedder=model)
     kb.index([vault])
     con = db.connect(path)
-    assert embed.codes_in_step(con) == (0, 0)
+    assert vectors.codes_in_step(con) == (0, 0)
     assert (
         con.execute("SELECT count(*) FROM chunks_codes").fetchone()[0] == 1
     )  # small blocks merged
@@ -139,15 +138,15 @@ def test_codes_stay_in_step_with_inserts_and_deletes(tmp_path, monkeypatch):
         ).fetchone()[0]
         > 1
     )
-    missing, stale = embed.codes_in_step(con)
+    missing, stale = vectors.codes_in_step(con)
     assert missing == 0 and stale > 0  # the deleted chunks' codes wait for a rebuild
-    monkeypatch.setattr(vectors, "QUANTIZE_FROM", 1)
+    monkeypatch.setattr(nearest, "QUANTIZE_FROM", 1)
     live = {r for (r,) in con.execute("SELECT id FROM chunks")}
-    got = vectors.nearest_oneshot(con, model.embed_query("lentil soup"), 10)
+    got = nearest.nearest_oneshot(con, model.embed_query("lentil soup"), 10)
     assert got and {c for c, _ in got} <= live  # a deleted chunk is never a hit
     assert not [p for p in maintenance.check(con) if p.kind == "vector_codes"]
     kb.compact()
-    assert embed.codes_in_step(con) == (0, 0)
+    assert vectors.codes_in_step(con) == (0, 0)
     kb.close()
     con.close()
 
@@ -156,10 +155,10 @@ def test_an_index_without_codes_gets_them_from_its_vectors(clustered):
     con, _, _, queries = clustered
     with con:
         con.execute("DROP TABLE chunks_codes")  # as an older kbase left it
-    assert vectors.nearest_oneshot(con, queries[0].tobytes(), 10) is None  # exact search instead
+    assert nearest.nearest_oneshot(con, queries[0].tobytes(), 10) is None  # exact search instead
     assert maintenance.check(con) == []
-    embed.ensure_vector_table(con, ClusterModel())  # what kbase embed / kbase index do first
-    assert embed.codes_in_step(con) == (0, 0)
+    vectors.ensure_vector_table(con, ClusterModel())  # what kbase embed / kbase index do first
+    assert vectors.codes_in_step(con) == (0, 0)
 
 
 def test_check_finds_vectors_without_codes_and_fix_makes_them(clustered):
@@ -169,7 +168,7 @@ def test_check_finds_vectors_without_codes_and_fix_makes_them(clustered):
     problems = maintenance.check(con)
     assert [p.kind for p in problems] == ["vector_codes"] and problems[0].count > 0
     assert "made the vectors' binary codes again" in maintenance.fix(con)
-    assert embed.codes_in_step(con) == (0, 0)
+    assert vectors.codes_in_step(con) == (0, 0)
     assert maintenance.check(con) == []
 
 
@@ -178,8 +177,8 @@ def test_related_notes_work_from_the_quantised_vectors(clustered):
     from kbase.notes import graph, related
 
     note = graph.find_note(con, "n0007")
-    exact = related.related(con, note, limit=5, cache=vectors.VectorCache())
-    quantised = related.related(con, note, limit=5, cache=vectors.VectorCache(quantize_from=1))
+    exact = related.related(con, note, limit=5, cache=nearest.VectorCache())
+    quantised = related.related(con, note, limit=5, cache=nearest.VectorCache(quantize_from=1))
     assert exact.method == quantised.method == "semantic"
     # the note's cluster-mates either way (int8 estimates may swap near ties)
     assert len({h.path for h in exact.hits} & {h.path for h in quantised.hits}) >= 4
@@ -189,10 +188,10 @@ def test_codes_of_any_dimension():
     # a model whose dimension is not a multiple of 64 (the codes are padded to whole words)
     rng = np.random.default_rng(5)
     m = _unit(rng.standard_normal((300, 100)))
-    codes = vectors.sign_codes(m)
+    codes = nearest.sign_codes(m)
     assert codes.shape == (300, 16)
-    columns = vectors.code_columns(codes)
+    columns = nearest.code_columns(codes)
     q = m[7]
-    assert vectors.hamming(columns, vectors.sign_codes(q[None, :])[0])[7] == 0
-    scores = vectors.sign_scores(columns, np.arange(300), q)
+    assert nearest.hamming(columns, nearest.sign_codes(q[None, :])[0])[7] == 0
+    scores = nearest.sign_scores(columns, np.arange(300), q)
     assert np.allclose(scores, np.where(m > 0, 1, -1) @ q, atol=1e-4)

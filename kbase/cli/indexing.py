@@ -29,7 +29,7 @@ from kbase.cli.progress import (
 )
 
 if TYPE_CHECKING:
-    from kbase.models import IndexReport
+    from kbase.records import IndexReport
 
 
 @cli.command()

@@ -13,7 +13,7 @@ from kbase.cli.app import printable
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from kbase.models import EmbedReport
+    from kbase.records import EmbedReport
 
 
 def say_model_hint(hint) -> None:

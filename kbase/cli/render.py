@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import click
 
-from kbase.models import HIT_FIELDS, Hit, Status
+from kbase.records import HIT_FIELDS, Hit, Status
 from kbase.text import excerpt, location, printable
 
 

@@ -12,7 +12,7 @@ import apsw
 
 from kbase.embed.embedder import Embedder, embed_input
 from kbase.errors import KbaseError
-from kbase.models import EmbedReport
+from kbase.records import EmbedReport
 from kbase.store.db import meta_set
 
 

@@ -16,7 +16,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
-from kbase.models import Block, Heading, ParsedDoc
+from kbase.records import Block, Heading, ParsedDoc
 from kbase.text import one_line
 
 FORM_FEED = "\f"

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kbase.errors import InputError
 from kbase.ingest.parse import heading_attributes
-from kbase.models import Block, Chunk, Diagnostic, ParsedDoc
+from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
 
 if TYPE_CHECKING:

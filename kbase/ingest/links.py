@@ -63,7 +63,7 @@ from functools import cache, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
-from kbase.models import Heading, ParsedDoc
+from kbase.records import Heading, ParsedDoc
 from kbase.search.snippet import plain
 
 __all__ = [

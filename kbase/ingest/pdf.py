@@ -1,6 +1,6 @@
 """PDF files -> text, page by page, with pypdfium2 (PDFium: the PDF engine of Chromium, BSD/Apache
 licensed, wheels for every platform). Pure: bytes in, text out; kbase.ingest runs it in worker
-processes (kbase.ingest.workers) under a time limit, so a PDF that hangs or crashes PDFium costs
+processes (kbase.indexer.workers) under a time limit, so a PDF that hangs or crashes PDFium costs
 one skipped file, never the run.
 
 The stored text of a PDF is its pages' texts joined by form feeds (``\\f``), as pdftotext writes
@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kbase.models import Block, Heading, ParsedDoc
+from kbase.records import Block, Heading, ParsedDoc
 
 FORM_FEED = "\f"
 # The document information keys kept (PDF 1.7, 14.3.3), under kbase's names.

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import apsw
 
 from kbase.errors import InputError
-from kbase.models import DocRef, NoteEntry
 from kbase.notes.resolve import load, page_region
+from kbase.records import DocRef, NoteEntry
 from kbase.search.hits import is_stale
 from kbase.text import LINE_BREAK
 

@@ -21,7 +21,7 @@ from collections import Counter
 import apsw
 
 from kbase.embed.nearest import VectorCache
-from kbase.models import RelatedResult
+from kbase.records import RelatedResult
 
 # Keyword fallback: how many of the note's terms make the query. More terms match more notes
 # for the wrong reasons; fewer miss the note's subject when its title words are common.

@@ -14,7 +14,7 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.ingest.discover import follow_outside_key, root_bounds, within
-from kbase.models import DocRef
+from kbase.records import DocRef
 from kbase.search.hits import disk_state
 from kbase.store.db import located_root, meta_get
 from kbase.text import LINE_BREAK
@@ -436,7 +436,7 @@ def anchor_region(con: apsw.Connection, doc: DocRef, anchor: str) -> Region:
     and case aside; ``Heading#Sub`` inside ``Heading``). ``line`` is the heading's line, or the
     block's first."""
     from kbase.ingest.links import find_heading
-    from kbase.models import Heading
+    from kbase.records import Heading
     from kbase.text import line_of, line_starts
 
     lines = _lines(doc)

@@ -10,7 +10,7 @@ from pathlib import Path
 import apsw
 
 from kbase.errors import InputError
-from kbase.models import Hit
+from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search import snippet as snippets
 from kbase.store.db import located_root

@@ -5,7 +5,7 @@ from __future__ import annotations
 import apsw
 
 from kbase.embed.nearest import VectorCache
-from kbase.models import Hit
+from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import FUSION_ALPHA, convex

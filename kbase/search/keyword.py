@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 
 import apsw
 
-from kbase.models import Hit
+from kbase.records import Hit
 from kbase.search import cjk, spell
 from kbase.search.filters import Filters
 from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from kbase.errors import InputError
-from kbase.models import Hit, Hits
+from kbase.records import Hit, Hits
 from kbase.search.filters import Filters
 from kbase.search.query import bound_query, parse_query
 from kbase.store import db

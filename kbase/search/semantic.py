@@ -5,7 +5,7 @@ from __future__ import annotations
 import apsw
 
 from kbase.embed.nearest import VectorCache, nearest_oneshot
-from kbase.models import Hit
+from kbase.records import Hit
 from kbase.search.filters import Filters
 from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units
 

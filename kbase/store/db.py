@@ -322,7 +322,7 @@ PAGE_SIZE = 16384
 def _create(con: apsw.Connection) -> None:
     con.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before anything is written
     # Pages freed (a vector block given back, merged keyword segments) can be returned to the
-    # file system a few at a time (PRAGMA incremental_vacuum, kbase.store.maintenance.settle);
+    # file system a few at a time (PRAGMA incremental_vacuum, kbase.indexer.maintenance.settle);
     # like page_size, it must be set before the first table.
     con.execute("PRAGMA auto_vacuum = INCREMENTAL")
     # Switching a new file to WAL needs it alone; SQLite answers BUSY at once, without waiting, if

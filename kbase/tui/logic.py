@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from kbase.models import Status
+from kbase.records import Status
 from kbase.text import LINE_BREAK, line_starts
 
 MODES = ("keyword", "semantic", "hybrid")

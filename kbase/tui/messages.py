@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from kbase.models import DocRef, Hit, RelatedResult, Status
+from kbase.records import DocRef, Hit, RelatedResult, Status
 from kbase.tui.logic import Location
 
 

@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 
 from kbase.api import has_words
 from kbase.errors import DatabaseError, KbaseError
-from kbase.models import DocRef, Status
+from kbase.records import DocRef, Status
 from kbase.text import printable
 from kbase.tui.logic import (
     MODES,

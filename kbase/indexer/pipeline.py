@@ -24,22 +24,9 @@ from typing import TYPE_CHECKING
 import apsw
 
 from kbase.errors import InputError
-from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
-from kbase.ingest.decode import UndecodableError, decode
-from kbase.ingest.discover import (
-    DEFAULT_EXTENSIONS,
-    Attachment,
-    Candidate,
-    Skipped,
-    follow_outside_key,
-    outside_reason,
-    root_bounds,
-    size_cap,
-    walk,
-    within,
-)
-from kbase.ingest.links import ATTACHMENT_EXTENSIONS
-from kbase.ingest.prepare import (
+from kbase.indexer import writes
+from kbase.indexer.maintenance import follow_moved_roots, rechunk_all, rederive, stored_document
+from kbase.indexer.prepare import (
     CHUNKSIZE,
     VANISHED,
     PdfJobs,
@@ -55,10 +42,23 @@ from kbase.ingest.prepare import (
     prepare_item,
     prepare_pdf,
 )
-from kbase.models import IndexReport, ParsedDoc
-from kbase.store import writes as store
+from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
+from kbase.ingest.decode import UndecodableError, decode
+from kbase.ingest.discover import (
+    DEFAULT_EXTENSIONS,
+    Attachment,
+    Candidate,
+    Skipped,
+    follow_outside_key,
+    outside_reason,
+    root_bounds,
+    size_cap,
+    walk,
+    within,
+)
+from kbase.ingest.links import ATTACHMENT_EXTENSIONS
+from kbase.records import IndexReport, ParsedDoc
 from kbase.store.db import meta_get, meta_set
-from kbase.store.maintenance import follow_moved_roots, rechunk_all, rederive, stored_document
 from kbase.text import printable
 
 if TYPE_CHECKING:
@@ -105,13 +105,13 @@ def _scope(con: apsw.Connection, path: Path) -> _Scope:
         if path.is_relative_to(root):
             prefix = path.relative_to(root).as_posix()
             return _Scope(root_id, Path(root), path, prefix)
-    root_id = store.ensure_root(con, str(path))
+    root_id = writes.ensure_root(con, str(path))
     inner = [(rid, r) for rid, r in roots if Path(r).is_relative_to(path)]
     if inner:
         meta_set_tx(
-            con, _links_pending(root_id), store.now_iso()
+            con, _links_pending(root_id), writes.now_iso()
         )  # the absorbed links resolve anew
-        store.absorb_roots(con, root_id, str(path), inner)
+        writes.absorb_roots(con, root_id, str(path), inner)
     return _Scope(root_id, path, None, "")
 
 
@@ -187,7 +187,7 @@ def index(
                 report,
                 None if meta_get(con, follow_outside_key(sc.root_id)) else bounds,
             )
-        meta_set_tx(con, "last_index_at", store.now_iso())
+        meta_set_tx(con, "last_index_at", writes.now_iso())
     except KeyboardInterrupt:
         report.interrupted = True
     report.seconds = time.perf_counter() - t0
@@ -281,10 +281,10 @@ def _index_scope(
     pending = _links_pending(scope.root_id)
     full_resolve = meta_get(con, pending) is not None
     if not full_resolve:
-        meta_set_tx(con, pending, store.now_iso())
+        meta_set_tx(con, pending, writes.now_iso())
     # Links must be re-resolved across the root when its set of files or names changes.
     full_resolve = (
-        store.set_attachments(con, scope.root_id, scope.prefix, attachments) or full_resolve
+        writes.set_attachments(con, scope.root_id, scope.prefix, attachments) or full_resolve
     )
     changed_ids: list[int] = []
     if scope.prefix:
@@ -356,13 +356,13 @@ def _index_scope(
                     continue
                 name = c.relpath or Path(c.abspath).name
                 if old is not None and old[3] == digest:
-                    store.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
+                    writes.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
                     batches.count("unchanged")
                     continue
                 if old is None and by_hash.get(digest):
                     src = by_hash[digest].pop()
                     moved_id = vanished.pop(src)[0]
-                    store.move_document(
+                    writes.move_document(
                         con, moved_id, scope.root_id, c.relpath, st.st_size, st.st_mtime_ns
                     )
                     _retitle_renamed(con, moved_id, src, counter, settings)
@@ -407,10 +407,10 @@ def _index_scope(
                         doc.aliases
                     )  # other notes' links may now resolve elsewhere
                 with batches.document():
-                    doc_id = store.write_document(
+                    doc_id = writes.write_document(
                         con,
                         derived,
-                        store.FileRow(
+                        writes.FileRow(
                             scope.root_id, c.relpath, st.st_size, st.st_mtime_ns, digest, encoding
                         ),
                         doc_id=old[0] if old else None,
@@ -430,14 +430,14 @@ def _index_scope(
         progress(total, total, "")
     unreadable.save(seen)
     for path, (doc_id, *_rest) in vanished.items():
-        store.delete_document(con, doc_id)
+        writes.delete_document(con, doc_id)
         report.removed += 1
         report.changed.append(("removed", path or scope.root.name))
         full_resolve = True
-    store.resolve_links(con, scope.root_id, None if full_resolve else changed_ids)
+    writes.resolve_links(con, scope.root_id, None if full_resolve else changed_ids)
     with con:
         con.execute("DELETE FROM meta WHERE key = ?", (pending,))
-        store.finish_root(con, scope.root_id)
+        writes.finish_root(con, scope.root_id)
 
 
 class _Unreadable:
@@ -600,7 +600,7 @@ def _read(c: Candidate, max_size: int | None, bounds: tuple[str, ...] | None = N
         return f"grew past the size cap ({cap:,} bytes) while indexing"
     if pdf:
         return st, digest, None
-    return st, store.sha256(data), data
+    return st, writes.sha256(data), data
 
 
 _UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed

@@ -1,6 +1,6 @@
 """A file's bytes to the rows the writer stores (a Derived), in this process or in a worker:
 notes and canvases through a process pool, PDFs through supervised workers with time and memory
-limits (kbase.ingest.workers)."""
+limits (kbase.indexer.workers)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbase.indexer import writes
 from kbase.ingest import canvas, pdf
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import Decoded, UndecodableError, decode
@@ -23,12 +24,11 @@ from kbase.ingest.discover import (
     within,
 )
 from kbase.ingest.parse import parse
-from kbase.models import ParsedDoc
-from kbase.store import writes as store
+from kbase.records import ParsedDoc
 from kbase.text import LINE_BREAK, one_line
 
 if TYPE_CHECKING:
-    from kbase.ingest.workers import Workers
+    from kbase.indexer.workers import Workers
 
 
 # Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
@@ -69,7 +69,7 @@ def note_pool(files: int, size: int, counter: TokenCounter):
     # Load the parsers and the tokenizer once, here, for every worker (each loaded its own: 40 ms).
     chunk(parse("---\na: 1\n---\n# Warm up\n", "warm-up.md"), counter)
     # What each worker runs first is loaded here, before the fork, not in each worker.
-    import kbase.ingest.workers
+    import kbase.indexer.workers
     import kbase.store.db  # noqa: F401
 
     return ProcessPoolExecutor(
@@ -83,7 +83,7 @@ def note_pool(files: int, size: int, counter: TokenCounter):
 def _worker_init(parent: int) -> None:
     # A worker waits for work on a pipe whose other end it inherited itself, so it would outlive
     # a parent that was killed (kill -9, the OOM killer): first of all, it is tied to the parent.
-    from kbase.ingest.workers import tie_to_parent
+    from kbase.indexer.workers import tie_to_parent
 
     tie_to_parent(parent)
     import signal
@@ -174,7 +174,7 @@ def prepare_pdf(
     bounds: tuple[str, ...] | None = None,
 ):
     """Read, extract, and chunk one PDF: (sha256 of the bytes read, prepare()'s tuple), or the
-    reason to skip it. Runs in a worker process (kbase.ingest.workers), under a time limit. With
+    reason to skip it. Runs in a worker process (kbase.indexer.workers), under a time limit. With
     ``bounds``, a file found outside them once opened (a symlink swapped in) is not read."""
     cap = size_cap(abspath, max_size)
     try:
@@ -192,7 +192,7 @@ def prepare_pdf(
         return f"cannot read: {e.strerror}"
     if len(data) > cap:
         return f"grew past the size cap ({cap:,} bytes) while indexing"
-    digest = store.sha256(data)
+    digest = writes.sha256(data)
     try:
         text = pdf.extract(data, progress)
     except pdf.PdfError as e:
@@ -242,7 +242,7 @@ def _pdf_job(name, abspath, settings, max_size, bounds, counter=None, progress=N
 
 
 class PdfJobs:
-    """The PDFs of an index run, read in worker processes (kbase.ingest.workers): each under a time
+    """The PDFs of an index run, read in worker processes (kbase.indexer.workers): each under a time
     limit, each in a process of its own, so that one that hangs or crashes PDFium is skipped and
     the run goes on. The workers start with the first PDF."""
 
@@ -262,7 +262,7 @@ class PdfJobs:
         if self._workers is None:
             import pypdfium2  # noqa: F401  (here, before the fork: see below)
 
-            from kbase.ingest.workers import Workers  # multiprocessing: 12 ms, for PDFs only
+            from kbase.indexer.workers import Workers  # multiprocessing: 12 ms, for PDFs only
 
             # The workers are forked, maybe from a thread (kbase watch in the TUI or the MCP
             # server): what they import after the fork could wait for a lock another thread

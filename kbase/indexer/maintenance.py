@@ -10,15 +10,15 @@ from pathlib import Path
 
 import apsw
 
-from kbase.embed import catalog
-from kbase.embed import vectors as embed
+from kbase.embed import catalog, vectors
 from kbase.errors import InputError
+from kbase.indexer import writes
 from kbase.ingest import canvas, pdf
 from kbase.ingest.canvas import Canvas, Card, Edge
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, default_counter
 from kbase.ingest.derive import derive
 from kbase.ingest.parse import parse
-from kbase.models import (
+from kbase.records import (
     CompactReport,
     FrontmatterWarning,
     Heading,
@@ -31,7 +31,6 @@ from kbase.models import (
 )
 from kbase.search import cjk
 from kbase.store import db
-from kbase.store import writes as store
 from kbase.store.db import located_root, meta_set
 
 
@@ -69,7 +68,7 @@ def check(con: apsw.Connection) -> list[Problem]:
                 f"the keyword index does not match the chunks ({e.__class__.__name__})",
             )
         )
-    if embed.has_vectors(con):
+    if vectors.has_vectors(con):
         n_vec = one("SELECT count(*) FROM chunks_vec")
         stray = one("SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
         lost = one(
@@ -91,7 +90,7 @@ def check(con: apsw.Connection) -> list[Problem]:
             )
         # (no codes table at all is no problem: search then scans exactly, and the next
         # kbase embed makes the table from the vectors)
-        missing, _ = embed.codes_in_step(con)
+        missing, _ = vectors.codes_in_step(con)
         if missing > 0:
             problems.append(
                 Problem(
@@ -100,7 +99,7 @@ def check(con: apsw.Connection) -> list[Problem]:
                     "vectors without their binary code (search of a large index would miss them)",
                 )
             )
-        stored = embed.stored_fingerprint(con)
+        stored = vectors.stored_fingerprint(con)
         if stored is not None and not catalog.known(catalog.name_of(stored)):
             problems.append(
                 Problem(
@@ -187,7 +186,7 @@ def rechunk_all(
             progress(done, len(rows), f"re-chunking {path}")
         rederive(con, doc_id, counter, settings)
     for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
-        store.resolve_links(con, root_id)
+        writes.resolve_links(con, root_id)
     return len(rows)
 
 
@@ -206,10 +205,10 @@ def rederive(
         (doc_id,),
     ).fetchone()
     doc = doc or stored_document(con, doc_id, body, path or Path(root).name)
-    store.write_document(
+    writes.write_document(
         con,
         derive(doc, settings, counter),
-        store.FileRow(root_id, path, size, mtime_ns, digest, encoding),
+        writes.FileRow(root_id, path, size, mtime_ns, digest, encoding),
         doc_id=doc_id,
     )
 
@@ -283,7 +282,7 @@ def fix(con: apsw.Connection) -> list[str]:
         done.append("rebuilt the keyword index")
     if "vectors" in kinds:
         with con:
-            if embed.has_vectors(con):
+            if vectors.has_vectors(con):
                 con.execute("DELETE FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
                 con.execute(
                     "UPDATE chunks SET embedded = 0 WHERE embedded"
@@ -296,12 +295,12 @@ def fix(con: apsw.Connection) -> list[str]:
             else:
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
         done.append("matched vectors to chunks (run kbase embed for any still missing)")
-    if kinds & {"vectors", "vector_codes"} and embed.has_vectors(con):
-        embed.rebuild_codes(con)
+    if kinds & {"vectors", "vector_codes"} and vectors.has_vectors(con):
+        vectors.rebuild_codes(con)
         done.append("made the vectors' binary codes again")
     if "links" in kinds or done:
         for (root_id,) in con.execute("SELECT id FROM roots").fetchall():
-            store.resolve_links(con, root_id)
+            writes.resolve_links(con, root_id)
         done.append("re-resolved the links")
     return done
 
@@ -398,7 +397,7 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport
     with con:
         con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
         con.execute("INSERT INTO chunks_cjk (chunks_cjk) VALUES ('optimize')")
-    if embed.has_vectors(con):
+    if vectors.has_vectors(con):
         # vec0 does not give back the space of deleted rows: copy the live vectors into a new table.
         dim = con.execute("SELECT vec_length(embedding) FROM chunks_vec LIMIT 1").fetchone()
         with con:
@@ -420,8 +419,8 @@ def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport
                 con.execute("UPDATE chunks SET embedded = 0 WHERE embedded")
                 con.execute("DELETE FROM meta WHERE key = 'embedder'")
             con.execute("DROP TABLE temp.kbase_vectors")
-    if embed.has_vectors(con):
-        embed.rebuild_codes(con)  # leaves out the codes of deleted chunks
+    if vectors.has_vectors(con):
+        vectors.rebuild_codes(con)  # leaves out the codes of deleted chunks
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.execute("PRAGMA auto_vacuum = INCREMENTAL")  # an older index takes it with the VACUUM
     con.execute("VACUUM")
@@ -466,7 +465,7 @@ def move_root(
     with con:
         con.execute(
             "UPDATE roots SET path = ?, relpath = ? WHERE id = ?",
-            (new_path, store.relpath_from_db(new_path, db_path), row[0]),
+            (new_path, writes.relpath_from_db(new_path, db_path), row[0]),
         )
     return RootMove(old=row[1], new=new_path)
 
@@ -550,7 +549,7 @@ def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
         db_bytes=db_bytes,
         db_to_text=round(db_bytes / text_bytes, 2) if text_bytes else None,
         last_index_at=last[0] if last else None,
-        auto_embed=embed.auto_embed(con),
+        auto_embed=vectors.auto_embed(con),
         pdfs=pdfs[0],
         pdf_pages=pdfs[1],
         pdf_text_pages=pdfs[2],

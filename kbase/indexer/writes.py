@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from kbase.embed import vectors as embed
+from kbase.embed import vectors
 from kbase.embed.embedder import input_hash
 from kbase.ingest.links import Resolver, anchor_ok
 from kbase.ingest.parse import frontmatter_diagnostics, frontmatter_json
-from kbase.models import Chunk, Heading, ParsedDoc
+from kbase.records import Chunk, Heading, ParsedDoc
 from kbase.search import cjk
 from kbase.text import line_of, line_starts
 
@@ -99,7 +99,7 @@ def write_document(
 ) -> int:
     """Insert (``doc_id`` None) or replace one document with everything derived from it, in one
     transaction (or savepoint). ``savepoint=False``: in the caller's transaction, which must roll
-    back if this raises (kbase.ingest.pipeline does so; a savepoint per document costs a tenth of
+    back if this raises (kbase.indexer.pipeline does so; a savepoint per document costs a tenth of
     an index run)."""
     doc, chunks, diagnostics = derived.doc, derived.chunking.chunks, derived.chunking.diagnostics
     links, block_ids, hashes = derived.links, derived.block_ids, derived.hashes
@@ -137,7 +137,7 @@ def write_document(
             doc_id = con.last_insert_rowid()
         else:
             # Vectors of chunks that come back unchanged are kept (no second embedding).
-            old_vectors = embed.vectors_of(con, doc_id)
+            old_vectors = vectors.vectors_of(con, doc_id)
             # The update trigger removes the old chunks (and their FTS rows and vectors) first.
             con.execute(
                 "UPDATE documents SET kind=?, title=?, size=?, mtime_ns=?, hash=?, encoding=?,"
@@ -197,7 +197,7 @@ def write_document(
             if cjk.has_runs(text) or cjk.has_runs(title):
                 cjk.write_rows(con, rows)
         if old_vectors:
-            embed.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
+            vectors.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
         line = _line_finder(text)
         # Links start unresolved; resolve_links() settles them once the whole root is known.
