@@ -47,6 +47,7 @@ import apsw  # noqa: E402
 import kbase  # noqa: E402
 from bench.questions import first_rank, load_questions, scores  # noqa: E402
 from kbase.search import cjk  # noqa: E402
+from kbase.store import cjk_table  # noqa: E402
 
 try:  # absent before issue 24: the question table still runs, for the numbers before
     from kbase.search import segment
@@ -279,7 +280,7 @@ def index_side() -> None:
             kb.close()
             con = apsw.Connection(":memory:")
             path = {cid: p for cid, p, *_ in rows}
-            for table, write in (("pairs", cjk.index_text), ("words", by_words)):
+            for table, write in (("pairs", cjk_table.index_text), ("words", by_words)):
                 con.execute(
                     f"CREATE VIRTUAL TABLE {table} USING fts5(body, title, headings, {tok})"
                 )

@@ -35,6 +35,7 @@ from kbase.embed import (  # noqa: E402
     embedder,
     vectors,
 )
+from kbase.ingest import embed_text  # noqa: E402
 from kbase.search import (  # noqa: E402
     hybrid,
     keyword,
@@ -64,7 +65,7 @@ def throughput(n: int, work: Path) -> dict:
         " FROM chunks c JOIN documents d ON d.id = c.doc_id ORDER BY c.id LIMIT ?",
         (n,),
     ).fetchall()
-    texts = [embedder.embed_input(t, h, x) for t, h, x in rows]
+    texts = [embed_text.embed_input(t, h, x) for t, h, x in rows]
     model = embedder.default_embedder()
     model.embed_batch(texts[:8])  # warm up
     t0 = time.perf_counter()

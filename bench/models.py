@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
 from kbase.embed import catalog  # noqa: E402
-from kbase.embed.embedder import embed_input  # noqa: E402
+from kbase.ingest.embed_text import embed_input  # noqa: E402
 from kbase.store.db import connect  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "vaults"

@@ -68,7 +68,7 @@ sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
 from bench.markup import markup_in  # noqa: E402
-from kbase.search.snippet import plain  # noqa: E402
+from kbase.ingest.markup import plain  # noqa: E402
 
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 QUESTIONS = REPO / "bench" / "questions"

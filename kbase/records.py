@@ -57,8 +57,8 @@ class ParsedDoc:
     # card's (see ``cards``). Segments are separated by a form feed; a chunk prefers to end at one.
     segments: tuple[tuple[int, int], ...] = ()
     pdf: dict | None = None  # a PDF's document information (kbase.ingest.pdf.info_record)
-    cards: tuple = ()  # a canvas's cards (kbase.canvas.Card), one per segment
-    edges: tuple = ()  # a canvas's edges (kbase.canvas.Edge)
+    cards: tuple = ()  # a canvas's cards (kbase.ingest.canvas.Card), one per segment
+    edges: tuple = ()  # a canvas's edges (kbase.ingest.canvas.Edge)
 
 
 @dataclass(frozen=True)

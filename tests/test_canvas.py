@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.ingest import canvas
 from tests.conftest import bump_mtime, write
 from tests.pdfgen import make_pdf

@@ -11,7 +11,7 @@ import kbase
 from bench.questions import first_rank, load_questions, scores
 from kbase.search import cjk, segment
 from kbase.search.query import parse_query
-from kbase.store import db, migrations
+from kbase.store import cjk_table, db, migrations
 from tests.conftest import shared, write
 
 NOTES = {
@@ -128,7 +128,7 @@ def test_pair_queries():
         == '("Obsidian" AND "同步 步设 设置" AND "所有 有権 borrow" AND "的"*) NOT "除外"'
     )
     assert (
-        cjk.index_text("Rust的所有権borrowing。서울은")
+        cjk_table.index_text("Rust的所有権borrowing。서울은")
         == "Rust 的所 所有 有権 borrowing。 서울 울은 "
     )
     assert not cjk.applies(parse_query("sync -同步"))
@@ -422,7 +422,7 @@ def test_book_question_sets_keyword_top_3_and_never_no_matches(book):
 def test_index_says_once_which_model_would_read_a_vault_mostly_in_chinese(tmp_path):
     from click.testing import CliRunner
 
-    from kbase.cli.commands import cli
+    from kbase.cli.app import cli
 
     notes = {f"zh/{p}": t for p, t in NOTES.items() if p.startswith("zh/")}
     notes["en/Sync.md"] = NOTES["en/Sync.md"]  # one English note of four

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.records import HIT_FIELDS
 from tests.conftest import bump_mtime
 
@@ -215,7 +215,7 @@ def test_python_dash_m_and_light_imports(tmp_path, vault):
         [sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True
     )
     code = (
-        "import sys; from kbase.cli.commands import cli\n"
+        "import sys; from kbase.cli.app import cli\n"
         f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
         "except SystemExit: pass\n"
         "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', "

@@ -6,7 +6,7 @@ import re
 import click
 import pytest
 
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from tests.conftest import REPO
 
 

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.errors import InputError
 from tests.conftest import write
 

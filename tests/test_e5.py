@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.embed import catalog, e5
 from tests.conftest import REPO, shared
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.records import EmbedReport
 from kbase.store import db
 from tests.test_watch import CountingEmbedder
@@ -489,7 +489,6 @@ def test_help_imports_click_and_the_commands_only():
         "kbase.cli",
         "kbase.cli.admin",
         "kbase.cli.app",
-        "kbase.cli.commands",
         "kbase.cli.indexing",
         "kbase.cli.notes",
         "kbase.cli.progress",

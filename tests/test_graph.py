@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.indexer import pipeline
 from kbase.store import db
 from tests.conftest import bump_mtime, shared, write

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.errors import InputError
 from tests.conftest import shared, write
 

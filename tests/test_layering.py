@@ -1,144 +1,58 @@
-"""The core (everything but the faces: CLI, output, TUI, MCP server) imports no presentation or
-protocol library."""
+"""kbase's layers hold: the import-linter contracts in pyproject.toml (each part imports only the
+parts below it, the engine imports no face library, the faces reach the engine through kbase.api),
+no module uses another's private names, and the public API is typed."""
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import kbase
 
-PRESENTATION = {"click", "textual", "rich", "mcp", "mcp_types", "starlette", "uvicorn", "datasette"}
-ALLOWED = {"__main__.py"}
-FACES = {"cli", "tui", "mcp", "datasette"}
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_core_does_not_import_presentation_libraries():
+def lint_imports(package_root: Path) -> subprocess.CompletedProcess:
+    """import-linter with the contracts of pyproject.toml, over the kbase found in
+    ``package_root`` (a fresh process, so that it reads those files and no other copy)."""
+    code = (
+        "from importlinter.cli import lint_imports;"
+        f"raise SystemExit(lint_imports(config_filename={str(ROOT / 'pyproject.toml')!r},"
+        " no_cache=True, no_logo=True))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(package_root)}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=package_root, env=env, capture_output=True, text=True
+    )
+
+
+def test_the_import_contracts_hold():
+    r = lint_imports(ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 kept, 0 broken" in r.stdout
+
+
+def test_an_import_upward_breaks_the_layers(tmp_path):
+    """The contracts can fail: ingest (a pure step) importing search is caught, and so is the
+    engine importing click."""
+    shutil.copytree(ROOT / "kbase", tmp_path / "kbase", ignore=shutil.ignore_patterns("assets"))
+    chunk = tmp_path / "kbase" / "ingest" / "chunk.py"
+    chunk.write_text(chunk.read_text() + "\nfrom kbase.search import cjk  # noqa\nimport click\n")
+    r = lint_imports(tmp_path)
+    assert r.returncode == 1
+    assert "kbase.ingest.chunk -> kbase.search.cjk" in r.stdout
+    assert "kbase.ingest.chunk -> click" in r.stdout
+
+
+def _modules() -> set[str]:
     pkg = Path(kbase.__file__).parent
-    offenders = []
-    for path in pkg.rglob("*.py"):
-        rel = path.relative_to(pkg)
-        if rel.name in ALLOWED or rel.parts[0] in FACES:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            offenders += [f"{rel}: {n}" for n in names if n.split(".")[0] in PRESENTATION]
-    assert offenders == []
-
-
-def _without_type_checking(tree: ast.Module) -> ast.Module:
-    """``tree`` without its ``if TYPE_CHECKING:`` blocks: names imported for annotations only are
-    never imported when the program runs, so they cannot make a cycle."""
-    tree.body = [
-        node
-        for node in tree.body
-        if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
-    ]
-    return tree
-
-
-def _imports_of(path: Path, module: str, modules: set[str]) -> set[str]:
-    """The kbase modules ``module`` (at ``path``) imports anywhere in its code, including inside
-    functions: a lazy import is still a dependency."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(_without_type_checking(ast.parse(path.read_text(encoding="utf-8")))):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parent + ([base] if base else []))
-            names = [base] + [f"{base}.{a.name}" for a in node.names]
-        else:
-            continue
-        found |= {n for n in names if n in modules and n != module}
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    pkg = Path(kbase.__file__).parent
-    paths = {}
+    out = set()
     for path in pkg.rglob("*.py"):
         parts = path.relative_to(pkg.parent).with_suffix("").parts
-        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return {m: _imports_of(p, m, set(paths)) for m, p in paths.items()}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
-def test_no_import_cycles():
-    """Lower modules never import higher ones: no module reaches itself through imports, lazy
-    ones included (the package's __init__, which only re-exports, is left out)."""
-    graph = {m: deps - {"kbase"} for m, deps in import_graph().items() if m != "kbase"}
-    assert cycles(graph) == []
-
-
-# What a face (kbase/cli, kbase/tui, kbase/mcp) may import of kbase besides its own modules and
-# another face's entry point: the public API, its errors and records, and plain text helpers.
-FACE_API = {"kbase", "kbase.api", "kbase.errors", "kbase.records", "kbase.text", "kbase.paths"}
-
-
-def _face(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in FACES else None
-
-
-def test_faces_reach_the_engine_only_through_the_api():
-    offenders = [
-        f"{m} -> {d}"
-        for m, deps in import_graph().items()
-        if _face(m)
-        for d in sorted(deps)
-        if d not in FACE_API and not _face(d)
-    ]
-    assert offenders == []
-
-
-def test_the_engine_never_imports_a_face():
-    offenders = [
-        f"{m} -> {d}"
-        for m, deps in import_graph().items()
-        if not _face(m) and m not in ("kbase", "kbase.__main__")
-        for d in sorted(deps)
-        if _face(d)
-    ]
-    assert offenders == []
+        out.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
 
 
 def private_uses(path: Path, module: str) -> list[str]:
@@ -168,7 +82,7 @@ def private_uses(path: Path, module: str) -> list[str]:
     return found
 
 
-MODULES = set(import_graph())
+MODULES = _modules()
 
 
 def test_no_module_uses_another_modules_privates():
@@ -190,11 +104,6 @@ def test_the_private_finder_finds_both_forms(tmp_path):
         "m: from kbase.search.keyword import _ranked_docs",
         "m: hits._x",
     ]
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_public_api_is_typed():

@@ -142,7 +142,7 @@ def test_every_interface_without_a_token_is_refused_at_once(index):
     db, _ = index
     code = (
         "import sys\n"
-        "from kbase.cli.commands import cli\n"
+        "from kbase.cli.app import cli\n"
         f"sys.argv = ['kbase', '--db', {str(db)!r}, 'mcp', '--http', '0.0.0.0:0']\n"
         "try:\n"
         "    cli()\n"

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.embed import catalog, embedder, vectors
 from tests.conftest import REPO, write
 

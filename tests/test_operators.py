@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.errors import InputError
 from kbase.search.query import Operator, parse_query
 from tests.conftest import write

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.sqlapi import ReadOnlyViolation
 from tests.conftest import shared, write
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.indexer import pipeline
 from kbase.ingest.chunk import ChunkSettings
 from kbase.ingest.parse import parse

@@ -5,7 +5,7 @@ import re
 
 from click.testing import CliRunner
 
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from tests.conftest import REPO
 
 

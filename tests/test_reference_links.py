@@ -8,8 +8,8 @@ import pytest
 import kbase
 from kbase.indexer import pipeline
 from kbase.ingest.links import parse_links
+from kbase.ingest.markup import render
 from kbase.ingest.parse import parse
-from kbase.search.snippet import render
 from kbase.store import db
 from tests.conftest import shared, write
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.embed import embedder
 from tests.conftest import bump_mtime, write
 

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.embed.embedder import pack
 from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.indexer import pipeline

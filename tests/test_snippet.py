@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.markup import markup_in  # the fixed list of markup a snippet must not show
-from kbase.search.snippet import CLOSE, OPEN, plain, render, snippet, unmark
+from kbase.ingest.markup import plain, render
+from kbase.search.snippet import CLOSE, OPEN, snippet, unmark
 from tests.conftest import examples, shared
 
 

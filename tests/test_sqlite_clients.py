@@ -20,8 +20,7 @@ import httpx
 import pytest
 
 import kbase
-from kbase.search import cjk
-from kbase.store import db, migrations
+from kbase.store import cjk_table, db, migrations
 from tests.conftest import REPO, write
 
 NOTES = {
@@ -61,7 +60,7 @@ def _rebuilt_vocab(path) -> list[list[tuple]]:
     try:
         with con:
             before = _vocab(con)
-            cjk.rebuild(con)
+            cjk_table.rebuild(con)
             after = _vocab(con)
     finally:
         con.close()

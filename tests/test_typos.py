@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import kbase
-from kbase.cli.commands import cli
+from kbase.cli.app import cli
 from kbase.errors import InputError
 from kbase.search import spell
 from tests.conftest import REPO, shared, write

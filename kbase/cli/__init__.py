@@ -1,4 +1,6 @@
-"""The command-line face: click commands (``commands``) and their renderers (``render``).
+"""The command-line face: the ``kbase`` group and its one registry of commands (``app``), the
+commands (``indexing``, ``notes``, ``admin``), their renderers (``render``) and progress lines
+(``progress``).
 
 ``main`` is the ``kbase`` executable. It imports only what the command line asks for: ``kbase
 --version`` answers before click or any of kbase is imported, and each command imports its
@@ -17,14 +19,16 @@ def main() -> None:
 
         sys.stdout.write(f"kbase, version {__version__}\n")
         return
-    from kbase.cli.commands import cli
+    from kbase.cli.app import cli
 
     cli(prog_name="kbase")
 
 
 def __getattr__(name: str):
-    if name == "cli":  # ``from kbase.cli import cli``, as before the face had its own folder
-        from kbase.cli.commands import cli
+    if (
+        name == "cli"
+    ):  # ``from kbase.cli import cli``: the group, without importing it for --version
+        from kbase.cli.app import cli
 
         return cli
     raise AttributeError(f"module 'kbase.cli' has no attribute {name!r}")

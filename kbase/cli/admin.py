@@ -7,7 +7,6 @@ import sys
 import click
 
 from kbase.cli.app import (
-    cli,
     dumps,
     format_options,
     open_kb,
@@ -17,7 +16,7 @@ from kbase.cli.app import (
 )
 
 
-@cli.command()
+@click.command()
 @output_options("text", "json")
 @click.pass_context
 def status(ctx, fmt):
@@ -33,7 +32,7 @@ def status(ctx, fmt):
     )
 
 
-@cli.command()
+@click.command()
 @click.pass_context
 def browse(ctx):
     """Full-screen browser: search as you type, read hits in context, follow links."""
@@ -42,7 +41,7 @@ def browse(ctx):
     run(ctx.obj["db"])
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--http",
     metavar="[HOST:]PORT",
@@ -99,7 +98,7 @@ def mcp(ctx, http, token, watch, no_embed, poll, budget):
     )
 
 
-@cli.command()
+@click.command()
 @click.argument("query", required=False)
 @click.option(
     "-f",
@@ -144,7 +143,7 @@ def sql(ctx, query, sql_file, timeout, fmt):
         )
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--fix",
     is_flag=True,
@@ -183,7 +182,7 @@ def check(ctx, fix, fmt):
         ctx.exit(1)
 
 
-@cli.command()
+@click.command()
 @output_options("text", "json")
 @click.pass_context
 def compact(ctx, fmt):
@@ -204,7 +203,7 @@ def compact(ctx, fmt):
     )
 
 
-@cli.group(invoke_without_command=True)
+@click.group(invoke_without_command=True)
 @output_options("text", "json")
 @click.pass_context
 def roots(ctx, fmt):

@@ -32,8 +32,50 @@ def dumps(value, **options) -> str:
     )
 
 
+# Every command, and the module:function that defines it. This is the one place a command is
+# registered; its module is imported only when it runs (or when --help lists it), so that
+# `kbase search` does not import what `kbase mcp` or `kbase index` need.
+COMMANDS = {
+    "index": "kbase.cli.indexing:index",
+    "watch": "kbase.cli.indexing:watch",
+    "embed": "kbase.cli.indexing:embed",
+    "chunks": "kbase.cli.indexing:chunks",
+    "search": "kbase.cli.notes:search",
+    "show": "kbase.cli.notes:show",
+    "links": "kbase.cli.notes:links",
+    "backlinks": "kbase.cli.notes:backlinks",
+    "unresolved": "kbase.cli.notes:unresolved",
+    "orphans": "kbase.cli.notes:orphans",
+    "neighbors": "kbase.cli.notes:neighbors",
+    "related": "kbase.cli.notes:related",
+    "graph": "kbase.cli.notes:graph",
+    "status": "kbase.cli.admin:status",
+    "check": "kbase.cli.admin:check",
+    "compact": "kbase.cli.admin:compact",
+    "roots": "kbase.cli.admin:roots",
+    "sql": "kbase.cli.admin:sql",
+    "browse": "kbase.cli.admin:browse",
+    "mcp": "kbase.cli.admin:mcp",
+}
+
+
 class _Group(click.Group):
-    """Turns library errors into one line on stderr and a non-zero exit, never a traceback."""
+    """The commands of ``COMMANDS``, loaded on demand; turns library errors into one line on
+    stderr and a non-zero exit, never a traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        import importlib
+
+        module, _, name = target.partition(":")
+        command = getattr(importlib.import_module(module), name)
+        assert isinstance(command, click.Command) and command.name == cmd_name, target
+        return command
 
     def invoke(self, ctx: click.Context):
         try:

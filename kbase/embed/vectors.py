@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import apsw
 
-from kbase.embed.embedder import Embedder, embed_input
+from kbase.embed.embedder import Embedder
 from kbase.errors import KbaseError
+from kbase.ingest.embed_text import embed_input
 from kbase.records import EmbedReport
 from kbase.store.db import meta_set
 

@@ -29,8 +29,7 @@ from kbase.records import (
     RootRemoval,
     Status,
 )
-from kbase.search import cjk
-from kbase.store import db
+from kbase.store import cjk_table, db
 from kbase.store.db import located_root, meta_set
 
 
@@ -278,7 +277,7 @@ def fix(con: apsw.Connection) -> list[str]:
     if "fts" in kinds or kinds & {"chunk_offsets", "orphan_chunks"}:
         with con:
             con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
-            cjk.rebuild(con)
+            cjk_table.rebuild(con)
         done.append("rebuilt the keyword index")
     if "vectors" in kinds:
         with con:

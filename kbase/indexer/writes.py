@@ -8,18 +8,17 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import apsw
 
 from kbase.embed import vectors
-from kbase.embed.embedder import input_hash
 from kbase.ingest.links import Resolver, anchor_ok
 from kbase.ingest.parse import frontmatter_diagnostics, frontmatter_json
-from kbase.records import Chunk, Heading, ParsedDoc
-from kbase.search import cjk
+from kbase.records import Heading, ParsedDoc
+from kbase.store import cjk_table
 from kbase.text import line_of, line_starts
 
 if TYPE_CHECKING:
@@ -194,8 +193,8 @@ def write_document(
             )
             # Headings are lines of the text: a document without a run has no row to write (one
             # search instead of three a chunk, which took a tenth of the writer's time).
-            if cjk.has_runs(text) or cjk.has_runs(title):
-                cjk.write_rows(con, rows)
+            if cjk_table.has_runs(text) or cjk_table.has_runs(title):
+                cjk_table.write_rows(con, rows)
         if old_vectors:
             vectors.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
@@ -306,13 +305,6 @@ def _write_segments(con: apsw.Connection, doc_id: int, doc: ParsedDoc) -> str:
             [(doc_id, i, e.id, e.from_id, e.to_id, e.label) for i, e in enumerate(doc.edges)],
         )
     return ""
-
-
-def chunk_hashes(doc: ParsedDoc, chunks: Sequence[Chunk]) -> list[bytes]:
-    """chunks.embed_hash of each chunk: what the embedder would see
-    (kbase.embed.embedder.input_hash)."""
-    text = doc.text
-    return [input_hash(doc.title, c.heading_path, text[c.start : c.end]) for c in chunks]
 
 
 def _line_finder(text: str) -> Callable[[int], int]:

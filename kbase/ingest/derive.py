@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbase.indexer.writes import chunk_hashes
 from kbase.ingest import canvas
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk
+from kbase.ingest.embed_text import chunk_hashes
 from kbase.ingest.links import LinkRef, block_ids, parse_links
 from kbase.records import ParsedDoc
 

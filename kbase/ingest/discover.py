@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt", ".pdf", ".canvas")
 DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # bytes; larger files are skipped: notes are rarely this big
 # PDFs carry images and fonts: a 300-page scanned book is 100 MB and more, yet its text is small.
-# They are read by the worker processes (kbase.workers), never held whole in the indexer's memory.
+# They are read by the worker processes (kbase.indexer.prepare), never held whole in the
+# indexer's memory.
 PDF_MAX_SIZE = 512 * 1024 * 1024
 PDF_EXTENSIONS = (".pdf",)
 

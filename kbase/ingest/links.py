@@ -63,8 +63,8 @@ from functools import cache, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
+from kbase.ingest.markup import plain
 from kbase.records import Heading, ParsedDoc
-from kbase.search.snippet import plain
 
 __all__ = [
     "ATTACHMENT_EXTENSIONS",

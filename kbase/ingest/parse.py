@@ -17,8 +17,8 @@ from bisect import bisect_right
 from pathlib import PurePosixPath
 from typing import Any, cast
 
+from kbase.ingest.markup import plain
 from kbase.records import Block, Diagnostic, Heading, ParsedDoc
-from kbase.search.snippet import plain
 from kbase.text import LINE_BREAK, line_of, line_starts
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")

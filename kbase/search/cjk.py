@@ -22,73 +22,9 @@ from dataclasses import replace
 import apsw
 
 from kbase.search.query import Query, Term
+from kbase.store.cjk_table import CHARS, RUN, TABLE, has_runs, pairs
 
-# Han (with radicals, extensions, compatibility ideographs, 々〆〇〻), kana (with ー and half-width
-# kana), bopomofo, Hangul (syllables and jamo), Thai, Lao, Khmer, Myanmar. Punctuation such as
-# 、。「」 is not part of a run.
-_CHARS = (
-    "\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u19e0-\u19ff"
-    "\u2e80-\u2fdf\u3005-\u3007\u303b\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf"
-    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\ua9e0-\ua9ff\uaa60-\uaa7f"
-    "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff"
-)
-RUN = re.compile(f"[{_CHARS}]+")
-
-TABLE = "chunks_cjk"
-# The same columns and bm25 weights as chunks_fts (schema.sql creates it). Contentless: the pair
-# text is made by kbase and never read back (highlights come from the chunk text). A row goes with
-# FTS5's 'delete' command and the values it was written with, which schema.sql's triggers make
-# again from the chunk's chunks_fts_content values through the SQL function PAIRS_FUNCTION
-# (index_text; kbase.store.db registers it on every connection kbase opens). Not FTS5's
-# contentless_delete option: SQLite before 3.43 (Debian 12's 3.40, Python's sqlite3 there,
-# Datasette on it) cannot open a table that has it. So index_text() must stay as it wrote the
-# rows: a change to it needs a migration that rebuilds this table (rebuild()). Mark characters
-# (M*) are part of tokens, for Thai, Lao, Khmer and Myanmar vowel signs and tone marks (unicode61
-# treats them as separators by default).
-PAIRS_FUNCTION = "kbase_cjk_pairs"
-
-
-def pairs_function(text: object) -> str | None:
-    """PAIRS_FUNCTION: index_text() for SQL (NULL stays NULL). A chunk has a row exactly when this
-    changes one of its three values (index_text adds spaces around each run)."""
-    return None if text is None else index_text(str(text))
-
-
-def has_runs(text: str) -> bool:
-    return RUN.search(text) is not None
-
-
-def pairs(run: str) -> list[str]:
-    """A run as its overlapping character pairs; a single character stays itself."""
-    return [run[i : i + 2] for i in range(len(run) - 1)] or [run]
-
-
-def index_text(text: str) -> str:
-    """What chunks_cjk indexes for ``text``: each run replaced by its pairs, the rest kept."""
-    return RUN.sub(lambda m: " " + " ".join(pairs(m.group(0))) + " ", text)
-
-
-def write_rows(con: apsw.Connection, rows: list[tuple[int, str, str, str]]) -> None:
-    """The chunks_cjk rows for (chunk id, title, headings, body) in the values chunks_fts gets:
-    only for chunks with a run in any of the three."""
-    con.executemany(
-        "INSERT INTO chunks_cjk (rowid, body, title, headings) VALUES (?, ?, ?, ?)",
-        [
-            (cid, index_text(body), index_text(title), index_text(headings))
-            for cid, title, headings, body in rows
-            if has_runs(body) or has_runs(title) or has_runs(headings)
-        ],
-    )
-
-
-def rebuild(con: apsw.Connection) -> None:
-    """chunks_cjk again from chunks_fts_content (a migration, ``kbase check --fix``)."""
-    con.execute("INSERT INTO chunks_cjk (chunks_cjk) VALUES ('delete-all')")
-    write_rows(
-        con,
-        [tuple(r) for r in con.execute("SELECT id, title, headings, body FROM chunks_fts_content")],
-    )
-
+__all__ = ["RUN", "TABLE", "has_runs", "pairs"]  # the index half's names the query half reads
 
 # ---- queries -------------------------------------------------------------------------------
 
@@ -101,7 +37,7 @@ def applies(query: Query) -> bool:
 def _term(term: Term) -> Term:
     tokens: list[str] = []
     for word in term.words:
-        for piece in re.split(f"([{_CHARS}]+)", word):
+        for piece in re.split(f"([{CHARS}]+)", word):
             if piece:
                 tokens.extend(pairs(piece) if RUN.fullmatch(piece) else [piece])
     # One character alone: the pairs that start with it (a word of one character is rarely meant).
@@ -136,7 +72,7 @@ def segmented(query: Query) -> Query | None:
 
         parts: list[Term] = []
         for word in term.words:
-            for piece in re.split(f"([{_CHARS}]+)", word):
+            for piece in re.split(f"([{CHARS}]+)", word):
                 if RUN.fullmatch(piece):
                     parts.extend(Term((w,)) for w in segment.words(piece))
                 elif piece:

@@ -10,6 +10,7 @@ from pathlib import Path
 import apsw
 
 from kbase.errors import InputError
+from kbase.ingest.markup import plain
 from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search import snippet as snippets
@@ -156,7 +157,7 @@ def plain_headings(heading_path: str) -> str:
     """A heading path as read: 'Example **template**' shows as 'Example template'."""
     if not any(ch in heading_path for ch in "*_`[<~=%\\$"):
         return heading_path
-    return " > ".join(snippets.plain(h) for h in heading_path.split(" > "))
+    return " > ".join(plain(h) for h in heading_path.split(" > "))
 
 
 def is_stale(abspath: str, size: int, mtime_ns: int) -> bool:

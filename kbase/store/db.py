@@ -207,8 +207,8 @@ def _open(
 
 def _cjk_pairs(text: object) -> str | None:
     """kbase_cjk_pairs(text), which chunks_cjk's triggers call to delete a row with the values it
-    was written with (kbase.search.cjk; imported when a row is deleted, not at every connect)."""
-    from kbase.search.cjk import pairs_function
+    was written with (kbase.store.cjk_table: imported when a row is deleted, not at connect)."""
+    from kbase.store.cjk_table import pairs_function
 
     return pairs_function(text)
 

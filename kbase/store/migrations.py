@@ -212,9 +212,9 @@ def _schema_7(con: apsw.Connection) -> None:
 
 
 def _schema_8(con: apsw.Connection) -> None:
-    """chunks_cjk: the keyword index of runs in scripts without spaces (kbase/search/cjk.py),
+    """chunks_cjk: the keyword index of runs in scripts without spaces (kbase/store/cjk_table.py),
     filled from the chunks already indexed."""
-    from kbase.search import cjk
+    from kbase.store import cjk_table
 
     con.execute(
         "CREATE VIRTUAL TABLE chunks_cjk USING fts5(body, title, headings, content = '',"
@@ -225,7 +225,7 @@ def _schema_8(con: apsw.Connection) -> None:
         "CREATE TRIGGER chunks_cjk_before_delete BEFORE DELETE ON chunks BEGIN"
         " DELETE FROM chunks_cjk WHERE rowid = old.id; END"
     )
-    cjk.rebuild(con)
+    cjk_table.rebuild(con)
 
 
 # The DDL of schema version 9, frozen here (see _schema_9).
@@ -436,7 +436,7 @@ def _schema_12(con: apsw.Connection) -> None:
     again by kbase_cjk_pairs() (kbase.store.db registers it). The table is made again and filled
     from the chunks; the rename triggers now rewrite its rows too (the title column holds the
     file name)."""
-    from kbase.search import cjk
+    from kbase.store import cjk_table
 
     for trigger in (
         "chunks_cjk_before_delete",
@@ -447,7 +447,7 @@ def _schema_12(con: apsw.Connection) -> None:
     con.execute("DROP TABLE chunks_cjk")
     for ddl in _CJK_12:
         con.execute(ddl)
-    cjk.rebuild(con)
+    cjk_table.rebuild(con)
 
 
 # version -> step. Version 1 was the first schema (kept in tests/data/schema_v1.sql).

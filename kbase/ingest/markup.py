@@ -1,0 +1,234 @@
+"""Pure: Markdown source -> the text a person reads, keeping track of where each character came
+from (``render``), and that text folded onto one line (``plain``: titles, headings). Titles are
+made at parse time (kbase.ingest.parse) and snippets at search time (kbase.search.snippet): both
+read Markdown through this one module.
+
+Rendering works by edits over the source: each construct (a heading marker, ``**``, a
+``[[target|alias]]``, a ``%% comment %%``, ...) is found by one regular expression and replaced
+by pieces that either keep a range of the source (the alias, the link text, the code) or insert a
+little text (" > " between a note and its heading). Because every output character knows its
+source offset, highlight ranges found in the source (FTS5's highlight()) map exactly onto the
+rendered snippet, and the line number of a match stays the file's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+# A piece of output: (source start, source end) kept as is, or (text, source offset) inserted.
+_Piece = tuple[int, int] | tuple[str, int]
+
+# A fenced code block, from its opening fence to its closing one (or the end of the text).
+FENCED = (
+    r"^(?P<fence_quote>[ \t]*(?:>[ \t]*)*)(?P<fence_mark>`{3,}|~{3,})[^\r\n]*"
+    r"(?P<fence_body>(?:\r\n?|\n).*?)??"
+    r"(?:(?:\r\n?|\n)[ \t]*(?:>[ \t]*)*(?P=fence_mark)[`~]*[ \t]*(?=[\r\n]|\Z)|\Z)"
+)
+_TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
+# Alternatives in priority order: at a given position the first that matches wins, and a match
+# consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
+_PATTERN = re.compile(
+    # Every alternative starts with one of these characters: a letter fails at once (3x faster).
+    r"(?=[<%`!\[\]\\$*_~=|> \t#^0-9+\-:])(?:"
+    + "|".join(
+        [
+            r"(?P<html_comment><!--.*?(?:-->|\Z))",
+            r"(?P<comment>%%.*?(?:%%|\Z))",
+            # A fenced code block, whole: its lines are kept exactly, the fences go.
+            rf"(?P<fence>{FENCED})",
+            # on one line
+            r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",
+            r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
+            r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
+            r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
+            r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
+            # A link reference definition line '[label]: dest "title"' goes whole; a reference
+            # link '[text][label]' shows its text.
+            r"(?P<linkdef>^[ ]{0,3}\[(?!\^)[^\]\r\n]+\]:[ \t]*[^\s][^\r\n]*(?:\r\n?|\n)?)",
+            r"(?P<reflink>\[(?P<ref_text>[^\]\r\n]+)\]\[[^\]\r\n]*\])",
+            r"(?P<footnote>\[\^[^\]\r\n]+\])",
+            # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".
+            r"(?P<orphan>!?\[\[|\]\]|\]\([^)\s]*\)|``+)",
+            r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^>\s]+)>)",
+            r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
+            # Line starts, inside quotes too (a chunk may begin after a quote's '>').
+            r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+            r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
+            rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
+            r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
+            r"(?P<heading_close>[ \t]+#+[ \t]*(?=\r|$))",  # before CRLF and CR too
+            r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}"
+            r"|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
+            r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",
+            r"(?P<pipe>(?<!\\)\|)",
+            r"(?P<block_id>(?:[ \t]|^|(?<=\]\]))\^[A-Za-z0-9-]+[ \t]*$)",
+            r"(?P<math>\$\$)",
+            r"(?P<strong>\*\*|__(?!\w)|(?<!\w)__|~~|==)",
+            r"(?P<em>(?<![\w*\\])\*(?=[^\s*])|(?<=[^\s*\\])\*(?![\w*])|(?<![\w\\])_(?=[^\s_])|(?<=[^\s_\\])_(?!\w))",
+            r"(?P<escape>\\(?P<escaped>[\\`*_{}\[\]()#+\-.!|~<>=$%^]))",
+        ]
+    )
+    + ")",
+    re.S | re.M,
+)
+
+
+def _wiki(m: re.Match) -> list[_Piece]:
+    """[[target|alias]] -> alias; [[Note#Heading]] -> Note > Heading; [[Note#^block]] -> Note."""
+    if m.group("wiki_alias") is not None and m.group("wiki_alias").strip():
+        return [m.span("wiki_alias")]
+    start, end = m.span("wiki_target")
+    pieces: list[_Piece] = []
+    for i, part in enumerate(m.group("wiki_target").split("#")):
+        if part and not (i and part.startswith("^")):
+            if pieces:
+                pieces.append((" > ", start))
+            pieces.append((start, start + len(part)))
+        start += len(part) + 1
+    return pieces
+
+
+def _code(m: re.Match) -> list[_Piece]:
+    a, b = m.span("code_text")
+    text = m.group("code_text")
+    if (
+        len(text) > 2 and text[0] == " " and text[-1] == " "
+    ):  # CommonMark strips one space each side
+        a, b = a + 1, b - 1
+    return [(a, b)]
+
+
+_QUOTE_PREFIX = re.compile(r"[ \t]*(?:>[ \t]?)+")
+
+
+def _fence(m: re.Match) -> list[_Piece]:
+    """A code block's text as written; inside a quote or callout, without the quote markers."""
+    if m.group("fence_body") is None:
+        return []
+    a, b = m.span("fence_body")
+    if ">" not in m.group("fence_quote"):
+        return [(a, b)]
+    pieces: list[_Piece] = []
+    text = m.string
+    for line in re.finditer(r"(?:\r\n?|\n)[^\r\n]*", text[a:b]):
+        start, end = a + line.start(), a + line.end()
+        brk = 2 if text.startswith("\r\n", start) else 1
+        pieces.append((start, start + brk))
+        prefix = _QUOTE_PREFIX.match(text, start + brk, end)
+        pieces.append((prefix.end() if prefix else start + brk, end))
+    return pieces
+
+
+def _embed(m: re.Match) -> list[_Piece]:
+    a, b = m.span("embed_target")
+    name = m.group("embed_target")
+    cut = name.rfind("/") + 1  # an embed shows its file's name, not its folder
+    return [(a + cut, b)] if name[cut:] else []
+
+
+def _callout(m: re.Match, text: str) -> list[_Piece]:
+    """The callout's own title when the line has one, else its type ('note' -> 'Note')."""
+    rest = text[m.end() : m.end() + 1]
+    if rest and rest not in "\r\n":
+        return []
+    kind = m.group("callout_type").strip()
+    return [(kind[:1].upper() + kind[1:], m.start())]
+
+
+_ALT = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
+
+
+def _tag(m: re.Match) -> list[_Piece]:
+    """An HTML tag goes; an image's alt text stays (it is what the image says)."""
+    alt = _ALT.search(m.group("tag")) if m.group("tag")[:4].lower() == "<img" else None
+    if alt is None:
+        return []
+    g = 1 if alt.group(1) is not None else 2
+    return [(m.start() + alt.start(g), m.start() + alt.end(g))] if alt.group(g).strip() else []
+
+
+_HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
+    "tag": _tag,
+    "fence": _fence,
+    "code": _code,
+    "embed": _embed,
+    "wiki": _wiki,
+    "image": lambda m: [m.span("image_alt")] if m.group("image_alt").strip() else [],
+    "link": lambda m: [m.span("link_text")],
+    "reflink": lambda m: [m.span("ref_text")],
+    "autolink": lambda m: [m.span("url")],
+    "pipe": lambda m: [(" · ", m.start())],
+    "escape": lambda m: [m.span("escaped")],
+    "footnote": lambda m: [m.span()],  # [^1] stays readable: it says there is a note
+}
+
+
+# Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
+# Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
+# are what the note quotes, and often what was searched for).
+_NESTED = frozenset({"wiki", "link", "reflink", "image", "callout"})
+
+
+def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
+    """``text[start:end]`` (Markdown) as a person reads it, and for each output character the
+    offset in ``text`` it comes from. Line breaks stay (snippets fold them); syntax goes."""
+    end = len(text) if end is None else end
+    out: list[str] = []
+    source: list[int] = []
+
+    def keep(a: int, b: int) -> None:
+        out.append(text[a:b])
+        source.extend(range(a, b))
+
+    pos = start
+    for m in _PATTERN.finditer(text, start, end):
+        keep(pos, m.start())
+        kind = next(k for k in _ALTERNATIVES if m.group(k) is not None)
+        if kind == "callout":
+            pieces = _callout(m, text)
+        else:
+            handler = _HANDLERS.get(kind)
+            pieces = handler(m) if handler else []
+        for piece in pieces:
+            if isinstance(piece[0], str):
+                out.append(piece[0])
+                source.extend([piece[1]] * len(piece[0]))
+            elif kind in _NESTED and (nested := render(text, piece[0], piece[1]))[0].strip():
+                out.append(nested[0])
+                source.extend(nested[1])
+            else:
+                keep(piece[0], piece[1])
+        pos = m.end()
+    keep(pos, end)
+    return "".join(out), source
+
+
+_ALTERNATIVES = tuple(
+    name
+    for name in _PATTERN.groupindex
+    if not any(
+        name.startswith(p)
+        for p in (
+            "ticks",
+            "code_text",
+            "fence_quote",
+            "fence_mark",
+            "fence_body",
+            "embed_target",
+            "wiki_target",
+            "wiki_alias",
+            "image_alt",
+            "link_text",
+            "ref_text",
+            "url",
+            "callout_type",
+            "escaped",
+        )
+    )
+)
+
+
+def plain(text: str) -> str:
+    """``text`` rendered and folded onto one line (titles, headings)."""
+    return " ".join(render(text)[0].split())
