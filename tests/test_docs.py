@@ -11,8 +11,12 @@ from tests.conftest import REPO
 
 
 def commands(group: click.Group = cli, prefix: str = "") -> list[tuple[str, click.Command]]:
+    """Every command and subcommand, as the group lists them (the top group loads on demand)."""
     found = []
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in sorted(group.list_commands(ctx)):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         found.append((prefix + name, command))
         if isinstance(command, click.Group):
             found += commands(command, f"{prefix}{name} ")

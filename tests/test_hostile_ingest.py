@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kbase.cli.commands import cli
 
 import kbase
+from kbase.cli.app import cli
 from tests.conftest import REPO, bump_mtime, write
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kbase.cli.commands import cli
 
+from kbase.cli.app import cli
 from kbase.text import printable
 from tests.conftest import write
 
