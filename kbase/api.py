@@ -807,7 +807,7 @@ class KB:
         if not self.checkpoint() and os.path.exists(f"{self.path}-wal"):
             st = replace(st, wal_bytes=os.path.getsize(f"{self.path}-wal"))
             with contextlib.suppress(DatabaseError):
-                from kbase.store.maintenance import wal_waiting
+                from kbase.indexer.maintenance import wal_waiting
 
                 with self._connection(lock=False) as con:
                     st = replace(st, wal_waiting_bytes=wal_waiting(con))
@@ -823,7 +823,7 @@ class KB:
                 return True
         except OSError:
             return True
-        from kbase.store.maintenance import checkpoint
+        from kbase.indexer.maintenance import checkpoint
 
         try:
             with self._connection(lock=False) as con:

@@ -378,7 +378,7 @@ def _start_http_with(db: Path, **constants: float) -> tuple[subprocess.Popen, in
     sets = "; ".join(f"gate.{k} = {v!r}" for k, v in constants.items())
     code = (
         f"import sys; from kbase.mcp import gate; {sets}\n"
-        "from kbase.cli.commands import cli\n"
+        "from kbase.cli.app import cli\n"
         f"sys.argv = ['kbase', '--db', {str(db)!r}, 'mcp', '--http', '127.0.0.1:0']\n"
         "cli()\n"
     )
