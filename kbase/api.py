@@ -94,6 +94,9 @@ class KB:
         stored = self._read(stored_fingerprint) if self.path.exists() else None
         if self._embedder is None or (stored is not None and self._embedder.fingerprint != stored):
             self._embedder = catalog.for_index(stored)
+            notice = getattr(self._embedder, "notice", None)
+            if notice:  # e.g. its cache cannot be written: it runs all the same, say why
+                self._notice(notice)
         return self._embedder
 
     def model(self) -> ModelInfo:

@@ -480,3 +480,82 @@ def test_watch_truncates_the_wal_as_soon_as_the_reader_lets_go(kb, vault):
     finally:
         stop.set()
         t.join(30)
+
+
+# 5. A model cache that cannot be written -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_unwritable_model_cache_falls_back_to_the_model_file(tmp_path, monkeypatch):
+    """The cache folder cannot be made (a file stands where it goes): the embedder runs the
+    model file as it is, says so once, and its vectors are the cached graph's (cosine 0.9999)."""
+    import numpy as np
+
+    from kbase.embed.embedder import MiniLMEmbedder
+
+    texts = ["tomatoes need sun and water", "write-ahead logging in SQLite"]
+    usual = MiniLMEmbedder(threads=1)  # the session's shared cache
+    expected = usual.embed_batch(texts)
+    assert usual.notice is None
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file, not a folder")
+    monkeypatch.setenv("KBASE_MODEL_CACHE", str(blocked / "models"))
+    plain = MiniLMEmbedder(threads=1)
+    assert plain.notice and str(blocked) in plain.notice and "cannot" in plain.notice
+    assert "\n" not in plain.notice
+    for a, b in zip(expected, plain.embed_batch(texts)):
+        va, vb = np.frombuffer(a, "<f4"), np.frombuffer(b, "<f4")
+        assert float(va @ vb) > 0.9999
+    q = np.frombuffer(plain.embed_query("tomatoes"), "<f4")
+    assert abs(float(np.linalg.norm(q)) - 1) < 1e-5
+
+
+def _ro_tmpfs(path: Path, size: str, read_only: bool) -> None:
+    _tmpfs(path, size)
+    if read_only:
+        r = subprocess.run(["mount", "-o", "remount,ro", str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            _umount(path)
+            pytest.skip(f"cannot remount read-only: {r.stderr.strip()}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cache", ["read-only", "full"])
+def test_search_and_embed_answer_with_an_unwritable_model_cache(tmp_path, vault, cache):
+    """KBASE_MODEL_CACHE on a read-only mount, or on a 64 KB tmpfs (the graph is 90 MB): a
+    default (hybrid) search answers, kbase embed embeds; each says why in one line."""
+    import json
+
+    import kbase
+
+    db = tmp_path / "index.db"
+    kb = kbase.open(db)
+    kb.index([vault])  # embedded, with the session's own cache
+    kb.close()
+    folder = tmp_path / "cache"
+    _ro_tmpfs(folder, "64k", cache == "read-only")
+    try:
+        env = {**os.environ, "KBASE_MODEL_CACHE": str(folder)}
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, "-m", "kbase", "--db", str(db), *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+
+        s = run("search", "tomatoes", "--json")
+        assert s.returncode == 0, s.stderr
+        assert json.loads(s.stdout)[0]["path"] in ("Garden.md", "tech/notes.txt")
+        notes = s.stderr.strip().splitlines()
+        assert len(notes) == 1 and notes[0].startswith("note: ") and str(folder) in notes[0]
+        assert "Traceback" not in s.stderr
+        e = run("embed", "--rebuild")
+        assert e.returncode == 0, e.stderr
+        assert "embedded 4 chunks" in e.stdout or "embedded" in e.stdout, e.stdout
+        lines = [ln for ln in e.stderr.splitlines() if ln.startswith("note: ")]
+        assert len(lines) == 1 and str(folder) in lines[0] and "Traceback" not in e.stderr
+    finally:
+        _umount(folder)

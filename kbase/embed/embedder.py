@@ -92,8 +92,9 @@ class MiniLMEmbedder:
 
         self.batch_size = batch_size
         self.threads = threads or os.cpu_count() or 1
-        # Built from the verified model file on first use (a few seconds), then loaded.
-        self.graph = onnx_graph.derived_graph(MODEL_SHA256, model_cache_dir())
+        # Built from the verified model file on first use (a few seconds), then loaded; the model
+        # file itself where the cache cannot be written (``notice`` says so).
+        self.graph, self.notice = onnx_graph.graph_or_model(MODEL_SHA256, model_cache_dir())
         self._sessions: dict[str, object] = {}
         self._tokenizer = None
 
@@ -105,10 +106,15 @@ class MiniLMEmbedder:
         if key not in self._sessions:
             from kbase.embed import onnx_graph
 
-            if bulk:
-                self.graph = onnx_graph.derived_graph(MODEL_SHA256, model_cache_dir(), verify=True)
+            if bulk and self.notice is None:
+                self.graph, self.notice = onnx_graph.graph_or_model(
+                    MODEL_SHA256, model_cache_dir(), verify=True
+                )
             self._sessions[key] = onnx_graph.session(
-                self.graph, threads=self.threads if bulk else 1, prepack=bulk
+                self.graph,
+                threads=self.threads if bulk else 1,
+                prepack=bulk,
+                optimise=self.notice is not None,
             )
         return self._sessions[key]
 

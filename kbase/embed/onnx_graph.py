@@ -24,6 +24,7 @@ Nothing is ever downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -65,6 +66,25 @@ def source_model(sha256: str) -> Path:
     return path
 
 
+def graph_or_model(
+    sha256: str, cache_dir: Path, *, verify: bool = False
+) -> tuple[Path, str | None]:
+    """The derived graph (``derived_graph``), or, when its cache cannot be written (a read-only
+    folder, a full disk), the model file itself and one line saying why: its vectors are the
+    same (the derived graph is checked against it), loading it takes a second more."""
+    try:
+        return derived_graph(sha256, cache_dir, verify=verify), None
+    except KbaseError:
+        raise
+    except Exception as e:  # OSError, or onnxruntime failing to save a graph on a full disk
+        reason = getattr(e, "strerror", None) or str(e).strip().splitlines()[-1:] or [repr(e)]
+        reason = reason if isinstance(reason, str) else reason[0]
+        return source_model(sha256), (
+            f"the model cache {cache_dir} cannot be written ({reason[:200]}): using the model"
+            " file as it is (a second more to load; set KBASE_MODEL_CACHE to a writable folder)"
+        )
+
+
 def derived_graph(sha256: str, cache_dir: Path, *, verify: bool = False) -> Path:
     """model.onnx of the cached graph derived from the model file with this ``sha256``, built
     first if it is missing or damaged."""
@@ -79,14 +99,19 @@ def derived_graph(sha256: str, cache_dir: Path, *, verify: bool = False) -> Path
     return folder / "model.onnx"
 
 
-def session(graph: Path, *, threads: int, prepack: bool = True):
+def session(graph: Path, *, threads: int, prepack: bool = True, optimise: bool = False):
     """An onnxruntime session on a derived graph (already optimised: no work at load).
     Without ``prepack`` the weights are used straight from the memory-mapped file: the session
-    is ready in a few milliseconds, and a short query runs as fast."""
+    is ready in a few milliseconds, and a short query runs as fast. ``optimise``: the model
+    file itself (no derived graph: its cache cannot be written), optimised in memory at load."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        if optimise
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     if not prepack:
@@ -137,7 +162,8 @@ def intact(folder: Path, full: bool) -> bool:
                 if st.st_mtime_ns != want["mtime_ns"]:
                     want["mtime_ns"], changed = st.st_mtime_ns, True
         if changed:
-            write_manifest(folder, manifest)
+            with contextlib.suppress(OSError):  # a read-only cache: checked again next time
+                write_manifest(folder, manifest)
         return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
