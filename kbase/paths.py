@@ -19,3 +19,37 @@ def default_db_path() -> Path:
     """``$KBASE_DB``, else ``index.db`` in the data folder (``~/.local/share/kbase/index.db``)."""
     env = os.environ.get("KBASE_DB")
     return Path(env).expanduser() if env else data_dir() / "index.db"
+
+
+# Editors that take FILE:LINE (with --goto for VS Code and its forks) rather than +LINE FILE.
+_GOTO_EDITORS = {"code", "code-insiders", "codium", "cursor", "windsurf"}
+_COLON_EDITORS = {"subl", "zed", "hx", "helix"}
+
+
+def editor_command(
+    path: str,
+    line: int | None,
+    environ: os._Environ | dict | None = None,
+    fallback: str | None = "vi",
+) -> list[str] | None:
+    """``$VISUAL``, else ``$EDITOR``, else ``fallback`` (None: no editor, None returned) as argv,
+    opening ``path`` at ``line``: ``+LINE FILE`` (vi, vim, nvim, nano, emacs, micro, kak, ...),
+    ``--goto FILE:LINE`` for VS Code and its forks, ``FILE:LINE`` for Sublime Text, Zed and
+    Helix. The TUI (ctrl+o) and ``kbase open`` / ``search --open`` start the same command."""
+    import shlex
+
+    env = os.environ if environ is None else environ
+    editor = env.get("VISUAL") or env.get("EDITOR") or fallback
+    if not editor or not editor.strip():
+        return None
+    argv = shlex.split(editor)
+    name = os.path.basename(argv[0]).lower().removesuffix(".exe")
+    if not line or line <= 0:
+        argv.append(path)
+    elif name in _GOTO_EDITORS:
+        argv += ["--goto", f"{path}:{line}"]
+    elif name in _COLON_EDITORS:
+        argv.append(f"{path}:{line}")
+    else:
+        argv += [f"+{line}", path]
+    return argv

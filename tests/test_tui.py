@@ -22,6 +22,7 @@ import pytest
 import kbase
 from kbase.api import KB
 from kbase.errors import DatabaseError
+from kbase.paths import editor_command
 from kbase.records import Status
 from kbase.tui.app import KbaseApp
 from kbase.tui.logic import (
@@ -29,7 +30,6 @@ from kbase.tui.logic import (
     KBPool,
     Location,
     clip_snippet,
-    editor_command,
     embedding_coverage,
     link_from_href,
     shorten_path,
@@ -921,12 +921,20 @@ def test_shorten_path_drops_leading_folders_first():
 
 
 def test_small_helpers():
-    assert editor_command("/n/a b.md", 12, {"EDITOR": "code --wait"}) == [
-        "code",
-        "--wait",
+    assert editor_command("/n/a b.md", 12, {"EDITOR": "vim -p"}) == [
+        "vim",
+        "-p",
         "+12",
         "/n/a b.md",
     ]
+    assert editor_command("/n/a b.md", 12, {"EDITOR": "code --wait"}) == [
+        "code",
+        "--wait",
+        "--goto",
+        "/n/a b.md:12",
+    ]
+    assert editor_command("/n/a.md", 2, {"VISUAL": "/opt/bin/subl"})[-1] == "/n/a.md:2"
+    assert editor_command("/n/a.md", 2, {}, fallback=None) is None
     assert editor_command("/n/a.md", None, {}) == ["vi", "/n/a.md"]
     assert editor_command("/n/a.md", 3, {"VISUAL": "nvim", "EDITOR": "nano"})[0] == "nvim"
     assert BarFilters.parse(" journal/ ", "a, b/c  #d") == BarFilters(

@@ -42,6 +42,7 @@ COMMANDS = {
     "chunks": "kbase.cli.indexing:chunks",
     "search": "kbase.cli.notes:search",
     "show": "kbase.cli.notes:show",
+    "open": "kbase.cli.notes:open_note",
     "links": "kbase.cli.notes:links",
     "backlinks": "kbase.cli.notes:backlinks",
     "unresolved": "kbase.cli.notes:unresolved",
@@ -161,6 +162,70 @@ def cli(ctx: click.Context, db: Path | None) -> None:
     from kbase.paths import default_db_path
 
     ctx.obj = {"db": db or default_db_path()}
+
+
+def complete_note(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of a NOTE argument: the paths of the notes whose path, file name or title
+    starts with what is typed (KB.complete_notes: one query over the names, no text read). The
+    index is the one the command would open (--db, KBASE_DB, the default); nothing when there is
+    none or it cannot be read (completion never prints an error)."""
+    from click.shell_completion import CompletionItem
+
+    from kbase.paths import default_db_path
+
+    if ":" in incomplete or "#" in incomplete:
+        return []  # PATH:LINE, PATH#page=N: the path is typed already
+    path = ctx.find_root().params.get("db") or default_db_path()
+    try:
+        if not Path(path).is_file():
+            return []
+        from kbase.api import KB
+
+        kb = KB(path, cache_vectors=False)
+        try:
+            paths, _ = kb.complete_notes(incomplete, 200)
+        finally:
+            kb.close()
+    except Exception:  # a broken index, a locked file: no completion, not a traceback
+        return []
+    return [CompletionItem(p) for p in paths]
+
+
+def note_argument(name: str = "note", **options):
+    """A NOTE argument (a name, an alias or a path) with its names completed from the index."""
+    return click.argument(name, shell_complete=complete_note, **options)
+
+
+def open_in_editor(ctx: click.Context, abspath: str, line: int | None, missing: bool) -> None:
+    """Start ``$VISUAL`` (else ``$EDITOR``) on ``abspath`` at ``line``, as the TUI's ctrl+o does
+    (kbase.paths.editor_command), and exit with the editor's status; one error line when no
+    editor is set, it cannot be run, or the file is gone."""
+    import subprocess
+
+    from kbase.errors import InputError
+    from kbase.paths import editor_command
+
+    at = f"{abspath}:{line}" if line else abspath
+    if missing:
+        raise InputError(
+            f"{printable(abspath)} is missing on disk",
+            "kbase index forgets a deleted note; kbase show prints the indexed text",
+        )
+    argv = editor_command(abspath, line, fallback=None)
+    if argv is None:
+        raise InputError(
+            f"no editor to open {printable(at)}: $VISUAL and $EDITOR are not set",
+            "set one, e.g. export EDITOR=nano (or vim, 'code --wait'), in your shell's profile",
+        )
+    try:
+        code = subprocess.run(argv, check=False).returncode
+    except OSError as e:
+        raise InputError(
+            f"cannot run the editor {argv[0]!r}: {e.strerror or e}",
+            "check $VISUAL / $EDITOR, e.g. export EDITOR=nano",
+        ) from e
+    if code:
+        ctx.exit(code)
 
 
 def parse_size(ctx, param, value):

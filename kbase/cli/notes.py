@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from kbase.cli.app import (
@@ -9,6 +11,8 @@ from kbase.cli.app import (
     dumps,
     exclude_option,
     format_options,
+    note_argument,
+    open_in_editor,
     open_kb,
     output_options,
     path_option,
@@ -36,11 +40,30 @@ from kbase.cli.app import (
     is_flag=True,
     help="Search the words as typed: no spelling correction of words no note holds.",
 )
+@click.option(
+    "--open",
+    "open_n",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Open hit N in $VISUAL/$EDITOR at its line instead of listing the hits.",
+)
 @search_options
 @format_options
 @click.pass_context
 def search(
-    ctx, query, mode, explain, no_correct, limit, path_glob, exclude, tags, since, until, fmt
+    ctx,
+    query,
+    mode,
+    explain,
+    no_correct,
+    open_n,
+    limit,
+    path_glob,
+    exclude,
+    tags,
+    since,
+    until,
+    fmt,
 ):
     """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b, and Obsidian's
     operators path:x, file:x, tag:#x (-tag:x leaves out; operators alone list the notes)."""
@@ -78,6 +101,19 @@ def search(
                 " the rest are still to be embedded (kbase embed)",
                 err=True,
             )
+    if open_n is not None:
+        if open_n > len(hits):
+            from kbase.errors import InputError
+
+            raise InputError(
+                f"--open {open_n}: the search found {len(hits)} hit{'s' * (len(hits) != 1)}",
+                "pick one of them (a larger --limit finds more)"
+                if hits
+                else "search for other words",
+            )
+        hit = hits[open_n - 1]
+        open_in_editor(ctx, hit.abspath, hit.line, missing=not os.path.exists(hit.abspath))
+        return
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, use_color(), explain=explain))
     else:
@@ -86,7 +122,7 @@ def search(
 
 def _links_command(name: str, doc: str, show: str):
     @click.command(name=name, help=doc)
-    @click.argument("note")
+    @note_argument()
     @format_options
     @click.pass_context
     def command(ctx, note, fmt):
@@ -156,7 +192,7 @@ def _echo_notes(render, notes, fmt: str, **options) -> None:
 
 
 @click.command()
-@click.argument("note")
+@note_argument()
 @depth_option(1, "Hops to follow.")
 @format_options
 @click.pass_context
@@ -173,7 +209,7 @@ def neighbors(ctx, note, depth, fmt):
 
 
 @click.command()
-@click.argument("note")
+@note_argument()
 @click.option(
     "-n",
     "--limit",
@@ -213,7 +249,7 @@ def related(ctx, note, limit, include_linked, fmt):
 
 
 @click.command()
-@click.argument("note", required=False)
+@note_argument(required=False)
 @depth_option(None, "With NOTE: hops to follow (default 1).")
 @path_option
 @exclude_option
@@ -230,7 +266,7 @@ def graph(ctx, note, depth, path_glob, exclude, fmt):
 
 
 @click.command()
-@click.argument("target")
+@note_argument("target")
 @click.option(
     "-C",
     "--context",
@@ -294,3 +330,18 @@ def show(ctx, target, context, fmt):
         for n, line in enumerate(r.lines, r.first):
             mark = "" if r.line is None else "> " if n == r.line else "  "
             click.echo(f"{mark}{n:>{width}} | {printable(line)}")
+
+
+@click.command(name="open")
+@note_argument("target")
+@click.pass_context
+def open_note(ctx, target):
+    """Open a note in $VISUAL (else $EDITOR) at a line: NOTE (a name, an alias or a path),
+    NOTE:LINE, NOTE#Heading, as kbase show finds them; vi, nano, emacs get +LINE, VS Code
+    --goto FILE:LINE. Exits with the editor's status."""
+    kb = open_kb(ctx)
+    r = kb.region(target, 0)
+    doc = r.doc
+    say_near(doc.corrected_from, doc.path, doc.title)
+    line = r.line or (None if r.whole else r.first)
+    open_in_editor(ctx, doc.abspath, line, missing=doc.missing)

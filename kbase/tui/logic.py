@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -241,19 +240,6 @@ def link_from_href(href: str) -> tuple[str, str | None] | None:
         name = unquote(href)
     name, _, anchor = name.partition("#")
     return name, (anchor or None)
-
-
-def editor_command(
-    path: str, line: int | None, environ: os._Environ | dict | None = None
-) -> list[str]:
-    """``$VISUAL`` / ``$EDITOR`` (else vi) as argv, with ``+LINE`` before the file."""
-    env = os.environ if environ is None else environ
-    editor = env.get("VISUAL") or env.get("EDITOR") or "vi"
-    argv = shlex.split(editor)
-    if line and line > 0:
-        argv.append(f"+{line}")
-    argv.append(path)
-    return argv
 
 
 def highlight_spans(snippet: str, highlights) -> list[tuple[int, int]]:

@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 
 from kbase.api import has_words
 from kbase.errors import DatabaseError, KbaseError
+from kbase.paths import editor_command
 from kbase.records import DocRef, Status
 from kbase.text import printable
 from kbase.tui.logic import (
@@ -35,7 +36,6 @@ from kbase.tui.logic import (
     BarFilters,
     KBPool,
     Location,
-    editor_command,
     embedding_coverage,
     sibling_abspath,
 )
@@ -718,7 +718,9 @@ class MainScreen(Screen):
             return
         path = location.abspath or (self.doc.abspath if self.doc is not None else location.path)
         line = location.line or self.preview.current_line()
-        services(self).open_in_editor(editor_command(path, line))
+        argv = editor_command(path, line)  # falls back to vi
+        assert argv is not None
+        services(self).open_in_editor(argv)
         self.start_search()  # the file may have changed: refresh the "changed on disk" marks
 
 

@@ -1,0 +1,175 @@
+"""The command line with the tools people reach for (issue 35): shell completion of note names,
+the config file, `kbase open` and `search --open`, filters and --json events, messages that say
+what they mean."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+from click.shell_completion import ShellComplete
+from click.testing import CliRunner
+
+from kbase.cli.app import cli
+from tests.conftest import REPO, write
+
+NOTES = {
+    "Welcome.md": "# Welcome\n\nStart at [[SQLite WAL mode]] and [[Backups]].\n",
+    "SQLite WAL mode.md": "---\naliases: [WAL]\ntags: [sqlite]\n---\n# SQLite WAL mode\n\n"
+    "Readers keep reading while a writer appends.\n\nA checkpoint copies pages back.\n",
+    "Backups.md": "# Backups\n\nKeep three copies. See [[Missing note]].\n",
+    "projects/Sqlite tuning.md": "# Tuning\n\n#sqlite\n\nPragmas. [[Nowhere]]\n",
+    "journal/2026-03-14.md": "# Journal\n\nRead about [[SQLite WAL mode]]. [[Gone]]\n",
+}
+
+
+@pytest.fixture
+def vault(tmp_path):
+    return write(tmp_path / "notes", NOTES)
+
+
+@pytest.fixture
+def db(tmp_path, vault):
+    path = tmp_path / "kb.db"
+    r = CliRunner().invoke(cli, ["--db", str(path), "index", "--no-embed", "-q", str(vault)])
+    assert r.exit_code == 0, r.output
+    return path
+
+
+def completions(args: list[str], incomplete: str) -> list[str]:
+    shell = ShellComplete(cli, {}, "kbase", "_KBASE_COMPLETE")
+    return [c.value for c in shell.get_completions(args, incomplete)]
+
+
+# ---- completion -----------------------------------------------------------------------------
+
+NOTE_COMMANDS = ["show", "links", "backlinks", "related", "neighbors", "graph", "open"]
+
+
+def test_every_command_that_takes_a_note_completes_its_name():
+    ctx = click.Context(cli)
+    commands = {name: cli.get_command(ctx, name) for name in cli.list_commands(ctx)}
+    takes_note = sorted(
+        name
+        for name, command in commands.items()
+        for p in (command.params if command else ())
+        if isinstance(p, click.Argument) and p.name in ("note", "target")
+    )
+    assert takes_note == sorted(NOTE_COMMANDS)
+    for name in takes_note:
+        command = commands[name]
+        assert command is not None
+        arg = next(p for p in command.params if isinstance(p, click.Argument))
+        assert arg._custom_shell_complete is not None, name
+
+
+@pytest.mark.parametrize("command", NOTE_COMMANDS)
+def test_note_names_complete_from_the_index(db, command):
+    assert completions(["--db", str(db), command], "sq") == [
+        "SQLite WAL mode.md",
+        "projects/Sqlite tuning.md",  # its file name starts with it
+    ]
+    assert completions(["--db", str(db), command], "journal/") == ["journal/2026-03-14.md"]
+    assert completions(["--db", str(db), command], "Welcome.md:") == []  # PATH:LINE
+
+
+def test_completion_without_an_index_offers_nothing(tmp_path):
+    assert completions(["--db", str(tmp_path / "none.db"), "show"], "W") == []
+    (tmp_path / "junk.db").write_bytes(b"not sqlite at all" * 100)
+    assert completions(["--db", str(tmp_path / "junk.db"), "show"], "W") == []
+
+
+def test_bash_completion_end_to_end(db):
+    """What bash runs at each Tab (click's protocol): the program itself, in completion mode."""
+    env = dict(
+        os.environ,
+        _KBASE_COMPLETE="bash_complete",
+        COMP_WORDS=f"kbase --db {db} backlinks Back",
+        COMP_CWORD="4",
+        PYTHONPATH=str(REPO),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "kbase"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and out.stdout.split("\n")[:2] == ["plain,Backups.md", ""]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts_as_the_readme_says(shell):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"_KBASE_COMPLETE={shell}_source kbase" in readme
+    env = dict(os.environ, _KBASE_COMPLETE=f"{shell}_source", PYTHONPATH=str(REPO))
+    out = subprocess.run(
+        [sys.executable, "-m", "kbase"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and "_KBASE_COMPLETE" in out.stdout
+
+
+# ---- kbase open, search --open --------------------------------------------------------------
+
+
+@pytest.fixture
+def editor(tmp_path):
+    """An editor that writes the arguments it was started with to a file (a real process)."""
+    log = tmp_path / "editor.log"
+    script = tmp_path / "editor.py"
+    script.write_text(
+        "import sys, json\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(3 if 'Backups' in sys.argv[-1] else 0)\n"
+    )
+
+    def calls() -> list[list[str]]:
+        import json
+
+        return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+    return f"{sys.executable} {script}", calls
+
+
+def run_with(db, env: dict, *args: str):
+    base = {"VISUAL": None, "EDITOR": None}
+    return CliRunner().invoke(cli, ["--db", str(db), *args], env={**base, **env})
+
+
+def test_open_starts_the_editor_at_the_line(db, vault, editor):
+    command, calls = editor
+    wal = str(vault / "SQLite WAL mode.md")
+    assert run_with(db, {"EDITOR": command}, "open", "SQLite WAL mode.md:7").exit_code == 0
+    assert run_with(db, {"EDITOR": command}, "open", "WAL").exit_code == 0  # an alias: no line
+    # $VISUAL first, as in the TUI
+    r = run_with(db, {"VISUAL": command, "EDITOR": "false"}, "open", "Welcome")
+    assert r.exit_code == 0
+    assert calls() == [["+7", wal], [wal], [str(vault / "Welcome.md")]]
+
+
+def test_open_exits_with_the_editors_status(db, editor):
+    command, calls = editor
+    assert run_with(db, {"EDITOR": command}, "open", "Backups").exit_code == 3
+
+
+def test_search_open_n_opens_that_hit_at_its_line(db, vault, editor):
+    command, calls = editor
+    hits = run_with(db, {}, "search", "--json", "checkpoint copies")
+    first = __import__("json").loads(hits.stdout)[0]
+    r = run_with(db, {"EDITOR": command}, "search", "--open", "1", "checkpoint copies")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert calls() == [[f"+{first['line']}", first["abspath"]]]
+    r = run_with(db, {"EDITOR": command}, "search", "--open", "9", "checkpoint copies")
+    assert r.exit_code == 1
+    assert r.stderr.startswith("Error: --open 9: the search found 2 hits\n")
+
+
+def test_no_editor_is_one_clear_line(db):
+    r = run_with(db, {}, "open", "Welcome.md:3")
+    assert r.exit_code == 1
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("Error: no editor to open ") and lines[0].endswith(
+        "Welcome.md:3: $VISUAL and $EDITOR are not set"
+    )
+    assert "export EDITOR=" in lines[1] and len(lines) == 2
+    r = run_with(db, {"EDITOR": "/no/such/editor"}, "open", "Welcome")
+    assert r.exit_code == 1 and "cannot run the editor '/no/such/editor'" in r.stderr
