@@ -127,7 +127,7 @@ class Hit:
         return rec
 
 
-# A hit's fields in the machine formats, in this order (stable across versions; README "Output
+# A hit's fields in the machine formats, in this order (stable across versions; docs/cli.md "Output
 # formats"). Every field of Hit but ``explain``, which is printed only with --explain.
 HIT_FIELDS = (
     "rank",

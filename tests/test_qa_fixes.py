@@ -132,7 +132,7 @@ def test_the_readme_mcp_table_names_each_tools_arguments_as_they_are(db_path):
 
     kbase.open(db_path).close()
     tools = asyncio.run(build_server(Backend(db_path)).list_tools())
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
     rows = {
         m.group(1): m.group(2)
         for m in re.finditer(r"^\| `(\w+)` \| ([^|]*(?:\\\|[^|]*)*) \|", readme, re.M)
@@ -146,7 +146,7 @@ def test_the_readme_mcp_table_names_each_tools_arguments_as_they_are(db_path):
             if name == "budget":  # said once, in the table's heading
                 continue
             want = f"**`{name}`**" if name in required else f"`{name}`"
-            assert want in args, f"README's `{tool.name}` row does not name {want}: {args}"
+            assert want in args, f"docs/mcp.md's `{tool.name}` row does not name {want}: {args}"
 
 
 @pytest.fixture

@@ -208,8 +208,8 @@ def test_best_chunks_ranking_looks_further_when_one_note_holds_all_the_best_chun
 
 
 def test_hits_carry_every_field_the_readme_lists(kb):
-    """The README's field table describes the Hit records the API returns: each field is an
-    attribute of Hit, and rank is the hit's place in the list."""
+    """The manual's field table (docs/cli.md) describes the Hit records the API returns: each
+    field is an attribute of Hit, and rank is the hit's place in the list."""
     import dataclasses
     import re
 
@@ -217,7 +217,7 @@ def test_hits_carry_every_field_the_readme_lists(kb):
     from tests.conftest import REPO
 
     table = (
-        (REPO / "README.md")
+        (REPO / "docs" / "cli.md")
         .read_text(encoding="utf-8")
         .split("## Output formats", 1)[1]
         .split("\n## ", 1)[0]

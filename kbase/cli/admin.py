@@ -74,7 +74,7 @@ def mcp(ctx, http, token, watch, no_embed, poll, budget):
     """Serve the index to AI agents over the Model Context Protocol (stdio, or --http).
 
     Tools: search, read, links, related, sql, status (all read-only); resources: every note as
-    kbase://note/PATH. See the README for client configuration."""
+    kbase://note/PATH. See docs/mcp.md for client configuration."""
     if http is not None:  # refuse at once, before the SDK loads or the index opens
         from kbase.mcp.transport import check_exposure, parse_http
 

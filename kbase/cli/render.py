@@ -1,6 +1,6 @@
 """Rendering for people (a compact, coloured listing) and for scripts (JSON, JSON Lines, CSV).
 
-Field names in the machine formats are stable; see the README's "Output formats" section.
+Field names in the machine formats are stable; see docs/cli.md, "Output formats".
 """
 
 from __future__ import annotations
