@@ -219,3 +219,98 @@ def make_pdf(
         trailer += b" /Encrypt %d 0 R" % encrypt_num
     out += b"trailer\n" + trailer + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
     return bytes(out)
+
+
+def raw_pdf(objects: Sequence[bytes], root: int = 1) -> bytes:
+    """A PDF of the given objects as written (object n is ``objects[n - 1]``), with its xref
+    table and trailer: for page trees no PDF writer would make."""
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        root,
+        xref,
+    )
+    return bytes(out)
+
+
+def _text_page(parent: int, content: int) -> bytes:
+    return (
+        b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842]"
+        b" /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (parent, content)
+    )
+
+
+_FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+
+
+def _content(text: str) -> bytes:
+    ops = b"BT /F1 11 Tf 50 790 Td (" + _escape(text) + b") Tj ET"
+    return b"<< /Length %d >>\nstream\n" % len(ops) + ops + b"\nendstream"
+
+
+def repeated_page_pdf(times: int, text: str = "one small page") -> bytes:
+    """A page tree that names one page ``times`` times (1,000,000: a 6 MB file)."""
+    kids = b" ".join([b"4 0 R"] * times)
+    return raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % times,
+            _FONT,
+            _text_page(2, 5),
+            _content(text),
+        ]
+    )
+
+
+def nested_repeat_pdf(fanout: int, depth: int, text: str = "one small page") -> bytes:
+    """A page tree of ``depth`` levels, each node naming the node below it ``fanout`` times:
+    fanout ** depth pages in a file of about 6 * fanout * depth bytes."""
+    # objects: 1 catalog, 2 .. depth + 1 the Pages nodes (2 the root), then font, page, content
+    font, page, content = depth + 2, depth + 3, depth + 4
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    for level in range(depth):
+        num = 2 + level
+        child = num + 1 if level < depth - 1 else page
+        kids = b" ".join([b"%d 0 R" % child] * fanout)
+        parent = b" /Parent %d 0 R" % (num - 1) if level else b""
+        count = fanout ** (depth - level)
+        objects.append(b"<< /Type /Pages%s /Kids [%s] /Count %d >>" % (parent, kids, count))
+    objects += [_FONT.replace(b"", b"", 0), _text_page(depth + 1, content), _content(text)]
+    pdf = raw_pdf(objects)
+    return pdf.replace(b"/F1 3 0 R", b"/F1 %d 0 R" % font)
+
+
+def broken_tree_pdf(kind: str) -> bytes:
+    """Two pages that read and a page tree that is broken: ``cycle`` (a Pages node among its
+    own kids, and an outline that points back on itself), ``count`` (a /Count of 1,000 for two
+    kids), ``missing`` (a kid that is no object of the file)."""
+    kids = {
+        "cycle": b"4 0 R 2 0 R 6 0 R",
+        "count": b"4 0 R 6 0 R",
+        "missing": b"4 0 R 99 0 R 6 0 R",
+    }
+    count = {"cycle": 3, "count": 1000, "missing": 3}[kind]
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R%s >>" % (b" /Outlines 8 0 R" if kind == "cycle" else b""),
+        b"<< /Type /Pages /Kids [" + kids[kind] + b"] /Count %d >>" % count,
+        _FONT,
+        _text_page(2, 5),
+        _content("the first page reads fine"),
+        _text_page(2, 7),
+        _content("and so does the second"),
+    ]
+    if kind == "cycle":
+        objects += [
+            b"<< /Type /Outlines /First 9 0 R /Last 9 0 R /Count 1 >>",
+            b"<< /Title (Loop) /Parent 8 0 R /First 9 0 R /Last 9 0 R /Next 9 0 R"
+            b" /Count 1 /Dest [4 0 R /Fit] >>",
+        ]
+    return raw_pdf(objects)

@@ -274,3 +274,156 @@ def test_no_worker_outlives_a_parent_killed_at_any_point_of_start_up(tmp_path):
             orphans.append((pid, kind, delay))
             os.kill(pid, signal.SIGKILL)
     assert orphans == [], f"{len(orphans)} orphaned workers (pid, kind, delay): {orphans}"
+
+
+# --- 3 and 4. PDFs: pages bounded by the file's bytes; broken pages do not drop the PDF --------
+def _extract(data: bytes):
+    from kbase.ingest import pdf
+
+    return pdf.extract(data)
+
+
+def test_a_page_named_a_million_times_costs_no_more_than_the_files_bytes():
+    """The 6 MB kind in small: one page named 100,000 times (600 KB). The pages read are bounded
+    by the file's bytes, and one warning says what was cut."""
+    from kbase.ingest import pdf
+    from tests.pdfgen import repeated_page_pdf
+
+    data = repeated_page_pdf(100_000)
+    got = _extract(data)
+    budget = pdf.page_budget(len(data))
+    assert budget < 10_000
+    assert len(got.pages) == budget
+    (line,) = pdf.read_warnings(got)
+    assert "100,000 pages" in line and f"first {budget:,}" in line, line
+
+
+def test_a_tiny_nested_page_tree_of_a_million_pages_is_cut_to_its_budget():
+    from kbase.ingest import pdf
+    from tests.pdfgen import nested_repeat_pdf
+
+    data = nested_repeat_pdf(100, 3)  # 1,000,000 pages in about 2 KB
+    assert len(data) < 4_000
+    got = _extract(data)
+    assert len(got.pages) == pdf.page_budget(len(data)) == pdf.MIN_PAGE_BUDGET
+    assert len(pdf.read_warnings(got)) == 1
+
+
+def test_a_pdf_with_pages_under_its_budget_is_read_whole():
+    from kbase.ingest import pdf
+    from tests.pdfgen import make_pdf
+
+    data = make_pdf([f"page {i} words" for i in range(50)])
+    got = _extract(data)
+    assert len(got.pages) == 50 and pdf.read_warnings(got) == ()
+
+
+@pytest.mark.parametrize("kind", ["cycle", "count", "missing"])
+def test_a_broken_page_tree_keeps_the_pages_that_read(kind):
+    from kbase.ingest import pdf
+    from tests.pdfgen import broken_tree_pdf
+
+    got = _extract(broken_tree_pdf(kind))
+    assert "the first page reads fine" in got.text and "and so does the second" in got.text
+    warnings = [w for w in pdf.read_warnings(got) if "could not be read" in w]
+    assert len(warnings) == 1, pdf.read_warnings(got)
+    assert [w for w in pdf.read_warnings(got) if "no text layer" in w] == []
+    if kind == "missing":  # page 2 of 3 is lost: pages keep their numbers
+        assert len(got.pages) == 3 and "page 2 " in warnings[0]
+        a, b = got.pages[2]
+        assert got.text[a:b] == "and so does the second\n"
+    else:  # the tree names pages that are not there: left out
+        assert len(got.pages) == 2
+
+
+def test_pdfiums_messages_are_one_warning_naming_the_file_not_raw_stderr(tmp_path):
+    from tests.pdfgen import broken_tree_pdf
+
+    vault = write(tmp_path / "v", {"loop.pdf": broken_tree_pdf("cycle"), "a.md": "# A\n"})
+    r = _index_cli(tmp_path / "i.db", vault)
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count("circular bookmark") == 1, r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if "circular bookmark" in ln]
+    assert "loop.pdf" in line, line
+    assert "circular bookmark" not in r.stdout
+
+
+def test_what_pdfium_writes_to_stderr_is_caught_and_reported(tmp_path, capfd, monkeypatch):
+    """What PDFium (C++) writes to the worker's file descriptor 2 does not reach the terminal:
+    it is the file's warning, once."""
+    import os
+
+    from kbase.indexer import prepare
+    from kbase.ingest import pdf
+    from kbase.ingest.chunk import ChunkSettings
+    from tests.pdfgen import make_pdf
+
+    real = pdf.extract
+
+    def noisy(data, progress=None):
+        os.write(2, b"invalid xref entry 7\n" * 2 + b"bad\x1bbyte\n")
+        return real(data, progress)
+
+    monkeypatch.setattr(pdf, "extract", noisy)
+    path = tmp_path / "noisy.pdf"
+    path.write_bytes(make_pdf(["some words"]))
+    _digest, (_encoding, derived) = prepare._pdf_job(
+        "noisy.pdf", str(path), ChunkSettings(), None, None
+    )
+    assert capfd.readouterr().err == ""
+    said = [w for w in derived.doc.warnings if "xref" in w]
+    assert said == ["PDFium: invalid xref entry 7; bad byte"]
+
+
+# --- 3. kbase check measures each text once --------------------------------------------------
+@pytest.mark.parametrize(
+    "damage",
+    [
+        None,
+        "UPDATE pages SET start_char = start_char + 1 WHERE page = 3",  # not one past page 2
+        "UPDATE pages SET end_char = end_char - 1 WHERE page = 5",  # the last ends early
+        "DELETE FROM pages WHERE page = 2",  # a gap (and a count off by one)
+        "UPDATE pdf_info SET pages = 4",  # the count
+        "UPDATE pages SET start_char = 1 WHERE page = 1",  # page 1 must start the text
+        "UPDATE pages SET end_char = 10**6 WHERE page = 4",  # past the text's end
+    ],
+    ids=["healthy", "start", "last-end", "gap", "count", "first", "past-end"],
+)
+def test_check_finds_each_kind_of_page_damage_once_per_pdf(tmp_path, damage):
+    from kbase.store import db
+    from tests.pdfgen import make_pdf
+
+    vault = write(tmp_path / "v", {"five.pdf": make_pdf([f"page {i} text" for i in range(5)])})
+    dbp = tmp_path / "i.db"
+    with kbase.open(dbp) as k:
+        k.index([vault], embed=False)
+        assert not k.check().problems
+    if damage:
+        con = db.connect(dbp)
+        con.execute(damage.replace("10**6", "1000000"))
+        con.close()
+    with kbase.open(dbp) as k:
+        problems = {p.kind: p.count for p in k.check().problems}
+    assert problems == ({} if damage is None else {"pages": 1})
+
+
+def test_check_finds_a_bad_chunk_among_many_of_a_long_note(tmp_path):
+    from kbase.store import db
+
+    note = "".join(f"## Part {i}\n\n" + "words of the part " * 30 + "\n\n" for i in range(2000))
+    vault = write(tmp_path / "v", {"long.md": note, "short.md": "# Short\n\ntext\n"})
+    dbp = tmp_path / "i.db"
+    with kbase.open(dbp) as k:
+        k.index([vault], embed=False)
+        assert not k.check().problems
+        n = k.sql("SELECT count(*) FROM chunks").rows[0][0]
+        assert n > 1000
+    con = db.connect(dbp)
+    con.execute("DROP TRIGGER chunks_before_update")
+    con.execute(
+        "UPDATE chunks SET end_char = 10000000 WHERE id = (SELECT max(id) FROM chunks"
+        " WHERE doc_id = (SELECT id FROM documents WHERE path = 'long.md'))"
+    )
+    con.close()
+    with kbase.open(dbp) as k:
+        assert {p.kind: p.count for p in k.check().problems} == {"chunk_offsets": 1}

@@ -661,7 +661,7 @@ def _prepared(
                             if pages_done < pages
                             else f"{pages:,} pages read, chunking"
                         )
-                        progress(done, len(todo), f"{c.relpath} ({where})")
+                        progress(done, len(todo), f"{c.relpath or Path(c.abspath).name} ({where})")
 
                 yield c, old, (read[0], read[1], pdfs.result(job, on_pages), read[2])
             else:

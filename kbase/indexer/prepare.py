@@ -4,9 +4,11 @@ limits (kbase.indexer.workers)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -193,6 +195,7 @@ def prepare_pdf(
     if len(data) > cap:
         return f"grew past the size cap ({cap:,} bytes) while indexing"
     digest = writes.sha256(data)
+    size = len(data)
     try:
         text = pdf.extract(data, progress)
     except pdf.PdfError as e:
@@ -203,7 +206,7 @@ def prepare_pdf(
         text.pages,
         name,
         pdf.info_record(text),
-        pdf.read_warnings(text),
+        pdf.read_warnings(text, size),
         pdf.outline_headings(text.text, text.pages, text.outline),
     )
     return digest, ("pdf", derive(doc, settings, counter))
@@ -232,13 +235,51 @@ def _pdf_timeout(args: tuple, progress: tuple[int, int] | None) -> float:
 
 
 def _pdf_job(name, abspath, settings, max_size, bounds, counter=None, progress=None):
-    result = prepare_pdf(
-        name, abspath, settings, max_size, counter=counter, progress=progress, bounds=bounds
-    )
+    with captured_stderr() as said:
+        result = prepare_pdf(
+            name, abspath, settings, max_size, counter=counter, progress=progress, bounds=bounds
+        )
     if isinstance(result, tuple):
-        digest, prepared = result
-        return digest, _without_blocks(prepared)
+        digest, (encoding, derived) = result
+        if said:  # what PDFium wrote: the file's warning, not raw lines on the terminal
+            line = "PDFium: " + "; ".join(said[:3])
+            doc = derived.doc
+            derived = dataclasses.replace(
+                derived, doc=dataclasses.replace(doc, warnings=(*doc.warnings, line[:300]))
+            )
+        return digest, _without_blocks((encoding, derived))
     return result
+
+
+@contextlib.contextmanager
+def captured_stderr() -> Iterator[list[str]]:
+    """What C code (PDFium) writes to file descriptor 2 meanwhile, as a list of its distinct
+    lines (control characters dropped), filled in when the block ends. For a worker process:
+    the descriptor is the process's, not the thread's."""
+    import re
+    import sys
+    import tempfile
+
+    said: list[str] = []
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield said
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read(STDERR_KEPT).decode("utf-8", "replace")
+            lines = (
+                " ".join(re.sub(r"[\x00-\x1f\x7f]", " ", ln).split()) for ln in text.splitlines()
+            )
+            said.extend(dict.fromkeys(ln for ln in lines if ln))
+
+
+STDERR_KEPT = 64 * 1024  # bytes of a worker's stderr read back per PDF
 
 
 class PdfJobs:

@@ -14,8 +14,9 @@ highlight markers) become spaces.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kbase.records import Block, Heading, ParsedDoc
@@ -54,10 +55,29 @@ class PdfText:
     encrypted: bool = False  # encrypted, and opened with the empty user password
     # The outline (bookmarks): (level, 1-based, title, 0-based page index), in the PDF's order.
     outline: tuple[tuple[int, str, int], ...] = ()
+    declared: int = 0  # pages the page tree names (more than ``pages`` when cut to the budget)
+    budget: int | None = None  # the page budget, when the PDF names more pages than it
+    unreadable: tuple[int, ...] = ()  # 0-based pages PDFium could not load (kept empty)
+    missing: int = 0  # pages named at the end of the tree that could not be loaded: left out
+    messages: tuple[str, ...] = ()  # what PDFium (pypdfium2) said while reading, once each
 
     @property
     def empty_pages(self) -> int:
         return sum(1 for a, b in self.pages if not self.text[a:b].strip())
+
+
+# The pages read of a PDF are bounded by its bytes: a page tree can name one page object a
+# million times (6 bytes a time: a 6 MB file of 1,000,000 pages), or nest such lists (a few KB
+# of a million pages). A real page costs far more than BYTES_PER_PAGE (its dictionary, its
+# content stream and their xref entries: 1.5 KB and more in the PDFs of shared/data), so the
+# budget cuts only such files: at least MIN_PAGE_BUDGET pages, else one per BYTES_PER_PAGE bytes.
+MIN_PAGE_BUDGET = 2_000
+BYTES_PER_PAGE = 500
+
+
+def page_budget(size: int) -> int:
+    """How many pages kbase reads of a PDF of ``size`` bytes."""
+    return max(MIN_PAGE_BUDGET, size // BYTES_PER_PAGE)
 
 
 def clean_page(text: str) -> str:
@@ -97,7 +117,39 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
     """The text of every page of the PDF ``data``, and its document information.
 
     Raises ``PdfError`` when it cannot be read: not a PDF, damaged, cut short, or encrypted with a
-    password (the empty user password, which many 'protected' PDFs have, is tried first)."""
+    password (the empty user password, which many 'protected' PDFs have, is tried first).
+
+    At most ``page_budget(len(data))`` pages are read; a page PDFium cannot load is kept empty
+    (so that pages keep their numbers), or left out at the end of the tree (a count that lies).
+    """
+    with _pypdfium2_messages() as heard:
+        return _extract(data, progress, heard)
+
+
+@contextlib.contextmanager
+def _pypdfium2_messages() -> Iterator[list[str]]:
+    """What pypdfium2 logs while reading ('A circular bookmark reference was detected ...'),
+    caught for the file's warning instead of reaching stderr raw and without a file name."""
+    import logging
+
+    heard: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            heard.append(record.getMessage())
+
+    logger = logging.getLogger("pypdfium2")
+    handler, propagate = Catch(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield heard
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def _extract(data: bytes, progress: PageProgress | None, heard: list[str]) -> PdfText:
     import pypdfium2 as pdfium
     import pypdfium2.raw as pdfium_c
 
@@ -134,15 +186,18 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
                 value = pdf_date(value) or ""
             if value:
                 info[name] = value
-        n = len(doc)
+        declared = len(doc)
+        n = min(declared, page_budget(len(data)))
         outline = _outline(doc, n)
-        parts: list[str] = []
-        pages: list[tuple[int, int]] = []
-        pos = 0
+        texts: list[str | None] = []  # None: a page PDFium could not load
         for i in range(n):
             if progress is not None:
                 progress(i, n)
-            page = doc[i]
+            try:
+                page = doc[i]
+            except pdfium.PdfiumError:  # a broken page tree (a cycle, a count that lies)
+                texts.append(None)
+                continue
             if forms and pdfium_c.FPDFPage_GetAnnotCount(page.raw) > 0:
                 try:
                     flattened = page.flatten() == pdfium_c.FLATTEN_SUCCESS
@@ -161,18 +216,40 @@ def extract(data: bytes, progress: PageProgress | None = None) -> PdfText:
                 raw_text = ""  # a page PDFium cannot lay out counts as one without text
             finally:
                 page.close()
-            text = clean_page(raw_text)
-            if i:
-                parts.append(FORM_FEED)
-                pos += 1
-            parts.append(text)
-            pages.append((pos, pos + len(text)))
-            pos += len(text)
+            texts.append(clean_page(raw_text))
         if progress is not None:
             progress(n, n)
     finally:
         doc.close()
-    return PdfText("".join(parts), tuple(pages), info, encrypted, outline)
+    missing = 0
+    while texts and texts[-1] is None:  # named by the tree, not in the file: left out
+        texts.pop()
+        missing += 1
+    if missing and not texts:
+        raise PdfError(f"damaged: none of the {missing:,} pages its page tree names can be read")
+    parts: list[str] = []
+    pages: list[tuple[int, int]] = []
+    pos = 0
+    for i, text in enumerate(texts):
+        text = text or ""
+        if i:
+            parts.append(FORM_FEED)
+            pos += 1
+        parts.append(text)
+        pages.append((pos, pos + len(text)))
+        pos += len(text)
+    return PdfText(
+        "".join(parts),
+        tuple(pages),
+        info,
+        encrypted,
+        tuple(o for o in outline if o[2] < len(pages)),
+        declared=declared,
+        budget=n if n < declared else None,
+        unreadable=tuple(i for i, t in enumerate(texts) if t is None),
+        missing=missing,
+        messages=tuple(dict.fromkeys(heard)),
+    )
 
 
 # A blank line inside a page: PDFium rarely gives one, pdfTeX's paragraphs sometimes.
@@ -275,9 +352,46 @@ def document(
     )
 
 
-def read_warnings(pdf: PdfText) -> tuple[str, ...]:
-    """What to tell the user about a PDF that was read: pages without text (scanned?)."""
-    return page_warnings(pdf.text, pdf.pages)
+def read_warnings(pdf: PdfText, size: int | None = None) -> tuple[str, ...]:
+    """What to tell the user about a PDF that was read: pages cut by the budget, pages that could
+    not be read, what PDFium said, pages without text (scanned?). ``size``: the file's bytes."""
+    out = []
+    if pdf.budget is not None:
+        out.append(
+            f"the page tree names {pdf.declared:,} pages"
+            + (f" in {size:,} bytes" if size is not None else "")
+            + f"; kbase read the first {pdf.budget:,} and left out the rest (one page per"
+            f" {BYTES_PER_PAGE} bytes of the file, at least {MIN_PAGE_BUDGET:,}: a page object"
+            " named over and over?)"
+        )
+    lost = list(pdf.unreadable) + list(range(len(pdf.pages), len(pdf.pages) + pdf.missing))
+    if lost:
+        named = len(pdf.pages) + pdf.missing
+        s = "s" * (len(lost) > 1)
+        out.append(
+            f"page{s} {_ranges(lost)} of {named:,} could not be read (a broken page tree?);"
+            + (" the other pages are indexed" if pdf.pages else " no page read")
+        )
+    if pdf.messages:
+        said = "; ".join(" ".join(_CONTROL.sub(" ", m).split()) for m in pdf.messages[:3])
+        more = f" (and {len(pdf.messages) - 3:,} more)" if len(pdf.messages) > 3 else ""
+        out.append(f"PDFium: {said[:300]}{more}")
+    skip = set(pdf.unreadable)
+    empty = [i for i, (a, b) in enumerate(pdf.pages) if i not in skip]
+    out.extend(page_warnings(pdf.text, tuple(pdf.pages[i] for i in empty)))
+    return tuple(out)
+
+
+def _ranges(pages: list[int], most: int = 5) -> str:
+    """0-based page indexes as 1-based ranges: '2, 5-9, 12' (the first ``most`` runs)."""
+    runs: list[list[int]] = []
+    for p in pages:
+        if runs and p == runs[-1][1] + 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    shown = [f"{a + 1:,}" if a == b else f"{a + 1:,}-{b + 1:,}" for a, b in runs[:most]]
+    return ", ".join(shown) + (", ..." if len(runs) > most else "")
 
 
 def page_warnings(text: str, pages: tuple[tuple[int, int], ...]) -> tuple[str, ...]:
