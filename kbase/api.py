@@ -616,20 +616,29 @@ class KB:
 
         return self._read(graph.links_to, self.note(note))
 
-    def unresolved(self) -> list[LinkHit]:
+    def unresolved(
+        self, *, path: str | None = None, exclude: Sequence[str] = (), tags: Sequence[str] = ()
+    ) -> list[LinkHit]:
+        """Links that point at no note or file, from the notes ``path``, ``exclude`` and ``tags``
+        keep (as ``search`` filters them)."""
         from kbase.notes import graph
 
-        return self._read(graph.unresolved)
+        return self._read(graph.unresolved, _note_filters(path, exclude, tags))
 
-    def broken_anchors(self) -> list[LinkHit]:
+    def broken_anchors(
+        self, *, path: str | None = None, exclude: Sequence[str] = (), tags: Sequence[str] = ()
+    ) -> list[LinkHit]:
         from kbase.notes import graph
 
-        return self._read(graph.broken_anchors)
+        return self._read(graph.broken_anchors, _note_filters(path, exclude, tags))
 
-    def orphans(self) -> list[Note]:
+    def orphans(
+        self, *, path: str | None = None, exclude: Sequence[str] = (), tags: Sequence[str] = ()
+    ) -> list[Note]:
+        """Notes no other note links to, of those ``path``, ``exclude`` and ``tags`` keep."""
         from kbase.notes import graph
 
-        return self._read(graph.orphans)
+        return self._read(graph.orphans, _note_filters(path, exclude, tags))
 
     def neighbors(self, note: str | Note, depth: int = 1) -> list[Note]:
         """Notes within ``depth`` links of ``note`` either way, nearest first, each with the
@@ -889,3 +898,12 @@ def chunk_file(
     )
     doc, chunking, _ = chunked(path, settings)
     return doc, chunking
+
+
+def _note_filters(path: str | None, exclude: Sequence[str], tags: Sequence[str]):
+    """The notes a listing keeps, as search filters them (None: every note)."""
+    if not path and not exclude and not tags:
+        return None
+    from kbase.search.filters import Filters
+
+    return Filters(path=path, exclude=tuple(exclude), tags=tuple(tags))

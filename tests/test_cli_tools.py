@@ -173,3 +173,90 @@ def test_no_editor_is_one_clear_line(db):
     assert "export EDITOR=" in lines[1] and len(lines) == 2
     r = run_with(db, {"EDITOR": "/no/such/editor"}, "open", "Welcome")
     assert r.exit_code == 1 and "cannot run the editor '/no/such/editor'" in r.stderr
+
+
+# ---- orphans and unresolved take the note filters; --json events ----------------------------
+
+
+def test_orphans_and_unresolved_take_path_exclude_and_tag(db):
+    def listed(*args: str) -> list[str]:
+        import json
+
+        r = run_with(db, {}, *args, "--json")
+        assert r.exit_code == 0, r.output
+        return [x.get("source_path") or x["path"] for x in json.loads(r.stdout)]
+
+    assert listed("orphans") == ["Welcome.md", "journal/2026-03-14.md", "projects/Sqlite tuning.md"]
+    assert listed("orphans", "--path", "journal") == ["journal/2026-03-14.md"]
+    assert listed("orphans", "--exclude", "journal", "--exclude", "Welcome.md") == [
+        "projects/Sqlite tuning.md"
+    ]
+    assert listed("orphans", "--tag", "sqlite") == ["projects/Sqlite tuning.md"]
+    every = listed("unresolved")
+    assert sorted(every) == ["Backups.md", "journal/2026-03-14.md", "projects/Sqlite tuning.md"]
+    assert listed("unresolved", "--path", "projects/*.md") == ["projects/Sqlite tuning.md"]
+    assert listed("unresolved", "--exclude", "projects", "--exclude", "journal") == ["Backups.md"]
+    assert listed("unresolved", "--tag", "sqlite") == ["projects/Sqlite tuning.md"]
+    assert listed("unresolved", "--anchors", "--path", "journal") == []
+
+
+@pytest.mark.slow
+def test_embed_json_is_one_event_a_line(db):
+    import json
+
+    r = run_with(db, {}, "embed", "--json")
+    assert r.exit_code == 0, r.output
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["event"] for e in events][0] == "start" and events[-1]["event"] == "done"
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress and progress[-1]["done"] == progress[-1]["total"]
+    assert events[-1]["embedded"] == progress[-1]["total"] > 0 and events[-1]["remaining"] == 0
+    assert all(e["time"][:4].isdigit() and "T" in e["time"] for e in events)
+
+
+@pytest.mark.slow
+def test_watch_json_events(db, vault):
+    """kbase watch --json in its own process: watching, then a changed event for a new note,
+    then stopped on Ctrl-C (SIGINT)."""
+    import json
+    import select
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kbase", "--db", str(db), "watch", "--no-embed", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    events: list[dict] = []
+
+    def until(kind: str, seconds: float = 60) -> dict:
+        deadline = time.monotonic() + seconds
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if ready:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                events.append(json.loads(line))
+                if events[-1]["event"] == kind:
+                    return events[-1]
+        raise AssertionError(f"no {kind} event in {seconds} s: {events}")
+
+    try:
+        assert until("watching")["embed"] is False
+        time.sleep(1)  # the watcher is set up once the catch-up run is done
+        (vault / "New idea.md").write_text("# New idea\n\nLinks to [[Welcome]].\n")
+        changed = until("changed")
+        assert {"kind": "new", "path": "New idea.md"} in changed["changes"]
+        proc.send_signal(signal.SIGINT)
+        until("stopped")
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

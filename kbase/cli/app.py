@@ -312,6 +312,20 @@ def depth_option(default: int | None, help: str):
     )
 
 
+tag_option = click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="TAG",
+    help="Only notes with this tag (repeatable; nested tags match).",
+)
+
+
+def note_filter_options(f):
+    """--path, --exclude, --tag: which notes a command looks at (search, orphans, unresolved)."""
+    return path_option(exclude_option(tag_option(f)))
+
+
 def search_options(f):
     f = click.option(
         "--until",
@@ -323,15 +337,7 @@ def search_options(f):
         metavar="DATE",
         help="Only notes dated on or after DATE (front matter date, else file time).",
     )(f)
-    f = click.option(
-        "--tag",
-        "tags",
-        multiple=True,
-        metavar="TAG",
-        help="Only notes with this tag (repeatable; nested tags match).",
-    )(f)
-    f = exclude_option(f)
-    f = path_option(f)
+    f = note_filter_options(f)
     f = click.option(
         "-n",
         "--limit",

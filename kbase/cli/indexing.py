@@ -149,6 +149,37 @@ def index(
         ctx.exit(130)
 
 
+class JsonEvents:
+    """``--json`` for the commands that run on (watch, embed): one JSON object per line on stdout,
+    written as it happens, each with its ``event`` and ``time`` (local, ISO 8601, seconds), for
+    scripts to read line by line."""
+
+    PROGRESS_EVERY_S = 1.0  # progress lines at most this often (and the last one always)
+
+    def __init__(self) -> None:
+        self.said_progress = float("-inf")
+
+    def __call__(self, event: str, **fields) -> None:
+        import sys
+        from datetime import datetime
+
+        stamp = datetime.now().astimezone().isoformat(timespec="seconds")
+        click.echo(dumps({"event": event, "time": stamp, **fields}, ensure_ascii=False))
+        sys.stdout.flush()
+
+    def progress(self, event: str):
+        """An embedding progress callback (done, total) that writes ``event`` lines."""
+        import time
+
+        def on_progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if done >= total or now - self.said_progress >= self.PROGRESS_EVERY_S:
+                self.said_progress = now
+                self(event, done=done, total=total)
+
+        return on_progress
+
+
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--no-embed", is_flag=True, help="Keep only the keyword index current.")
@@ -163,8 +194,15 @@ def index(
 @click.option(
     "--poll", is_flag=True, help="Poll the file system (network drives, some containers)."
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object per line on stdout, as it happens: watching, changed, skipped, error,"
+    " embedding, stopped.",
+)
 @click.pass_context
-def watch(ctx, paths, no_embed, debounce, poll):
+def watch(ctx, paths, no_embed, debounce, poll, as_json):
     """Keep the index current while you edit (PATHS, or every known root). Ctrl-C stops.
 
     Each batch of changes runs the same incremental index as kbase index (renames and deletes
@@ -174,8 +212,37 @@ def watch(ctx, paths, no_embed, debounce, poll):
     from kbase.cli.render import render_changes
 
     skips_shown: set[tuple[str, str]] = set()  # each skipped file is reported once, not every batch
+    events = JsonEvents() if as_json else None
+
+    def on_json_batch(b, emit: JsonEvents) -> None:
+        if b.error:
+            emit("error", message=b.error)
+            return
+        r = b.report
+        for skip in r.skipped:
+            if skip not in skips_shown:
+                skips_shown.add(skip)
+                emit("skipped", path=skip[0], reason=skip[1])
+        if b.changed:
+            emit(
+                "changed",
+                changes=[{"kind": kind, "path": path} for kind, path in r.changed],
+                embedded=r.embedding.embedded if r.embedding else 0,
+                seconds=round(b.seconds, 3),
+                catch_up=b.catch_up,
+            )
+
+    remaining: list[int] = []
+
+    def on_json_embed(r) -> None:
+        if events is not None and (not remaining or remaining[-1] != r.remaining):
+            remaining.append(r.remaining)
+            events("embedding", remaining=r.remaining, embedded=r.embedded, reused=r.reused)
 
     def on_batch(b) -> None:
+        if events is not None:
+            on_json_batch(b, events)
+            return
         stamp = datetime.now().strftime("%H:%M:%S")
         if b.error:
             click.echo(printable(f"{stamp} error: {b.error}"), err=True)
@@ -193,22 +260,32 @@ def watch(ctx, paths, no_embed, debounce, poll):
                 + f" ({b.seconds:.2f} s)"
             )
 
-    on_embed = IdleEmbedLines()
+    on_embed = on_json_embed if events is not None else IdleEmbedLines()
     kb = open_kb(ctx)
-    click.echo(
-        printable(
-            f"watching {', '.join(str(p) for p in paths) or 'every indexed root'} (Ctrl-C to stop)"
-        ),
-        err=True,
-    )
-    if not no_embed and kb.path.exists() and not kb.auto_embed():
+    keyword_only = not no_embed and kb.path.exists() and not kb.auto_embed()
+    if events is not None:
+        events(
+            "watching",
+            paths=[str(p) for p in paths],
+            embed=not no_embed and not keyword_only,
+        )
+    else:
+        click.echo(
+            printable(
+                f"watching {', '.join(str(p) for p in paths) or 'every indexed root'}"
+                " (Ctrl-C to stop)"
+            ),
+            err=True,
+        )
+    if keyword_only:
         click.echo(
             "this index is keyword-only: changes are not embedded"
             " (kbase embed embeds it and turns embedding on)",
             err=True,
         )
     try:
-        with Bars(True, bars=False) as slow:  # no bars; a line when one file takes long
+        # No bars; a line on stderr when one file takes long (not with --json: stdout is events)
+        with Bars(events is None, bars=False) as slow:
             kb.watch(
                 paths,
                 debounce_ms=debounce,
@@ -221,7 +298,10 @@ def watch(ctx, paths, no_embed, debounce, poll):
     except KeyboardInterrupt:
         pass
     # Watching ends only on Ctrl-C (run_watch returns then): exit code 130, as for every command.
-    click.echo("stopped; the index is consistent", err=True)
+    if events is not None:
+        events("stopped")
+    else:
+        click.echo("stopped; the index is consistent", err=True)
     ctx.exit(130)
 
 
@@ -230,12 +310,33 @@ def watch(ctx, paths, no_embed, debounce, poll):
     "--rebuild", is_flag=True, help="Drop every vector and embed everything again (another model)."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object per line on stdout: progress (done, total; at most once a second),"
+    " switch_progress, then done with the report. No progress bar.",
+)
 @model_options
 @click.pass_context
-def embed(ctx, rebuild, quiet, model, download):
+def embed(ctx, rebuild, quiet, as_json, model, download):
     """Embed the chunks that have no vector yet (resumes where an interrupted run stopped), and
     go on with a switch of models (--model) under way."""
     kb = open_kb(ctx)
+    if as_json:
+        events = JsonEvents()
+        events("start", index=str(kb.path), rebuild=rebuild)
+        result = kb.embed(
+            rebuild=rebuild,
+            progress=events.progress("progress"),
+            model=model,
+            download=download,
+            switch_progress=events.progress("switch_progress"),
+        )
+        from dataclasses import asdict
+
+        events("done", **asdict(result))
+        return
     with Bars(not quiet) as bar:
         eta = EmbedEta(bar.chunks, not quiet, bar, announce=False)
         result = kb.embed(

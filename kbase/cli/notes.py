@@ -12,6 +12,7 @@ from kbase.cli.app import (
     exclude_option,
     format_options,
     note_argument,
+    note_filter_options,
     open_in_editor,
     open_kb,
     output_options,
@@ -157,14 +158,17 @@ backlinks = _links_command(
 @click.option(
     "--anchors", is_flag=True, help="Links to a heading or block that does not exist, instead."
 )
+@note_filter_options
 @format_options
 @click.pass_context
-def unresolved(ctx, anchors, fmt):
-    """Links that point at no note or file (or, with --anchors, at a missing heading or block)."""
+def unresolved(ctx, anchors, path_glob, exclude, tags, fmt):
+    """Links that point at no note or file (or, with --anchors, at a missing heading or block),
+    from the notes --path, --exclude and --tag keep."""
     from kbase.cli.render import render_links
 
     kb = open_kb(ctx)
-    found = kb.broken_anchors() if anchors else kb.unresolved()
+    keep = {"path": path_glob, "exclude": exclude, "tags": tags}
+    found = kb.broken_anchors(**keep) if anchors else kb.unresolved(**keep)
     if found or fmt != "table":
         click.echo(render_links(found, fmt, use_color(), "both"))
     else:
@@ -172,14 +176,16 @@ def unresolved(ctx, anchors, fmt):
 
 
 @click.command()
+@note_filter_options
 @format_options
 @click.pass_context
-def orphans(ctx, fmt):
-    """Notes that no other note links to."""
+def orphans(ctx, path_glob, exclude, tags, fmt):
+    """Notes that no other note links to, of those --path, --exclude and --tag keep (links
+    from every note count)."""
     from kbase.cli.render import render_notes
 
     kb = open_kb(ctx)
-    _echo_notes(render_notes, kb.orphans(), fmt)
+    _echo_notes(render_notes, kb.orphans(path=path_glob, exclude=exclude, tags=tags), fmt)
 
 
 def _echo_notes(render, notes, fmt: str, **options) -> None:

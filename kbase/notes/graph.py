@@ -138,22 +138,41 @@ def links_to(con: apsw.Connection, note: Note) -> list[LinkHit]:
     return _link_hits(con, "l.target_id = ? AND l.doc_id <> ?", (note.id, note.id))
 
 
-def unresolved(con: apsw.Connection) -> list[LinkHit]:
-    return _link_hits(con, "l.target_id IS NULL AND l.target_path IS NULL", ())
+def _notes_where(filters: Filters | None) -> tuple[str, list]:
+    """``filters`` (path, exclude, tags) as SQL over ``documents AS d``."""
+    return filters.sql() if filters is not None else ("1", [])
 
 
-def broken_anchors(con: apsw.Connection) -> list[LinkHit]:
-    return _link_hits(con, "l.anchor_ok = 0", ())
+def unresolved(con: apsw.Connection, filters: Filters | None = None) -> list[LinkHit]:
+    """Links to no note or file, in the notes ``filters`` keep (the note the link is in)."""
+    where, args = _notes_where(filters)
+    return _link_hits(
+        con,
+        "l.target_id IS NULL AND l.target_path IS NULL"
+        f" AND s.id IN (SELECT d.id FROM documents AS d WHERE {where})",
+        tuple(args),
+    )
 
 
-def orphans(con: apsw.Connection) -> list[Note]:
-    """Notes no other note links to."""
+def broken_anchors(con: apsw.Connection, filters: Filters | None = None) -> list[LinkHit]:
+    where, args = _notes_where(filters)
+    return _link_hits(
+        con,
+        f"l.anchor_ok = 0 AND s.id IN (SELECT d.id FROM documents AS d WHERE {where})",
+        tuple(args),
+    )
+
+
+def orphans(con: apsw.Connection, filters: Filters | None = None) -> list[Note]:
+    """Notes no other note links to (of those ``filters`` keep; links from any note count)."""
+    where, args = _notes_where(filters)
     return [
         Note(*r)
         for r in con.execute(
             "SELECT d.id, d.path, d.title FROM documents d WHERE d.kind = 'markdown' AND NOT EXISTS"
             " (SELECT 1 FROM links l WHERE l.target_id = d.id AND l.doc_id <> d.id)"
-            " ORDER BY d.path"
+            f" AND {where} ORDER BY d.path",
+            args,
         )
     ]
 
