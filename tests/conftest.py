@@ -47,6 +47,24 @@ def db_path(tmp_path) -> Path:
     return tmp_path / "index.db"
 
 
+def kbase_cli(db: Path, *args, input: str | None = None, catch_exceptions: bool = False):
+    """``kbase --db DB ARGS...`` in this process, through click's test runner: the one CLI runner
+    of the suite (a test that needs the real executable runs ``python -m kbase`` instead)."""
+    from click.testing import CliRunner
+
+    from kbase.cli.app import cli
+
+    return CliRunner().invoke(
+        cli, ["--db", str(db), *map(str, args)], input=input, catch_exceptions=catch_exceptions
+    )
+
+
+@pytest.fixture
+def run(db_path):
+    """``run(*args)``: kbase_cli on the test's own index."""
+    return lambda *args, input=None: kbase_cli(db_path, *args, input=input)
+
+
 def write(root: Path, files: dict[str, str | bytes]) -> Path:
     for rel, content in files.items():
         p = root / rel

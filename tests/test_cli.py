@@ -14,18 +14,6 @@ from tests.conftest import bump_mtime
 
 
 @pytest.fixture
-def run(db_path):
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(
-            cli, ["--db", str(db_path), *map(str, args)], input=input, catch_exceptions=False
-        )
-
-    return invoke
-
-
-@pytest.fixture
 def indexed(run, vault):
     r = run("index", "--no-embed", vault)
     assert r.exit_code == 0, r.output

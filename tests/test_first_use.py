@@ -7,25 +7,11 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
 import kbase
-from kbase.cli.app import cli
 from kbase.records import EmbedReport
 from kbase.store import db
 from tests.test_watch import CountingEmbedder
-
-
-@pytest.fixture
-def run(db_path):
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(
-            cli, ["--db", str(db_path), *map(str, args)], input=input, catch_exceptions=False
-        )
-
-    return invoke
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from kbase.indexer import pipeline, prepare
 from kbase.ingest import chunk as chunking
 from kbase.ingest import pdf
 from kbase.store import db
-from tests.conftest import bump_mtime, shared, write
+from tests.conftest import bump_mtime, kbase_cli, shared, write
 from tests.pdfgen import make_pdf
 
 # Three pages of a paper: each page's words are its own, so a phrase names its page.
@@ -60,10 +60,6 @@ def pkb(db_path, pdf_vault):
     assert report.skipped == [] and report.new == 3
     yield k
     k.close()
-
-
-def run(db_path, *args):
-    return CliRunner().invoke(cli, ["--db", str(db_path), *args], catch_exceptions=False)
 
 
 # --- extraction -----------------------------------------------------------------------------
@@ -196,13 +192,15 @@ def test_hits_from_a_pdf_carry_the_page_of_the_first_match(pkb):
 
 
 def test_the_cli_shows_the_page_and_json_and_csv_give_it(pkb, db_path):
-    out = run(db_path, "search", "hindbrain", "--mode", "keyword").output
+    out = kbase_cli(db_path, "search", "hindbrain", "--mode", "keyword").output
     assert "papers/zebrafish.pdf p.2" in out
-    (rec,) = json.loads(run(db_path, "search", "hindbrain", "--json").output)
+    (rec,) = json.loads(kbase_cli(db_path, "search", "hindbrain", "--json").output)
     assert rec["page"] == 2 and rec["card"] is None and rec["path"] == "papers/zebrafish.pdf"
-    rows = list(csv.DictReader(io.StringIO(run(db_path, "search", "hindbrain", "--csv").output)))
+    rows = list(
+        csv.DictReader(io.StringIO(kbase_cli(db_path, "search", "hindbrain", "--csv").output))
+    )
     assert rows[0]["page"] == "2"
-    out = run(db_path, "search", "nothing about fish", "--json").output
+    out = kbase_cli(db_path, "search", "nothing about fish", "--json").output
     assert all(r["page"] is None for r in json.loads(out) if r["path"] == "other.md")
 
 
@@ -234,17 +232,17 @@ def test_the_file_name_finds_the_pdf_first(pkb):
 
 
 def test_show_prints_a_page_and_path_line_works(pkb, db_path):
-    out = run(db_path, "show", "zebrafish.pdf#page=2").output
+    out = kbase_cli(db_path, "show", "zebrafish.pdf#page=2").output
     assert out == PAPER[1] + "\n"
-    res = run(db_path, "show", "papers/zebrafish.pdf#page=3", "--json")
+    res = kbase_cli(db_path, "show", "papers/zebrafish.pdf#page=3", "--json")
     rec = json.loads(res.output)
     assert (rec["page"], rec["pages"], rec["text"]) == (3, 3, PAPER[2] + "\n")
     first = rec["first_line"]
-    out = run(db_path, "show", f"zebrafish.pdf:{first}", "-C", "0").output
+    out = kbase_cli(db_path, "show", f"zebrafish.pdf:{first}", "-C", "0").output
     assert out == f"> {first} | Results\n"  # the form feed before the page is not shown
-    res = run(db_path, "show", "zebrafish.pdf#page=4")
+    res = kbase_cli(db_path, "show", "zebrafish.pdf#page=4")
     assert res.exit_code != 0 and "has pages 1-3, not 4" in res.output
-    res = run(db_path, "show", "other.md#page=1")
+    res = kbase_cli(db_path, "show", "other.md#page=1")
     assert res.exit_code != 0 and "not a PDF" in res.output
 
 
@@ -294,7 +292,7 @@ def test_bad_pdfs_are_skipped_with_one_line_each_and_the_run_goes_on(db_path, tm
             "note.md": "# Note\n\nhello\n",
         },
     )
-    res = run(db_path, "index", str(vault), "--no-embed")
+    res = kbase_cli(db_path, "index", str(vault), "--no-embed")
     assert res.exit_code == 0, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     by_file = {ln.split()[1].rsplit("/", 1)[-1].rstrip(":"): ln for ln in lines}

@@ -10,13 +10,9 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.app import cli
 from kbase.sqlapi import ReadOnlyViolation
-from tests.conftest import shared, write
+from tests.conftest import kbase_cli, shared, write
 
 SAMPLES = ("pdfs", "py-pdf-sample-files")
-
-
-def run(db_path, *args):
-    return CliRunner().invoke(cli, ["--db", str(db_path), *args], catch_exceptions=False)
 
 
 @pytest.fixture
@@ -38,17 +34,17 @@ def pdfs(tmp_path, db_path):
 
 
 def test_show_takes_a_pasted_link_to_a_pdf_page(pdfs, db_path):
-    plain = run(db_path, "show", "pdflatex-4-pages.pdf#page=3")
+    plain = kbase_cli(db_path, "show", "pdflatex-4-pages.pdf#page=3")
     assert plain.exit_code == 0 and plain.output.strip()
     for link in (
         "[[pdflatex-4-pages.pdf#page=3]]",
         "![[pdflatex-4-pages.pdf#page=3]]",
         "[[pdflatex-4-pages.pdf#page=3|the third page]]",
     ):
-        res = run(db_path, "show", link)
+        res = kbase_cli(db_path, "show", link)
         assert res.exit_code == 0, res.output
         assert res.output == plain.output
-    res = run(db_path, "show", "[[pdflatex-4-pages.pdf#page=9]]")
+    res = kbase_cli(db_path, "show", "[[pdflatex-4-pages.pdf#page=9]]")
     assert res.exit_code == 1 and "has pages 1-4, not 9" in res.output
 
 
@@ -59,7 +55,7 @@ def test_show_says_a_skipped_file_was_skipped_and_why(pdfs, db_path):
         "[[libreoffice-writer-password.pdf]]",
         str(pdfs / "libreoffice-writer-password.pdf"),
     ):
-        res = run(db_path, "show", name)
+        res = kbase_cli(db_path, "show", name)
         assert res.exit_code == 1
         lines = res.output.strip().splitlines()
         assert lines[0] == (
@@ -70,9 +66,9 @@ def test_show_says_a_skipped_file_was_skipped_and_why(pdfs, db_path):
             len(lines) == 2 and "hint: kbase index reads it again once the file changes" in lines[1]
         )
         assert "did you mean" not in res.output
-    res = run(db_path, "links", "fake.pdf")
+    res = kbase_cli(db_path, "links", "fake.pdf")
     assert res.exit_code == 1 and "kbase index skipped it: not a PDF" in res.output
-    res = run(db_path, "show", "nothing-like-it.pdf")  # an unknown name is still unknown
+    res = kbase_cli(db_path, "show", "nothing-like-it.pdf")  # an unknown name is still unknown
     assert res.exit_code == 1 and "no indexed document matches" in res.output
 
 
@@ -91,7 +87,7 @@ def test_every_write_on_a_view_gets_the_read_only_message(pdfs, db_path, sql):
         with pytest.raises(ReadOnlyViolation, match=r"^kbase sql is read-only; refused: "):
             kb.sql(sql)
         assert kb.sql("SELECT count(*) FROM notes").rows == [(2,)]  # nothing was changed
-    res = run(db_path, "sql", sql)
+    res = kbase_cli(db_path, "sql", sql)
     assert res.exit_code == 1
     assert res.output.startswith(f"Error: kbase sql is read-only; refused: {sql}\n")
     assert "because it is a view" not in res.output

@@ -8,10 +8,11 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.app import cli
 from kbase.errors import InputError
+from tests.conftest import kbase_cli
 
 
 def run(db_path, *args, input=None):
-    return CliRunner().invoke(cli, ["--db", str(db_path), "sql", *args], input=input)
+    return kbase_cli(db_path, "sql", *args, input=input, catch_exceptions=True)
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,11 @@ import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
-from click.testing import CliRunner
 
 import kbase
-from kbase.cli.app import cli
 from kbase.errors import InputError
 from kbase.search import spell
-from tests.conftest import REPO, shared, write
+from tests.conftest import REPO, kbase_cli, shared, write
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +50,7 @@ def kb(notes):
 
 
 def run(notes: Path, *args: str):
-    return CliRunner().invoke(cli, ["--db", str(notes), *args])
+    return kbase_cli(notes, *args, catch_exceptions=True)
 
 
 # --- words ------------------------------------------------------------------------------------
