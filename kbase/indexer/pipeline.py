@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import apsw
 
@@ -248,6 +248,16 @@ def meta_set_tx(con: apsw.Connection, key: str, value: str) -> None:
         meta_set(con, key, value)
 
 
+class Known(NamedTuple):
+    """The document the index holds for a path, as much as tells an unchanged file from a stat
+    (size and mtime) or, once read, from its bytes (digest)."""
+
+    id: int
+    size: int
+    mtime_ns: int
+    digest: str
+
+
 def _index_scope(
     con: apsw.Connection,
     scope: _Scope,
@@ -298,13 +308,13 @@ def _index_scope(
             "SELECT path, id, size, mtime_ns, hash FROM documents WHERE root_id = ?",
             (scope.root_id,),
         )
-    known = {path: (doc_id, size, mtime, h) for path, doc_id, size, mtime, h in rows}
+    known = {path: Known(*row) for path, *row in rows}
 
     unreadable = _Unreadable(con, scope)
     todo = []
     for c in found:
         old = known.get(c.relpath)
-        if old is not None and old[1] == c.size and old[2] == c.mtime_ns:
+        if old is not None and old.size == c.size and old.mtime_ns == c.mtime_ns:
             report.unchanged += 1
         elif (reason := unreadable.known(c)) is not None:
             report.skipped.append((c.abspath, reason))  # as last time: not read again
@@ -313,8 +323,8 @@ def _index_scope(
     seen = {c.relpath for c in found}
     vanished = {path: known[path] for path in known.keys() - seen}
     by_hash: dict[str, list[str]] = {}
-    for path, (_doc_id, _, _, h) in vanished.items():
-        by_hash.setdefault(h, []).append(path)
+    for path, gone in vanished.items():
+        by_hash.setdefault(gone.digest, []).append(path)
 
     total = len(todo)
     texts = [c for c in todo if not is_pdf(c.abspath)]
@@ -355,13 +365,13 @@ def _index_scope(
                         vanished[c.relpath] = old
                     continue
                 name = c.relpath or Path(c.abspath).name
-                if old is not None and old[3] == digest:
-                    writes.touch_document(con, old[0], st.st_size, st.st_mtime_ns)
+                if old is not None and old.digest == digest:
+                    writes.touch_document(con, old.id, st.st_size, st.st_mtime_ns)
                     batches.count("unchanged")
                     continue
                 if old is None and by_hash.get(digest):
                     src = by_hash[digest].pop()
-                    moved_id = vanished.pop(src)[0]
+                    moved_id = vanished.pop(src).id
                     writes.move_document(
                         con, moved_id, scope.root_id, c.relpath, st.st_size, st.st_mtime_ns
                     )
@@ -400,7 +410,7 @@ def _index_scope(
                     before = {
                         a
                         for (a,) in con.execute(
-                            "SELECT alias FROM aliases WHERE doc_id = ?", (old[0],)
+                            "SELECT alias FROM aliases WHERE doc_id = ?", (old.id,)
                         )
                     }
                     full_resolve = before != set(
@@ -413,7 +423,7 @@ def _index_scope(
                         writes.FileRow(
                             scope.root_id, c.relpath, st.st_size, st.st_mtime_ns, digest, encoding
                         ),
-                        doc_id=old[0] if old else None,
+                        doc_id=old.id if old else None,
                         savepoint=False,
                     )
                 changed_ids.append(doc_id)
@@ -429,8 +439,8 @@ def _index_scope(
     if progress:
         progress(total, total, "")
     unreadable.save(seen)
-    for path, (doc_id, *_rest) in vanished.items():
-        writes.delete_document(con, doc_id)
+    for path, gone in vanished.items():
+        writes.delete_document(con, gone.id)
         report.removed += 1
         report.changed.append(("removed", path or scope.root.name))
         full_resolve = True
@@ -621,7 +631,7 @@ def _prepared(
             old = known.get(c.relpath)
             read = _read(c, max_size, bounds)
             parse_it = isinstance(read, tuple) and (
-                read[1] != old[3] if old is not None else read[1] not in renamed_from
+                read[1] != old.digest if old is not None else read[1] not in renamed_from
             )
             job = pdfs.submit(c) if parse_it and is_pdf(c.abspath) else None
             window.append((c, old, read, parse_it, job))
