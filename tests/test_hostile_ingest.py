@@ -427,3 +427,42 @@ def test_check_finds_a_bad_chunk_among_many_of_a_long_note(tmp_path):
     con.close()
     with kbase.open(dbp) as k:
         assert {p.kind: p.count for p in k.check().problems} == {"chunk_offsets": 1}
+
+
+# --- 3. canvases and link-heavy notes: linear in their cards and links ------------------------
+def file_cards_canvas(n: int) -> str:
+    """A canvas of ``n`` file cards and ``n`` text cards that hold a wikilink each."""
+    import json
+
+    nodes = []
+    for i in range(n):
+        nodes.append({"id": f"f{i}", "type": "file", "file": f"notes/n{i}.md", "x": i, "y": 0})
+        nodes.append({"id": f"t{i}", "type": "text", "text": f"see [[n{i}]]", "x": i, "y": 1})
+    return json.dumps({"nodes": nodes, "edges": []})
+
+
+def test_file_cards_are_canvas_links_and_text_card_links_are_not():
+    from kbase.ingest import canvas
+
+    parsed = canvas.parse_canvas(file_cards_canvas(3000))
+    doc = canvas.document(parsed, "board.canvas")
+    kinds = [lk.kind for lk in canvas.links(doc)]
+    assert kinds.count("canvas") == 3000 and len(kinds) == 6000
+    assert kinds[:2] == ["canvas", "wiki"]
+
+
+def wikilink_note(n: int, crlf: bool = False) -> str:
+    """A note of ``n`` wikilinks, three to a line (1,000,000: about 9 MB)."""
+    nl = "\r\n" if crlf else "\n"
+    lines = [" ".join(f"[[t{i + j}]]" for j in range(3)) for i in range(0, n, 3)]
+    return "# Links" + nl + nl + nl.join(lines) + nl
+
+
+@pytest.mark.parametrize("crlf", [False, True], ids=["lf", "crlf"])
+def test_each_of_many_links_has_its_line(tmp_path, crlf):
+    vault = write(tmp_path / "v", {"links.md": wikilink_note(30_000, crlf)})
+    with kbase.open(tmp_path / "i.db") as k:
+        k.index([vault], embed=False)
+        rows = k.sql("SELECT target, line FROM links ORDER BY start_char").rows
+    assert len(rows) == 30_000
+    assert all(line == 3 + int(t[1:]) // 3 for t, line in rows), rows[:5]

@@ -244,12 +244,18 @@ def links(doc: ParsedDoc) -> list:
     from kbase.ingest.links import parse_links
 
     found = parse_links(replace(doc, kind="markdown", frontmatter=None))
+    from bisect import bisect_right
+
+    # The cards' spans are in text order and do not overlap: the one a link may lie in is the
+    # last that starts at or before it (a scan of every card for each link was quadratic).
     files = [(c.start, c.end) for c in doc.cards if c.kind == "file"]
     if not files:
         return found
+    starts = [a for a, _ in files]
     out = []
     for lk in found:
-        if any(a <= lk.start and lk.end <= b for a, b in files):
+        i = bisect_right(starts, lk.start) - 1
+        if i >= 0 and lk.end <= files[i][1]:
             lk = replace(lk, kind="canvas")
         out.append(lk)
     return out
