@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import apsw
 
-from kbase.errors import DatabaseError, IndexBusyError, InputError
+from kbase.errors import DatabaseError, IndexBusyError, InputError, ModelUnavailable
 from kbase.paths import default_db_path
 from kbase.records import (
     CheckReport,
@@ -509,6 +509,21 @@ class KB:
                 cache=self.vector_cache,
                 timeout=self.search_timeout,
                 leave_out=outside_doc_ids,  # (files outside the roots: an older kbase's index)
+            )
+        except ModelUnavailable as e:
+            if mode is not None:  # asked for by name: say why it cannot be had
+                raise
+            self._notice(f"{e.message}: keyword results only ({e.hint})")
+            return self.search(
+                query,
+                mode="keyword",
+                limit=limit,
+                path=path,
+                tags=tags,
+                since=since,
+                until=until,
+                exclude=exclude,
+                correct=correct,
             )
         except apsw.InterruptError:
             raise

@@ -23,5 +23,10 @@ class IndexBusyError(DatabaseError):
     """Another process is writing to the same index."""
 
 
+class ModelUnavailable(KbaseError):
+    """The embedding model cannot run here (the cache its graph is built in cannot be written):
+    keyword search still works, and a search in the default mode falls back to it."""
+
+
 class InputError(KbaseError):
     """A path, query or option given by the user cannot be used."""

