@@ -466,3 +466,59 @@ def test_each_of_many_links_has_its_line(tmp_path, crlf):
         rows = k.sql("SELECT target, line FROM links ORDER BY start_char").rows
     assert len(rows) == 30_000
     assert all(line == 3 + int(t[1:]) // 3 for t, line in rows), rows[:5]
+
+
+# --- 8. names ---------------------------------------------------------------------------------
+def test_a_link_goes_to_the_exact_case_match_of_two_names_that_differ_in_case(tmp_path):
+    vault = write(
+        tmp_path / "v",
+        {
+            "Note.md": "# Upper\n",
+            "note.md": "# Lower\n",
+            "a.md": "[[note]] and [[Note]] and [[NOTE]]\n",
+            "sub/b.md": "[[note]] [[Note]]\n",
+        },
+    )
+    with kbase.open(tmp_path / "i.db") as k:
+        k.index([vault], embed=False)
+        rows = k.sql(
+            "SELECT s.path, l.target, t.path FROM links l JOIN documents s ON s.id = l.doc_id"
+            " LEFT JOIN documents t ON t.id = l.target_id ORDER BY s.path, l.start_char"
+        ).rows
+    got = [tuple(r) for r in rows]
+    assert got[:2] == [("a.md", "note", "note.md"), ("a.md", "Note", "Note.md")]
+    assert got[2][2] in ("Note.md", "note.md")  # no exact match: either, as Obsidian
+    assert got[3:] == [("sub/b.md", "note", "note.md"), ("sub/b.md", "Note", "Note.md")]
+
+
+def test_a_file_named_dot_dot_md_is_skipped_with_a_line_on_every_run(tmp_path):
+    vault = write(tmp_path / "v", {"..md": "# Dots\n\ntext\n", "a.md": "# A\n"})
+    db = tmp_path / "i.db"
+    for args in ([vault], [vault / "..md"], [], [vault]):
+        r = CliRunner().invoke(cli, ["--db", str(db), "index", *map(str, args), "--no-embed"])
+        assert r.exit_code == 0, r.output
+        lines = [ln for ln in r.stderr.splitlines() if "..md" in ln]
+        assert len(lines) == 1 and "skipped" in lines[0], (args, r.stderr)
+        assert _paths(db) == {"a.md"}
+
+
+def test_browse_without_a_terminal_refuses_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    vault = write(tmp_path / "v", {"a.md": "# A\n"})
+    db = tmp_path / "i.db"
+    assert _index_cli(db, vault).exit_code == 0
+    p = subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(db), "browse"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        cwd=str(REPO),
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert p.stdout == b""
+    lines = p.stderr.decode().strip().splitlines()  # kbase's error line, and its hint
+    assert len(lines) == 2 and lines[0].startswith("Error:") and "terminal" in lines[0], lines
+    assert lines[1].strip().startswith("hint:"), lines

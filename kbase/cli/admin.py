@@ -36,6 +36,13 @@ def status(ctx, fmt):
 @click.pass_context
 def browse(ctx):
     """Full-screen browser: search as you type, read hits in context, follow links."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        from kbase.errors import InputError
+
+        raise InputError(
+            "kbase browse needs a terminal (its input or output is a pipe or a file)",
+            "run it in a terminal; in scripts use kbase search",
+        )
     from kbase.tui.app import run
 
     run(ctx.obj["db"])

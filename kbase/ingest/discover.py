@@ -95,7 +95,11 @@ def walk(
         yield Skipped(str(target), f"cannot read: {e.strerror}")
         return
     if not stat.S_ISDIR(st.st_mode):
-        # A file named explicitly is indexed whatever its extension (decoding decides).
+        # A file named explicitly is indexed whatever its extension (decoding decides); a hidden
+        # one is skipped as a walk of its folder skips it, or runs would disagree.
+        if target.name.startswith("."):
+            yield Skipped(str(target), HIDDEN_REASON)
+            return
         yield from _file(rel_start, str(target), st, max_size)
         return
     specs: list[tuple[str, pathspec.PathSpec]] = []
@@ -172,6 +176,8 @@ def _walk_dir(
         for entry in entries:
             name = entry.name
             if name.startswith("."):
+                if name.lower().endswith(exts) and _is_file(entry):
+                    yield Skipped(printable(entry.path), HIDDEN_REASON)
                 continue
             child_rel = f"{rel}/{name}" if rel else name
             try:
@@ -258,6 +264,19 @@ def _utf8(name: str) -> bool:
         name.encode("utf-8")
         return True
     except UnicodeEncodeError:  # os.fsdecode turned undecodable bytes into lone surrogates
+        return False
+
+
+HIDDEN_REASON = (
+    "hidden file (its name starts with '.'): kbase skips hidden files and folders, as Obsidian"
+    " hides them; rename it to index it"
+)
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
         return False
 
 

@@ -682,6 +682,13 @@ class Resolver:
                 return None
         if name == n and len(group) == 1:
             return group[0][1]
+        # Names that differ only in case (Note.md and note.md, side by side on Linux): the one
+        # spelled as the link spells it first, then the others in their order.
+        seg = e.rsplit("/", 1)[-1]
+        exact = seg if seg.lower() == name else seg + ".md"
+        if len(group) > 1:
+            first = {low: i for i, (low, _) in reversed(list(enumerate(group)))}
+            group = sorted(group, key=lambda it: (first[it[0]], it[1].rsplit("/", 1)[-1] != exact))
         o = folder
         if n.startswith("./") or n.startswith("../"):
             if n.startswith("./../"):
