@@ -1393,8 +1393,12 @@ def test_any_filters_are_fine_or_an_input_error(query_index, q, path, tags, sinc
         kb.search(q, mode="keyword", limit=limit, path=path, tags=tags, since=since)
     except (
         KbaseError
-    ) as e:  # only an unreadable --since or a query without words is a user error here
-        assert (since is not None and "is not a date" in e.message) or parse_query(q).empty
+    ) as e:  # only an unreadable --since, a limit under 1 or a query without words is an error
+        assert (
+            (since is not None and "is not a date" in e.message)
+            or (limit < 1 and "limit must be at least 1" in e.message)
+            or parse_query(q).empty
+        )
 
 
 @pytest.mark.slow
