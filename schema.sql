@@ -1,4 +1,4 @@
--- kbase index schema, version 12 (PRAGMA user_version).
+-- kbase index schema, version 14 (PRAGMA user_version).
 --
 -- This file is the single source of the DDL: kbase runs it when it creates an index, and it is
 -- packaged into the wheel. An index written by an older kbase is brought up to this version by
@@ -71,13 +71,14 @@ CREATE INDEX chunks_embed_hash ON chunks(embed_hash) WHERE embedded = 1;
 -- meta 'embedder'; vectors of two models never mix.
 
 -- How documents were read and chunked, as rows rather than log lines: front matter that could not
--- be read and was left out ('frontmatter': malformed YAML, not a mapping, too large), a protected
+-- be read and was left out ('frontmatter': malformed YAML, not a mapping, too large), what
+-- decoding repaired ('decode': invalid bytes shown as U+FFFD, NUL bytes after the text), a protected
 -- block over the budget ('oversized'), a code fence that never closes ('unclosed_fence'), any
 -- split that had to cut inside a sentence ('cut_sentence') or a word ('cut_word'), a PDF with
 -- pages without text ('no_text': scanned pages, no OCR) and canvas entries left out ('canvas').
 CREATE TABLE diagnostics (
     doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
-    kind       TEXT NOT NULL,      -- frontmatter, oversized, unclosed_fence, cut_sentence, cut_word, no_text, canvas
+    kind       TEXT NOT NULL,      -- frontmatter, decode, oversized, unclosed_fence, cut_sentence, cut_word, no_text, canvas
     start_char INTEGER NOT NULL,   -- the block or chunk concerned: body[start_char:end_char]
     end_char   INTEGER NOT NULL,            -- offset after the last character (exclusive)
     line       INTEGER NOT NULL,   -- 1-based line of start_char

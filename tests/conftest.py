@@ -7,7 +7,13 @@ import pytest
 from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# The shared test material (../shared/data; KBASE_SHARED_DATA points elsewhere): tests that read
+# it skip with one reason when it is absent, which pytest's summary lists once with their count.
+SHARED_DATA = Path(os.environ.get("KBASE_SHARED_DATA") or REPO.parent / "shared" / "data")
+SHARED_ABSENT = (
+    f"needs the shared test material, and {SHARED_DATA} is absent"
+    " (put it beside the repository as ../shared/data, or set KBASE_SHARED_DATA)"
+)
 
 
 # Hypothesis: CI (the CI environment variable, or HYPOTHESIS_PROFILE=ci) runs every property with
@@ -24,11 +30,35 @@ def examples(n: int) -> int:
 
 
 def shared(*parts: str) -> Path:
-    """A folder of ../shared/data, or skip the test with the reason."""
+    """A folder of ../shared/data, or skip the test with the reason: one reason for every test
+    when the material is absent altogether (the summary counts them on one line)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(SHARED_ABSENT)
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"{path} is absent (the shared test material lives beside the repository)")
+        pytest.skip(f"{path} is absent from the shared test material (an older copy?)")
     return path
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The tests skipped for want of the shared material, said once with their count (before
+    pytest's short summary, which would list them test by test) and counted apart in the last
+    line ('15 skipped, no shared material')."""
+    stats = terminalreporter.stats
+    ours = [r for r in stats.get("skipped", []) if SHARED_ABSENT in str(r.longrepr)]
+    if ours:
+        stats["skipped"] = [r for r in stats["skipped"] if r not in ours]
+        if not stats["skipped"]:
+            del stats["skipped"]
+        stats["skipped, no shared material"] = ours
+        terminalreporter.write_sep("-", f"{len(ours)} tests skipped: {SHARED_ABSENT}")
+
+
+def pytest_report_header(config) -> str:
+    """Said before the run: whether the tests that read the shared material can run."""
+    if SHARED_DATA.is_dir():
+        return f"shared test material: {SHARED_DATA}"
+    return f"shared test material: {SHARED_DATA} is absent: the tests that read it are skipped"
 
 
 @pytest.fixture(autouse=True)

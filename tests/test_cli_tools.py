@@ -260,3 +260,91 @@ def test_watch_json_events(db, vault):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---- messages that said what they did not mean ----------------------------------------------
+
+
+def test_repeated_function_words_are_no_news(db):
+    r = run_with(db, {}, "search", "what is the difference between the copies and a checkpoint")
+    assert r.exit_code == 0 and "repeated" not in r.stderr
+    r = run_with(db, {}, "search", "checkpoint copies checkpoint")
+    assert "note: query 1 repeated term counted once" in r.stderr
+    from kbase.search.query import bound_query
+
+    assert bound_query("the " * 3000) == ("the", "query 2,999 repeated terms counted once")
+
+
+def test_a_nul_byte_is_no_bad_front_matter(tmp_path):
+    """NUL padding after the text (an interrupted sync) is what decoding repaired: a diagnostic
+    of kind 'decode', not a front matter warning (kbase check, frontmatter_warnings); an index
+    that kept it as one migrates (schema 14)."""
+    import json
+
+    import kbase
+    from kbase.store import db as store_db
+    from kbase.store import migrations
+
+    vault = write(
+        tmp_path / "v",
+        {"a.md": b"---\ntags: [x]\n---\n# A\n\ntext\n\x00\x00\x00", "b.md": "---\n: [\n---\nb\n"},
+    )
+    k = kbase.open(tmp_path / "kb.db")
+    report = k.index([vault], embed=False)
+    assert any("NUL bytes after the text" in w for _, w in report.warnings)
+    rows = k.reader.execute("SELECT kind, detail FROM diagnostics ORDER BY kind").fetchall()
+    assert [r[0] for r in rows] == ["decode", "frontmatter"] and "NUL" in rows[0][1]
+    k.close()
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "kb.db"), "check", "--json"])
+    assert "NUL" not in r.stdout and "malformed front matter" in r.stdout
+    assert json.loads(r.stdout)  # still one JSON document
+    con = store_db.connect(tmp_path / "kb.db")
+    with con:  # as schema 13 left it
+        con.execute("UPDATE diagnostics SET kind = 'frontmatter'")
+        con.execute(migrations.MIGRATIONS[14])  # type: ignore[arg-type]
+    kinds = con.execute("SELECT kind FROM diagnostics ORDER BY kind").fetchall()
+    con.close()
+    assert kinds == [("decode",), ("frontmatter",)]
+
+
+def test_limit_help_says_what_the_command_takes(db):
+    from kbase.search.run import MAX_SEARCH_LIMIT
+
+    help_text = " ".join(run_with(db, {}, "search", "--help").stdout.split())
+    assert f"(1 to {MAX_SEARCH_LIMIT:,})" in help_text
+    assert run_with(db, {}, "search", "-n", str(MAX_SEARCH_LIMIT), "checkpoint").exit_code == 0
+    r = run_with(db, {}, "search", "-n", str(MAX_SEARCH_LIMIT + 1), "checkpoint")
+    assert r.exit_code == 1 and r.stderr.count("\n") <= 2
+
+
+def test_a_hybrid_hit_past_the_scaling_shows_what_found_it():
+    from kbase.cli.render import score_text
+    from kbase.records import Hit
+
+    def hit(score, explain):
+        return Hit(1, "a.md", "/n/a.md", "A", score, 1, 3, "", "text", explain=explain)
+
+    fused = {"keyword": {"rank": 57, "contribution": 0.0}, "semantic": {"rank": 31}}
+    assert score_text(hit(0.0, fused)) == "kw #57 sem #31"
+    assert score_text(hit(0.0, {"keyword": {"rank": 8}})) == "kw #8"
+    assert score_text(hit(0.42, fused)) == "0.42"
+    assert score_text(hit(0.0, {"tier": "all", "bm25": 1.2})) == "0.00"  # keyword mode's own
+
+
+@pytest.mark.slow
+def test_the_test_run_says_once_why_it_skips(tmp_path):
+    """Without the shared material, its tests skip with one reason, said once with the count."""
+    env = dict(os.environ, KBASE_SHARED_DATA=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_cjk.py", "-k", "book", "-q", "-ra"]
+        + ["-p", "no:cacheprovider"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-2000:]
+    said = [line for line in out.stdout.splitlines() if "needs the shared test material" in line]
+    assert len(said) == 1 and said[0].lstrip("- ").split(" tests skipped: ")[0].isdigit()
+    assert "skipped, no shared material" in out.stdout.splitlines()[-1]

@@ -68,7 +68,7 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
         flag = click.style(state, fg="yellow") if color and state else state
         head = (
             f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
-            f"  {h.score:.2f}{flag}"
+            f"  {score_text(h)}{flag}"
         )
         out.append(head)
         if h.heading_path:
@@ -79,6 +79,21 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
             line = " " * (width + 2) + explain_text(h.explain)
             out.append(click.style(line, dim=True) if color else line)
     return "\n".join(out)
+
+
+def score_text(h) -> str:
+    """A hit's score as the table shows it: two decimals, except a fused (hybrid) score too small
+    to show in them: hybrid scales each list's evidence between its best note and a note some
+    way down (kbase.search.fusion), so a note further down scores 0 though it matches. Such a hit
+    says which list found it, at which rank ('kw #57', 'sem #31'): '0.00' read as no match."""
+    if h.score >= 0.005 or not h.explain or not ({"keyword", "semantic"} & set(h.explain)):
+        return f"{h.score:.2f}"
+    found = [
+        f"{short} #{h.explain[name]['rank']}"
+        for name, short in (("keyword", "kw"), ("semantic", "sem"))
+        if h.explain.get(name)
+    ]
+    return " ".join(found) or f"{h.score:.2f}"
 
 
 def explain_text(explain: dict) -> str:

@@ -713,15 +713,25 @@ def _inline_tags(text: str, blocks: list[Block]) -> list[str]:
 _AT_LINE = re.compile(r" at line (\d+):")  # in _front_matter's message for a YAML error
 
 
+# Every warning _front_matter gives says so; the others among a note's warnings are what decoding
+# repaired (invalid bytes, NUL padding after the text: kbase.ingest.decode), which came first.
+_FRONT_MATTER = "front matter"
+
+
 def frontmatter_diagnostics(doc: ParsedDoc) -> list[Diagnostic]:
-    """``doc.warnings`` (all about its front matter) as diagnostics of kind 'frontmatter', kept
-    with the document: the line the YAML parser stopped at when it says which, else the whole
-    block, ``text[0:body_start]`` (empty when the block was not taken as front matter at all)."""
+    """``doc.warnings`` as diagnostics kept with the document: those about its front matter of
+    kind 'frontmatter', at the line the YAML parser stopped at when it says which, else the whole
+    block, ``text[0:body_start]`` (empty when the block was not taken as front matter at all);
+    what decoding repaired of kind 'decode', over the whole text (a NUL byte is no bad front
+    matter)."""
     if doc.kind in ("pdf", "canvas"):  # what reading them said: scanned pages, bad entries
         kind = "no_text" if doc.kind == "pdf" else "canvas"
         return [Diagnostic(kind, 0, len(doc.text), w) for w in doc.warnings]
     out, starts = [], None
     for warning in doc.warnings:
+        if _FRONT_MATTER not in warning:
+            out.append(Diagnostic("decode", 0, len(doc.text), warning))
+            continue
         start, end = 0, doc.body_start
         m = _AT_LINE.search(warning)
         if m:

@@ -83,14 +83,16 @@ MAX_QUERY_TERMS = 32
 def bound_query(text: str) -> tuple[str, str | None]:
     """``text`` within the bounds above, and a one-line notice saying what was left out (None
     when nothing was). Repeated terms (any case) count once; a query within the bounds comes back
-    unchanged, one that is not as its kept terms joined by spaces, cut at MAX_QUERY_CHARS."""
+    unchanged, one that is not as its kept terms joined by spaces, cut at MAX_QUERY_CHARS. The
+    notice tells of repeats when a word other than STOPWORDS and single letters repeats, or when
+    more than MAX_QUERY_TERMS repeats were left out."""
     notes = []
     cut = early = len(text) > 16 * MAX_QUERY_CHARS  # (what no kept term could come from)
     if cut:
         text = text[: 16 * MAX_QUERY_CHARS]
     kept: list[str] = []
     seen: set[str] = set()
-    repeated = 0
+    repeated = dropped = 0
     for m in _TOKEN.finditer(text):
         token = m.group(0)
         if m.group("bare") == "OR":
@@ -101,16 +103,18 @@ def bound_query(text: str) -> tuple[str, str | None]:
             continue  # punctuation alone: parse_query ignores it anyway
         key = token.casefold()
         if key in seen:
-            repeated += 1
+            dropped += 1
+            # Said only of words that count: 'the' or 'a' twice in a question is no news.
+            repeated += key.strip('"') not in STOPWORDS and len(key) > 1
             continue
         if len(seen) == MAX_QUERY_TERMS:
             notes.append(f"searched for its first {MAX_QUERY_TERMS} distinct terms")
             break
         seen.add(key)
         kept.append(token)
-    if repeated:
-        notes.insert(0, f"{repeated:,} repeated term{'s' if repeated > 1 else ''} counted once")
-    if notes:
+    if repeated or dropped > MAX_QUERY_TERMS:  # ('the' twice in a question is no news)
+        notes.insert(0, f"{dropped:,} repeated term{'s' if dropped > 1 else ''} counted once")
+    if notes or dropped:
         while kept and kept[-1] == "OR":
             kept.pop()
         text = " ".join(kept)

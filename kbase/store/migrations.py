@@ -496,6 +496,10 @@ MIGRATIONS: dict[int, str | Callable[[apsw.Connection], None]] = {
     # Heading ids from attribute lists ('## Props {#props}', issue 34): links to '#props' resolve
     # to that heading. Filled when the chunker version's change derives every document again.
     13: "ALTER TABLE headings ADD COLUMN anchor TEXT;",
+    # What decoding repaired (NUL padding, invalid UTF-8 bytes) was kept as a front matter warning
+    # (issue 35): its own kind, 'decode'; kbase check and frontmatter_warnings list front matter.
+    14: "UPDATE diagnostics SET kind = 'decode'"
+    " WHERE kind = 'frontmatter' AND instr(detail, 'front matter') = 0;",
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
