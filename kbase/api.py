@@ -176,6 +176,8 @@ class KB:
         download: bool = False,
         switch_progress: EmbedProgress | None = None,
         on_keyword_ready: Callable[[IndexReport], None] | None = None,
+        exclude: Sequence[str] = (),
+        default_extensions: Sequence[str] | None = None,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``pipeline.index``),
         then embed the new and changed chunks. ``embed``: None (the default) does what the index
@@ -186,7 +188,9 @@ class KB:
         ``follow_outside``, which the index remembers for the roots given with it.
         ``on_keyword_ready`` is called with the report (its files, skips and warnings final) as
         soon as the files are indexed, before any embedding: a face tells of skipped files then,
-        not minutes later.
+        not minutes later. ``exclude``: gitignore patterns left out of every root (the user's
+        config file's); each root's ``.kbase.toml`` adds its own, and sets the extensions when
+        ``extensions`` is not given (else ``default_extensions``, else kbase's).
 
         The paths are checked before anything is created, and a first run that fails before it
         stored anything removes the file it created: a failed first run leaves no file. An
@@ -223,9 +227,11 @@ class KB:
                         paths,
                         settings=settings,
                         progress=progress,
-                        extensions=extensions or pipeline.DEFAULT_EXTENSIONS,
+                        extensions=extensions or None,
                         max_size=max_size,
                         follow_outside=follow_outside,
+                        exclude=tuple(exclude),
+                        default_extensions=default_extensions or pipeline.DEFAULT_EXTENSIONS,
                     )
                 except BaseException as e:
                     # A first run that fails (a full disk, say) leaves no file behind, not the
@@ -713,15 +719,22 @@ class KB:
         debounce_ms: int | None = None,
         on_embed: Callable[[EmbedReport], None] | None = None,
         progress: Progress | None = None,
+        exclude: Sequence[str] = (),
+        default_extensions: Sequence[str] | None = None,
     ) -> int:
         """Keep the index in step with ``paths`` (none: every root) until ``stop_event`` is set or
         Ctrl-C; ``on_batch`` gets each run's WatchBatch (see ``kbase.watch.watch``), ``progress``
-        each run's progress (as ``index`` does). Returns how many index runs were made."""
+        each run's progress, ``exclude`` and ``default_extensions`` each run's (as ``index``
+        takes them). Returns how many index runs were made."""
         from kbase.watch import watch
 
         options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         if progress is not None:
             options["progress"] = progress
+        if exclude:
+            options["exclude"] = tuple(exclude)
+        if default_extensions:
+            options["default_extensions"] = tuple(default_extensions)
         return watch(
             self,
             paths,

@@ -348,3 +348,88 @@ def test_the_test_run_says_once_why_it_skips(tmp_path):
     said = [line for line in out.stdout.splitlines() if "needs the shared test material" in line]
     assert len(said) == 1 and said[0].lstrip("- ").split(" tests skipped: ")[0].isdigit()
     assert "skipped, no shared material" in out.stdout.splitlines()[-1]
+
+
+# ---- the config files -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def config_home(tmp_path, monkeypatch):
+    home = tmp_path / "config"
+    (home / "kbase").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    monkeypatch.delenv("KBASE_CONFIG", raising=False)
+    return home / "kbase" / "config.toml"
+
+
+def kbase_cli(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_flags_beat_the_environment_beat_the_config_file(tmp_path, vault, config_home):
+    import json
+
+    config_home.write_text('index = "from-config.db"\n')
+    assert kbase_cli("index", "--no-embed", "-q", str(vault)).exit_code == 0
+    assert (config_home.parent / "from-config.db").exists()  # relative to the config's folder
+
+    def shown(*args: str, env: dict | None = None) -> dict:
+        r = kbase_cli(*args, "config", "--json", str(vault), env=env)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["index"]
+
+    assert shown() == {
+        "value": str(config_home.parent / "from-config.db"),
+        "from": str(config_home),
+    }
+    env_db = str(tmp_path / "env.db")
+    assert shown(env={"KBASE_DB": env_db}) == {"value": env_db, "from": "KBASE_DB"}
+    flag_db = str(tmp_path / "flag.db")
+    assert shown("--db", flag_db, env={"KBASE_DB": env_db}) == {"value": flag_db, "from": "--db"}
+    r = kbase_cli("config", str(vault))
+    assert r.exit_code == 0 and r.stdout.startswith(f"config file  {config_home}  (found)")
+
+
+def test_a_vault_file_and_the_config_choose_what_index_reads(tmp_path, vault, config_home):
+    import json
+
+    config_home.write_text('exclude = ["journal/"]\nextensions = [".md", ".txt"]\n')
+    (vault / ".kbase.toml").write_text('extensions = ["md"]\nexclude = ["projects/"]\n')
+    (vault / "notes.txt").write_text("plain text\n")
+    db = tmp_path / "v.db"
+
+    def paths() -> list[str]:
+        r = kbase_cli("--db", str(db), "sql", "--json", "SELECT path FROM notes ORDER BY path")
+        return [row["path"] for row in json.loads(r.stdout)]
+
+    assert kbase_cli("--db", str(db), "index", "--no-embed", "-q", str(vault)).exit_code == 0
+    assert paths() == ["Backups.md", "SQLite WAL mode.md", "Welcome.md"]  # .md only; excludes add
+    # --ext beats the vault's file, which beats the user's
+    r = kbase_cli("--db", str(db), "index", "--no-embed", "-q", "--ext", ".txt", str(vault))
+    assert r.exit_code == 0 and paths() == ["notes.txt"]
+    shown = json.loads(kbase_cli("config", "--json", str(vault)).stdout)
+    assert shown["extensions"] == {"value": ".md", "from": str(vault / ".kbase.toml")}
+    assert shown["exclude"]["value"] == "journal/ projects/"
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("colour = 3\n", "unknown key 'colour'"),
+        ("extensions = 3\n", "extensions must be a list of strings"),
+        ("index = [1]\n", "index must be a non-empty string"),
+        ("model = \n", "is not valid TOML"),
+    ],
+)
+def test_a_bad_config_is_one_line_naming_file_key_and_fix(vault, config_home, text, needle):
+    config_home.write_text(text)
+    r = kbase_cli("index", "--no-embed", str(vault))
+    assert r.exit_code == 1
+    first, hint = r.stderr.splitlines()[:2]
+    assert first.startswith(f"Error: config {config_home}") and needle in first
+    assert hint.startswith("  hint: ") and len(r.stderr.splitlines()) == 2
+    (vault / ".kbase.toml").write_text(text)  # a vault's file: the same, nothing indexed
+    config_home.unlink()
+    r = kbase_cli("--db", str(vault.parent / "x.db"), "index", "--no-embed", str(vault))
+    assert r.exit_code == 1 and str(vault / ".kbase.toml") in r.stderr.splitlines()[0]
+    assert not (vault.parent / "x.db").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -261,3 +262,71 @@ def roots_remove(ctx, root, quiet):
     r = kb.remove_root(root)
     if not quiet:
         click.echo(printable(f"removed root {r.path} ({r.documents:,} documents)"))
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@output_options("table", "json")
+@click.pass_context
+def config(ctx, path, fmt):
+    """The settings in force and where each comes from: the index (--db, KBASE_DB, the config
+    file, the default), and what kbase index uses for the folder PATH (default: the current
+    one): extensions, exclude patterns, model. Files: $XDG_CONFIG_HOME/kbase/config.toml
+    (KBASE_CONFIG names another) and a vault's .kbase.toml."""
+    from click.core import ParameterSource
+
+    from kbase.cli.app import index_path
+    from kbase.config import load_user, load_vault, user_config_path
+    from kbase.paths import default_db_path
+
+    root = ctx.find_root()
+    user = load_user()
+    folder = (path or Path.cwd()).absolute()
+    vault = load_vault(folder)
+    source = root.get_parameter_source("db")
+    db = root.params.get("db")
+    if db is not None:
+        db_from = "KBASE_DB" if source == ParameterSource.ENVIRONMENT else "--db"
+    elif user.index is not None:
+        db_from = str(user.path)
+    else:
+        db_from = "default"
+    db = index_path(db) if db is not None else user.index or default_db_path()
+    user_file = user_config_path()
+    rows = [
+        ("config file", str(user_file), "found" if user.path else "none (kbase's defaults)"),
+        (
+            "vault file",
+            str(folder / ".kbase.toml"),
+            "found" if vault.path else "none",
+        ),
+        ("index", str(db), db_from),
+        (
+            "extensions",
+            " ".join(vault.extensions or user.extensions or ())
+            or ".md .markdown .txt .pdf .canvas",
+            str(vault.path)
+            if vault.extensions
+            else str(user.path)
+            if user.extensions
+            else "default",
+        ),
+        (
+            "exclude",
+            " ".join((*user.exclude, *vault.exclude)) or "(none; .kbaseignore files apply)",
+            " + ".join(str(c.path) for c in (user, vault) if c.exclude) or "default",
+        ),
+        (
+            "model",
+            user.model or "the index's (kbase status), all-MiniLM-L6-v2 for a new one",
+            str(user.path) if user.model else "default",
+        ),
+    ]
+    if fmt == "json":
+        click.echo(
+            dumps({k.replace(" ", "_"): {"value": v, "from": f} for k, v, f in rows}, indent=2)
+        )
+        return
+    width = max(len(k) for k, _, _ in rows)
+    for key, value, where in rows:
+        click.echo(printable(f"{key:<{width}}  {value}  ({where})"))

@@ -55,6 +55,7 @@ COMMANDS = {
     "compact": "kbase.cli.admin:compact",
     "roots": "kbase.cli.admin:roots",
     "sql": "kbase.cli.admin:sql",
+    "config": "kbase.cli.admin:config",
     "browse": "kbase.cli.admin:browse",
     "mcp": "kbase.cli.admin:mcp",
 }
@@ -153,15 +154,28 @@ def terminal_width() -> int | None:
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="KBASE_DB",
     show_envvar=True,
-    help="Index file. Default: $XDG_DATA_HOME/kbase/index.db (~/.local/share/kbase/index.db).",
+    help="Index file. Default: the config file's index, else $XDG_DATA_HOME/kbase/index.db"
+    " (~/.local/share/kbase/index.db).",
 )
 @click.version_option(__version__, prog_name="kbase")
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
-    """kbase: your notes in one SQLite file, searchable from the terminal."""
+    """kbase: your notes in one SQLite file, searchable from the terminal.
+
+    Settings: --db, else KBASE_DB, else the config file (kbase config shows which is in force
+    and from where)."""
+    ctx.obj = {"db": db or index_path(None)}
+
+
+def index_path(db: Path | None) -> Path:
+    """The index a command opens: ``db`` (--db or KBASE_DB, which click reads), else the config
+    file's ``index``, else kbase's default (``$XDG_DATA_HOME/kbase/index.db``)."""
+    if db is not None:
+        return db
+    from kbase.config import load_user
     from kbase.paths import default_db_path
 
-    ctx.obj = {"db": db or default_db_path()}
+    return load_user().index or default_db_path()
 
 
 def complete_note(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
@@ -171,12 +185,10 @@ def complete_note(ctx: click.Context, param: click.Parameter, incomplete: str) -
     none or it cannot be read (completion never prints an error)."""
     from click.shell_completion import CompletionItem
 
-    from kbase.paths import default_db_path
-
     if ":" in incomplete or "#" in incomplete:
         return []  # PATH:LINE, PATH#page=N: the path is typed already
-    path = ctx.find_root().params.get("db") or default_db_path()
     try:
+        path = index_path(ctx.find_root().params.get("db"))
         if not Path(path).is_file():
             return []
         from kbase.api import KB

@@ -83,6 +83,9 @@ def index(
 
     Chunk settings given here are kept by the index; changing them re-chunks every document from
     its stored text (no file is read again)."""
+    from kbase.config import load_user
+
+    user = load_user()  # extensions, exclude, model (a vault's .kbase.toml: see KB.index)
     kb = open_kb(ctx)
     as_json = fmt == "json"  # no progress bars, no warnings on stderr: the report says it all
     settings = kb.chunk_settings(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
@@ -108,9 +111,11 @@ def index(
             embed=embed,
             settings=settings,
             extensions=tuple(extensions) or None,
+            default_extensions=user.extensions,
+            exclude=user.exclude,
             max_size=max_size,
             follow_outside=follow_outside,
-            model=model,
+            model=model or user.model,
             download=download,
             switch_progress=SwitchEta(kb, bar.switch, not quiet and not as_json),
             on_keyword_ready=tell_skips,
@@ -260,6 +265,9 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
                 + f" ({b.seconds:.2f} s)"
             )
 
+    from kbase.config import load_user
+
+    user = load_user()
     on_embed = on_json_embed if events is not None else IdleEmbedLines()
     kb = open_kb(ctx)
     keyword_only = not no_embed and kb.path.exists() and not kb.auto_embed()
@@ -294,6 +302,8 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
                 force_polling=True if poll else None,
                 on_embed=on_embed,
                 progress=slow.files,
+                default_extensions=user.extensions,  # the config file's, as kbase index
+                exclude=user.exclude,
             )
     except KeyboardInterrupt:
         pass
@@ -322,6 +332,9 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
 def embed(ctx, rebuild, quiet, as_json, model, download):
     """Embed the chunks that have no vector yet (resumes where an interrupted run stopped), and
     go on with a switch of models (--model) under way."""
+    from kbase.config import load_user
+
+    model = model or load_user().model
     kb = open_kb(ctx)
     if as_json:
         events = JsonEvents()

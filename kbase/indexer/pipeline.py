@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import apsw
 
+from kbase.config import load_vault
 from kbase.errors import InputError
 from kbase.indexer import writes
 from kbase.indexer.maintenance import follow_moved_roots, rechunk_all, rederive, stored_document
@@ -119,15 +120,22 @@ def index(
     con: apsw.Connection,
     paths: Sequence[str | os.PathLike[str]],
     *,
-    extensions: Sequence[str] = DEFAULT_EXTENSIONS,
+    extensions: Sequence[str] | None = None,
     max_size: int | None = None,
     counter: TokenCounter | None = None,
     settings: ChunkSettings | None = None,
     progress: Progress | None = None,
     follow_outside: bool = False,
+    exclude: Sequence[str] = (),
+    default_extensions: Sequence[str] = DEFAULT_EXTENSIONS,
 ) -> IndexReport:
     """Bring the index up to date with ``paths`` (folders or files). With no paths, every known
     root. ``max_size``: skip larger files (default: discover.size_cap's, by kind).
+
+    A root's ``.kbase.toml`` (kbase.config) is read for it: its ``extensions`` unless
+    ``extensions`` is given (else ``default_extensions``), its ``exclude`` patterns beside
+    ``exclude`` (gitignore syntax, as a ``.kbaseignore``). A bad one stops the run before it
+    starts: a ConfigError naming the file and the key.
 
     A symlink whose target is outside every indexed root is skipped with a reason, unless
     ``follow_outside`` (remembered for the roots it is given with: later runs follow them too).
@@ -162,6 +170,8 @@ def index(
         )
         paths = [p for p in paths if p not in gone]
     roots = resolve_paths(paths)
+    for path in roots:
+        load_vault(path)  # a bad .kbase.toml: one line before anything is written
     try:
         fingerprint = settings.fingerprint(counter)
         if meta_get(con, "chunker") != fingerprint or pending_chunker is not None:
@@ -176,10 +186,14 @@ def index(
             sc = _scope(con, path)
             if follow_outside:
                 meta_set_tx(con, follow_outside_key(sc.root_id), "1")
+            vault = load_vault(sc.root)
             _index_scope(
                 con,
                 sc,
-                tuple(extensions),
+                tuple(
+                    extensions if extensions is not None else vault.extensions or default_extensions
+                ),
+                (*exclude, *vault.exclude),
                 max_size,
                 counter,
                 settings,
@@ -262,6 +276,7 @@ def _index_scope(
     con: apsw.Connection,
     scope: _Scope,
     extensions: tuple[str, ...],
+    exclude: tuple[str, ...],
     max_size: int | None,
     counter: TokenCounter,
     settings: ChunkSettings,
@@ -279,6 +294,7 @@ def _index_scope(
         attachments=ATTACHMENT_EXTENSIONS,
         inside=bounds,
         follow_outside=bounds is None,
+        exclude=exclude,
     ):
         if isinstance(item, Skipped):
             report.skipped.append((item.abspath, item.reason))

@@ -77,12 +77,14 @@ def walk(
     attachments: frozenset[str] = frozenset(),
     inside: Sequence[str] | None = None,
     follow_outside: bool = False,
+    exclude: Sequence[str] = (),
 ) -> Iterator[Candidate | Skipped | Attachment]:
     """Yield the candidate files under ``root`` (or under ``start``, a file or folder inside it).
 
     ``relpath`` is always relative to ``root``; a file root has the relpath ''. ``inside``: the
     resolved paths of every indexed root (default: ``root``'s); a symlink resolving outside all
-    of them is skipped unless ``follow_outside``.
+    of them is skipped unless ``follow_outside``. ``exclude``: gitignore patterns relative to
+    ``root``, left out as a ``.kbaseignore`` there would.
     """
     exts = tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
     root = Path(root)
@@ -103,6 +105,10 @@ def walk(
         yield from _file(rel_start, str(target), st, max_size)
         return
     specs: list[tuple[str, pathspec.PathSpec]] = []
+    if exclude:  # the config files' patterns (kbase.config), as a .kbaseignore at the root
+        import pathspec
+
+        specs.append(("", pathspec.GitIgnoreSpec.from_lines(exclude)))
     # The .kbaseignore files from the root down to the start folder apply too.
     prefix = ""
     for part in [""] + (rel_start.split("/") if rel_start else []):
