@@ -493,7 +493,8 @@ class KB:
         terms count once, and a query past ``MAX_QUERY_TERMS`` distinct terms or
         ``MAX_QUERY_CHARS`` characters is cut there (``kbase.search.query``): the result's
         ``notice`` says so. A search still running after ``search_timeout`` seconds (10) is
-        stopped: an ``InputError``; ``limit`` is 1 to ``MAX_SEARCH_LIMIT`` (1,000).
+        stopped: an ``InputError``; ``limit`` is 1 to ``MAX_SEARCH_LIMIT`` (1,000), and the
+        first hits do not depend on it (a larger limit adds hits after them).
 
         The search itself is ``kbase.search.run.search``."""
         from kbase.notes.resolve import outside_doc_ids

@@ -36,6 +36,13 @@ LENGTH_FREE_CHUNKS = 32
 # How many more documents than asked each list considers before the length prior re-orders them.
 RERANK_SLACK = 20
 
+# How deep every ranked list (keyword tiers and passes, semantic, their fusion) looks, whatever
+# the limit asked (a larger limit looks as deep as it asks): so that the first hits do not depend
+# on the limit. A page of 3 and a page of 50 are cut from the same candidates, and the keyword
+# list's "some words" pass runs when fewer than this many notes hold every word, not fewer than
+# the page (with limit 3, three notes holding every word used to skip it: issue 32).
+CANDIDATES = 100
+
 
 def length_units(chunks: int) -> float:
     """How long a note is, for the length prior: log of its chunks past LENGTH_FREE_CHUNKS."""

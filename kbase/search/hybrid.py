@@ -9,7 +9,7 @@ from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import FUSION_ALPHA, convex
-from kbase.search.hits import Ranked, hit
+from kbase.search.hits import CANDIDATES, Ranked, hit
 from kbase.search.keyword import (
     BM25_WEIGHTS,
     TIER_NAME,
@@ -21,8 +21,9 @@ from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
 
 # How many documents each list contributes to the fusion: deeper than any page of results, so a
-# document ranked modestly by both lists can still rise (depth 100 beat 20 and 50 on SciFact).
-FUSION_DEPTH = 100
+# document ranked modestly by both lists can still rise (depth 100 beat 20 and 50 on SciFact);
+# the same whatever the limit (hits.CANDIDATES).
+FUSION_DEPTH = CANDIDATES
 
 
 # Semantic hits below this cosine similarity stay out of the fusion unless the keyword list holds
@@ -85,8 +86,9 @@ def hybrid_search(
     (a query with no Latin letter gets the keyword list alone).
     """
     n = max(limit, depth)
-    # The any-word query is only worth its cost when all words do not fill a page by themselves.
-    kw = keyword_ranked(con, text, n, filters, fill_to=limit)
+    # The any-word pass runs when all words do not fill the fusion's depth (not the page's: the
+    # first hits must not depend on the limit).
+    kw = keyword_ranked(con, text, n, filters, fill_to=depth)
     sem: list[Ranked] = []
     if cjk.model_can_read(text) if semantic_reads is None else semantic_reads:
         in_kw = {r.doc_id for r in kw}

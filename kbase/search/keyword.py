@@ -10,7 +10,7 @@ import apsw
 from kbase.records import Hit
 from kbase.search import cjk, spell
 from kbase.search.filters import Filters
-from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units
+from kbase.search.hits import CANDIDATES, RERANK_SLACK, Ranked, chunk_counts, hit, length_units
 from kbase.search.query import Query, parse_query
 
 # bm25 column weights in chunks_fts's column order: body, title + aliases, heading path. Measured
@@ -32,9 +32,10 @@ def keyword_search(
     starts with it, then notes matching all words; if those are fewer than ``limit`` and the
     query has several words (and no explicit OR), documents matching only some words follow.
     """
+    n = max(limit, CANDIDATES)  # the same candidates whatever the limit (hits.CANDIDATES)
     return [
         hit(con, r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain)
-        for r in keyword_ranked(con, text, limit, filters)
+        for r in keyword_ranked(con, text, n, filters)[:limit]
     ]
 
 

@@ -7,7 +7,7 @@ import apsw
 from kbase.embed.nearest import VectorCache, nearest_oneshot
 from kbase.records import Hit
 from kbase.search.filters import Filters
-from kbase.search.hits import RERANK_SLACK, Ranked, chunk_counts, hit, length_units
+from kbase.search.hits import CANDIDATES, RERANK_SLACK, Ranked, chunk_counts, hit, length_units
 
 # sqlite-vec answers k-nearest-neighbour queries for k up to this many rows.
 KNN_MAX = 4096
@@ -22,9 +22,10 @@ def semantic_search(
     cache: VectorCache | None = None,
 ) -> list[Hit]:
     """Documents nearest in meaning to the query vector, one hit (the nearest chunk) each."""
+    n = max(limit, CANDIDATES)  # the same candidates whatever the limit (hits.CANDIDATES)
     return [
         hit(con, r.doc_id, r.chunk_id, r.score, r.matched, None, r.explain)
-        for r in semantic_ranked(con, query_vector, limit, filters, cache)
+        for r in semantic_ranked(con, query_vector, n, filters, cache)[:limit]
     ]
 
 
