@@ -19,6 +19,7 @@ import json
 import statistics
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,8 +29,8 @@ import kbase  # noqa: E402
 from bench import questions as qbench  # noqa: E402
 from bench import retrieval  # noqa: E402
 from kbase.search import (  # noqa: E402
+    fusion,
     hits,
-    hybrid,
     keyword,
     semantic,
 )
@@ -40,7 +41,7 @@ Lists = tuple[list[hits.Ranked], list[hits.Ranked]]
 
 
 def rrf_fusion(
-    k: float, floor: float = hybrid.MIN_SIMILARITY, w_sem: float = 1.0
+    k: float, floor: float = fusion.PARAMS.min_similarity, w_sem: float = 1.0
 ) -> Callable[[Lists], list[int]]:
     def fuse(lists: Lists) -> list[int]:
         kw, sem = lists
@@ -85,38 +86,28 @@ def score_fusion(
 
 
 def spanned_fusion(
-    alpha: float = 0.5,
-    second: float = hybrid.SECOND_PASSAGE,
-    keyword_span: int = hybrid.KEYWORD_SPAN,
-    semantic_span: int = hybrid.SEMANTIC_SPAN,
+    alpha: float = fusion.PARAMS.alpha,
+    second: float = fusion.PARAMS.second_passage,
+    keyword_span: int = fusion.PARAMS.keyword_span,
+    semantic_span: int = fusion.PARAMS.semantic_span,
     all_words_step: float = 0.0,
-    floor: float = hybrid.MIN_SIMILARITY,
+    floor: float = fusion.PARAMS.min_similarity,
 ) -> Callable[[Lists], list[int]]:
-    """The shipped fusion of issue 23 (kbase.search.hybrid), its constants as parameters: each
-    list scaled between its best and its span-th best, a note's second passage as semantic
-    evidence, name steps only (``all_words_step`` puts the old step for all words back)."""
+    """The shipped fusion (kbase.search.fusion.fuse), its constants as parameters: each list
+    scaled between its best and its span-th best, a note's second passage as semantic evidence,
+    name steps only (``all_words_step`` puts the old step for all words back)."""
+    params = replace(
+        fusion.PARAMS,
+        alpha=alpha,
+        second_passage=second,
+        keyword_span=keyword_span,
+        semantic_span=semantic_span,
+        min_similarity=floor,
+        name_steps=(*fusion.PARAMS.name_steps, ("all words", all_words_step)),
+    )
 
     def fuse(lists: Lists) -> list[int]:
-        kw, sem = lists
-        in_kw = {r.doc_id for r in kw}
-        sem = [r for r in sem if r.explain["similarity"] >= floor or r.doc_id in in_kw]
-        words = hybrid._spanned({r.doc_id: r.score % 1 for r in kw}, keyword_span)
-        meaning = hybrid._spanned(
-            {
-                r.doc_id: r.score + second * r.explain.get("second", r.explain["similarity"])
-                for r in sem
-            },
-            semantic_span,
-        )
-        out: dict[int, float] = {}
-        for r in kw:
-            step = hybrid.NAME_STEPS.get(
-                int(r.score), all_words_step if int(r.score) > keyword.TIER_SOME else 0.0
-            )
-            out[r.doc_id] = (1 - alpha) * (step + words[r.doc_id])
-        for d, x in meaning.items():
-            out[d] = out.get(d, 0.0) + alpha * x
-        return sorted(out, key=lambda d: -out[d])
+        return [f.key for f in fusion.fuse(lists[0], lists[1], params)]
 
     return fuse
 

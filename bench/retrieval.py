@@ -18,6 +18,7 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,6 +26,7 @@ sys.path.insert(0, str(REPO))
 
 import kbase  # noqa: E402
 from kbase.search import (  # noqa: E402
+    fusion,
     hybrid,
     keyword,
     semantic,
@@ -156,13 +158,14 @@ def main() -> None:
         "hybrid (rrf k=10)": evaluate(fused(), qrels),
     }
     # The shipped hybrid path end to end, to check the sweep's fusion is the one users get.
-    floor = getattr(kb.embedder, "min_similarity", hybrid.MIN_SIMILARITY)
+    params = fusion.params_for(kb.embedder)
+    floor = params.min_similarity
     t = time.perf_counter()
     shipped = {
         q: [
             did(h.doc_id)
             for h in hybrid.hybrid_search(
-                con, queries[q], vectors[q], limit=100, cache=kb.vector_cache, min_similarity=floor
+                con, queries[q], vectors[q], limit=100, cache=kb.vector_cache, params=params
             )
         ]
         for q in qrels
@@ -178,7 +181,7 @@ def main() -> None:
                         did(h.doc_id)
                         for h in hybrid.hybrid_search(
                             con, queries[q], vectors[q], limit=100, cache=kb.vector_cache,
-                            min_similarity=f,
+                            params=replace(params, min_similarity=f),
                         )
                     ]
                     for q in qrels

@@ -10,19 +10,19 @@ import pytest
 import kbase
 from bench.questions import first_rank, load_questions, question_files, scores, shows_answer
 from kbase.embed import embedder
-from kbase.search import hits, hybrid, snippet
+from kbase.search import fusion, hits, hybrid, snippet
 from tests.conftest import shared, write
 
 
 # --- part 1: fusion --------------------------------------------------------------------------
 def test_each_list_is_scaled_between_its_best_and_its_span_th_best():
     values = {i: 1.0 - i / 100 for i in range(100)}  # 1.00, 0.99, ... 0.01
-    scaled = hybrid._spanned(values, 20)
+    scaled = fusion.spanned(values, 20)
     assert scaled[0] == 1.0 and scaled[19] == 0.0 and scaled[99] == 0.0  # clipped below
     assert scaled[10] == pytest.approx(9 / 19)
     # a list shorter than the span: between its best and its last
-    assert hybrid._spanned({1: 0.8, 2: 0.5, 3: 0.2}, 20) == {1: 1.0, 2: pytest.approx(0.5), 3: 0.0}
-    assert hybrid._spanned({1: 0.4}, 20) == {1: 1.0}
+    assert fusion.spanned({1: 0.8, 2: 0.5, 3: 0.2}, 20) == {1: 1.0, 2: pytest.approx(0.5), 3: 0.0}
+    assert fusion.spanned({1: 0.4}, 20) == {1: 1.0}
 
 
 @pytest.fixture

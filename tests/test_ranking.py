@@ -4,6 +4,7 @@ their place, exclusions, and the hybrid hit's chunk."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,7 @@ from kbase.indexer import pipeline
 from kbase.ingest.chunk import ChunkSettings
 from kbase.ingest.parse import parse
 from kbase.search import hits, hybrid, keyword
+from kbase.search.fusion import PARAMS
 from kbase.store.db import meta_set
 from tests.conftest import write
 
@@ -266,15 +268,15 @@ def test_hybrid_fuses_evidence_and_a_name_step_but_no_all_words_step(names, monk
     ]
     monkeypatch.setattr(hybrid, "keyword_ranked", lambda *a, **k: kw)
     monkeypatch.setattr(hybrid, "semantic_ranked", lambda *a, **k: sem)
-    got = hybrid.hybrid_search(con, "sync", b"", limit=2, alpha=0.6)
+    got = hybrid.hybrid_search(con, "sync", b"", limit=2, params=replace(PARAMS, alpha=0.6))
     assert [h.doc_id for h in got] == [a, b]
     # each list scaled between its best and its last (two notes, fewer than the spans)
     assert [h.score for h in got] == [pytest.approx(0.6 * 1.0), pytest.approx(0.4 * 1.0)]
     # the same lists with b named by the query: the name step puts b first whatever the meaning
     kw[0] = hits.Ranked(b, chunk[b], 5.5, 1, '"sync"', {"tier": "name", "bm25": 10.0, "chunks": 1})
-    got = hybrid.hybrid_search(con, "sync", b"", limit=2, alpha=0.6)
+    got = hybrid.hybrid_search(con, "sync", b"", limit=2, params=replace(PARAMS, alpha=0.6))
     assert [h.doc_id for h in got] == [b, a]
-    assert got[0].score == pytest.approx(0.4 * (hybrid.NAME_STEPS[keyword.TIER_NAME] + 1))
+    assert got[0].score == pytest.approx(0.4 * (PARAMS.step("name") + 1))
 
 
 def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):

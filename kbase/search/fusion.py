@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from kbase.search.hits import CANDIDATES
+
+if TYPE_CHECKING:
+    from kbase.search.hits import Ranked
 
 K = TypeVar("K", bound=Hashable)
 
@@ -48,15 +53,6 @@ def rrf(
     return [Fused(key, scores[key], explain[key]) for key in order]
 
 
-# Hybrid search's fusion: a convex combination of normalised scores (Bruch, Gai and Ingber, "An
-# analysis of fusion functions for hybrid retrieval", 2023), semantic weight FUSION_ALPHA. With
-# each list scaled over its own best notes (kbase.search.hybrid), 0.5 holds on SciFact and on
-# the 257 questions of three vaults (BENCHMARKS.md, "Fusion that never loses to its halves"):
-# 0.4 / 0.5 / 0.6 gave SciFact nDCG@10 0.7297 / 0.7265 / 0.7194 and question top-1 that rose
-# with alpha on one vault and fell on another; the even split favours neither collection.
-FUSION_ALPHA = 0.5
-
-
 def convex(
     lists: Mapping[str, Sequence[tuple[K, float]]], weights: Mapping[str, float]
 ) -> list[Fused[K]]:
@@ -78,3 +74,110 @@ def convex(
             }
     order = sorted(scores, key=lambda key: -scores[key])
     return [Fused(key, scores[key], explain[key]) for key in order]
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """Every constant of hybrid ranking, today's values the defaults: hybrid_search fuses with
+    PARAMS, and an evaluation fuses cached lists again with ``dataclasses.replace(PARAMS, ...)``
+    (bench/eval.py, leave-one-collection-out). Each is measured in BENCHMARKS.md."""
+
+    # The semantic list's weight in the convex combination of the two lists' normalised evidence
+    # (Bruch, Gai and Ingber, "An analysis of fusion functions for hybrid retrieval", 2023); the
+    # keyword list weighs 1 - alpha. 0.4 / 0.5 / 0.6 gave SciFact nDCG@10 0.7297 / 0.7265 /
+    # 0.7194, and question top-1 that rose with alpha on one vault and fell on another.
+    alpha: float = 0.5
+    # Semantic hits below this cosine similarity stay out unless the keyword list holds the note
+    # too: the nearest chunks of an unrelated query are still "nearest" (a garden note scored
+    # 0.26 for "write-ahead log"; related notes 0.35 and more with all-MiniLM-L6-v2). A model
+    # may set its own (kbase.embed: ``min_similarity``; multilingual-e5-small's is 0.8). On
+    # SciFact floors 0 / 0.25 / 0.3 give nDCG@10 0.716 / 0.716 / 0.714.
+    min_similarity: float = 0.3
+    # A note's second-nearest passage counts this much beside its nearest: a note that answers
+    # a question usually has more than one passage about it, one that mentions it has one.
+    second_passage: float = 0.3
+    # The keyword tiers that stay steps in the fusion (in units of a list's best evidence): a
+    # note the query names comes first, then one whose name starts with it (or is a typo away).
+    # All words in one passage is not a step: for a question in natural words it happens by
+    # accident in a long note, and bm25 already rewards it.
+    name_steps: tuple[tuple[str, float], ...] = (
+        ("name", 4.0),
+        ("name prefix", 3.0),
+        ("near name", 3.0),
+    )
+    # Each list's evidence is min-max scaled between its best note and its span-th best (below
+    # that: 0), not its last: over a whole list the scale depended on the size of the collection.
+    semantic_span: int = 20
+    keyword_span: int = 50
+    # Which chunk of a hit speaks for it: each chunk scored by its meaning (cosine, min-max over
+    # the note's chunks) and its words (bm25 over the note's best), meaning weighing this much.
+    passage_meaning: float = 0.3
+    # How deep each list feeds the fusion, whatever the limit (hits.CANDIDATES).
+    depth: int = CANDIDATES
+
+    def step(self, tier: str | None) -> float:
+        return dict(self.name_steps).get(tier or "", 0.0)
+
+
+PARAMS = FusionParams()
+
+
+def params_for(model: object) -> FusionParams:
+    """PARAMS with the embedding model's own similarity floor, if it has one."""
+    floor = getattr(model, "min_similarity", None)
+    return (
+        PARAMS
+        if floor is None or floor == PARAMS.min_similarity
+        else replace(PARAMS, min_similarity=floor)
+    )
+
+
+def fuse(
+    kw: Sequence[Ranked],
+    sem: Sequence[Ranked],
+    params: FusionParams = PARAMS,
+) -> list[Fused[int]]:
+    """Pure: the keyword and semantic candidate lists (keyword_ranked, semantic_ranked) fused into
+    one document order, best first, with each list's rank, normalised score and contribution.
+
+    Semantic candidates below ``min_similarity`` are left out unless the keyword list holds the
+    note too (a list without the model's reading of the query is passed empty). The keyword
+    evidence is a note's bm25 fraction scaled between the list's best and its keyword_span-th,
+    plus its name step; the semantic evidence is the nearest passage's similarity plus
+    second_passage times the second's, scaled between the best and the semantic_span-th; weights
+    ``1 - alpha`` and ``alpha``. Without a semantic list, the keyword order stands (every tier a
+    step)."""
+    from kbase.search.keyword import TIER_SOME
+
+    in_kw = {r.doc_id for r in kw}
+    sem = [r for r in sem if r.explain["similarity"] >= params.min_similarity or r.doc_id in in_kw]
+    words = {r.doc_id: r.score % 1 for r in kw}
+    meaning = {
+        r.doc_id: r.score + params.second_passage * r.explain.get("second", r.explain["similarity"])
+        for r in sem
+    }
+    evidence = {
+        "keyword": spanned(words, params.keyword_span),
+        "semantic": spanned(meaning, params.semantic_span),
+    }
+    # The name steps are a class of match, not a measure of a passage: outside the evidence.
+    steps = {
+        r.doc_id: params.step(r.explain.get("tier")) if sem else float(int(r.score) - TIER_SOME)
+        for r in kw
+    }
+    return convex(
+        {
+            "keyword": [(r.doc_id, steps[r.doc_id] + evidence["keyword"][r.doc_id]) for r in kw],
+            "semantic": sorted(evidence["semantic"].items(), key=lambda kv: -kv[1]),
+        },
+        {"keyword": 1 - params.alpha, "semantic": params.alpha},
+    )
+
+
+def spanned(values: dict[int, float], span: int) -> dict[int, float]:
+    """Each value min-max scaled between the best and the ``span``-th best, clipped at 0."""
+    if not values:
+        return {}
+    ordered = sorted(values.values(), reverse=True)
+    hi, lo = ordered[0], ordered[min(span, len(ordered)) - 1]
+    return {k: max(0.0, (v - lo) / (hi - lo)) if hi > lo else 1.0 for k, v in values.items()}

@@ -143,6 +143,7 @@ def _ranked(
         return semantic.semantic_search(con, vector, limit=limit, filters=filters, cache=cache)
     from kbase.embed.embedder import reads
     from kbase.search import hybrid
+    from kbase.search.fusion import params_for
 
     assert model is not None
     return hybrid.hybrid_search(
@@ -151,9 +152,9 @@ def _ranked(
         vector,
         limit=limit,
         filters=filters,
+        params=params_for(model),
         cache=cache,
         semantic_reads=reads(model, meaning),
-        min_similarity=getattr(model, "min_similarity", hybrid.MIN_SIMILARITY),
     )
 
 
