@@ -2,8 +2,8 @@
 the same candidates whatever the limit, so a page of 3 is the first 3 of a page of 10 or 1,000,
 in every mode and through every face (the Python API, the CLI, the MCP search tool, the TUI).
 
-On a real vault (obsidian-tasks-docs, 118 notes) with the real model, over its question sets'
-questions and its notes' names."""
+On a real vault (foam-docs, 86 notes) with the real model, over its question sets' questions and
+its notes' names. (Building the index takes minutes on a busy machine: a longer time limit.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kbase.embed import embedder
 from tests.conftest import shared
 
 REPO = Path(__file__).resolve().parents[1]
-VAULT = "obsidian-tasks-docs"
+VAULT = "foam-docs"
 MODES = ("keyword", "semantic", "hybrid")
 LIMITS = (1, 3, 10, 50, 1000)
 
@@ -33,7 +33,7 @@ def queries() -> list[str]:
             out += [q["question"] for q in qset["questions"]]
     names = sorted(PurePosixPath(p).stem for p in _paths())
     out += names[::4]
-    out += ["tasks", "task query filter", "due date done date", "tasks plugin settings"]
+    out += ["foam", "note", "wikilink graph", "daily note template", "foam vscode settings"]
     return list(dict.fromkeys(out))
 
 
@@ -43,9 +43,9 @@ def _paths() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def tasks(tmp_path_factory):
+def foam(tmp_path_factory):
     kb = kbase.open(
-        tmp_path_factory.mktemp("limit") / "tasks.db", embedder=embedder.default_embedder()
+        tmp_path_factory.mktemp("limit") / "foam.db", embedder=embedder.default_embedder()
     )
     kb.index([shared("vaults", VAULT)])
     yield kb
@@ -67,20 +67,22 @@ def agree(pages: dict[int, list]) -> bool:
 
 
 @pytest.mark.slow
-def test_the_first_hits_of_every_limit_agree_through_the_api(tasks):
+@pytest.mark.timeout(1800)
+def test_the_first_hits_of_every_limit_agree_through_the_api(foam):
     asked = queries()
-    assert len(asked) >= 150
+    assert len(asked) >= 130
     differ = {}
     for mode in MODES:
         for q in asked:
-            pages = {n: shown(tasks.search(q, mode=mode, limit=n)) for n in LIMITS}
+            pages = {n: shown(foam.search(q, mode=mode, limit=n)) for n in LIMITS}
             if not agree(pages):
                 differ.setdefault(mode, []).append(q)
     assert not differ, differ
 
 
 @pytest.mark.slow
-def test_the_first_hits_agree_through_the_cli_the_mcp_tool_and_the_tui(tasks):
+@pytest.mark.timeout(1800)
+def test_the_first_hits_agree_through_the_cli_the_mcp_tool_and_the_tui(foam):
     import asyncio
 
     from kbase.cli.commands import cli
@@ -90,21 +92,21 @@ def test_the_first_hits_agree_through_the_cli_the_mcp_tool_and_the_tui(tasks):
     runner = CliRunner()
     for mode in MODES:
         for q in asked:
-            api = [h.path for h in tasks.search(q, mode=mode, limit=50)]
+            api = [h.path for h in foam.search(q, mode=mode, limit=50)]
             for n in (3, 10):
                 r = runner.invoke(
                     cli,
-                    ["--db", str(tasks.path), "search", q, "-m", mode, "-n", n, "--format", "json"],
+                    ["--db", str(foam.path), "search", q, "-m", mode, "-n", n, "--format", "json"],
                     catch_exceptions=False,
                 )
                 assert r.exit_code == 0, r.output
                 assert [h["path"] for h in json.loads(r.stdout)] == api[:n], (mode, q, n)
-                mcp = [h["path"] for h in tools.search(tasks, q, mode=mode, limit=n).data()["hits"]]
+                mcp = [h["path"] for h in tools.search(foam, q, mode=mode, limit=n).data()["hits"]]
                 assert mcp == api[:n], (mode, q, n)
             # a second page of the MCP tool continues the first
-            page2 = tools.search(tasks, q, mode=mode, limit=3, offset=3).data()["hits"]
+            page2 = tools.search(foam, q, mode=mode, limit=3, offset=3).data()["hits"]
             assert [h["path"] for h in page2] == api[3:6], (mode, q)
-    asyncio.run(_tui_agrees(tasks, asked[:4]))
+    asyncio.run(_tui_agrees(foam, asked[:4]))
 
 
 async def _tui_agrees(kb: kbase.KB, asked: list[str]) -> None:

@@ -110,8 +110,11 @@ class FusionParams:
     semantic_span: int = 20
     keyword_span: int = 50
     # Which chunk of a hit speaks for it: each chunk scored by its meaning (cosine, min-max over
-    # the note's chunks) and its words (bm25 over the note's best), meaning weighing this much.
-    passage_meaning: float = 0.3
+    # the note's chunks) and its words (bm25 over the note's best), each side weighing what it
+    # gave the note's fused evidence (passage_meaning), but never less than this floor. Snippets
+    # that show the answer (foam-docs / obsidian-tasks-docs, of 131 / 136): one weight of 0.3
+    # for every note 62 / 52, floor 0.15 64 / 53, floor 0 64 / 55 (BENCHMARKS.md).
+    passage_floor: float = 0.0
     # How deep each list feeds the fusion, whatever the limit (hits.CANDIDATES).
     depth: int = CANDIDATES
 
@@ -120,6 +123,19 @@ class FusionParams:
 
 
 PARAMS = FusionParams()
+
+
+def passage_meaning(f: Fused[int], params: FusionParams = PARAMS, tier: str | None = None) -> float:
+    """How much meaning weighs beside words in choosing a fused note's passage: the semantic
+    list's share of the note's fused evidence (its name step aside; ``tier``, the keyword
+    list's), between passage_floor and 1 - passage_floor. The passage the fused evidence ranks
+    first, not the keyword side's alone."""
+    sem = f.explain.get("semantic", {}).get("contribution", 0.0)
+    kw = 0.0
+    if "keyword" in f.explain:
+        kw = max(0.0, f.explain["keyword"]["contribution"] - (1 - params.alpha) * params.step(tier))
+    share = sem / (sem + kw) if sem + kw > 0 else 0.5
+    return params.passage_floor + (1 - 2 * params.passage_floor) * share
 
 
 def params_for(model: object) -> FusionParams:

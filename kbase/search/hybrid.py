@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import apsw
 
 from kbase.embed.nearest import VectorCache
 from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search.filters import Filters
-from kbase.search.fusion import PARAMS, FusionParams, fuse
+from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning
 from kbase.search.hits import Ranked, hit
 from kbase.search.keyword import BM25_WEIGHTS, keyword_ranked
 from kbase.search.query import parse_query
@@ -46,12 +48,13 @@ def hybrid_search(
     # person asked for the note, not for a passage of it.
     named = {r.doc_id for r in kw if r.explain.get("tier") in ("name", "near name")}
     read = any("semantic" in f.explain for f in fused)
+    tier = {r.doc_id: r.explain.get("tier") for r in kw}
     chunks = passage_chunks(
         con,
         [f.key for f in page if f.key not in named],
         highlight,
         query_vector if read else None,
-        params.passage_meaning,
+        {f.key: passage_meaning(f, params, tier.get(f.key)) for f in page},
     )
     hits = []
     for f in page:
@@ -92,11 +95,11 @@ def passage_chunks(
     doc_ids: list[int],
     match: str | None,
     query_vector: bytes | None,
-    meaning_weight: float = PARAMS.passage_meaning,
+    meaning_weight: float | Mapping[int, float] = 0.5,
 ) -> dict[int, int]:
     """For each document, its chunk that best answers the query, meaning weighing
-    ``meaning_weight`` beside words (FusionParams.passage_meaning): two queries for the whole
-    page, one for the words, one for the meaning."""
+    ``meaning_weight`` beside words (one for all, or per document: fusion.passage_meaning): two
+    queries for the whole page, one for the words, one for the meaning."""
     if not doc_ids:
         return {}
     marks = ",".join("?" * len(doc_ids))
@@ -142,10 +145,9 @@ def passage_chunks(
         top = max((words.get(c, 0.0) for c in cids), default=0.0) or 1.0
         sims = [meaning[c] for c in cids if c in meaning]
         hi, lo = (max(sims), min(sims)) if sims else (1.0, 0.0)
+        m = meaning_weight if isinstance(meaning_weight, float) else meaning_weight[doc_id]
         scores = {
-            c: meaning_weight * _scaled(meaning.get(c), hi, lo)
-            + (1 - meaning_weight) * words.get(c, 0.0) / top
-            for c in cids
+            c: m * _scaled(meaning.get(c), hi, lo) + (1 - m) * words.get(c, 0.0) / top for c in cids
         }
         out[doc_id] = max(cids, key=scores.__getitem__)  # the first of equals: the earliest
     return out
