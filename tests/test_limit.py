@@ -85,7 +85,7 @@ def test_the_first_hits_of_every_limit_agree_through_the_api(foam):
 def test_the_first_hits_agree_through_the_cli_the_mcp_tool_and_the_tui(foam):
     import asyncio
 
-    from kbase.cli.commands import cli
+    from kbase.cli.app import cli
     from kbase.mcp import tools
 
     asked = queries()[::12]
