@@ -20,7 +20,7 @@ from tests.conftest import shared
 REPO = Path(__file__).resolve().parents[1]
 VAULT = "foam-docs"
 MODES = ("keyword", "semantic", "hybrid")
-LIMITS = (1, 3, 10, 50, 1000)
+LIMITS = (1, 3, 10, 25)  # and 1,000 for every fourth query (a page of every note: slower)
 
 
 def queries() -> list[str]:
@@ -73,8 +73,9 @@ def test_the_first_hits_of_every_limit_agree_through_the_api(foam):
     assert len(asked) >= 130
     differ = {}
     for mode in MODES:
-        for q in asked:
-            pages = {n: shown(foam.search(q, mode=mode, limit=n)) for n in LIMITS}
+        for i, q in enumerate(asked):
+            limits = (*LIMITS, 1000) if i % 4 == 0 else LIMITS
+            pages = {n: shown(foam.search(q, mode=mode, limit=n)) for n in limits}
             if not agree(pages):
                 differ.setdefault(mode, []).append(q)
     assert not differ, differ
