@@ -36,6 +36,7 @@ from kbase.store import db
 
 if TYPE_CHECKING:
     from kbase.embed.embedder import Embedder
+    from kbase.embed.switch import Models
     from kbase.embed.vectors import EmbedProgress
     from kbase.indexer.pipeline import Progress
     from kbase.ingest.chunk import Chunking, ChunkSettings
@@ -251,7 +252,10 @@ class KB:
                 if on_keyword_ready is not None:
                     on_keyword_ready(report)
                 if model is not None and not embed:
-                    self._choose_model(con, model, download)  # recorded; embedded later
+                    from kbase.embed import switch
+
+                    with self._models() as models:  # recorded; embedded later
+                        switch.choose(con, models, model, download)
                 if embed and not report.interrupted:
                     report.embedding = self._embed(
                         con,
@@ -392,6 +396,18 @@ class KB:
         except IndexBusyError:
             return None
 
+    @contextlib.contextmanager
+    def _models(self) -> Iterator[Models]:
+        """The embedder searched with, for kbase.embed.switch to change (a model chosen, a
+        switch finished); KB keeps what it ends with."""
+        from kbase.embed.switch import Models
+
+        models = Models(self._embedder, self._explicit_embedder, lambda: self.embedder)
+        try:
+            yield models
+        finally:
+            self._embedder, self._explicit_embedder = models.current, models.explicit
+
     def _embed(
         self,
         con: apsw.Connection,
@@ -403,66 +419,20 @@ class KB:
         download: bool = False,
         switch_progress: EmbedProgress | None = None,
     ) -> EmbedReport:
-        """The chunks without a vector of the searched model, then (the rest of ``limit``) a
-        switch to another model: the one ``model`` names, or one already under way."""
-        from kbase.embed import catalog, vectors
+        """One embedding run: kbase.embed.switch.run."""
+        from kbase.embed import switch
 
-        target = self._choose_model(con, model, download) if model else None
-        report = EmbedReport()
-        if not (vectors.missing_count(con) == 0 and vectors.has_vectors(con)):
-            report = vectors.embed_missing(
+        with self._models() as models:
+            return switch.run(
                 con,
-                target if target is not None and self._embedder is target else self.embedder,
-                progress=progress,
+                models,
+                progress,
                 limit=limit,
                 should_stop=should_stop,
+                model=model,
+                download=download,
+                switch_progress=switch_progress,
             )
-        nxt = vectors.next_fingerprint(con)
-        left = None if limit is None else limit - report.embedded - report.reused
-        stopped = should_stop is not None and should_stop()
-        if nxt is None or report.remaining or stopped or (left is not None and left <= 0):
-            return report
-        if target is None or target.fingerprint != nxt:
-            name = catalog.name_of(nxt)
-            target = catalog.make(name) if catalog.known(name) and name else None
-            if target is None or target.fingerprint != nxt:
-                vectors.cancel_switch(con)  # its model is gone or changed: nothing to go on with
-                return report
-        switched = vectors.embed_switch(
-            con,
-            target,
-            progress=switch_progress or progress,
-            limit=left,
-            should_stop=should_stop,
-        )
-        if switched.remaining == 0:
-            self._embedder = target
-            self._explicit_embedder = False
-        # (``remaining`` counts the switch's chunks too: idle embedders go on until it is done)
-        return replace(
-            report,
-            switch=switched,
-            switching_to=catalog.name(target),
-            remaining=report.remaining + switched.remaining,
-        )
-
-    def _choose_model(self, con: apsw.Connection, model: str, download: bool) -> Embedder:
-        """Make ``model`` the index's: at once when it has no vectors (or this model's), else
-        by starting a switch (``embed``). The embedder, loaded."""
-        from kbase.embed import catalog, vectors
-
-        target = catalog.make(model, download=download)
-        current = vectors.stored_fingerprint(con)
-        if current == target.fingerprint or not vectors.has_embeddings(con):
-            if current not in (None, target.fingerprint):
-                vectors.drop_vectors(con)  # no vector to keep: the new model embeds directly
-            vectors.cancel_switch(con)  # (a switch to a third model is forgotten)
-            vectors.ensure_vector_table(con, target)  # records the choice
-            if not self._explicit_embedder or self._embedder is None:
-                self._embedder, self._explicit_embedder = target, False
-        elif not self._explicit_embedder:
-            vectors.start_switch(con, target)
-        return target
 
     # reading -----------------------------------------------------------------------------------
     def search(
