@@ -10,7 +10,7 @@ Each site is indexed keyword-only (--no-embed) into a temporary index; then, fro
 titles and heading paths still showing a heading attribute (``{#id}``, ``{ #id .class }``),
 broken anchors (links whose heading or id the target lacks), unresolved links and how many of
 them name a folder (``/examples/``, ``../guide/``, ``./``), chunks that are mostly not text
-(base64, hex, long URLs: see ``junk_share``) and their share of all chunks, and what
+(base64: see ``base64_share``) and their share of all chunks, and what
 ``kbase search zzzqqq`` prints.
 """
 
@@ -38,21 +38,21 @@ VAULTS = REPO.parent / "shared" / "data" / "vaults"
 
 # A heading attribute left in a title or heading path: '{#id', '{: #id', '{ #id', '{ .class'.
 _ATTR_LEFT = re.compile(r"\{:?\s*[#.][\w-]")
-# A run of 40+ characters without a space from the base64 alphabet (with '%' escapes), or hex.
-_JUNK_RUN = re.compile(r"[A-Za-z0-9+/=%_-]{40,}")
+# Base64: a run of 32+ characters of its alphabet ('/' aside, which paths have too) with upper
+# case, lower case and digits (a playground link's state, a data URI); hex hashes are not.
+_BASE64 = re.compile(r"[A-Za-z0-9+]{32,}={0,2}")
 
 
-def junk_share(text: str) -> float:
-    """The share of ``text``'s non-space characters in runs no reader reads: 40 or more of the
-    base64 or URL alphabet in a row with both letters and digits (a base64 blob, a hex dump, the
-    tail of a long URL; a long English word has no digits)."""
+def base64_share(text: str) -> float:
+    """The share of ``text``'s non-space characters in base64 runs (an independent measure:
+    kbase.ingest.junk is what kbase uses)."""
     chars = sum(1 for c in text if not c.isspace())
     if not chars:
         return 0.0
     junk = sum(
-        len(m.group())
-        for m in _JUNK_RUN.finditer(text)
-        if re.search(r"\d", m.group()) and re.search(r"[A-Za-z]", m.group())
+        len(s)
+        for m in _BASE64.finditer(text)
+        if re.search(r"\d", s := m.group()) and re.search(r"[A-Z]", s) and re.search(r"[a-z]", s)
     )
     return junk / chars
 
@@ -75,7 +75,7 @@ def measure(folder: Path, tmp: Path, verbose: bool = False) -> dict:
     )
     bodies = {i: b for i, b in con.execute("SELECT id, body FROM documents")}
     chunks = con.execute("SELECT doc_id, start_char, end_char FROM chunks").fetchall()
-    junk = [c for c in chunks if junk_share(bodies[c[0]][c[1] : c[2]]) > 0.5]
+    junk = [c for c in chunks if base64_share(bodies[c[0]][c[1] : c[2]]) > 0.5]
     broken = kb.broken_anchors()
     unresolved = [lk for lk in kb.unresolved() if not _is_asset(lk.target)]
     folder_links = [lk for lk in unresolved if _names_folder(lk.target)]
@@ -91,7 +91,8 @@ def measure(folder: Path, tmp: Path, verbose: bool = False) -> dict:
         "unresolved (notes)": len(unresolved),
         "unresolved folder links": len(folder_links),
         "chunks": len(chunks),
-        "chunks mostly junk": len(junk),
+        "chunks mostly base64": len(junk),
+        "their share": f"{len(junk) / max(1, len(chunks)):.1%}",
         "search zzzqqq": "No matches." if not hits else f"{len(hits)} hits",
     }
     if verbose:

@@ -12,6 +12,7 @@ from kbase.ingest.chunk import (
     WordCounter,
     chunk,
 )
+from kbase.ingest.junk import junk_runs
 from kbase.ingest.parse import parse
 from tests.conftest import examples, shared
 
@@ -38,30 +39,54 @@ def check_invariants(doc, result, s: ChunkSettings, counter=WORDS):
         piece = text[c.start : c.end]
         assert piece and piece == piece.strip() or c.kind in ("code", "mixed")
         assert c.end_line >= c.line
-    # every non-blank character outside front matter and thematic breaks is in a chunk
+    # every non-blank character outside front matter, thematic breaks and runs that are not
+    # text (kbase.ingest.junk) is in a chunk; no chunk holds any of such a run; beside one, only
+    # what has no letter or digit (a link's ')') may be left out
+    junk = junk_runs(text, doc.body_start)
+    for c in chunks:
+        assert not any(a < c.end and b > c.start for a, b in junk), text[c.start : c.end]
     covered = bytearray(len(text))
     for c in chunks:
         covered[c.start : c.end] = b"\x01" * (c.end - c.start)
-    for a, b in hr:
+    for a, b in hr + junk:
         covered[a:b] = b"\x01" * (b - a)
     missing = next(
         (i for i in range(doc.body_start, len(text)) if not covered[i] and not text[i].isspace()),
         None,
     )
+    if missing is not None and junk:  # left out beside a run: no word character up to one
+        gap = re.match(r"[^\w]*", text[missing:]).group()
+        if any(a == missing + len(gap.rstrip()) or a <= missing < b for a, b in junk) or any(
+            b <= missing and not text[b:missing].strip("()[]<>\"'`.,;: \t\r\n") for a, b in junk
+        ):
+            covered[missing : missing + len(gap)] = b"\x01" * len(gap)
+            missing = next(
+                (
+                    i
+                    for i in range(doc.body_start, len(text))
+                    if not covered[i] and not text[i].isspace()
+                ),
+                None,
+            )
     assert missing is None, repr(text[missing : missing + 40])
     # budget, unless flagged
     for c in chunks:
         if not c.flags & OVERSIZED:
             assert counter.count(text[c.start : c.end]) <= s.max_tokens, text[c.start : c.end]
-    # protected blocks are never cut
+    # protected blocks are never cut, but at a run that is not text: a chunk inside one ends
+    # at its end or at such a run, and starts at its start or after one
     for blk in doc.blocks:
         if blk.kind in PROTECTED_BLOCKS:
             for c in chunks:
-                assert (
+                whole = (
                     c.end <= blk.start
                     or c.start >= blk.end
                     or (c.start <= blk.start and blk.end <= c.end)
                 )
+                assert whole or (
+                    (c.start <= blk.start or any(blk.start < b <= c.start for _, b in junk))
+                    and (c.end >= blk.end or any(c.end <= a < blk.end for a, _ in junk))
+                ), (blk, c)
     # no heading-only chunk, except for headings with no content after them at the document's end
     heads = [(b.start, b.end) for b in doc.blocks if b.kind == "heading"]
     last_content = max((b.end for b in doc.blocks if b.kind not in ("heading", "hr")), default=-1)

@@ -247,3 +247,108 @@ HIDDEN_FIRST = (
 )
 def test_a_title_after_blocks_that_show_nothing(path, text, title):
     assert parse(text, path).title == title
+
+
+# Part 4: runs that are not text stay in the body, at their offsets, and in no chunk.
+B64 = (
+    "eNplUkFugzAQ/MqKC1SiIekxIpEq9QVV1BMXCguhBdsyaxqE/PcuGAhNfYGd3Z0ZDwzeq1K7zqB39OI205UiaJGMOieiapTUBAOY"
+    "Ft+zzzqqq+wUxqRYf6OBVMXCguhBdsyaxqE9kHEXfjaDXkhd7DTTmuNZ7MsGyzDYbz5CgSgbdppOBFqqT4l0eX1gZDYOm057heOB"
+)
+HEX_DUMP = (
+    "00000000  7f 45 4c 46 02 01 01 00  00 00 00 00 00 00 00 00  |.ELF............|\n"
+    "00000010  03 00 3e 00 01 00 00 00  10 6b 00 00 00 00 00 00  |..>......k......|\n"
+)
+MINIFIED = "!function(e,t){" + "var n=e.a||{};n.b=function(r){return r+t};" * 20 + "}(this,1);"
+
+
+@pytest.mark.parametrize(
+    "text, junk",
+    [
+        (f"[Try it](https://play.vuejs.org/#{B64}) now", f"https://play.vuejs.org/#{B64}"),
+        (f'<img src="data:image/png;base64,{B64}"> ok', f"data:image/png;base64,{B64}"),
+        (f"key: {B64}\n", B64),
+        (f"```\n{HEX_DUMP}```\n", HEX_DUMP.rstrip("\n")),
+        (f"<script>{MINIFIED}</script>\n", f"<script>{MINIFIED}</script>"),
+        ("https://example.org/" + "a-b/" * 120, "https://example.org/" + "a-b/" * 120),  # 500 chars
+    ],
+)
+def test_junk_runs(text, junk):
+    from kbase.ingest.junk import junk_runs
+
+    assert [text[a:b] for a, b in junk_runs(text)] == [junk]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 79b9d15410a7b15a65cb86bcb40cbea99198a9e4 fixed it",  # a SHA-1
+        "https://github.com/rust-lang/book/blob/79b9d15410a7b15a65cb86bcb40cbea99198a9e4/src/"
+        "ch07-04-bringing-paths-into-scope-with-the-use-keyword.md",
+        "https://github.com/search?q=executeToggleTaskDoneCommand+NOT+is%3Afork+NOT+repo%3A"
+        "obsidian-tasks-group%2Fobsidian-tasks+NOT+path%3A*.md&type=code",
+        "| " + "-" * 600 + " |",  # a table's rule
+        "SomeVeryLongCamelCaseIdentifierNameForTheWidgetFactory2Builder is a class",
+        "所有权（系统）是 Rust 最为与众不同的特性，对语言的其他部分有着深刻含义。" * 20,
+        "Prose on one long line, as some editors write paragraphs without hard wraps. " * 10,
+    ],
+)
+def test_text_is_not_junk(text):
+    from kbase.ingest.junk import junk_runs
+
+    assert junk_runs(text) == []
+
+
+JUNK_PAGE = (
+    "# Reactivity\n\nA ref holds a value.\n\n"
+    f"[Try it in the Playground](https://play.vuejs.org/#{B64})\n\n"
+    "## Data URIs\n\n"
+    f"![logo](data:image/png;base64,{B64})\n\n"
+    "Watchers run after the update.\n\n"
+    f"```\n{HEX_DUMP}```\n"
+)
+
+
+def test_junk_is_in_the_body_and_in_no_chunk(tmp_path):
+    from kbase.ingest.junk import junk_runs
+
+    doc = parse(JUNK_PAGE, "reactivity.md")
+    chunks = chunk(doc, WordCounter(), ChunkSettings(min_tokens=0)).chunks
+    runs = junk_runs(JUNK_PAGE)
+    assert len(runs) == 3
+    for c in chunks:
+        assert not any(a < c.end and b > c.start for a, b in runs)
+    texts = [JUNK_PAGE[c.start : c.end] for c in chunks]
+    assert "[Try it in the Playground](" in texts[0]
+    assert any("Watchers run after the update." in t for t in texts)
+    root = write(tmp_path / "site", {"reactivity.md": JUNK_PAGE})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    body = kb.document("reactivity.md").body
+    assert body == JUNK_PAGE  # kept whole, at its offsets
+    for a, b in runs:
+        assert B64 in body[a:b] or "7f 45" in body[a:b]
+    # The base64 held the word 'zzzqqq' ('+zzzqqq+'): keyword search no longer finds it.
+    assert list(kb.search("zzzqqq", mode="keyword")) == []
+    assert list(kb.search("eNplUkFugzAQ", mode="keyword")) == []
+    out = CliRunner().invoke(cli, ["--db", str(kb.path), "search", "zzzqqq"])
+    assert out.exit_code == 0 and "No matches." in out.output, out.output
+    assert [h.path for h in kb.search("watchers update", mode="keyword")] == ["reactivity.md"]
+    kb.close()
+
+
+@pytest.mark.slow
+def test_junk_is_not_embedded_and_nonsense_finds_nothing(tmp_path):
+    root = write(tmp_path / "site", {"reactivity.md": JUNK_PAGE})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root])
+    con = kb.reader
+    embedded = [
+        body[a:b]
+        for body, a, b in con.execute(
+            "SELECT d.body, c.start_char, c.end_char FROM chunks c JOIN documents d"
+            " ON d.id = c.doc_id WHERE c.embedded = 1"
+        )
+    ]
+    assert embedded and not any(B64[:40] in t or "7f 45" in t for t in embedded)
+    assert list(kb.search("zzzqqq")) == []  # hybrid: no base64 chunk for the query to be near
+    kb.close()

@@ -17,7 +17,11 @@ How a document is cut, in order of preference:
 5. A chunk smaller than ``min_tokens`` merges with a neighbour when the two fit the budget.
 
 Offsets index ``doc.text``: ``text[chunk.start:chunk.end]`` is the chunk, whatever the line
-endings (LF, CRLF, lone CR). Front matter and thematic break lines belong to no chunk.
+endings (LF, CRLF, lone CR). Front matter and thematic break lines belong to no chunk, nor do runs
+that are not text (``kbase.ingest.junk``: base64, data URIs, URLs carrying encoded state, hex
+dumps, minified code), even inside a protected block: a chunk ends before each and the next
+starts after it, so that they are neither embedded nor matched by keyword search; what is left
+beside one without a letter or digit (a link's ``)``) goes with it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbase.errors import InputError
+from kbase.ingest.junk import junk_runs
 from kbase.ingest.parse import heading_attributes
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
@@ -67,8 +72,9 @@ MAX_HEADING_RUN = 4
 # then derives it again (ingest.rechunk_all), without reading the files. 3: parse.py's title rule;
 # 4: titles as Obsidian shows them (the file name; a slug's opening heading); 5: heading
 # attributes ('## Props {#props}': the text 'Props', the anchor 'props'); 6: a slug's title is
-# the heading after <script setup> and <style> blocks.
-CHUNKER_VERSION = 6
+# the heading after <script setup> and <style> blocks; 7: runs that are not text (base64, data
+# URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk.
+CHUNKER_VERSION = 7
 
 TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
@@ -77,6 +83,7 @@ HEADISH = frozenset({"heading", "hr"})  # units that never make a chunk on their
 _BLOCK_KIND = {"paragraph": "prose", "callout": "quote", "quote": "quote", "list": "list"}
 
 _WORD = re.compile(r"\w+|[^\w\s]")
+_WORD_CHAR = re.compile(r"[^\W_]")
 # The CJK ideographs the model's normalizer surrounds with spaces, so that each is a word (and one
 # token) of its own: the ranges of tokenizers' BertNormalizer, which skips U+2B820-U+2B91F.
 _IDEOGRAPHS = (
@@ -307,6 +314,9 @@ class _Chunker:
         self.headish = 0  # how many of cur are headings or breaks
         self.path = ""
         self.section = 0
+        # Runs that are not text, which no chunk holds (kbase.ingest.junk), and their ends.
+        self.junk = junk_runs(doc.text, doc.body_start)
+        self.junk_ends = [b for _, b in self.junk]
 
     # --- units ---------------------------------------------------------------------------------
     def unit(self, start: int, end: int, kind: str, parts=(), level: int = 0) -> _Unit | None:
@@ -410,19 +420,41 @@ class _Chunker:
                 self.diagnostics.append(
                     Diagnostic("unclosed_fence", start, end, "code fence never closes")
                 )
-            unit = self.unit(start, end, kind, block.parts if block else ())
-            if unit is None:
+            k = bisect_right(self.junk_ends, start)
+            if k == len(self.junk) or self.junk[k][0] >= end:
+                self.content(kind, block, start, end)
                 continue
-            if (
-                kind == "quote"
-                and block is not None
-                and block.kind == "callout"
-                and unit.tokens <= self.s.max_tokens
-            ):
-                unit.kind = "callout"  # kept whole: it fits
-            self.place(unit)
+            # Runs that are not text (kbase.ingest.junk) belong to no chunk: a chunk ends before
+            # each and the next starts after it; what is left beside one without a letter or a
+            # digit (the ')' of a link) goes with it.
+            pos = start
+            while k < len(self.junk) and self.junk[k][0] < end:
+                a, b = self.junk[k]
+                if a > pos and _has_word(self.text, pos, a):
+                    self.content(kind, block, pos, a)
+                self.flush(hard_break=True)
+                pos, k = max(pos, b), k + 1
+            if pos < end and _has_word(self.text, pos, end):
+                self.content(kind, block, pos, end)
         self.flush(final=True)
         return self.finish()
+
+    def content(self, kind: str, block: Block | None, start: int, end: int) -> None:
+        """Place ``text[start:end]``, a content block or the part of one between junk runs."""
+        parts = block.parts if block else ()
+        if parts and (start > block.start or end < block.end):  # type: ignore[union-attr]
+            parts = tuple((max(a, start), min(b, end)) for a, b in parts if a < end and b > start)
+        unit = self.unit(start, end, kind, parts)
+        if unit is None:
+            return
+        if (
+            kind == "quote"
+            and block is not None
+            and block.kind == "callout"
+            and unit.tokens <= self.s.max_tokens
+        ):
+            unit.kind = "callout"  # kept whole: it fits
+        self.place(unit)
 
     def only_headings(self) -> bool:
         return self.headish == len(self.cur)  # O(1): a run of 40,000 empty headings stays linear
@@ -581,6 +613,8 @@ class _Chunker:
     # --- finishing -----------------------------------------------------------------------------
     def finish(self) -> Chunking:
         spans = self.merge_small(self.spans)
+        if self.junk:
+            spans = [piece for sp in spans for piece in self.without_junk(sp)]
         starts = line_starts(self.text)
         chunks = []
         for seq, sp in enumerate(spans):
@@ -626,6 +660,28 @@ class _Chunker:
                     continue
             out.append(sp)
         return out
+
+    def without_junk(self, sp: _Span) -> list[_Span]:
+        """``sp``, or its parts around the junk runs inside it (headings that waited for their
+        content across one, or a merge: chunks never hold one)."""
+        k = bisect_right(self.junk_ends, sp.start)
+        if k == len(self.junk) or self.junk[k][0] >= sp.end:
+            return [sp]
+        out, pos = [], sp.start
+        while True:
+            a, b = self.junk[k] if k < len(self.junk) and self.junk[k][0] < sp.end else (sp.end, 0)
+            x, y = pos, a
+            while x < y and self.text[x].isspace():
+                x += 1
+            while y > x and self.text[y - 1].isspace():
+                y -= 1
+            if y > x and _has_word(self.text, x, y):
+                tokens = self.size(x, y)
+                flags = sp.flags if tokens > self.s.max_tokens else sp.flags & ~OVERSIZED
+                out.append(replace(sp, start=x, end=y, tokens=tokens, flags=flags))
+            if a >= sp.end:
+                return out
+            pos, k = b, k + 1
 
     def joined(self, a: _Span, b: _Span) -> _Span:
         tokens = self.size(a.start, b.end)
@@ -740,6 +796,10 @@ def _chunk_kind(kinds: set[str]) -> str:
     if not kinds:
         return "prose"
     return next(iter(kinds)) if len(kinds) == 1 else "mixed"
+
+
+def _has_word(text: str, start: int, end: int) -> bool:
+    return _WORD_CHAR.search(text, start, end) is not None
 
 
 def _heading_text(source: str) -> str:

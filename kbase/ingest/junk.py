@@ -1,0 +1,166 @@
+"""Pure: the runs of a text that are not text to read (issue 34): base64 and data URIs, URLs that
+carry encoded state, hex dumps, minified code. They stay in the stored body, at their offsets, but
+the chunker leaves them out of every chunk, so they are neither embedded nor matched by keyword
+search (a playground link's base64 made 13% of the Vue guide's chunks, and "zzzqqq" found them).
+
+What counts, each measured against the shared vaults and bench/material's docs sites (none of
+their readable URLs, commit hashes, paths or CJK paragraphs is a run):
+
+* a URL (``scheme://...``) holding a blob: a run of MIN_BLOB letters and digits (and ``+``, ``=``)
+  with upper case, lower case and digits in it, which no word, hash or path has; or any URL
+  longer than MAX_URL characters;
+* a ``data:`` URI longer than MIN_BLOB characters;
+* outside URLs, a run of MIN_BLOB base64 characters (``+/=`` too) with upper case, lower case and
+  digits mixed as in no identifier (MIN_UPPER_RUNS), or of hex digits with digits and letters (a
+  SHA-1's 40 stay searchable);
+* a hex dump: two or more lines of an offset and eight or more byte groups (``xxd``, ``hexdump``);
+* a minified line: MIN_MINIFIED characters or more, almost all ASCII, almost no spaces, some
+  code punctuation.
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_BLOB = 48  # characters: no English word, no SHA-1 (40), most base64 images are far longer
+MAX_URL = 400  # characters: no readable URL in the shared vaults is half as long
+MIN_UPPER_RUNS = 0.3  # share of upper-case letters not followed by a lower-case one (base64: 0.6)
+MIN_MINIFIED = 500  # characters in one line
+MAX_MINIFIED_SPACE = 0.05  # share of whitespace in such a line (prose has 15% or more)
+MIN_CODE_MARKS = 0.05  # share of ;{}()=,: in it (a table's |---| rule has none)
+
+# Candidates: a long run without spaces (URLs, data URIs, blobs, minified code), or a hex-dump line.
+_LONG = re.compile(rf"(?<!\S)\S{{{MIN_BLOB},}}")  # (the lookbehind: 30% faster)
+_URL = re.compile(
+    r"""[A-Za-z][A-Za-z0-9+.-]*://[^\s<>"'`]+|data:[\w.+-]+/[^\s<>"'`,]*,[^\s<>"'`)]+"""
+)
+_ALNUM_RUN = re.compile(rf"[A-Za-z0-9+=]{{{MIN_BLOB},}}")
+_BASE64_RUN = re.compile(rf"[A-Za-z0-9+/]{{{MIN_BLOB},}}={{0,2}}")
+_HEX_LINE = re.compile(
+    r"^[ \t]*(?:0x)?[0-9a-fA-F]{4,16}:?(?:[ \t]+(?:[0-9a-fA-F]{2}){1,2}){8,}[^\r\n]*", re.M
+)
+_LINE = re.compile(rf"^[^\r\n]{{{MIN_MINIFIED},}}", re.M)  # from line starts only: 25x faster
+
+
+def _classes(s: str) -> tuple[bool, bool, bool]:
+    return any(c.isupper() for c in s), any(c.islower() for c in s), any(c.isdigit() for c in s)
+
+
+def _blob(s: str) -> bool:
+    """Base64 or hex: letters and digits mixed as no word or path is. In base64 an upper-case
+    letter is followed by another, a digit or a symbol about 60% of the time; in camelCase
+    identifiers and paths, by a lower-case letter (under MIN_UPPER_RUNS of the time)."""
+    upper, lower, digits = _classes(s)
+    if not digits:
+        return False
+    if not (upper and lower):
+        return all(c in "0123456789abcdefABCDEFx" for c in s)  # hex, one case
+    ups = [i for i, c in enumerate(s[:-1]) if c.isupper()]
+    return sum(not s[i + 1].islower() for i in ups) >= MIN_UPPER_RUNS * len(ups)
+
+
+def junk_runs(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """The runs of ``text[start:end]`` that are not text, as sorted, disjoint (start, end)."""
+    end = len(text) if end is None else end
+    runs: list[tuple[int, int]] = []
+    for m in _LONG.finditer(text, start, end):
+        a, b = m.span()
+        outside = []  # the parts of the run outside its URLs
+        pos = a
+        for u in _URL.finditer(text, a, b):
+            ua, ub = u.start(), _url_end(text, u.start(), u.end())
+            url = text[ua:ub]
+            if (
+                len(url) > MAX_URL
+                or (url.startswith("data:") and len(url) > MIN_BLOB)
+                or any(_blob(r.group()) for r in _ALNUM_RUN.finditer(url))
+            ):
+                runs.append((ua, ub))
+            outside.append((pos, ua))
+            pos = ub
+        outside.append((pos, b))
+        for x, y in outside:
+            if y - x < MIN_BLOB:
+                continue
+            for r in _BASE64_RUN.finditer(text, x, y):
+                if _blob(r.group()):
+                    runs.append(r.span())
+    runs += _hex_dumps(text, start, end)
+    found = _merged(runs)
+    return _merged(found + _minified(text, start, end, found))
+
+
+def _url_end(text: str, a: int, b: int) -> int:
+    """The end of the URL matched at ``text[a:b]``: without trailing punctuation that closes what
+    holds it (a Markdown link's ')', a sentence's '.')."""
+    while b > a and text[b - 1] in ".,;:!?)]}*_":
+        ch = text[b - 1]
+        if ch == ")" and text.count("(", a, b) >= text.count(")", a, b):
+            break
+        if ch == "]" and text.count("[", a, b) >= text.count("]", a, b):
+            break
+        b -= 1
+    # A ')' that closes a Markdown link ends it, though the run goes on: '](url)text'.
+    depth = 0
+    for i in range(a, b):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            if depth == 0:
+                return i
+            depth -= 1
+    return b
+
+
+def _hex_dumps(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    run: list[tuple[int, int]] = []
+    for m in _HEX_LINE.finditer(text, start, end):
+        if run and not _next_line(text, run[-1][1], m.start()):
+            if len(run) >= 2:
+                out.append((run[0][0], run[-1][1]))
+            run = []
+        run.append((m.start() + len(m.group()) - len(m.group().lstrip()), m.end()))
+    if len(run) >= 2:
+        out.append((run[0][0], run[-1][1]))
+    return out
+
+
+def _next_line(text: str, end: int, start: int) -> bool:
+    """Is ``start`` on the line right after the one ending at ``end``?"""
+    gap = text[end:start]
+    return gap.count("\n") + gap.count("\r") - gap.count("\r\n") == 1 and not gap.strip()
+
+
+def _minified(
+    text: str, start: int, end: int, found: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Long lines of code without spaces, not counting the runs already ``found`` in them."""
+    out = []
+    for m in _LINE.finditer(text, start, end):
+        line = m.group()
+        inside = sum(
+            min(b, m.end()) - max(a, m.start()) for a, b in found if a < m.end() and b > m.start()
+        )
+        size = len(line) - inside
+        if size < MIN_MINIFIED or (
+            not line.isascii() and sum(c.isascii() for c in line) < 0.9 * len(line)
+        ):
+            continue  # Chinese, Japanese: no spaces between words
+        spaces = sum(c.isspace() for c in line)
+        marks = sum(c in ";{}()=,:" for c in line)
+        if spaces <= MAX_MINIFIED_SPACE * size and marks >= MIN_CODE_MARKS * size:
+            a = m.start() + len(line) - len(line.lstrip())
+            out.append((a, m.start() + len(line.rstrip())))
+    return out
+
+
+def _merged(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(runs):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
