@@ -10,9 +10,9 @@ from kbase.ingest.chunk import (
     ChunkSettings,
     ModelTokenCounter,
     WordCounter,
+    _junk,
     chunk,
 )
-from kbase.ingest.junk import junk_runs
 from kbase.ingest.parse import parse
 from tests.conftest import examples, shared
 
@@ -42,7 +42,7 @@ def check_invariants(doc, result, s: ChunkSettings, counter=WORDS):
     # every non-blank character outside front matter, thematic breaks and runs that are not
     # text (kbase.ingest.junk) is in a chunk; no chunk holds any of such a run; beside one, only
     # what has no letter or digit (a link's ')') may be left out
-    junk = junk_runs(text, doc.body_start)
+    junk = _junk(doc)
     for c in chunks:
         assert not any(a < c.end and b > c.start for a, b in junk), text[c.start : c.end]
     covered = bytearray(len(text))

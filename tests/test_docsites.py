@@ -273,9 +273,9 @@ MINIFIED = "!function(e,t){" + "var n=e.a||{};n.b=function(r){return r+t};" * 20
     ],
 )
 def test_junk_runs(text, junk):
-    from kbase.ingest.junk import junk_runs
+    from kbase.ingest.junk import hex_dumps, junk_runs
 
-    assert [text[a:b] for a, b in junk_runs(text)] == [junk]
+    assert [text[a:b] for a, b in junk_runs(text) + hex_dumps(text)] == [junk]
 
 
 @pytest.mark.parametrize(
@@ -293,9 +293,9 @@ def test_junk_runs(text, junk):
     ],
 )
 def test_text_is_not_junk(text):
-    from kbase.ingest.junk import junk_runs
+    from kbase.ingest.junk import hex_dumps, junk_runs
 
-    assert junk_runs(text) == []
+    assert junk_runs(text) == [] and hex_dumps(text) == []
 
 
 JUNK_PAGE = (
@@ -309,11 +309,11 @@ JUNK_PAGE = (
 
 
 def test_junk_is_in_the_body_and_in_no_chunk(tmp_path):
-    from kbase.ingest.junk import junk_runs
+    from kbase.ingest.chunk import _junk
 
     doc = parse(JUNK_PAGE, "reactivity.md")
     chunks = chunk(doc, WordCounter(), ChunkSettings(min_tokens=0)).chunks
-    runs = junk_runs(JUNK_PAGE)
+    runs = _junk(doc)
     assert len(runs) == 3
     for c in chunks:
         assert not any(a < c.end and b > c.start for a, b in runs)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbase.errors import InputError
-from kbase.ingest.junk import junk_runs
+from kbase.ingest import junk
 from kbase.ingest.parse import heading_attributes
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
@@ -315,7 +315,7 @@ class _Chunker:
         self.path = ""
         self.section = 0
         # Runs that are not text, which no chunk holds (kbase.ingest.junk), and their ends.
-        self.junk = junk_runs(doc.text, doc.body_start)
+        self.junk = _junk(doc)
         self.junk_ends = [b for _, b in self.junk]
 
     # --- units ---------------------------------------------------------------------------------
@@ -796,6 +796,18 @@ def _chunk_kind(kinds: set[str]) -> str:
     if not kinds:
         return "prose"
     return next(iter(kinds)) if len(kinds) == 1 else "mixed"
+
+
+def _junk(doc: ParsedDoc) -> list[tuple[int, int]]:
+    """The runs of ``doc`` that are not text (kbase.ingest.junk): hex dumps are looked for in
+    code blocks, or in the whole of a plain text file."""
+    runs = junk.junk_runs(doc.text, doc.body_start)
+    if doc.kind != "markdown":
+        return junk.merged(runs + junk.hex_dumps(doc.text))
+    dumps = [
+        r for b in doc.blocks if b.kind == "code" for r in junk.hex_dumps(doc.text, b.start, b.end)
+    ]
+    return junk.merged(runs + dumps) if dumps else runs
 
 
 def _has_word(text: str, start: int, end: int) -> bool:
