@@ -93,3 +93,43 @@ def test_the_cli_reference_is_generated_from_the_commands():
         env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
     )
     assert r.returncode == 0, "docs/cli-reference.md is out of date: cog -r docs/cli-reference.md"
+
+
+PAGES = (
+    "README.md",
+    "BENCHMARKS.md",
+    *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")),
+)
+
+
+def anchors(text: str) -> set[str]:
+    """The ids GitHub gives a page's headings: lower case, punctuation but ``-`` and ``_``
+    dropped, spaces to ``-``, a repeated heading numbered (``-1``, ``-2``); code blocks skipped."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.*?) *$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = sum(1 for a in found if a == slug or re.fullmatch(rf"{re.escape(slug)}-\d+", a))
+        found.add(f"{slug}-{n}" if n else slug)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_link_points_at_a_file_and_heading_that_exist(page):
+    """A relative link of README.md, BENCHMARKS.md or docs/*.md (outside code) names a file that
+    exists, relative to the page, and a #fragment names one of that page's headings."""
+    source = REPO / page
+    text = re.sub(r"^```.*?^```", "", source.read_text(encoding="utf-8"), flags=re.M | re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)  # inline code: examples of links, not links
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, fragment = target.partition("#")
+        file = (source.parent / path) if path else source
+        if not file.exists():
+            broken.append(f"{target}: no file {file.relative_to(REPO)}")
+        elif fragment and file.suffix == ".md":
+            if fragment not in anchors(file.read_text(encoding="utf-8")):
+                broken.append(f"{target}: no heading #{fragment} in {file.relative_to(REPO)}")
+    assert not broken, broken
