@@ -386,30 +386,42 @@ def summarise(per_query: list[dict[str, float]]) -> dict:
 @dataclass
 class Lists:
     """One query's raw candidate lists, as hybrid search receives them: (doc_id, chunk_id,
-    score, matched, match, explain) per document, best first."""
+    score, matched, match, explain) per document, best first; ``reads``: whether the index's
+    model reads the query (hybrid search fuses the semantic list only then)."""
 
     text: str  # the query as searched (after kbase's spelling correction)
     keyword: list[tuple]
     semantic: list[tuple]
+    reads: bool = True
 
 
 def raw_lists(kb: kbase.KB, text: str, corrected: str | None) -> Lists:
+    """The lists hybrid search fuses for ``text`` (kbase.search.hybrid.candidates where it
+    exists), the semantic one whether or not the model reads the query (semantic mode shows it)."""
+    from kbase.embed.embedder import reads
+    from kbase.search import hybrid
     from kbase.search.keyword import keyword_ranked
     from kbase.search.query import parse_query
     from kbase.search.semantic import semantic_ranked
 
     searched = corrected or text
     con = kb.reader
-    kw = keyword_ranked(con, searched, LIST_DEPTH, fill_to=DEPTH)
-    sem = []
+    vector = b""
     if kb.coverage()[0]:
         vector = kb.query_vector(parse_query(searched).text)
-        sem = semantic_ranked(con, vector, LIST_DEPTH, cache=kb.vector_cache)
+    if hasattr(hybrid, "candidates"):
+        kw, sem = hybrid.candidates(
+            con, searched, vector, DEPTH, cache=kb.vector_cache, semantic_reads=bool(vector)
+        )
+    else:  # before the fusion's constants became kbase.search.fusion.FusionParams
+        kw = keyword_ranked(con, searched, LIST_DEPTH, fill_to=DEPTH)
+        sem = semantic_ranked(con, vector, LIST_DEPTH, cache=kb.vector_cache) if vector else []
 
     def rows(ranked: list) -> list[tuple]:
         return [(r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain) for r in ranked]
 
-    return Lists(searched, rows(kw), rows(sem))
+    understood = bool(vector) and reads(kb.embedder, parse_query(searched).text)
+    return Lists(searched, rows(kw), rows(sem), understood)
 
 
 def naive_rrf(lists: Lists) -> list[int]:
@@ -470,6 +482,19 @@ class Baseline:
         return [self.paths[i] for i in top if scores[i] > 0]
 
 
+def add_named_answers(kb: kbase.KB, coll: Collection, queries: list[Query]) -> None:
+    """Typo rows: a note of the intended name (file name or title) is an answer too."""
+    if not coll.answers_by_name:
+        return
+    names: dict[str, set[str]] = {}
+    for p, title in kb.sql("SELECT path, title FROM documents").rows:
+        for n in {PurePosixPath(p).stem.casefold(), (title or "").casefold()}:
+            names.setdefault(n, set()).add(p)
+    for q in queries:
+        for p in names.get(coll.answers_by_name[q.id].casefold(), ()):
+            q.gains.setdefault(p, 1)
+
+
 # --- one collection -----------------------------------------------------------------------------
 def run_collection(
     coll: Collection, queries: list[Query], model: str | None, rebuild: bool, stability: bool
@@ -489,14 +514,7 @@ def _run(
     t0, cpu0 = time.perf_counter(), time.process_time()
     docs = dict(kb.sql("SELECT path, body FROM documents").rows)
     path_of = {d: p for d, p in kb.sql("SELECT id, path FROM documents").rows}
-    if coll.answers_by_name:  # typo rows: a note of the intended name counts too
-        names: dict[str, set[str]] = {}
-        for p, title in kb.sql("SELECT path, title FROM documents").rows:
-            for n in {PurePosixPath(p).stem.casefold(), (title or "").casefold()}:
-                names.setdefault(n, set()).add(p)
-        for q in queries:
-            for p in names.get(coll.answers_by_name[q.id].casefold(), ()):
-                q.gains.setdefault(p, 1)
+    add_named_answers(kb, coll, queries)
     has_vectors = kb.coverage()[0] > 0
     modes = MODES if has_vectors else ("keyword",)
     cache_file = CACHE / "lists" / f"{coll.material}-{lists_key(coll, model)}.pickle"
