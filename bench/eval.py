@@ -36,9 +36,10 @@ and 50 (every query of every collection, each mode).
 
 Indexes and material live outside the repository, in ``CACHE`` (../cache/eval; the environment
 variable KBASE_BENCH_CACHE moves ../cache): ``index/<material>-<key>.db``, the key hashing the
-chunker version, the schema version, the model and (for collections in scripts without spaces)
-what the pair index writes for a sample text; a reused index is brought up to date with
-``kb.index`` first, ``--rebuild`` starts afresh. Each query's raw keyword and semantic lists are
+model and (for collections in scripts without spaces) what the pair index writes for a sample
+text; a reused index is brought up to date with ``kb.index`` first (kbase migrates it and, after
+a chunker change, re-chunks it keeping the vectors of unchanged chunks), ``--rebuild`` starts
+afresh. Each query's raw keyword and semantic lists are
 kept in ``lists/`` (keyed by the index and the source of kbase/search/), for --loco to fuse again
 offline. Results: ``--out`` (default ../cache/eval/results/<date>-<revision>[-quick]) gets
 eval.json and eval.md.
@@ -298,15 +299,26 @@ _PAIR_SAMPLE = "所有权的规则 エラーを処理する 소유권의 กา�
 
 
 def index_key(coll: Collection, model: str | None) -> str:
-    from kbase.ingest.chunk import CHUNKER_VERSION
-    from kbase.store.migrations import SCHEMA_VERSION
-
-    parts = [f"chunker {CHUNKER_VERSION}", f"schema {SCHEMA_VERSION}", f"model {model or ''}"]
+    """The cached index's key: the model and, for a collection in a script without spaces, what
+    the pair index writes. Not the chunker or schema version: kbase brings an index made by an
+    older one up to date itself when it is opened and indexed again (migrations; every note
+    re-chunked, each chunk's vector kept when its text is unchanged: chunks.embed_hash), as it
+    does for its users, so a change of the chunker costs a re-chunk, not hours of embedding.
+    ``fingerprint`` records both versions in the results."""
+    parts = [f"model {model or ''}"]
     if coll.spaceless:
         from kbase.search import cjk
 
         parts.append(cjk.index_text(_PAIR_SAMPLE))
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:10]
+
+
+def fingerprint() -> dict:
+    """What made the indexes: the chunker's and the schema's versions."""
+    from kbase.ingest.chunk import CHUNKER_VERSION
+    from kbase.store.migrations import SCHEMA_VERSION
+
+    return {"chunker_version": CHUNKER_VERSION, "schema_version": SCHEMA_VERSION}
 
 
 NO_EMBED = "none"  # as the model: an index without vectors (keyword mode and the baselines)
@@ -337,7 +349,7 @@ def open_index(coll: Collection, model: str | None, rebuild: bool) -> kbase.KB:
         report = kb.index([coll.folder], embed=False)
     else:
         report = kb.index([coll.folder], embed_progress=progress, model=model)
-    changed = report.new + report.updated + report.removed
+    changed = report.new + report.updated + report.removed + (report.rechunked or 0)
     if fresh or changed:
         print(
             f"\r{'built' if fresh else 'updated'} {db.name}: {changed} notes"
@@ -669,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-limits", action="store_true", help="skip the limit-stability check")
     ap.add_argument("--list", action="store_true", help="list the collections and stop")
     ap.add_argument(
+        "--resume", action="store_true", help="keep the collections --out already holds"
+    )
+    ap.add_argument(
         "--loco", action="store_true", help="also leave-one-collection-out (bench.loco)"
     )
     ap.add_argument("--out", type=Path, help="folder for eval.json and eval.md")
@@ -686,11 +701,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.name:<24}{len(c.queries):>6} queries  {c.material:<22} {c.about[:60]}")
         return 0
     started = time.perf_counter()
+    revision = git_revision()
+    out = args.out or CACHE / "results" / (
+        f"{datetime.date.today().isoformat()}-{revision}{'-quick' if args.quick else ''}"
+    )
+    # Each collection's result is kept as it is done: a run stopped half way goes on with
+    # --resume from the next collection.
+    done_dir = out / "collections"
+    done_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for coll in found:
         queries = sample(coll.queries, QUICK) if args.quick else coll.queries
+        kept = done_dir / (coll.name.replace("/", "--") + ".json")
+        if args.resume and kept.exists():
+            results.append(json.loads(kept.read_text()))
+            print(f"{coll.name}: kept from an earlier run ({kept})", file=sys.stderr)
+            continue
         print(f"{coll.name}: {len(queries)} queries", file=sys.stderr)
         results.append(run_collection(coll, queries, args.model, args.rebuild, not args.no_limits))
+        kept.write_text(json.dumps(results[-1], ensure_ascii=False))
         r = results[-1]
         print(
             f"  {r['seconds']} s (cpu {r['cpu_seconds']} s): "
@@ -698,11 +727,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     words = {} if args.only or args.quick else typo_words(args.model, args.rebuild)
-    revision = git_revision()
     report = {
         "revision": revision,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "model": args.model or "default",
+        "index": fingerprint(),
         "quick": args.quick,
         "seconds": round(time.perf_counter() - started, 1),
         "collections": results,
@@ -716,10 +745,6 @@ def main(argv: list[str] | None = None) -> int:
     if words:
         md += f"\n{words_table(words)}\n"
     print(md)
-    out = args.out or CACHE / "results" / (
-        f"{datetime.date.today().isoformat()}-{revision}{'-quick' if args.quick else ''}"
-    )
-    out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(report, ensure_ascii=False, indent=1))
     (out / "eval.md").write_text(md)
     print(f"written: {out}/eval.json, eval.md", file=sys.stderr)
