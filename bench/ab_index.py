@@ -1,8 +1,8 @@
 """Fresh-index time and index size of two revisions side by side, alternating A and B (the
 machine's speed drifts, so each pair of runs sees the same conditions).
 
-    python bench/ab_index.py main HEAD                       # the English vaults in ../shared
-    python bench/ab_index.py main HEAD --runs 7 --vault ../shared/data/vaults/rust-book-zh
+    python -m bench.ab_index main HEAD                       # the English vaults in ../shared
+    python -m bench.ab_index main HEAD --runs 7 --vault ../shared/data/vaults/rust-book-zh
 
 Each run is ``kbase index --no-embed`` in a new process on a new index file, from a ``git archive``
 of the revision (the working tree for ``.``). Prints per vault: median wall time of each side, the
@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, export_revision
+
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 ENGLISH = ["rust-book", "obsidian-tasks-docs", "foam-docs"]
 
@@ -28,13 +29,7 @@ ENGLISH = ["rust-book", "obsidian-tasks-docs", "foam-docs"]
 def tree(rev: str, tmp: Path) -> Path:
     if rev == ".":
         return REPO
-    out = tmp / rev.replace("/", "_")
-    out.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
-    return out
+    return export_revision(rev, tmp / rev.replace("/", "_"))
 
 
 def run(src: Path, vault: Path, db: Path) -> tuple[float, int]:

@@ -1,6 +1,6 @@
 """Chunking quality and throughput on real vaults and the synthetic one.
 
-    python bench/chunking.py [--notes 2000] [--json bench/out/chunking.json]
+    python -m bench.chunking [--notes 2000] [--json bench/out/chunking.json]
 
 For each vault: documents, chunks, mean and p95 tokens (MiniLM WordPiece), oversized chunks,
 diagnostics by kind, and the structural checks the chunker promises: code fences and tables
@@ -13,18 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from kbase.ingest.chunk import OVERSIZED, ChunkSettings, ModelTokenCounter, chunk  # noqa: E402
-from kbase.ingest.parse import parse  # noqa: E402
+from bench.common import REPO
+from kbase.ingest.chunk import OVERSIZED, ChunkSettings, ModelTokenCounter, chunk
+from kbase.ingest.parse import parse
 
 SHARED = REPO.parent / "shared" / "data" / "vaults"
 
@@ -114,7 +110,7 @@ def main() -> None:
     for folder in sorted(SHARED.glob("*")) if SHARED.exists() else []:
         rows.append(measure(folder.name, load(folder)))
     if a.notes:
-        from gen_vault import generate
+        from bench.gen_vault import generate
 
         with tempfile.TemporaryDirectory() as tmp:
             generate(Path(tmp), a.notes, seed=1)

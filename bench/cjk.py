@@ -1,14 +1,14 @@
 """Search in scripts without spaces (issues 13 and 24): the Chinese and Japanese Rust book
 (../shared/data/vaults/rust-book-zh, rust-book-ja), and small Korean and Thai fixtures.
 
-    python bench/cjk.py                     # both tables, keyword mode
-    python bench/cjk.py --hybrid            # also hybrid (embeds the vaults once: minutes)
-    python bench/cjk.py --hybrid --questions-only --model multilingual-e5-small
-    python bench/cjk.py --seed 2 --n 40
-    python bench/cjk.py --segmenter pairs   # as without icu4py: a run's words are its pairs
-    python bench/cjk.py --segmenter dict    # rjieba / sudachipy / pythainlp instead of ICU
-    python bench/cjk.py --segmenters        # each segmenter's size, load time, ms per query
-    python bench/cjk.py --index-side        # ICU words in the index against character pairs
+    python -m bench.cjk                     # both tables, keyword mode
+    python -m bench.cjk --hybrid            # also hybrid (embeds the vaults once: minutes)
+    python -m bench.cjk --hybrid --questions-only --model multilingual-e5-small
+    python -m bench.cjk --seed 2 --n 40
+    python -m bench.cjk --segmenter pairs   # as without icu4py: a run's words are its pairs
+    python -m bench.cjk --segmenter dict    # rjieba / sudachipy / pythainlp instead of ICU
+    python -m bench.cjk --segmenters        # each segmenter's size, load time, ms per query
+    python -m bench.cjk --index-side        # ICU words in the index against character pairs
 
 Drawn queries (seeded, so every run asks the same; issue 13):
 - phrase: 4 characters of one run (Han, kana, ...) that occur in at most 3 notes; right when
@@ -39,15 +39,13 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import apsw
 
-import apsw  # noqa: E402
-
-import kbase  # noqa: E402
-from bench.questions import first_rank, load_questions, scores  # noqa: E402
-from kbase.search import cjk  # noqa: E402
-from kbase.store import cjk_table  # noqa: E402
+import kbase
+from bench.common import REPO
+from bench.questions import first_rank, load_questions, scores
+from kbase.search import cjk
+from kbase.store import cjk_table
 
 try:  # absent before issue 24: the question table still runs, for the numbers before
     from kbase.search import segment

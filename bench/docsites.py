@@ -1,10 +1,10 @@
 """Documentation sites as well as vaults (issue 34): what a new user of a docs site sees.
 
-    python bench/docsites.py                 # the table over bench/material's sites
-    python bench/docsites.py --verbose       # + the broken anchors and unresolved links
-    python bench/docsites.py --vaults OUT    # titles, link targets, unresolved per shared vault
+    python -m bench.docsites                 # the table over bench/material's sites
+    python -m bench.docsites --verbose       # + the broken anchors and unresolved links
+    python -m bench.docsites --vaults OUT    # titles, link targets, unresolved per shared vault
                                              # as JSON (compare two runs: --compare A B)
-    python bench/docsites.py --compare A B   # what changed between two --vaults files
+    python -m bench.docsites --compare A B   # what changed between two --vaults files
 
 Each site is indexed keyword-only (--no-embed) into a temporary index; then, from the index:
 titles and heading paths still showing a heading attribute (``{#id}``, ``{ #id .class }``),
@@ -23,10 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
+import kbase
+from bench.common import REPO
 
 MATERIAL = REPO / "bench" / "material"
 SITES = {

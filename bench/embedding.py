@@ -1,6 +1,6 @@
 """Embedding throughput and memory, and hybrid query latency at 100,000 chunks.
 
-    python bench/embedding.py [--chunks 400] [--scale 100000]
+    python -m bench.embedding [--chunks 400] [--scale 100000]
 
 1. Throughput: the same chunk texts embedded by the model directly (``embed_batch`` on all of
    them, batch 8, what kbase uses) and through ``kbase embed`` (reading chunks, reuse lookups,
@@ -26,22 +26,19 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-import kbase  # noqa: E402
-from kbase.embed import (  # noqa: E402
+import kbase
+from bench.common import REPO
+from kbase.embed import (
     embedder,
     vectors,
 )
-from kbase.ingest import embed_text  # noqa: E402
-from kbase.search import (  # noqa: E402
+from kbase.ingest import embed_text
+from kbase.search import (
     hybrid,
     keyword,
     semantic,
 )
-from kbase.store import db  # noqa: E402
+from kbase.store import db
 
 KBASE = [sys.executable, "-m", "kbase"]
 
@@ -52,7 +49,7 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def throughput(n: int, work: Path) -> dict:
-    from gen_vault import generate
+    from bench.gen_vault import generate
 
     vault = work / "tp-vault"
     generate(vault, max(20, n // 3), seed=3)
@@ -94,7 +91,7 @@ def throughput(n: int, work: Path) -> dict:
 
 
 def peak_memory(work: Path) -> dict:
-    from gen_vault import generate
+    from bench.gen_vault import generate
 
     vault = work / "mem-vault"
     generate(vault, 60, seed=4)
@@ -131,7 +128,7 @@ def fill_synthetic_vectors(con, seed: int = 7) -> int:
 
 
 def scale(target_chunks: int, work: Path, queries: int) -> dict:
-    from gen_vault import generate
+    from bench.gen_vault import generate
 
     path = work / "scale.db"
     notes = max(

@@ -1,6 +1,6 @@
 """Decoding accuracy on three corpora of files with a known encoding (issue 13).
 
-    python bench/encodings.py [--chardet DIR] [--json OUT]
+    python -m bench.encodings [--chardet DIR] [--json OUT]
 
 - CPython's test/cjkencodings: 15 CJK encodings, each file with a UTF-8 twin (byte-exact check).
   Found in the interpreter's test package or Debian's libpython3.X-testsuite.
@@ -24,10 +24,8 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from kbase.ingest.decode import UndecodableError, decode  # noqa: E402
+from bench.common import REPO
+from kbase.ingest.decode import UndecodableError, decode
 
 SHARED = REPO.parent / "shared" / "data" / "encodings" / "charset-normalizer-samples"
 _CHARDET_NAMES = {

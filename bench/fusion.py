@@ -1,9 +1,9 @@
 """Fusion functions for hybrid search, side by side on SciFact and on the question sets (issue 12).
 
-    python bench/fusion.py              # SciFact (bench/retrieval.py's cached index)
+    python -m bench.fusion              # SciFact (bench/retrieval.py's cached index)
                                         # + question sets
-    python bench/fusion.py --no-scifact # the question sets only
-    python bench/fusion.py --no-questions  # SciFact only
+    python -m bench.fusion --no-scifact # the question sets only
+    python -m bench.fusion --no-questions  # SciFact only
 
 The keyword and semantic document lists are computed once per query through kbase's own ranked
 lists (keyword.keyword_ranked / semantic_ranked, length prior included); every fusion variant is
@@ -20,21 +20,17 @@ import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
-from bench import questions as qbench  # noqa: E402
-from bench import retrieval  # noqa: E402
-from kbase.search import (  # noqa: E402
+import kbase
+from bench import questions as qbench
+from bench import retrieval
+from kbase.search import (
     fusion,
     hits,
     keyword,
     semantic,
 )
-from kbase.search.fusion import rrf  # noqa: E402
+from kbase.search.fusion import rrf
 
 DEPTH = 100
 Lists = tuple[list[hits.Ranked], list[hits.Ranked]]
@@ -139,7 +135,7 @@ VARIANTS: dict[str, Callable[[Lists], list[int]]] = {
 def scifact_lists() -> tuple[dict[str, Lists], dict, Callable[[int], str]]:
     db = retrieval.OUT / "index.db"
     if not db.exists():
-        sys.exit(f"{db} is absent: run python bench/retrieval.py first")
+        sys.exit(f"{db} is absent: run python -m bench.retrieval first")
     kb = kbase.open(db)
     con = kb.reader
     queries = {

@@ -1,6 +1,6 @@
 """Deterministic synthetic Obsidian-like vault for benchmarks (stdlib only).
 
-    python bench/gen_vault.py OUT_DIR [--notes 10000] [--seed 1] [--size 2000]
+    python -m bench.gen_vault OUT_DIR [--notes 10000] [--seed 1] [--size 2000]
 
 Same (notes, seed, size) -> byte-identical files. Each note (about ``size`` bytes) has YAML
 front matter (title, tags, date; aliases on about 1 in 5), an H1 on half of them, H2/H3 sections,

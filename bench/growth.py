@@ -1,6 +1,6 @@
 """Issue 28 item 9: does the index file stay near its compact size while notes are edited?
 
-    python bench/growth.py [--vault DIR] [--batches 200] [--code DIR] [--compact-first]
+    python -m bench.growth [--vault DIR] [--batches 200] [--code DIR] [--compact-first]
 
 Indexes ``--vault`` (a copy; default: the shared obsidian-tasks-docs) with embeddings, then runs
 ``--batches`` watch-like batches through one long-lived KB that keeps a read connection open (as

@@ -1,6 +1,6 @@
 """Issue 27 part 5: memory and time on small hostile files, one file per index run.
 
-    python bench/hostile.py [--rev REV] [--rounds 2] [--only NAME ...]
+    python -m bench.hostile [--rev REV] [--rounds 2] [--only NAME ...]
 
 Generates the hostile set into bench/out/hostile/ (deterministic), then indexes each file alone
 (``kbase index FILE --no-embed -q --max-size 64M`` into a fresh index) as a process, and reports
@@ -31,7 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, export_revision
+
 OUT = REPO / "bench" / "out"
 HOSTILE = OUT / "hostile"
 
@@ -98,15 +99,6 @@ def generate() -> dict[str, Path]:
     return paths
 
 
-def export(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
 _MEASURE = (
     "import resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]);"
     " open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss));"
@@ -163,7 +155,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kbase-hostile-"))
     sides = {"B": REPO}
     if a.rev:
-        sides = {"A": export(a.rev, work / "A"), "B": REPO}
+        sides = {"A": export_revision(a.rev, work / "A"), "B": REPO}
     results: dict[str, dict[str, list[dict]]] = {n: {s: [] for s in sides} for n in files}
     print(f"load {os.getloadavg()[0]:.1f}; {len(files)} files; sides {list(sides)}", flush=True)
     try:

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install the qmd peer (and bun, which runs it) for `python bench/run.py --peer qmd`.
+# Install the qmd peer (and bun, which runs it) for `python -m bench.run --peer qmd`.
 # Outside the repository on purpose: nothing under node_modules may be committed.
 # Usage: bench/install_qmd.sh [DIR]   (default: $QMD_DIR, else ~/.cache/kbase-bench/qmd)
 set -eu

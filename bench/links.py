@@ -1,19 +1,14 @@
 """Link parsing and resolution speed: 10,000 notes with 10 links each.
 
-python bench/links.py [--notes 10000]
+python -m bench.links [--notes 10000]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.test_links import link_corpus, parse_and_resolve  # noqa: E402
+from tests.test_links import link_corpus, parse_and_resolve
 
 
 def main() -> None:

@@ -254,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", choices=("mean", "worst"), default="mean")
     ap.add_argument("--out", type=Path, help="folder for loco.json and loco.md")
     args = ap.parse_args(argv)
+    try:
+        from kbase.search.fusion import FusionParams, fuse  # noqa: F401
+    except ImportError:
+        sys.exit(
+            "error: this kbase has no kbase.search.fusion.FusionParams and fuse (the fusion's"
+            " constants as one object, issue 32): leave-one-collection-out re-fuses with them"
+        )
     grid = parse_grid(args.grid)
     found = ev.collections()
     if args.only:

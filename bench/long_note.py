@@ -1,6 +1,6 @@
 """Does one giant list note top unrelated queries? (issue 12, "long notes")
 
-    python bench/long_note.py
+    python -m bench.long_note
 
 A 3,000-line list note is generated from the lines of the other shared vaults (list items, links,
 sentences: what an "everything I read" or "index" note looks like) and indexed, as a second root,
@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import random
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
-from bench import questions as qbench  # noqa: E402
-from kbase.search import (  # noqa: E402
+import kbase
+from bench import questions as qbench
+from kbase.search import (
     hits,
     keyword,
     semantic,

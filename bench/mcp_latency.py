@@ -1,7 +1,7 @@
 """kbase mcp: tool-call latency, where a call's time goes, and server memory, on the 10,000-note
 synthetic vault.
 
-    python bench/mcp_latency.py [--notes 10000] [--queries 200] [--work DIR] [--skip-processes]
+    python -m bench.mcp_latency [--notes 10000] [--queries 200] [--work DIR] [--skip-processes]
 
 1. The vault of bench/gen_vault.py (seed 1), indexed keyword-only, then a synthetic unit vector
    for every chunk, recorded as the real model's (the model would take hours on 54,000 chunks
@@ -38,12 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-import kbase  # noqa: E402
-from kbase.store import db  # noqa: E402
+import kbase
+from bench.common import REPO
+from kbase.store import db
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -66,8 +63,8 @@ def summary(seconds: list[float], cpu: list[float] | None = None) -> dict:
 
 
 def build(work: Path, notes: int) -> tuple[Path, Path]:
-    from embedding import fill_synthetic_vectors
-    from gen_vault import generate
+    from bench.embedding import fill_synthetic_vectors
+    from bench.gen_vault import generate
 
     vault, path = work / "vault", work / "mcp.db"
     if path.exists():
@@ -237,7 +234,7 @@ async def over_http(path: Path, queries: list[str]) -> dict:
 
 
 def main() -> None:
-    from run import make_queries
+    from bench.run import make_queries
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--notes", type=int, default=10_000)

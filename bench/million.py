@@ -1,8 +1,8 @@
 """One million chunks (issue 16 part 3): a synthetic index, search latency, memory and recall.
 
-    python bench/million.py build [--chunks 1000000]  # once: vault, index, vectors, queries
-    python bench/million.py run [--queries 100]        # in-process + CLI latency, RSS, recall@10
-    python bench/million.py sizes                      # exact vs quantised time by index size
+    python -m bench.million build [--chunks 1000000]  # once: vault, index, vectors, queries
+    python -m bench.million run [--queries 100]        # in-process + CLI latency, RSS, recall@10
+    python -m bench.million sizes                      # exact vs quantised time by index size
 
 Everything is generated, cached under bench/out/million (gitignored):
 
@@ -33,14 +33,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-import kbase  # noqa: E402
-from kbase.embed import embedder  # noqa: E402
-from kbase.embed import nearest as embed  # noqa: E402
-from kbase.store import db  # noqa: E402
+import kbase
+from bench.common import REPO, export_revision
+from kbase.embed import embedder
+from kbase.embed import nearest as embed
+from kbase.store import db
 
 OUT = REPO / "bench" / "out" / "million"
 SCIFACT = REPO / "bench" / "out" / "scifact" / "index.db"
@@ -70,7 +67,7 @@ def real_vectors():
         parts.append(np.frombuffer(blob, dtype="<f4").reshape(-1, 384))
         print(f"real vectors: {len(parts[-1]):,} from {path.name}", file=sys.stderr)
     if not parts:
-        sys.exit(f"no real vectors: run python bench/retrieval.py first (builds {SCIFACT})")
+        sys.exit(f"no real vectors: run python -m bench.retrieval first (builds {SCIFACT})")
     return np.concatenate(parts)
 
 
@@ -101,7 +98,8 @@ def synthetic_vectors(real, n: int, seed: int = SEED, noise: float = 0.5):
 
 def build(chunks: int, text_only: bool = False) -> None:
     import numpy as np
-    from gen_vault import generate
+
+    from bench.gen_vault import generate
 
     OUT.mkdir(parents=True, exist_ok=True)
     notes = round(chunks / CHUNKS_PER_NOTE)
@@ -265,15 +263,9 @@ print(json.dumps(out))
 
 def source_of(rev: str) -> Path:
     """A checkout of ``rev``'s kbase package (for the A side of an A/B run)."""
-    import subprocess
-
     dest = OUT / f"src-{rev}"
     if not dest.exists():
-        dest.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", rev, "kbase"], check=True, capture_output=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+        export_revision(rev, dest, "kbase")
     return dest
 
 

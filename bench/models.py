@@ -1,7 +1,7 @@
 """Embedding models side by side (issue 24): passages/s, query latency warm and one-shot.
 
-    python bench/models.py                 # everything below, models alternating, 2 rounds
-    python bench/models.py --rounds 3 --passages 128 --notes 10000
+    python -m bench.models                 # everything below, models alternating, 2 rounds
+    python -m bench.models --rounds 3 --passages 128 --notes 10000
 
 - passages: real chunks of the shared vaults (English, Chinese, Japanese Rust books: what the
   embedder sees, title and headings included), embedded in batches as ``kbase embed`` does, by
@@ -30,13 +30,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
-from kbase.embed import catalog  # noqa: E402
-from kbase.ingest.embed_text import embed_input  # noqa: E402
-from kbase.store.db import connect  # noqa: E402
+import kbase
+from bench.common import REPO
+from kbase.embed import catalog
+from kbase.ingest.embed_text import embed_input
+from kbase.store.db import connect
 
 DATA = REPO.parent / "shared" / "data" / "vaults"
 OUT = REPO / "bench" / "out" / "models"

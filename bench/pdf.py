@@ -1,7 +1,7 @@
 """PDFs (issue 25): extraction speed against poppler's pdftotext, and the page check.
 
-    python bench/pdf.py speed [FOLDER...] [--rounds 5]
-    python bench/pdf.py pages [FOLDER...] [--phrases 300] [--seed 1] [--json OUT]
+    python -m bench.pdf speed [FOLDER...] [--rounds 5]
+    python -m bench.pdf pages [FOLDER...] [--phrases 300] [--seed 1] [--json OUT]
 
 Default material: ../shared/data/pdfs/py-pdf-sample-files, the PDF manuals Debian installs under
 /usr/share/doc (if any), and PDFs made here (a 2,000-page ledger, slides, a textless scan).
@@ -35,12 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
-from kbase.ingest import pdf  # noqa: E402
-from tests.pdfgen import make_pdf  # noqa: E402
+import kbase
+from bench.common import REPO
+from kbase.ingest import pdf
+from tests.pdfgen import make_pdf
 
 SHARED = REPO.parent / "shared" / "data" / "pdfs" / "py-pdf-sample-files"
 SYSTEM_DOCS = Path("/usr/share/doc")

@@ -1,11 +1,11 @@
 """Question sets: does kbase put the note that answers a user's question first? (issue 12)
 
-    python bench/questions.py              # every question set, modes keyword/semantic/hybrid
-    python bench/questions.py --verbose    # + each question missed in the top 3, what came first
-    python bench/questions.py --names      # + query = each note's file name (five shared vaults)
-    python bench/questions.py --snippets   # + share of top-3 snippets that show Markdown markup
-    python bench/questions.py --json       # the same, machine-readable, on stdout
-    python bench/questions.py --vault foam-docs --db /tmp/foam.db   # one vault, this index file
+    python -m bench.questions              # every question set, modes keyword/semantic/hybrid
+    python -m bench.questions --verbose    # + each question missed in the top 3, what came first
+    python -m bench.questions --names      # + query = each note's file name (five shared vaults)
+    python -m bench.questions --snippets   # + share of top-3 snippets that show Markdown markup
+    python -m bench.questions --json       # the same, machine-readable, on stdout
+    python -m bench.questions --vault foam-docs --db /tmp/foam.db   # one vault, this index file
 
 Question files: bench/questions/<vault>.json, where <vault> is a folder of ../shared/data/vaults:
 
@@ -63,12 +63,10 @@ import sys
 import time
 from pathlib import Path, PurePosixPath
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
-from bench.markup import markup_in  # noqa: E402
-from kbase.ingest.markup import plain  # noqa: E402
+import kbase
+from bench.common import REPO
+from bench.markup import markup_in
+from kbase.ingest.markup import plain
 
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 QUESTIONS = REPO / "bench" / "questions"

@@ -1,6 +1,6 @@
 """How well kbase related finds the notes a note is linked with, against its keyword fallback.
 
-    python bench/related.py INDEX.db [INDEX.db ...] [-k 10]
+    python -m bench.related INDEX.db [INDEX.db ...] [-k 10]
 
 Ground truth: the notes a note is linked with (it links to them or they link to it), the
 neighbours its author chose. For every note with at least one such neighbour, each method ranks
@@ -16,11 +16,8 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import kbase
 from kbase.notes import related as rel

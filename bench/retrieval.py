@@ -1,7 +1,7 @@
 """Retrieval quality on BEIR SciFact through kbase's own pipeline, and the ranking constants.
 
-    python bench/retrieval.py               # build (once, cached in bench/out/scifact) and evaluate
-    python bench/retrieval.py --tune        # also sweep fusion constants and print the grid
+    python -m bench.retrieval               # build (once, cached in bench/out/scifact) and evaluate
+    python -m bench.retrieval --tune        # also sweep fusion constants and print the grid
 
 Each abstract becomes a note ``<id>.md`` ("# title" + abstract) and is indexed with
 ``kbase index`` (keyword index, chunking, embeddings). The 300 test queries run in keyword,
@@ -21,17 +21,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import kbase  # noqa: E402
-from kbase.search import (  # noqa: E402
+import kbase
+from bench.common import REPO
+from kbase.search import (
     fusion,
     hybrid,
     keyword,
     semantic,
 )
-from kbase.search.fusion import RRF_K, rrf  # noqa: E402
+from kbase.search.fusion import RRF_K, rrf
 
 DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact-beir"
 OUT = REPO / "bench" / "out" / "scifact"

@@ -1,12 +1,12 @@
 """kbase keyword-index benchmarks: one command, JSON in bench/out/, a Markdown table on stdout.
 
-    python bench/run.py                  # synthetic 10,000-note vault + ../shared/data/vaults/*
-    python bench/run.py --notes 2000     # smaller synthetic vault (0 = none)
-    python bench/run.py --peer qmd       # also time qmd (install it with bench/install_qmd.sh)
-    python bench/run.py --profile        # also cProfile the in-process index
+    python -m bench.run                  # synthetic 10,000-note vault + ../shared/data/vaults/*
+    python -m bench.run --notes 2000     # smaller synthetic vault (0 = none)
+    python -m bench.run --peer qmd       # also time qmd (install it with bench/install_qmd.sh)
+    python -m bench.run --profile        # also cProfile the in-process index
                                          # (bench/out/profile-*.txt)
-    python bench/run.py --rev HEAD       # kbase as committed at a revision, not the working tree
-    python bench/run.py --ingest 5 --peer qmd --base main   # fresh index only: A/B/C alternated
+    python -m bench.run --rev HEAD       # kbase as committed at a revision, not the working tree
+    python -m bench.run --ingest 5 --peer qmd --base main   # fresh index only: A/B/C alternated
 
 Run it with the project's Python (the one whose bin/ holds the ``kbase`` script). Child processes
 cache their bytecode under bench/out/pycache, as an installed kbase would have it.
@@ -36,12 +36,13 @@ from collections import Counter
 from pathlib import Path
 
 import apsw
-from gen_vault import generate
+
+from bench.common import REPO, export_revision
+from bench.gen_vault import generate
 
 kbase = None  # imported in main(), from the working tree or from --rev
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
+BENCH = REPO / "bench"
 OUT = BENCH / "out"
 REAL_VAULTS = REPO / ".." / "shared" / "data" / "vaults"
 KBASE = [str(Path(sys.executable).parent / "kbase")]
@@ -482,7 +483,7 @@ def setup_kbase(rev: str | None, work: Path) -> str:
     ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     ENV["PYTHONPYCACHEPREFIX"] = str(OUT / "pycache")
     if rev:
-        src = export(rev, work / "src")
+        src = export_revision(rev, work / "src", "kbase", "schema.sql")
         sys.path.insert(0, str(src))
         ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), ENV.get("PYTHONPATH")]))
     import kbase as kb
@@ -506,18 +507,6 @@ def setup_kbase(rev: str | None, work: Path) -> str:
     return f"working tree, HEAD {git('rev-parse', '--short', 'HEAD')}" + (
         f" + {len(dirty)} uncommitted changes in kbase/ or schema.sql" if dirty else " (clean)"
     )
-
-
-def export(rev: str, dest: Path) -> Path:
-    """kbase as committed at ``rev`` (git archive), in ``dest``."""
-    dest.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev, "kbase", "schema.sql"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
 
 
 def git(*args: str) -> str:
@@ -705,7 +694,10 @@ def main() -> None:
         results["cpu_check_s"] = [cpu_check()]
         sides = {"kbase": (KBASE, ENV)}
         if a.ingest and a.base:
-            base_env = {**ENV, "PYTHONPATH": str(export(a.base, work / "base"))}
+            base_env = {
+                **ENV,
+                "PYTHONPATH": str(export_revision(a.base, work / "base", "kbase", "schema.sql")),
+            }
             run(
                 [
                     *KBASE,

@@ -1,7 +1,7 @@
 """Issue 15, side by side: a base revision (A) against the working tree (B), alternating rounds.
 
-    python bench/speed.py cli   [--rev 1092f36] [--notes 10000] [--rounds 7]
-    python bench/speed.py embed [--rev 1092f36] [--notes 100] [--rounds 3]
+    python -m bench.speed cli   [--rev 1092f36] [--notes 10000] [--rounds 7]
+    python -m bench.speed embed [--rev 1092f36] [--notes 100] [--rounds 3]
 
 ``cli``: ``kbase search`` as a process (hybrid, the default once an index has vectors, and
 keyword) on a synthetic vault of ``--notes`` notes indexed keyword-only, with synthetic unit
@@ -34,9 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, export_revision
+
 OUT = REPO / "bench" / "out"
-sys.path.insert(0, str(REPO / "bench"))
 
 QUERIES = [
     "memory cache design",
@@ -48,15 +48,6 @@ QUERIES = [
     "storage key record",
     "user question example",
 ]
-
-
-def export(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def env_for(code: Path, data: Path) -> dict:
@@ -101,7 +92,6 @@ def fake_vectors(db: Path) -> int:
     """Unit vectors for every chunk, recorded as the real model's (what hybrid search needs)."""
     import numpy as np
 
-    sys.path.insert(0, str(REPO))
     from kbase.embed import vectors
     from kbase.embed.embedder import MINILM_FINGERPRINT
     from kbase.store import db as kdb
@@ -127,7 +117,7 @@ def fake_vectors(db: Path) -> int:
 
 
 def cli(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
-    from gen_vault import generate
+    from bench.gen_vault import generate
 
     vault = work / "vault"
     generate(vault, a.notes, seed=1)
@@ -162,7 +152,8 @@ def cli(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
 
 def embed(a, work: Path, sides: dict[str, Path], data: Path) -> dict:
     import numpy as np
-    from gen_vault import generate
+
+    from bench.gen_vault import generate
 
     vault = work / "vault"
     generate(vault, a.notes, seed=3)
@@ -235,7 +226,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        sides = {"A": export(a.rev, work / "A"), "B": REPO}
+        sides = {"A": export_revision(a.rev, work / "A"), "B": REPO}
         data = work / "data"
         for code in sides.values():  # each side runs its own code
             _, _, where = timed(

@@ -1,7 +1,7 @@
 """Issue 28 item 11, side by side: how long ``kbase`` takes to start, against a base revision and
 against ripgrep over the same notes.
 
-    python bench/startup.py [--rev REV] [--rounds 15] [--notes 10000] [--vault DIR ...]
+    python -m bench.startup [--rev REV] [--rounds 15] [--notes 10000] [--vault DIR ...]
 
 Each round runs, alternating the order: ``kbase --version``, ``kbase --help`` and ``kbase search
 -m keyword QUERY`` with the base revision (A, ``git archive REV``) and with this checkout (B),
@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, export_revision
+
 OUT = REPO / "bench" / "out"
 SHARED = REPO.parent / "shared" / "data" / "vaults"
 
@@ -46,15 +47,6 @@ QUERIES = {
     "rust-book-ja": "所有権",
     "generated": "throughput",
 }
-
-
-def export(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def entry_point(code: Path) -> str:
@@ -100,7 +92,7 @@ def main() -> None:
     if shutil.which("rg") is None:
         raise SystemExit("ripgrep (rg) is not installed: apt-get install ripgrep")
     work = Path(tempfile.mkdtemp(prefix="kbase-startup-"))
-    sides = {"A": export(a.rev, work / "a" / "kbase-src"), "B": REPO}
+    sides = {"A": export_revision(a.rev, work / "a" / "kbase-src"), "B": REPO}
     data, cache = work / "data", work / "pycache"
     envs = {k: env_for(code, data, cache) for k, code in sides.items()}
     scripts = {k: entry_point(code) for k, code in sides.items()}

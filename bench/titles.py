@@ -1,7 +1,7 @@
 """Titles as Obsidian shows them (issue 23 part 4): how every shared vault's notes are titled.
 
-    python bench/titles.py            # the table (BENCHMARKS.md, "Titles")
-    python bench/titles.py --verbose  # + every note not titled by its file name
+    python -m bench.titles            # the table (BENCHMARKS.md, "Titles")
+    python -m bench.titles --verbose  # + every note not titled by its file name
 
 The rule (kbase.ingest.parse): the file name, as Obsidian shows it; where the file name is a slug
 (lowercase ASCII words and digits joined by - _ or ., not a date), the front matter title, else
@@ -18,10 +18,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from kbase.ingest.parse import is_slug, parse  # noqa: E402
+from bench.common import REPO
+from kbase.ingest.parse import is_slug, parse
 
 DATA = REPO.parent / "shared" / "data"
 VAULTS = [DATA / "vaults" / v for v in ("obsidian-tasks-docs", "foam-docs", "rust-book")] + [

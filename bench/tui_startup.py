@@ -1,6 +1,6 @@
 """Time from launching ``kbase browse`` to its first paint, in a real pseudo-terminal.
 
-    python bench/tui_startup.py INDEX.db [--runs 5] [--query memory] [--size 80x24]
+    python -m bench.tui_startup INDEX.db [--runs 5] [--query memory] [--size 80x24]
         [--entry cli|run]
 
 Each run starts a fresh Python process on a pty (as a terminal would): ``python -m kbase --db
@@ -14,7 +14,7 @@ INDEX.db browse`` (``--entry cli``, what a user runs) or ``kbase.tui.app.run`` d
 
 Then it sends ctrl+q. Prints each run and the medians. Build a 10,000-note index with:
 
-    python bench/gen_vault.py /tmp/v --notes 10000 && kbase --db /tmp/v.db index --no-embed /tmp/v
+    python -m bench.gen_vault /tmp/v --notes 10000 && kbase --db /tmp/v.db index --no-embed /tmp/v
 """
 
 from __future__ import annotations

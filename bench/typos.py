@@ -1,10 +1,10 @@
 """Typos (issue 23 part 3): does a misspelt name or word still find what was meant?
 
-    python bench/typos.py                    # every vault of the set, modes keyword and hybrid
-    python bench/typos.py --modes keyword    # one mode (no model needed)
-    python bench/typos.py --verbose          # + every miss
-    python bench/typos.py --suggest          # + apsw's Table.query_suggest on the same words
-    python bench/typos.py --json             # machine-readable, on stdout
+    python -m bench.typos                    # every vault of the set, modes keyword and hybrid
+    python -m bench.typos --modes keyword    # one mode (no model needed)
+    python -m bench.typos --verbose          # + every miss
+    python -m bench.typos --suggest          # + apsw's Table.query_suggest on the same words
+    python -m bench.typos --json             # machine-readable, on stdout
 
 The set, bench/questions/typos.tsv (tab-separated: vault, kind, typo, intended, answer):
 
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 TYPOS = REPO / "bench" / "questions" / "typos.tsv"
 

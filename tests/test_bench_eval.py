@@ -114,3 +114,52 @@ def test_a_run_writes_the_table_and_reuses_its_cached_index(tmp_path, monkeypatc
     assert ev.main(["--only", "ko", "--no-embed", "--out", str(out)]) == 0
     assert "built" not in capsys.readouterr().err  # the second run only searches
     assert list((tmp_path / "cache" / "lists").glob("fixture-ko-*.pickle"))
+
+
+def test_leave_one_out_picks_the_setting_best_on_the_others_and_headlines_the_worst():
+    from bench import loco
+
+    def coll(grid_mains, kw, sem, rrf, reads=10):
+        return {
+            "metric": "MRR@10",
+            "reads": reads,
+            "refs": {
+                "keyword": {"main": kw},
+                "semantic": {"main": sem},
+                "naive rrf": {"main": rrf},
+                "shipped": {"main": grid_mains[0]},
+            },
+            "grid": [{"main": m, "top1": m} for m in grid_mains],
+        }
+
+    table = {
+        "settings": [{"alpha": 0.3}, {"alpha": 0.7}],
+        "collections": {
+            "a": coll([0.50, 0.90], 0.6, 0.6, 0.6),  # likes alpha 0.7
+            "b": coll([0.55, 0.85], 0.6, 0.6, 0.6),  # likes alpha 0.7
+            "c": coll([0.80, 0.40], 0.55, 0.5, 0.5),  # likes 0.3, but is outvoted when held out
+        },
+    }
+    rows = {r["held_out"]: r for r in loco.leave_one_out(table, "mean")}
+    assert rows["c"]["setting"] == {"alpha": 0.7} and rows["c"]["held_out_main"] == 0.4
+    assert rows["c"]["margin"] == pytest.approx(-0.15)
+    assert rows["a"]["setting"] == {"alpha": 0.3}  # b (0.85) + c (0.40) < b (0.55) + c (0.80)
+    text = loco.report(list(rows.values()), {"alpha": (0.3, 0.7)}, "mean")
+    assert text.startswith("Worst held-out collection: **c**")  # the worst, not the mean
+    # --fit worst: the setting whose worst margin over the others is best
+    rows = {r["held_out"]: r for r in loco.leave_one_out(table, "worst")}
+    assert rows["a"]["setting"] == {"alpha": 0.3}
+
+
+def test_a_grid_is_fields_of_the_fusion_constants():
+    fusion = pytest.importorskip("kbase.search.fusion")
+    if not hasattr(fusion, "FusionParams"):
+        pytest.skip("kbase.search.fusion.FusionParams is not here yet")
+    from bench import loco
+
+    assert loco.parse_grid(["alpha=0.4,0.6", "semantic_span=10,20"]) == {
+        "alpha": (0.4, 0.6),
+        "semantic_span": (10, 20),
+    }
+    with pytest.raises(SystemExit, match="field of FusionParams"):
+        loco.parse_grid(["nonsense=1"])

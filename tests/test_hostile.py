@@ -790,8 +790,7 @@ def test_peak_memory_per_hostile_file_stays_under_the_ceiling(tmp_path):
     """The four files of the issue, each indexed alone by the real CLI: peak memory (kbase and
     its workers) within the documented ceiling (README: 100 MB plus 16 times the file's size),
     where they took 1.87 GB, 1.09 GB and half a minute before."""
-    sys.path.insert(0, str(REPO / "bench"))
-    import hostile as bench
+    from bench import hostile as bench
 
     monkey_out = tmp_path / "hostile"
     bench.HOSTILE = monkey_out

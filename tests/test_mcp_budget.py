@@ -7,7 +7,6 @@ result forms), and each cut result says how to continue."""
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
@@ -15,15 +14,14 @@ import kbase
 from kbase.mcp.backend import Backend
 from kbase.mcp.budget import json_tokens, tokens
 from kbase.mcp.server import build_server
-from tests.conftest import REPO, write
+from tests.conftest import write
 
 NOTES = 6_500
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
-    sys.path.insert(0, str(REPO / "bench"))
-    from gen_vault import generate
+    from bench.gen_vault import generate
 
     root = tmp_path_factory.mktemp("budget")
     vault = root / "vault"

@@ -6,7 +6,6 @@ you mean"."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 import kbase
 from kbase.errors import InputError
 from kbase.search import spell
-from tests.conftest import REPO, kbase_cli, shared, write
+from tests.conftest import kbase_cli, shared, write
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +235,6 @@ def test_mcp_read_and_search_say_so(kb):
 
 # --- the typo set ---------------------------------------------------------------------------------
 def test_the_typo_set_is_there_and_well_formed():
-    sys.path.insert(0, str(REPO))
     from bench.typos import load_typos
 
     rows = load_typos()
@@ -253,7 +251,6 @@ def test_names_of_the_documentation_vault_with_one_typo_come_first(tmp_path):
     letter dropped or two neighbours swapped) bring the note first (keyword mode; bench/typos.py
     measures hybrid too)."""
     vault = shared("vaults", "obsidian-tasks-docs")
-    sys.path.insert(0, str(REPO))
     from bench.typos import load_typos
 
     k = kbase.open(tmp_path / "t.db")
