@@ -321,6 +321,12 @@ def test_hybrid_search_over_datasettes_json_api(served):
         served, "SELECT value ->> 'error' AS error FROM json_each(kbase_search('x', 'fast'))"
     )
     assert bad and "mode" in bad[0]["error"]
+    bad = httpx.get(  # the canned form: one row with the error and its hint, as SCHEMA.md says
+        f"{served}/kb/kbase_search.json",
+        params={"q": "x", "mode": "fast", "_shape": "array"},
+        timeout=60,
+    ).json()
+    assert len(bad) == 1 and "mode" in bad[0]["error"] and "keyword" in bad[0]["hint"]
 
 
 @pytest.mark.slow

@@ -141,7 +141,7 @@ def startup(datasette: Any):
 SEARCH_SQL = """SELECT value ->> 'rank' AS rank, value ->> 'path' AS path,
        value ->> 'line' AS line, value ->> 'title' AS title,
        round(value ->> 'score', 4) AS score, value ->> 'heading_path' AS heading_path,
-       value ->> 'snippet' AS snippet, value ->> 'error' AS error
+       value ->> 'snippet' AS snippet, value ->> 'error' AS error, value ->> 'hint' AS hint
 FROM json_each(kbase_search(:q, nullif(:mode, ''), coalesce(nullif(:lim, ''), 10)))"""
 
 
