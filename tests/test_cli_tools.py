@@ -5,6 +5,7 @@ what they mean."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -95,6 +96,34 @@ def test_bash_completion_end_to_end(db):
         [sys.executable, "-m", "kbase"], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and out.stdout.split("\n")[:2] == ["plain,Backups.md", ""]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_inserts_a_name_with_spaces_as_one_argument(tmp_path, db):
+    """README's bash line, then a Tab after `kbase show sq`, in a real bash: each completion is
+    one word when the shell reads the command line ('SQLite WAL mode.md' was three)."""
+    program = tmp_path / "bin" / "kbase"
+    program.parent.mkdir()
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} -m kbase "$@"\n')
+    program.chmod(0o755)
+    script = (
+        'eval "$(_KBASE_COMPLETE=bash_source kbase)"\n'
+        "COMP_WORDS=(kbase show sq); COMP_CWORD=2; _kbase_completion kbase\n"
+        'for word in "${COMPREPLY[@]}"; do eval "set -- $word"; echo "$#:$1"; done\n'
+    )
+    env = dict(
+        os.environ,
+        PATH=f"{program.parent}{os.pathsep}{os.environ['PATH']}",
+        PYTHONPATH=str(REPO),
+        KBASE_DB=str(db),
+    )
+    out = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.splitlines() == ["1:SQLite WAL mode.md", "1:projects/Sqlite tuning.md"], (
+        out.stderr
+    )
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

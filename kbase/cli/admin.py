@@ -294,7 +294,7 @@ def config(ctx, path, fmt):
     db = index_path(db) if db is not None else user.index or default_db_path()
     user_file = user_config_path()
     rows = [
-        ("config file", str(user_file), "found" if user.path else "none (kbase's defaults)"),
+        ("config file", str(user_file), "found" if user.path else "none: kbase's defaults"),
         (
             "vault file",
             str(folder / ".kbase.toml"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -201,6 +202,28 @@ def complete_note(ctx: click.Context, param: click.Parameter, incomplete: str) -
     except Exception:  # a broken index, a locked file: no completion, not a traceback
         return []
     return [CompletionItem(p) for p in paths]
+
+
+def _register_bash_quoting() -> None:
+    r"""Bash inserts a completion as it is given (click's script asks for no quoting), so a note
+    named 'SQLite WAL mode.md' became three arguments. Here bash's completions are escaped as
+    the shell reads them (``SQLite\ WAL\ mode.md``), each backslash doubled for the ``read`` in
+    click's script, which removes one. zsh and fish quote what they insert themselves."""
+    import re
+
+    from click.shell_completion import BashComplete, add_completion_class
+
+    class Bash(BashComplete):
+        def format_completion(self, item) -> str:
+            word = re.sub(r"([^\w@%+=:,./-])", r"\\\1", item.value)  # as bash reads a word
+            # click's script reads the line with read, not read -r: one level of \\ goes
+            return item.type + "," + word.replace("\\", "\\\\")
+
+    add_completion_class(Bash, "bash")
+
+
+if "_KBASE_COMPLETE" in os.environ:  # only while a shell asks for completions
+    _register_bash_quoting()
 
 
 def note_argument(name: str = "note", **options):
