@@ -67,6 +67,8 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))  # no user's config.toml
+    monkeypatch.delenv("KBASE_CONFIG", raising=False)
     monkeypatch.delenv("KBASE_DB", raising=False)
     # The graph derived from the model file is built once for the whole run, not once per test.
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
