@@ -2,6 +2,7 @@
 
     python -m bench.eval                   # every collection, modes keyword / semantic / hybrid
     python -m bench.eval --quick           # the first QUICK queries of each collection (minutes)
+    python -m bench.eval --jobs 2          # two indexes at once (one per core)
     python -m bench.eval --only xquad-zh --only scifact    # some collections (prefix match)
     python -m bench.eval --model multilingual-e5-small     # the indexes of another model
     python -m bench.eval --list            # the collections found, and their sizes
@@ -28,7 +29,7 @@ bootstrap 95% interval (BOOTSTRAP resamples of the queries); beside them, the sa
 naive document-level RRF (k=60) of kbase's own keyword and semantic lists (kbase.search.fusion.rrf
 over keyword_ranked / semantic_ranked, FUSION_DEPTH deep), and for a plain BM25 of the same notes
 (k1 0.9, b 0.4, Lucene's idf; bm25s): character bigrams for a collection in a script without
-spaces (each run of kbase.search.cjk.RUN as its overlapping pairs, other words whole), plain
+spaces (each run of kbase.search.cjk_table.RUN as its overlapping pairs, other words whole), plain
 casefolded words for the others. "snippet": for sets with answer lines, of the questions whose
 best answer is in the top 10, how many show the answer in its snippet (bench/questions.py's
 ``shows_answer``). "limit": the queries whose first three hits differ between ``limit`` 3, 10
@@ -107,9 +108,9 @@ class Collection:
 
 def _spaceless(texts: Iterator[str]) -> bool:
     """Most of the texts hold a run of a script without spaces."""
-    from kbase.search import cjk
+    from kbase.store import cjk_table
 
-    seen = [cjk.has_runs(t) for t in texts]
+    seen = [cjk_table.has_runs(t) for t in texts]
     return bool(seen) and sum(seen) > len(seen) / 2
 
 
@@ -293,8 +294,8 @@ def sample(queries: list[Query], n: int) -> list[Query]:
 
 
 # --- indexes ------------------------------------------------------------------------------------
-# What the pair index writes (kbase.search.cjk.index_text) for this text: a change to it makes new
-# indexes of the collections in scripts without spaces, and only of those.
+# What the pair index writes (kbase.store.cjk_table.index_text) for this text: a change to it
+# makes new indexes of the collections in scripts without spaces, and only of those.
 _PAIR_SAMPLE = "所有权的规则 エラーを処理する 소유권의 การติดตั้งปลั๊กอิน mixed English 42"
 
 
@@ -307,9 +308,9 @@ def index_key(coll: Collection, model: str | None) -> str:
     ``fingerprint`` records both versions in the results."""
     parts = [f"model {model or ''}"]
     if coll.spaceless:
-        from kbase.search import cjk
+        from kbase.store import cjk_table
 
-        parts.append(cjk.index_text(_PAIR_SAMPLE))
+        parts.append(cjk_table.index_text(_PAIR_SAMPLE))
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:10]
 
 
@@ -462,16 +463,16 @@ _WORDS = re.compile(r"(?:\w|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff])+")
 def baseline_tokens(text: str, bigrams: bool) -> list[str]:
     """Casefolded words; with ``bigrams``, each run of a script without spaces (in a word) as
     its overlapping character pairs (a single character as itself)."""
-    from kbase.search import cjk
+    from kbase.store import cjk_table
 
     out: list[str] = []
     for word in _WORDS.findall(text.casefold()):
-        if not bigrams or not cjk.has_runs(word):
+        if not bigrams or not cjk_table.has_runs(word):
             out.append(word)
             continue
-        for piece in re.split(f"({cjk.RUN.pattern})", word):
-            if cjk.RUN.fullmatch(piece):
-                out.extend(cjk.pairs(piece))
+        for piece in re.split(f"({cjk_table.RUN.pattern})", word):
+            if cjk_table.RUN.fullmatch(piece):
+                out.extend(cjk_table.pairs(piece))
             elif piece:
                 out.append(piece)
     return out
@@ -665,6 +666,29 @@ def words_table(words: dict) -> str:
     return "\n".join(lines)
 
 
+def _run_group(names: list[str], job: tuple) -> list[dict]:
+    """Run the collections ``names`` (one index), each result kept in the results folder."""
+    quick, model, rebuild, limits, done_dir, resume = job
+    out = []
+    for coll in [c for c in collections() if c.name in names]:
+        queries = sample(coll.queries, QUICK) if quick else coll.queries
+        kept = Path(done_dir) / (coll.name.replace("/", "--") + ".json")
+        if resume and kept.exists():
+            out.append(json.loads(kept.read_text()))
+            print(f"{coll.name}: kept from an earlier run ({kept})", file=sys.stderr)
+            continue
+        print(f"{coll.name}: {len(queries)} queries", file=sys.stderr)
+        r = run_collection(coll, queries, model, rebuild, limits)
+        kept.write_text(json.dumps(r, ensure_ascii=False))
+        out.append(r)
+        print(
+            f"  {coll.name}: {r['seconds']} s (cpu {r['cpu_seconds']} s): "
+            + ", ".join(f"{m} {s['main']:.3f}" for m, s in r["modes"].items()),
+            file=sys.stderr,
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -680,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rebuild", action="store_true", help="build the indexes afresh")
     ap.add_argument("--no-limits", action="store_true", help="skip the limit-stability check")
     ap.add_argument("--list", action="store_true", help="list the collections and stop")
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="indexes searched at once (2 on 2 cores; default 1)"
+    )
     ap.add_argument(
         "--resume", action="store_true", help="keep the collections --out already holds"
     )
@@ -709,24 +736,22 @@ def main(argv: list[str] | None = None) -> int:
     # --resume from the next collection.
     done_dir = out / "collections"
     done_dir.mkdir(parents=True, exist_ok=True)
-    results = []
+    # One job per index (collections on the same notes share it, and one index takes one
+    # writer): --jobs N runs N indexes at once.
+    groups: dict[str, list[str]] = {}
     for coll in found:
-        queries = sample(coll.queries, QUICK) if args.quick else coll.queries
-        kept = done_dir / (coll.name.replace("/", "--") + ".json")
-        if args.resume and kept.exists():
-            results.append(json.loads(kept.read_text()))
-            print(f"{coll.name}: kept from an earlier run ({kept})", file=sys.stderr)
-            continue
-        print(f"{coll.name}: {len(queries)} queries", file=sys.stderr)
-        results.append(run_collection(coll, queries, args.model, args.rebuild, not args.no_limits))
-        kept.write_text(json.dumps(results[-1], ensure_ascii=False))
-        r = results[-1]
-        print(
-            f"  {r['seconds']} s (cpu {r['cpu_seconds']} s): "
-            + ", ".join(f"{m} {s['main']:.3f}" for m, s in r["modes"].items()),
-            file=sys.stderr,
-        )
-    words = {} if args.only or args.quick else typo_words(args.model, args.rebuild)
+        groups.setdefault(coll.material, []).append(coll.name)
+    job = (args.quick, args.model, args.rebuild, not args.no_limits, str(done_dir), args.resume)
+    if args.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs) as pool:
+            done = list(pool.map(_run_group, groups.values(), [job] * len(groups)))
+    else:
+        done = [_run_group(names, job) for names in groups.values()]
+    by_name = {r["collection"]: r for group in done for r in group}
+    results = [by_name[c.name] for c in found]
+    words = {} if args.only or args.quick else typo_words(args.model, False)  # built above
     report = {
         "revision": revision,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
