@@ -3,7 +3,7 @@
     python -m bench.hostile [--rev REV] [--rounds 2] [--only NAME ...]
 
 Generates the hostile set into bench/out/hostile/ (deterministic), then indexes each file alone
-(``kbase index FILE --no-embed -q --max-size 64M`` into a fresh index) as a process, and reports
+(``kbase index FILE --no-embed -q --max-size 128M`` into a fresh index) as a process, and reports
 for each file its size, the peak resident memory of the run (the largest of kbase and its worker
 processes, from wait4), the peak as a multiple of the file's size, wall and CPU seconds, and
 what the run said on stderr (skips, warnings, "working on" lines). With ``--rev``, the same runs
@@ -13,7 +13,10 @@ even ones; medians over the rounds. Results go to bench/out/hostile.json.
 The set: what issue 27 reported (a 2 MB table of 20,000 columns and 50 rows, a 50 MB note,
 2,000 nested callouts, 300,000 lines of front matter) and a few of the same kinds (a table of a
 million cells in 200,000 rows, 100,000 headings, a 5 MB paragraph without a full stop, 5,000
-list items nested 1,000 deep, a 9 MB note of CJK text).
+list items nested 1,000 deep, a 9 MB note of CJK text), and issue 33's (a 6 MB PDF whose page
+tree names one page 1,000,000 times, a few KB of nested page tree naming 216,225 pages, canvases
+of 100,000 file cards and 1,000,000 text cards, a note of 1,000,000 wikilinks, a 3.8 MB note);
+for the PDF and the 3.8 MB note, ``kbase check`` on the index made is timed too.
 """
 
 from __future__ import annotations
@@ -60,6 +63,36 @@ def _prose(total: int, rng: random.Random) -> str:
     return "".join(out)
 
 
+def _canvas(cards: int, kind: str) -> str:
+    """A canvas of ``cards`` file cards (each naming a note) or text cards (a few words each)."""
+    if kind == "file":
+        node = (
+            '{"id":"c%d","type":"file","file":"notes/n%d.md","x":%d,"y":0,"width":400,"height":400}'
+        )
+    else:
+        node = '{"id":"c%d","type":"text","text":"card %d","x":%d,"y":0}'
+    return '{"nodes":[' + ",".join(node % (i, i, i) for i in range(cards)) + '],"edges":[]}'
+
+
+def _wikilinks(n: int) -> str:
+    """A note of ``n`` wikilinks, three to a line."""
+    lines = (" ".join(f"[[t{i + j}]]" for j in range(3)) for i in range(0, n, 3))
+    return "# Links\n\n" + "\n".join(lines) + "\n"
+
+
+def _pdf(kind: str) -> bytes:
+    sys.path.insert(0, str(REPO))
+    from tests.pdfgen import nested_repeat_pdf, repeated_page_pdf
+
+    if kind == "repeated":  # one 3-word page named 1,000,000 times: 6 MB
+        return repeated_page_pdf(1_000_000, "three word page")
+    return nested_repeat_pdf(465, 2, "three word page")  # 216,225 pages in a few KB
+
+
+# Issue 33's files: indexed, then `kbase check` on the index they made (check_wall_s, check_cpu_s).
+CHECKED = ("pdf-one-page-named-1000000-times.pdf", "note-3.8mb-many-chunks.md")
+
+
 def generate() -> dict[str, Path]:
     """The hostile files (written once; kept between runs)."""
     HOSTILE.mkdir(parents=True, exist_ok=True)
@@ -89,12 +122,23 @@ def generate() -> dict[str, Path]:
             "所有权是 Rust 最为与众不同的特性，它让 Rust 无需垃圾回收即可保障内存安全。\n\n"
             for _ in range(90_000)
         ),
+        # issue 33
+        "pdf-one-page-named-1000000-times.pdf": lambda: _pdf("repeated"),
+        "pdf-nested-tree-216225-pages.pdf": lambda: _pdf("nested"),
+        "canvas-100000-file-cards.canvas": lambda: _canvas(100_000, "file"),
+        "canvas-1000000-text-cards.canvas": lambda: _canvas(1_000_000, "text"),
+        "wikilinks-1000000.md": lambda: _wikilinks(1_000_000),
+        "note-3.8mb-many-chunks.md": lambda: _prose(3_800_000, rng),
     }
     paths = {}
     for name, make in makers.items():
         p = HOSTILE / name
         if not p.exists():
-            p.write_text(make(), encoding="utf-8")
+            content = make()
+            if isinstance(content, bytes):
+                p.write_bytes(content)
+            else:
+                p.write_text(content, encoding="utf-8")
         paths[name] = p
     return paths
 
@@ -112,7 +156,7 @@ def run_one(code: Path, file: Path, work: Path, timeout: float = 900) -> dict:
     for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         f.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(code), "KBASE_DB": str(db)}
-    cmd = [sys.executable, "-m", "kbase", "index", str(file), "--no-embed", "--max-size", "64M"]
+    cmd = [sys.executable, "-m", "kbase", "index", str(file), "--no-embed", "--max-size", "128M"]
     err, peak = work / "stderr.txt", work / "peak.txt"
     peak.write_text("")
     # Through a small Python process that waits for kbase and reports its children's peak: a
@@ -133,14 +177,29 @@ def run_one(code: Path, file: Path, work: Path, timeout: float = 900) -> dict:
             time.sleep(0.02)
     wall = time.perf_counter() - t0
     said = [ln for ln in err.read_text(errors="replace").splitlines() if ln.strip()]
-    return {
+    out = {
         "rc": os.waitstatus_to_exitcode(status),
         # the largest of kbase and its workers (kilobytes on Linux)
         "peak_mb": int(peak.read_text() or usage.ru_maxrss) / 1024,
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "stderr": said[-4:],
+        "lines": len(said),
     }
+    if file.name in CHECKED:
+        t0 = time.perf_counter()
+        with open(os.devnull, "w") as null:
+            p = subprocess.Popen(
+                [sys.executable, "-m", "kbase", "check"],
+                stdout=null,
+                stderr=null,
+                env=env,
+                cwd=str(code),
+            )
+            _pid, status, usage = os.wait4(p.pid, 0)
+        out["check_wall_s"] = time.perf_counter() - t0
+        out["check_cpu_s"] = usage.ru_utime + usage.ru_stime
+    return out
 
 
 def main() -> None:
@@ -166,10 +225,15 @@ def main() -> None:
                     m = run_one(sides[side], path, work)
                     results[name][side].append(m)
                     size = path.stat().st_size / 2**20
+                    check = (
+                        f"  check wall {m['check_wall_s']:.1f} s cpu {m['check_cpu_s']:.1f} s"
+                        if "check_wall_s" in m
+                        else ""
+                    )
                     print(
                         f"round {r + 1} {side} {name:30s} {size:6.1f} MB  peak {m['peak_mb']:7.0f}"
                         f" MB ({m['peak_mb'] / size:5.1f}x)  wall {m['wall_s']:6.1f} s"
-                        f"  cpu {m['cpu_s']:6.1f} s  rc {m['rc']}",
+                        f"  cpu {m['cpu_s']:6.1f} s  rc {m['rc']}  lines {m['lines']}{check}",
                         flush=True,
                     )
     finally:

@@ -28,7 +28,7 @@ class CanvasError(ValueError):
     """Not a canvas kbase can read; ``str(e)`` is the reason."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a canvas may have a million
 class Card:
     """A node (card) or a labelled edge of a canvas: ``text[start:end]`` is what it shows."""
 
@@ -49,7 +49,7 @@ class Card:
     to_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """An edge between two cards (``label`` is a Card of kind 'edge' when it has one)."""
 
@@ -130,7 +130,11 @@ def parse_canvas(source: str) -> Canvas:
         cards.append(Card(len(cards), start=pos, end=pos + len(text), **fields))
         pos += len(text)
 
-    for node in nodes:
+    # Each node's JSON is let go once its card is made: the JSON of a million cards and their
+    # cards are not held at once.
+    nodes.reverse()
+    while nodes:
+        node = nodes.pop()
         if not isinstance(node, dict):
             bad += 1
             continue
