@@ -313,10 +313,11 @@ def _line_finder(text: str) -> Callable[[int], int]:
     Counting from the text's start for each of a million links did not end in ten minutes."""
     last = [0, 1]  # the offset asked before, and its line
     table: list[list[int]] = []
+    lf_only = "\r" not in text  # once: each link's own look was itself a scan of the text
 
     def line(offset: int) -> int:
         pos, n = last
-        if offset >= pos and not table and "\r" not in text:
+        if offset >= pos and not table and lf_only:
             n += text.count("\n", pos, offset)
             last[:] = [offset, n]
             return n

@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a note may have a million
 class LinkRef:
     """One link in a document: ``text[start:end]`` is exactly its source."""
 
