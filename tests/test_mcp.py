@@ -111,12 +111,10 @@ async def test_every_tool_over_stdio(index):
         assert [h["path"] for h in hits] == ["Garden.md"] and r.structured_content[
             "mode"
         ] == "keyword"
-        assert (
-            hits[0]["line"] == 8
-            and hits[0]["heading_path"] == "Garden"
-            and "Tomatoes" in hits[0]["snippet"]
-        )
-        assert hits[0]["tags"] == ["garden"] and hits[0]["stale"] is False
+        # the first hits come with their passage (the lines that matched, and their range)
+        first, last = hits[0]["lines"]
+        assert hits[0]["line"] == 8 and first <= 8 <= last and "Tomatoes" in hits[0]["passage"]
+        assert hits[0]["tags"] == ["garden"] and "stale" not in hits[0]  # (False: left out)
         assert "1. Garden — Garden.md:8" in text(r)
         r = await c.call_tool("search", {"query": "tomatoes", "tags": ["garden"]})
         assert [h["path"] for h in r.structured_content["hits"]] == ["Garden.md"]
@@ -130,7 +128,7 @@ async def test_every_tool_over_stdio(index):
             12,
         )
         assert s["text"].startswith("Tomatoes need sun") and s["aliases"] == ["Veg patch"]
-        assert s["date"] == "2024-04-01" and s["tags"] == ["garden"] and not s["truncated"]
+        assert s["date"] == "2024-04-01" and s["tags"] == ["garden"] and not s.get("truncated")
         assert "\n8 | Tomatoes need sun and water." in text(r)
         r = await c.call_tool("read", {"note": "long.md"})
         assert r.structured_content["truncated"] and r.structured_content["last_line"] == 400
@@ -169,8 +167,7 @@ async def test_every_tool_over_stdio(index):
             "columns": ["path"],
             "rows": [["Beds.md"], ["Compost.md"]],
             "truncated": True,
-            "offset": 0,
-            "next_offset": 2,
+            "next_offset": 2,  # (offset 0, the default, is left out)
             "left_out": "More rows follow: call sql again with offset=2 (or raise max_rows).",
         }
         assert text(r).endswith(

@@ -480,7 +480,7 @@ def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
             notes = r.structured_content["notes"]
             pdfs = [n for n in notes if n["path"] == "papers/zebrafish.pdf"]
             assert pdfs and isinstance(pdfs[0]["page"], int), notes
-            assert all(n["page"] is None for n in notes if n["path"].endswith(".md"))
+            assert all(n.get("page") is None for n in notes if n["path"].endswith(".md"))
 
     asyncio.run(go())
 

@@ -86,7 +86,14 @@ def search_hit(h: s.SearchHit) -> str:
     ]
     if h.heading_path:
         lines.append(f"   {h.heading_path}")
-    lines.append(f"   {h.snippet}")
+    if h.passage is not None and h.lines:
+        width = len(str(h.lines[1]))
+        lines += [
+            "   " + numbered_line(n, line, width)
+            for n, line in enumerate(h.passage.split("\n"), h.lines[0])
+        ]
+    else:
+        lines.append(f"   {h.snippet}")
     if h.tags:
         lines.append("   tags: " + ", ".join(h.tags))
     return "\n".join(lines)
@@ -123,7 +130,7 @@ def numbered_line(n: int, line: str, width: int) -> str:
 
 # --- links -------------------------------------------------------------------------------------
 def outgoing_link(lk: s.LinkItem) -> str:
-    target = lk.path or f"{lk.target} (unresolved)"
+    target = lk.path or f"{lk.target} (unresolved)"  # (target: set when unresolved)
     anchor = f"#{lk.anchor}" if lk.anchor else ""
     return f"  line {lk.line} -> {target}{anchor}: {lk.context}"
 

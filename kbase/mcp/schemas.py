@@ -3,9 +3,12 @@ output schema), and the descriptions an agent reads in tools/list."""
 
 from __future__ import annotations
 
+import types
+import typing
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 from kbase.mcp.budget import MAX_BUDGET, MIN_BUDGET
 
@@ -23,8 +26,7 @@ Budget = Annotated[
     Field(
         ge=MIN_BUDGET,
         le=MAX_BUDGET,
-        description="Tokens of text this result may take (about 4 characters of English each). "
-        "A result cut to fit says what was left out and the call that gets the rest.",
+        description="Most tokens of the result.",
     ),
 ]
 
@@ -36,146 +38,134 @@ NoteArg = Annotated[
     Field(
         min_length=1,
         max_length=NAME_CHARS,
-        description="The note: its path inside its root as search returns it ('folder/Note.md'), "
-        "with or without '.md', any unique end of the path ('Note'), its title or an alias, "
-        "as a [[wikilink]] names it.",
+        description="A path as search gives it, a unique end of one, a title or an alias.",
     ),
 ]
 Offset = Annotated[
     int,
-    Field(
-        ge=0,
-        le=OFFSET_MAX,
-        description="Skip this many items: to continue a cut result, pass the next_offset it gave.",
-    ),
+    Field(ge=0, le=OFFSET_MAX, description="A cut result's next_offset."),
 ]
 
 
 # --- results -----------------------------------------------------------------------------------
+# The structured form of each result: what its text shows, no more (a field at its default is
+# left out, and what only the text needs, a rank, a score, a heading path, is excluded), so that
+# it is never larger than the text (a client that forwards both pays less than twice).
 class Page(BaseModel):
     """Fields every list result shares."""
 
-    offset: int = Field(description="how many items were skipped (the offset argument)")
-    next_offset: int | None = Field(
-        description="more items follow: call again with offset=next_offset (None: this is all)"
-    )
-    left_out: str | None = Field(description="what was left out and how to get it, if anything")
+    offset: int = 0  # items skipped (the offset argument)
+    next_offset: int | None = None  # more follow: call again with offset=next_offset
+    left_out: str | None = None  # what was left out and how to get it
 
 
 class SearchHit(BaseModel):
-    rank: int
-    title: str
-    path: str = Field(description="path inside its root; pass it to read, links or related")
-    line: int = Field(description="1-based line of the best match")
-    page: int | None = Field(
-        default=None, description="the PDF page of the match, if any (read it with page)"
-    )
-    card: str | None = Field(default=None, description="the canvas card (id) of the match, if any")
-    heading_path: str = Field(description="enclosing headings, e.g. 'Guide > Install'")
-    snippet: str
-    score: float = Field(
-        description="higher is better; bm25 (keyword), cosine (semantic) or a fusion sum (hybrid)"
-    )
-    stale: bool = Field(description="the file changed on disk since it was indexed")
-    tags: list[str]
-    matched_chunks: int
+    rank: int = Field(exclude=True)  # (the text's; in the structured form, offset + position)
+    title: str = ""  # left out when it is the file's name
+    path: str
+    line: int  # of the best match
+    page: int | None = None  # a PDF's
+    card: str | None = None  # a canvas's
+    heading_path: str = Field("", exclude=True)  # (the text's)
+    snippet: str = ""  # when there is no passage
+    passage: str | None = None  # the lines that matched: lines[0] to lines[1] of the note
+    lines: list[int] | None = None
+    score: float = Field(exclude=True)  # (the text's; the order says the rest)
+    stale: bool = False  # the file changed on disk since it was indexed
+    tags: list[str] = []
+
+    @model_serializer(mode="wrap")
+    def _short(self, handler: Any) -> dict:
+        """A title that is the file's own name (an Obsidian note's) left out."""
+        out = handler(self)
+        if isinstance(out, dict) and PurePosixPath(self.path).stem == self.title:
+            del out["title"]
+        return out
 
 
 class SearchResult(Page):
-    query: str
-    mode: str
+    query: str = Field(exclude=True)  # the request's
+    mode: str  # the mode searched (left out when the request gave it)
+    mode_given: bool = Field(False, exclude=True)
     hits: list[SearchHit]
-    notice: str | None = Field(
-        default=None, description="what of the query was left out (repeated terms, a cut)"
-    )
-    corrected_query: str | None = Field(
-        None,
-        description="the query as searched when a word no note holds was corrected to the "
-        "nearest word of the index ('publsh' -> 'publish'), else None",
-    )
+    notice: str | None = None  # what of the query was left out (repeated terms, a cut)
+    corrected_query: str | None = None  # the query as searched, when a word was corrected
+
+    @model_serializer(mode="wrap")
+    def _short(self, handler: Any) -> dict:
+        out = handler(self)
+        if isinstance(out, dict) and self.mode_given:
+            out.pop("mode", None)
+        return out
 
 
 class ReadResult(BaseModel):
     path: str
     abspath: str
     title: str
-    kind: str
-    tags: list[str]
-    aliases: list[str]
-    date: str | None = Field(description="the front matter date, if any")
-    modified: str = Field(description="the file's modification time when indexed (UTC)")
-    indexed_at: str
-    stale: bool = Field(description="the file changed on disk since it was indexed")
+    kind: str = Field(exclude=True)  # (pages says a PDF)
+    tags: list[str] = []
+    aliases: list[str] = []
+    date: str | None = None  # the front matter date
+    modified: str  # the file's modification time when indexed (UTC)
+    indexed_at: str = Field(exclude=True)
+    stale: bool = False  # the file changed on disk since it was indexed
     total_lines: int
     first_line: int
-    last_line: int = Field(description="the last line shown (whole or, see next_start_char, cut)")
-    truncated: bool = Field(description="more lines follow: read again with next_start_line")
-    next_start_line: int | None = Field(description="where to continue (start_line)")
-    next_start_char: int | None = Field(
-        description="the last line was cut: continue with start_line=next_start_line and "
-        "start_char=next_start_char"
-    )
-    left_out: str | None = Field(description="what was left out and how to get it, if anything")
-    page: int | None = Field(default=None, description="the PDF page read (page=N), if any")
-    pages: int | None = Field(default=None, description="a PDF's page count")
-    text: str = Field(description="the lines shown, joined with newlines")
-    corrected_from: str | None = Field(
-        None,
-        description="the note name given, when it named no note and this note's name is a "
-        "typo away from it (did you mean), else None",
-    )
+    last_line: int  # the last line shown (whole or, see next_start_char, cut)
+    truncated: bool = False  # more lines follow: read again with next_start_line
+    next_start_line: int | None = None
+    next_start_char: int | None = None  # the last line was cut: continue with it too
+    left_out: str | None = None
+    page: int | None = None  # the PDF page read (page=N)
+    pages: int | None = None  # a PDF's page count
+    text: str  # the lines shown, joined with newlines
+    corrected_from: str | None = None  # the name given, when this note is a typo away from it
 
 
 class LinkItem(BaseModel):
-    line: int = Field(description="line of the link in the note that holds it")
-    context: str = Field(description="that line (cut around the link when long)")
-    target: str = Field(description="the link target as written")
-    anchor: str | None
-    path: str | None = Field(description="the other note's path (None: unresolved)")
-    title: str | None
-    resolved: bool
+    line: int  # of the link in the note that holds it
+    context: str  # that line (cut around the link when long)
+    target: str | None = None  # the link as written, when it resolves to no note
+    anchor: str | None = None
+    path: str | None = None  # the other note's path
+    title: str | None = None  # the linking note's (backlinks)
 
 
 class LinksResult(Page):
     path: str
     title: str
-    outgoing_total: int = Field(description="outgoing links in all (listed or not)")
-    backlinks_total: int = Field(description="backlinks in all (listed or not)")
+    outgoing_total: int  # outgoing links in all (listed or not)
+    backlinks_total: int
     outgoing: list[LinkItem]
     backlinks: list[LinkItem]
 
 
 class RelatedNote(BaseModel):
-    rank: int
+    rank: int = Field(exclude=True)
     title: str
     path: str
-    line: int = Field(description="line of the passage that matched best")
-    page: int | None = Field(default=None, description="the PDF page of that passage, if any")
-    heading_path: str
+    line: int  # of the passage that matched best
+    page: int | None = None
+    heading_path: str = Field("", exclude=True)
     snippet: str
-    score: float = Field(description="cosine similarity (semantic) or bm25 (keyword)")
-    linked: bool = Field(description="the note links to it (listed only with include_linked)")
-    links_here: bool = Field(description="it links to the note")
+    score: float = Field(exclude=True)
+    linked: bool = False  # the note links to it (listed only with include_linked)
+    links_here: bool = False  # it links to the note
 
 
 class RelatedResult(Page):
     path: str
     title: str
-    method: Literal["semantic", "keyword"] = Field(
-        description="semantic: from chunk vectors; keyword: the note has no embeddings, so its "
-        "most distinctive terms were searched instead"
-    )
-    terms: list[str] = Field(description="the terms searched (keyword method)")
+    method: Literal["semantic", "keyword"]  # keyword: no embeddings, its terms searched
+    terms: list[str] = []  # the terms searched (keyword method)
     notes: list[RelatedNote]
 
 
 class SqlResult(Page):
     columns: list[str]
-    rows: list[list[Any]] = Field(
-        description="values as the text shows them: a long text cut (…), a blob as "
-        "'<blob N bytes>' (select hex(x) or length(x) to see it)"
-    )
-    truncated: bool = Field(description="more rows exist than were shown")
+    rows: list[list[Any]]  # as the text shows them: a long text cut (…), a blob by its size
+    truncated: bool = False  # more rows exist than were shown
 
 
 # --- descriptions ------------------------------------------------------------------------------
@@ -189,59 +179,118 @@ a cut result ends with a line saying what was left out and the call that continu
 prompt `answer-from-notes` shows the way to answer a question from the notes with citations."""
 
 SEARCH = """\
-Search the notes; one hit per note, best first, each with its title, path, the line of the best
-passage, its heading path and a snippet. Use it first to find notes about something; then read a
-hit (path and line) for the full text. Prefer mode semantic or hybrid for questions in plain
-language, keyword for exact names, identifiers and phrases.
-Example: {"query": "how do recurring tasks work", "limit": 5, "path": "Getting Started/"}"""
+Search the notes: one hit per note, best first, with path and line; the first hits with their
+passage (numbered lines to quote and cite), the others a snippet. Mode keyword for exact words.
+Example: {"query": "how do recurring tasks work", "limit": 5}"""
 
 READ = """\
-Read a note from the index: its text with line numbers, and its title, tags, aliases, dates and
-whether the file changed since it was indexed. Give start_line/end_line to read a part (e.g.
-around a search hit's line), or page for a PDF's page (a hit's page); without them up to 400
-lines come back. A long result is cut to the
-budget and says where to continue (next_start_line). A name that matches several notes is an
-error listing them.
+A note's text with line numbers, and its title, tags and dates. start_line/end_line read a part
+(around a hit's line), page a PDF's page; else up to 400 lines.
 Example: {"note": "Getting Started/Dates.md", "start_line": 40, "end_line": 80}"""
 
 LINKS = """\
-A note's outgoing links (with their targets, resolved the way Obsidian resolves them) and its
-backlinks (the notes linking to it), each with its line and the text of that line; up to `limit`
-of each, from `offset`. Use it to follow the author's own connections from a note.
-Example: {"note": "Settings", "direction": "backlinks", "limit": 20}"""
+A note's outgoing links and its backlinks (notes linking to it), each with its line and text.
+Example: {"note": "Settings"}"""
 
 RELATED = """\
-Notes closest in meaning to a note (from its passages' embeddings), leaving out those it already
-links to: notes worth reading next or linking. Without embeddings, the note's most distinctive
-words are searched instead (method 'keyword').
-Example: {"note": "Recurring Tasks", "limit": 5}"""
+Notes closest in meaning to a note (by embeddings; else by its distinctive words), leaving out
+those it links to already.
+Example: {"note": "Recurring Tasks"}"""
 
 SQL = """\
-Run one read-only SQL statement (SQLite) on the index, for what the other tools do not answer:
-counts, lists by tag or date, link statistics. Writes are refused; a slow query is stopped at
-`timeout`. Long values are cut as the text shows them (read a note's text with read); blobs show
-their size. kbase_search(query, mode, limit) is a table-valued function. The tables and views
-are described in docs/SCHEMA.md; the main ones: documents, chunks, links, tags, aliases,
-headings, roots; views notes, note_tags, document_stats, backlinks, resolved_links,
-unresolved_links, chunk_texts.
+One read-only SQLite statement (counts, lists by tag or date, link statistics).
+kbase_search(query, mode, limit) is a table-valued function. The tables and views are in
+docs/SCHEMA.md.
 Example: {"query": "SELECT tag, count(*) AS n FROM note_tags GROUP BY tag ORDER BY n DESC"}"""
 
 
 def sql_description(tables: dict[str, list[str]], views: dict[str, list[str]]) -> str:
-    """The sql tool's description with the tables and views (and their columns) of the index it
-    serves."""
+    """The sql tool's description with the views (and their columns) and the tables of the
+    index it serves."""
     head = SQL.split("The tables and views")[0]
-
-    def listing(found: dict[str, list[str]]) -> str:
-        return "; ".join(f"{name}({', '.join(cols)})" for name, cols in found.items())
-
+    listing = "; ".join(
+        f"{name}({', '.join(cols)})" for name, cols in views.items() if name in MAIN_VIEWS
+    )
+    others = [name for name in views if name not in MAIN_VIEWS] + list(tables)
     return (
-        f"{head}Tables: {listing(tables)}.\nViews: {listing(views)}.\n"
-        "docs/SCHEMA.md describes every column.\n" + SQL.rsplit("\n", 1)[1]
+        f"{head}Views: {listing}. Also: {', '.join(others)} (docs/SCHEMA.md).\n"
+        + SQL.rsplit("\n", 1)[1]
     )
 
 
+MAIN_VIEWS = ("notes", "note_tags", "document_stats")
+
+
 STATUS = """\
-What the index holds: its roots, counts of notes, chunks and links, how many chunks have
-embeddings (semantic search covers only those), and when it was last indexed.
+What the index holds: roots, counts of notes, chunks and links, embedding coverage, last run.
 Example: {}"""
+
+
+# --- what tools/list shows ----------------------------------------------------------------------
+# tools/list is read before the first call, so it is kept short (at most 2,000 tokens in all:
+# tests/test_mcp_tools_list.py): no titles, optional arguments without their null, and output
+# schemas that give each field of a result its type (the text of a result explains itself).
+def compact_input(schema: dict) -> dict:
+    """A tool's input schema without pydantic's titles and ``anyOf [X, null]`` spelt out."""
+    out: dict = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key == "properties":
+            value = {name: compact_input(p) for name, p in value.items()}
+        elif key == "anyOf" and any(v == {"type": "null"} for v in value):
+            kept = [v for v in value if v != {"type": "null"}]
+            if len(kept) == 1:
+                out.update(compact_input(kept[0]))
+                continue
+        elif key == "items" and isinstance(value, dict):
+            value = compact_input(value)
+        elif key == "default" and value is None:
+            continue
+        out[key] = value
+    return out
+
+
+_JSON_TYPES = {int: "integer", str: "string", float: "number", bool: "boolean"}
+
+
+def _json_type(annotation: Any) -> dict:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        parts = [_json_type(a) for a in typing.get_args(annotation)]
+        names = [p["type"] for p in parts if "type" in p]
+        return {"type": names if len(names) > 1 else names[0]} if names else {}
+    if annotation is type(None):
+        return {"type": "null"}
+    if origin is Literal:
+        return {"type": "string"}
+    if origin is list or annotation is list:
+        return {"type": "array"}
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return {"type": "object"}
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    return {}
+
+
+def output_schema(model: type[BaseModel]) -> dict:
+    """The structured result's fields (as ``Reply.data`` gives them) and their types (or null);
+    a field at its default is left out of a result."""
+    props = {}
+    for name, f in model.model_fields.items():
+        if f.exclude:
+            continue
+        kind = _json_type(f.annotation)
+        if f.default is None and isinstance(kind.get("type"), list):  # absent rather than null
+            kind = {"type": next(t for t in kind["type"] if t != "null")}
+        props[name] = kind
+    return {"type": "object", "properties": props}
+
+
+OUTPUTS: dict[str, type[BaseModel]] = {
+    "search": SearchResult,
+    "read": ReadResult,
+    "links": LinksResult,
+    "related": RelatedResult,
+    "sql": SqlResult,
+}

@@ -99,6 +99,15 @@ class KbaseMCP(MCPServer):
         )
         backend.say = self.client_log.broadcast
 
+    async def list_tools(self):
+        """The tools as tools/list shows them: short (schemas.compact_input, output_schema)."""
+        listed = await super().list_tools()
+        for t in listed:
+            t.input_schema = s.compact_input(t.input_schema)
+            model = s.OUTPUTS.get(t.name)
+            t.output_schema = s.output_schema(model) if model else {"type": "object"}
+        return listed
+
     async def call_tool(self, name, arguments, context=None):
         """Arguments that fail the schema are a one-line tool error, as any other bad input."""
         try:
@@ -191,9 +200,8 @@ def _mime(kind: str) -> str:
     return "text/markdown" if kind == "markdown" else "text/plain"
 
 
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
+# (the destructive and idempotent hints apply only to tools that are not read-only)
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def build_server(
@@ -227,56 +235,43 @@ def build_server(
         query: Annotated[
             str,
             Field(
-                description='Words, "a phrase", prefix*, -excluded, a OR b, and Obsidian\'s '
-                "operators path:x, file:x, tag:#x (-tag:x leaves out; operators alone list the "
-                "notes). Semantic and hybrid modes also understand a question in plain language. "
-                "A word no note holds is corrected to the nearest one (corrected_query says so)."
+                description='Words, "a phrase", prefix*, -excluded, a OR b, path:x, file:x, '
+                "tag:#x; or a question (semantic, hybrid)."
             ),
         ],
         mode: Annotated[
             Literal["keyword", "semantic", "hybrid"] | None,
-            Field(
-                description="keyword: exact words (bm25); semantic: meaning (embeddings); "
-                "hybrid: both fused. Default: hybrid when the index has embeddings, else keyword."
-            ),
+            Field(description="Default: hybrid if embedded, else keyword."),
         ] = None,
-        limit: Annotated[
-            int, Field(ge=1, le=s.SEARCH_LIMIT_MAX, description="How many notes to return.")
-        ] = 10,
+        limit: Annotated[int, Field(ge=1, le=s.SEARCH_LIMIT_MAX)] = 10,
         offset: s.Offset = 0,
         path: Annotated[
             str | None,
-            Field(
-                description="Only notes under this folder, or matching this glob "
-                "('journal/', 'projects/*/notes.md')."
-            ),
+            Field(description="Under this folder or matching this glob."),
         ] = None,
         tags: Annotated[
             list[str],
-            Field(
-                description="Only notes with every one of these tags (nested tags "
-                "match: 'work' matches 'work/meetings')."
-            ),
+            Field(description="With all these tags."),
         ] = [],  # noqa: B006
         since: Annotated[
             str | None,
-            Field(
-                description="Only notes dated on or after: YYYY-MM-DD or an age "
-                "such as 7d, 2w, 3m, 1y."
-            ),
+            Field(description="On or after: YYYY-MM-DD or an age (7d, 2w, 1y)."),
         ] = None,
-        until: Annotated[
-            str | None, Field(description="Only notes dated on or before (same forms).")
-        ] = None,
+        until: Annotated[str | None, Field(description="On or before.")] = None,
         exclude: Annotated[
             list[str],
-            Field(
-                description="Leave out notes whose path matches any of these "
-                "globs or folders ('archive/', '*.txt')."
-            ),
+            Field(description="Leave out paths matching these globs or folders."),
         ] = [],  # noqa: B006
+        passages: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=s.SEARCH_LIMIT_MAX,
+                description="How many first hits come with their passage.",
+            ),
+        ] = tools.PASSAGES,
         budget: s.Budget = default_budget,
-    ) -> Annotated[CallToolResult, s.SearchResult]:
+    ) -> Annotated[CallToolResult, dict[str, Any]]:  # (schema: s.OUTPUTS)
         return await call(
             ctx,
             lambda kb: tools.search(
@@ -291,6 +286,7 @@ def build_server(
                 until=until,
                 exclude=exclude,
                 budget=budget,
+                passages=passages,
             ),
             model=mode != "keyword",
         )
@@ -299,26 +295,21 @@ def build_server(
     async def read(
         ctx: Context,
         note: s.NoteArg,
-        start_line: Annotated[
-            int | None, Field(ge=1, description="First line to return (1-based).")
-        ] = None,
-        end_line: Annotated[
-            int | None, Field(ge=1, description="Last line to return (inclusive).")
-        ] = None,
+        start_line: Annotated[int | None, Field(ge=1, description="First line (from 1).")] = None,
+        end_line: Annotated[int | None, Field(ge=1, description="Last line (inclusive).")] = None,
         start_char: Annotated[
             int,
             Field(
                 ge=1,
-                description="Start at this character of start_line (1-based): to continue a "
-                "line too long for one result, as next_start_char says.",
+                description="Where a cut line goes on: next_start_char.",
             ),
         ] = 1,
         page: Annotated[
             int | None,
-            Field(ge=1, description="A PDF's page to return (1-based), instead of lines."),
+            Field(ge=1, description="A PDF's page (from 1), instead of lines."),
         ] = None,
         budget: s.Budget = default_budget,
-    ) -> Annotated[CallToolResult, s.ReadResult]:
+    ) -> Annotated[CallToolResult, dict[str, Any]]:  # (schema: s.OUTPUTS)
         return await call(
             ctx,
             lambda kb: tools.read(
@@ -336,19 +327,14 @@ def build_server(
     async def links(
         ctx: Context,
         note: s.NoteArg,
-        direction: Annotated[
-            Literal["both", "outgoing", "backlinks"],
-            Field(
-                description="outgoing: links in this note; backlinks: links to it from other notes."
-            ),
-        ] = "both",
+        direction: Literal["both", "outgoing", "backlinks"] = "both",
         limit: Annotated[
             int,
-            Field(ge=1, le=s.LINKS_LIMIT_MAX, description="How many links of each direction."),
+            Field(ge=1, le=s.LINKS_LIMIT_MAX, description="Links of each direction."),
         ] = s.LINKS_LIMIT_DEFAULT,
         offset: s.Offset = 0,
         budget: s.Budget = default_budget,
-    ) -> Annotated[CallToolResult, s.LinksResult]:
+    ) -> Annotated[CallToolResult, dict[str, Any]]:  # (schema: s.OUTPUTS)
         return await call(
             ctx,
             lambda kb: tools.links(
@@ -360,15 +346,11 @@ def build_server(
     async def related(
         ctx: Context,
         note: s.NoteArg,
-        limit: Annotated[
-            int, Field(ge=1, le=s.RELATED_LIMIT_MAX, description="How many notes.")
-        ] = 10,
+        limit: Annotated[int, Field(ge=1, le=s.RELATED_LIMIT_MAX)] = 10,
         offset: s.Offset = 0,
-        include_linked: Annotated[
-            bool, Field(description="Also list notes this note already links to.")
-        ] = False,
+        include_linked: Annotated[bool, Field(description="Also notes it links to.")] = False,
         budget: s.Budget = default_budget,
-    ) -> Annotated[CallToolResult, s.RelatedResult]:
+    ) -> Annotated[CallToolResult, dict[str, Any]]:  # (schema: s.OUTPUTS)
         return await call(
             ctx,
             lambda kb: tools.related(
@@ -395,20 +377,19 @@ def build_server(
             str,
             Field(
                 min_length=1,
-                description="One read-only SQL statement (SQLite), e.g. SELECT path, title "
-                "FROM notes WHERE date >= '2024-01-01' ORDER BY date",
+                description="One read-only SQLite statement.",
             ),
         ],
         max_rows: Annotated[
-            int, Field(ge=1, le=s.SQL_ROWS_MAX, description="Stop after this many rows.")
+            int, Field(ge=1, le=s.SQL_ROWS_MAX, description="Rows at most.")
         ] = s.SQL_ROWS_DEFAULT,
         offset: s.Offset = 0,
         timeout: Annotated[
             float,
-            Field(gt=0, le=s.SQL_TIMEOUT_MAX, description="Seconds before the query is stopped."),
+            Field(gt=0, le=s.SQL_TIMEOUT_MAX, description="Seconds before it is stopped."),
         ] = s.SQL_TIMEOUT_DEFAULT,
         budget: s.Budget = default_budget,
-    ) -> Annotated[CallToolResult, s.SqlResult]:
+    ) -> Annotated[CallToolResult, dict[str, Any]]:  # (schema: s.OUTPUTS)
         return await call(
             ctx,
             lambda kb: tools.sql(

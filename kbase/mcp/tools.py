@@ -34,6 +34,10 @@ from kbase.mcp.budget import (
 CONTEXT_CHARS = 300  # a link's line is cut to this many characters around the link
 SNIPPET_CHARS = 600
 LIST_CHARS = 200  # a tag or an alias
+PASSAGES = 3  # the first hits that come with their passage, by default
+PASSAGE_CHARS = 2_400  # a passage's text at most (about 600 tokens), its lines whole
+PASSAGE_LINES = 40  # a passage's lines at most
+PASSAGE_BEFORE = 3  # lines kept before the match when a long passage is cut to fit
 
 
 @dataclass
@@ -47,18 +51,20 @@ class Reply:
 
     def data(self) -> dict:
         if isinstance(self.structured, BaseModel):
-            return self.structured.model_dump(mode="json")
+            return _dump(self.structured)
         return self.structured
 
 
 def _rooms(budget: int, head: str, shell: BaseModel) -> tuple[int, int]:
     """Tokens left for a list's items in the text and in the JSON, after the parts around it."""
     room = budget - RESERVE
-    return room - tokens(head), room - json_tokens(shell.model_dump(mode="json"))
+    return room - tokens(head), room - json_tokens(_dump(shell))
 
 
 def _dump(m: BaseModel) -> dict:
-    return m.model_dump(mode="json")
+    """The structured form: a field at its default (no page, no tags, not stale) left out, so
+    that it is no larger than the text."""
+    return m.model_dump(mode="json", exclude_defaults=True)
 
 
 # --- search ------------------------------------------------------------------------------------
@@ -75,6 +81,7 @@ def search(
     until: str | None = None,
     exclude: Sequence[str] = (),
     budget: int = DEFAULT_BUDGET,
+    passages: int = PASSAGES,
 ) -> Reply:
     used = mode or kb.default_mode()
     hits = kb.search(
@@ -88,6 +95,7 @@ def search(
         exclude=tuple(exclude),
     )
     more = len(hits) >= offset + limit  # perhaps: a full page
+    shown = hits[offset : offset + limit]
     page = [
         s.SearchHit(
             rank=h.rank,
@@ -96,18 +104,24 @@ def search(
             line=h.line,
             page=h.page,
             card=h.card,
-            heading_path=clip(h.heading_path),
+            heading_path="" if h.heading_path == h.title else clip(h.heading_path),
             snippet=clip(h.snippet, SNIPPET_CHARS),
-            score=round(h.score, 6),
+            score=float(f"{h.score:.4g}"),  # (the text shows 3 digits)
             stale=h.stale,
             tags=[clip(t, LIST_CHARS) for t in h.tags[:50]],
-            matched_chunks=h.matched_chunks,
         )
-        for h in hits[offset : offset + limit]
+        for h in shown
     ]
+    with_passage = min(passages, len(page))
+    if with_passage:  # each takes its share of what the snippets of the page leave
+        rest = sum(tokens(render.search_hit(h)) + 2 for h in page)
+        share = (budget - RESERVE - 100 - rest) * 4 // with_passage  # in characters
+        for item, h in zip(page[:with_passage], shown, strict=False):
+            _add_passage(kb, item, h, min(PASSAGE_CHARS, share))
     out = s.SearchResult(
-        query=clip(query, 500),
+        query=clip(query, 500),  # (the text's; the structured form leaves the request's out)
         mode=used,
+        mode_given=mode is not None,
         offset=offset,
         next_offset=None,
         left_out=None,
@@ -152,6 +166,40 @@ def search(
     if stale:
         log.append(("info", f"{stale} of the notes found changed on disk since they were indexed"))
     return Reply(out, text, log)
+
+
+def _add_passage(kb: KB, item: s.SearchHit, hit: Any, chars: int) -> None:
+    """The hit's passage (its chunk's lines, from its beginning or, when cut to ``chars`` or
+    ``PASSAGE_LINES``, from a few lines before the match) in place of its snippet."""
+    if chars < 200:
+        return
+    try:
+        c = kb.chunk(hit.chunk_id)
+        first, last = c.line, min(c.end_line, c.line + 4 * PASSAGE_LINES)
+        lines = list(kb.read(hit.path, first, last).lines)
+    except InputError:  # the index changed under the search: the snippet it is
+        return
+    start, end = 0, len(lines)  # lines[start:end] are shown
+
+    def size(a: int, b: int) -> int:
+        return sum(len(line) + 1 for line in lines[a:b])
+
+    match = min(max(hit.line - first, 0), len(lines) - 1) if lines else 0
+    while end - start > PASSAGE_LINES or size(start, end) > chars:
+        if match - start > PASSAGE_BEFORE:  # what comes before the match goes first
+            start += 1
+        elif end - 1 > match:
+            end -= 1
+        else:
+            break
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1  # (no trailing blank lines)
+    text = "\n".join(lines[start:end])
+    if not text.strip():
+        return
+    item.passage = clip(text, chars) if len(text) > chars else text
+    item.lines = [first + start, first + end - 1]
+    item.snippet = ""
 
 
 # --- read --------------------------------------------------------------------------------------
@@ -274,14 +322,14 @@ def _context(text: str, target: str) -> str:
 
 
 def _link_item(lk: Any, incoming: bool) -> s.LinkItem:
+    path = lk.source_path if incoming else lk.target_path
     return s.LinkItem(
         line=lk.line,
         context=_context(lk.context, lk.target),
-        target=clip(lk.target, 300),
-        anchor=clip(lk.anchor, 300) if lk.anchor else None,
-        path=lk.source_path if incoming else lk.target_path,
-        title=clip(lk.source_title if incoming else lk.target_title or "") or None,
-        resolved=True if incoming else lk.target_path is not None,
+        target=None if path is not None else clip(lk.target, 300),
+        anchor=clip(lk.anchor, 300) if lk.anchor and not incoming else None,  # (as the text)
+        path=path,
+        title=clip(lk.source_title) or None if incoming else None,
     )
 
 
