@@ -56,6 +56,34 @@ def test_the_derived_graph_is_cached_fused_and_checksummed(model, tmp_path, monk
     )
 
 
+def test_each_gelu_is_one_operator(model):
+    import onnx
+
+    graph = onnx.load(str(model.graph), load_external_data=False).graph
+    ops = [n.op_type for n in graph.node]
+    assert ops.count("BiasGelu") == 6 and "Erf" not in ops  # one per layer, nothing left over
+
+
+def test_batches_run_a_core_each_give_the_same_vectors_in_the_order_given(model):
+    texts = REFERENCE["texts"] * 3 + ["a longer text about write-ahead logs " * 9, "b"]
+    one = embedder.MiniLMEmbedder(threads=1, batch_size=2)
+    two = embedder.MiniLMEmbedder(threads=2, batch_size=2)
+    assert two.embed_batch(texts) == one.embed_batch(texts)  # the same batches, bit for bit
+    vecs = two.embed_batch(texts)
+    assert all(cosine(v, w) >= 0.9999 for v, w in zip(vecs, REFERENCE["vectors"] * 3))
+
+
+def test_a_batch_that_fails_fails_the_call():
+    class Enc:
+        attention_mask = [1]
+
+    def run(part):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        embedder.run_sorted([Enc()] * 5, 1, 2, run)
+
+
 @pytest.mark.slow
 def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))

@@ -659,9 +659,8 @@ class E5Embedder:
 
             if bulk:
                 self.folder = derived_graph(model_cache_dir(), verify=True)
-            self._sessions[key] = session(
-                self.folder / "model.onnx", threads=self.threads if bulk else 1, prepack=bulk
-            )
+            # one thread either way: in bulk, run_sorted runs a batch per core
+            self._sessions[key] = session(self.folder / "model.onnx", threads=1, prepack=bulk)
         return self._sessions[key]
 
     @property
@@ -671,18 +670,11 @@ class E5Embedder:
         return self._tokenizer
 
     def embed_batch(self, texts: Sequence[str]) -> list[bytes]:
-        from kbase.embed.embedder import well_formed
+        from kbase.embed.embedder import run_sorted, well_formed
 
         enc = self.tokenizer.encode_batch([PASSAGE_PREFIX + well_formed(t) for t in texts])
-        lengths = [sum(e.attention_mask) for e in enc]
-        order = sorted(range(len(texts)), key=lengths.__getitem__)
         session = self._session(bulk=True)
-        out: list[bytes] = [b""] * len(texts)
-        for start in range(0, len(order), self.batch_size):
-            part = order[start : start + self.batch_size]
-            for i, vec in zip(part, pooled(session, [enc[i] for i in part])):
-                out[i] = vec.tobytes()
-        return out
+        return run_sorted(enc, self.batch_size, self.threads, lambda part: pooled(session, part))
 
     def embed_query(self, text: str) -> bytes:
         from types import SimpleNamespace

