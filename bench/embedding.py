@@ -562,9 +562,15 @@ def limit(notes: int, rounds: int, work: Path, only: list[str] | None) -> dict:
             summary[k.split(" (")[0] + " / limit"] = round(
                 rows[k]["chunks_per_s"] / rows[best]["chunks_per_s"], 3
             )
+            summary[k.split(" (")[0] + " / limit, by CPU a chunk"] = round(
+                rows[best]["cpu_ms_per_chunk"] / rows[k]["cpu_ms_per_chunk"], 3
+            )
             if fe:
                 summary[k.split(" (")[0] + " / fastembed"] = round(
                     rows[k]["chunks_per_s"] / fe["chunks_per_s"], 2
+                )
+                summary[k.split(" (")[0] + " / fastembed, by CPU a chunk"] = round(
+                    fe["cpu_ms_per_chunk"] / rows[k]["cpu_ms_per_chunk"], 2
                 )
     return {"summary": summary, "rows": rows}
 

@@ -467,7 +467,7 @@ class KB:
         first hits do not depend on it (a larger limit adds hits after them).
 
         The search itself is ``kbase.search.run.search``."""
-        from kbase.notes.resolve import outside_doc_ids
+        from kbase.ingest.discover import outside_doc_ids
         from kbase.search import run
 
         try:

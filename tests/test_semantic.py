@@ -206,8 +206,10 @@ class RecordingModel(OtherModel):
         return super().embed_batch(texts)
 
 
-def test_embedding_goes_newest_note_first_in_steps(tmp_path):
+def test_embedding_goes_newest_note_first_in_steps(tmp_path, monkeypatch):
     import os
+
+    monkeypatch.setattr(vectors, "STEP_BATCHES", 1)  # a step of one batch of one
 
     v = write(
         tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nText of note number {i}.\n" for i in range(6)}

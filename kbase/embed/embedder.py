@@ -27,7 +27,7 @@ MODEL_MAX_TOKENS = 256
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 # Texts per model call in bulk, one call per core at a time (``run_sorted``). Smaller batches
 # keep a call's activations in the core's cache: sorted by length, batch 2 / 4 / 8 took 12.3 /
-# 12.6 / 13.1 CPU s for the same 192 real chunks, 16 and 32 more (BENCHMARKS.md, issue 36);
+# 12.6 / 13.1 CPU s for the same 192 real chunks, 16 and 32 more (BENCHMARKS.md, section 19);
 # fastembed's default of 256 took 11 GB (section 10).
 BATCH_SIZE = 4
 # What identifies the vectors this model makes (stored in meta 'embedder').

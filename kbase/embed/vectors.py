@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import apsw
 
 from kbase.errors import KbaseError
-from kbase.ingest.embed_text import embed_input
 from kbase.records import EmbedReport
 from kbase.store.db import meta_set
 
@@ -358,6 +357,8 @@ def _fill(
     limit: int | None,
     should_stop: Callable[[], bool] | None,
 ) -> EmbedReport:
+    from kbase.ingest.embed_text import embed_input  # (hashlib: not for reading the index)
+
     # chunks embedded and committed together: a few model batches per core the embedder uses
     step = batch or embedder.batch_size * STEP_BATCHES * max(1, getattr(embedder, "threads", 1))
     total = con.execute(f"SELECT count(*) FROM chunks AS c WHERE {target.missing}").fetchone()[0]

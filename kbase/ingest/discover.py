@@ -258,6 +258,29 @@ def root_bounds(con: apsw.Connection) -> tuple[str, ...]:
     )
 
 
+def outside_doc_ids(con: apsw.Connection, doc_ids: list[int]) -> set[int]:
+    """Those of ``doc_ids`` whose file resolves outside every indexed root (and whose root was
+    not indexed with ``--follow-outside``): what ``kbase.notes.resolve.check_inside`` would
+    refuse. A search leaves them out, so that no snippet of such a file reaches a result."""
+    from kbase.store.db import located_root, meta_get
+
+    if not doc_ids:
+        return set()
+    bounds = root_bounds(con)
+    marks = ",".join("?" * len(doc_ids))
+    out = set()
+    for doc_id, path, root, relpath, root_id in con.execute(
+        "SELECT d.id, d.path, r.path, r.relpath, r.id FROM documents AS d"
+        f" JOIN roots AS r ON r.id = d.root_id WHERE d.id IN ({marks})",
+        doc_ids,
+    ):
+        where = located_root(root, relpath, con.filename)
+        real = os.path.realpath(os.path.join(where, path) if path else where)
+        if not within(real, bounds) and meta_get(con, follow_outside_key(root_id)) is None:
+            out.add(doc_id)
+    return out
+
+
 def outside_reason(target: str) -> str:
     return (
         f"symlink to {printable(target)}, outside the indexed roots"

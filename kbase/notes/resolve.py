@@ -268,27 +268,6 @@ def check_inside(con: apsw.Connection, abspath: str, root_id: int, shown: str) -
     )
 
 
-def outside_doc_ids(con: apsw.Connection, doc_ids: list[int]) -> set[int]:
-    """Those of ``doc_ids`` whose file resolves outside every indexed root (and whose root was
-    not indexed with ``--follow-outside``): what ``check_inside`` would refuse. A search leaves
-    them out, so that no snippet of such a file reaches a result either."""
-    if not doc_ids:
-        return set()
-    bounds = root_bounds(con)
-    marks = ",".join("?" * len(doc_ids))
-    out = set()
-    for doc_id, path, root, relpath, root_id in con.execute(
-        "SELECT d.id, d.path, r.path, r.relpath, r.id FROM documents AS d"
-        f" JOIN roots AS r ON r.id = d.root_id WHERE d.id IN ({marks})",
-        doc_ids,
-    ):
-        where = located_root(root, relpath, con.filename)
-        real = os.path.realpath(os.path.join(where, path) if path else where)
-        if not within(real, bounds) and meta_get(con, follow_outside_key(root_id)) is None:
-            out.add(doc_id)
-    return out
-
-
 def find_document(con: apsw.Connection, name: str, *, near: bool = True) -> DocRef:
     """The document ``name`` names (see ``lookup``); ``Note#Heading`` and ``Note#^block`` name
     ``Note`` when no document is called that whole. With ``near``, a name a typo away is taken

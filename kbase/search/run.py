@@ -67,7 +67,7 @@ def search(
     of operators alone); ``mode`` None is hybrid when the index has vectors, else keyword. Each
     read is its own snapshot; the correction and the search share one time limit of ``timeout``
     seconds, past which an ``InputError`` says so. ``leave_out(con, doc_ids)``: the documents of
-    a page never to show (KB passes kbase.notes.resolve.outside_doc_ids)."""
+    a page never to show (KB passes kbase.ingest.discover.outside_doc_ids)."""
     if mode not in (None, *MODES):
         raise InputError(f"unknown search mode {mode!r}", "use keyword, semantic or hybrid")
     check_limit(limit)
