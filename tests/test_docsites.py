@@ -352,3 +352,66 @@ def test_junk_is_not_embedded_and_nonsense_finds_nothing(tmp_path):
     assert embedded and not any(B64[:40] in t or "7f 45" in t for t in embedded)
     assert list(kb.search("zzzqqq")) == []  # hybrid: no base64 chunk for the query to be near
     kb.close()
+
+
+# Part 5: containers are callouts; site generators' directives stay out of snippets.
+CONTAINERS = (
+    "# Reactivity\n\nIntro.\n"
+    "::: tip Use a ref\nA ref wraps a value so that changes are tracked.\n\n"
+    "```js\nconst count = ref(0)\n```\n:::\n"
+    "After the tip.\n\n"
+    '!!! warning "Mind the proxy"\n\n    Destructuring loses reactivity.\n\n'
+    "    - keep the object\n    - or use toRefs\n\n"
+    "Outside again.\n\n"
+    "???+ note\n    A folded note.\n\n"
+    "{{< youtube w7Ft2ymGmfc >}}\n\n{{#include ../listings/main.rs:here}}\n\nThe end.\n"
+)
+
+
+def test_containers_are_callouts_kept_whole():
+    doc = parse(CONTAINERS, "reactivity.md")
+    callouts = [CONTAINERS[b.start : b.end] for b in doc.blocks if b.kind == "callout"]
+    assert callouts == [
+        "::: tip Use a ref\nA ref wraps a value so that changes are tracked.\n\n"
+        "```js\nconst count = ref(0)\n```\n:::",
+        '!!! warning "Mind the proxy"\n\n    Destructuring loses reactivity.\n\n'
+        "    - keep the object\n    - or use toRefs",
+        "???+ note\n    A folded note.",
+    ]
+    # the paragraphs that ran into and out of the ':::' lines are their own blocks
+    texts = [CONTAINERS[b.start : b.end] for b in doc.blocks]
+    assert "Intro." in texts and "After the tip." in texts
+    (tip,) = [b for b in doc.blocks if b.kind == "callout" and CONTAINERS[b.start] == ":"]
+    # a container too large for the budget is cut at its blocks, like a callout
+    assert len(tip.parts) == 2 and CONTAINERS[tip.parts[1][0] :].startswith("```js")
+    (adm,) = [b for b in doc.blocks if CONTAINERS[b.start : b.start + 3] == "!!!"]
+    assert [CONTAINERS[a:b].strip() for a, b in adm.parts][1].startswith("- keep the object")
+    chunks = chunk(doc, WordCounter(), ChunkSettings(max_tokens=60, min_tokens=0)).chunks
+    whole = [CONTAINERS[c.start : c.end] for c in chunks]
+    assert any(callouts[0] in t for t in whole) and any(callouts[1] in t for t in whole)
+    # a ':::' inside a code block is code, not a container
+    code = parse("```\n::: tip\nx\n:::\n```\n", "c.md")
+    assert [b.kind for b in code.blocks] == ["code"]
+
+
+def test_container_markup_and_directives_stay_out_of_snippets(tmp_path):
+    root = write(tmp_path / "site", {"reactivity.md": CONTAINERS})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    for query in ("tracked", "destructuring", "folded"):
+        (hit,) = kb.search(query, mode="keyword")
+        assert query in hit.snippet.lower(), hit.snippet
+        assert ":::" not in hit.snippet and "!!!" not in hit.snippet and "???" not in hit.snippet
+    # as read: the title a container gives itself, else its type, as an Obsidian callout's
+    from kbase.ingest.markup import plain
+
+    doc = parse(CONTAINERS, "reactivity.md")
+    shown = [plain(CONTAINERS[b.start : b.end]) for b in doc.blocks if b.kind == "callout"]
+    assert shown == [
+        "Use a ref A ref wraps a value so that changes are tracked. const count = ref(0)",
+        "Mind the proxy Destructuring loses reactivity. keep the object or use toRefs",
+        "Note A folded note.",
+    ]
+    (hit,) = kb.search("the end", mode="keyword")
+    assert "{{" not in hit.snippet and "youtube" not in hit.snippet, hit.snippet
+    kb.close()

@@ -7,7 +7,8 @@ How a document is cut, in order of preference:
    the last chunk if it has room, else form the last chunk.
 2. Blocks inside a section, packed greedily up to the budget. Protected blocks are never split:
    code (fenced, any fence length, or indented), tables (pipe or ASCII/box-drawing grid), HTML,
-   math, CLI sessions and config stanzas in plain text, and Obsidian callouts that fit the budget.
+   math, CLI sessions and config stanzas in plain text, and Obsidian callouts (and the
+   containers of docs sites, ``::: tip``, ``!!! note``) that fit the budget.
    A protected block larger than the budget becomes a chunk of its own, flagged oversized.
 3. A block that is too big is split at its list items or inner blocks, then sentences, then
    lines, then words, then (for a giant "word") characters; every cut inside a sentence or word
@@ -73,8 +74,9 @@ MAX_HEADING_RUN = 4
 # 4: titles as Obsidian shows them (the file name; a slug's opening heading); 5: heading
 # attributes ('## Props {#props}': the text 'Props', the anchor 'props'); 6: a slug's title is
 # the heading after <script setup> and <style> blocks; 7: runs that are not text (base64, data
-# URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk.
-CHUNKER_VERSION = 7
+# URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk; 8: containers ('::: tip',
+# '!!! note') are callouts.
+CHUNKER_VERSION = 8
 
 TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})

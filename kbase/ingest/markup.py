@@ -30,7 +30,7 @@ _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
     # Every alternative starts with one of these characters: a letter fails at once (3x faster).
-    r"(?=[<%`!\[\]\\$*_~=|> \t#^0-9+\-:])(?:"
+    r"(?=[<%`!\[\]\\$*_~=|> \t#^0-9+\-:{?])(?:"
     + "|".join(
         [
             r"(?P<html_comment><!--.*?(?:-->|\Z))",
@@ -54,6 +54,17 @@ _PATTERN = re.compile(
             r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
             # Line starts, inside quotes too (a chunk may begin after a quote's '>').
             r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+            # Docs sites' containers: '::: tip Title' / ':::' (VitePress, Docusaurus) and MkDocs'
+            # '!!! note "Title"' ('??? note' folds): their title, else their type, as callouts.
+            r"(?P<container>^[ \t]*:{3,}[ \t]*(?:(?P<container_type>[\w-]+)"
+            r"(?:[ \t]+(?P<container_title>[^\r\n]*?))?)?[ \t]*(?=\r|\n|$))",
+            r"(?P<admonition>^[ \t]*(?:!!!|\?\?\?\+?)[ \t]+(?P<admonition_type>[\w-]+)"
+            r"(?:[ \t]+[\w-]+)*(?:[ \t]+\"(?P<admonition_title>[^\"\r\n]*)\")?[ \t]*(?=\r|\n|$))",
+            # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
+            # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
+            r"(?P<directive>\{\{[<%].*?[%>]\}\}|\{\{#[A-Za-z_]+[^}\r\n]*\}\})",
+            r"(?P<attr_list>(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
+            r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$)))",
             r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
@@ -136,6 +147,18 @@ def _callout(m: re.Match, text: str) -> list[_Piece]:
     return [(kind[:1].upper() + kind[1:], m.start())]
 
 
+def _container(m: re.Match, kind: str) -> list[_Piece]:
+    """A container's title as written, else its type ('tip' -> 'Tip'); a closing ':::' and an
+    admonition with an empty title ('!!! note ""') show nothing."""
+    title = m.group(f"{kind}_title")
+    if title is not None:
+        return [m.span(f"{kind}_title")] if title.strip() else []
+    kind_name = m.group(f"{kind}_type")
+    if not kind_name:
+        return []
+    return [(kind_name[:1].upper() + kind_name[1:], m.start())]
+
+
 _ALT = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
 
 
@@ -167,7 +190,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 # Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
 # Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
 # are what the note quotes, and often what was searched for).
-_NESTED = frozenset({"wiki", "link", "reflink", "image", "callout"})
+_NESTED = frozenset({"wiki", "link", "reflink", "image", "callout", "container", "admonition"})
 
 
 def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
@@ -187,6 +210,8 @@ def render(text: str, start: int = 0, end: int | None = None) -> tuple[str, list
         kind = next(k for k in _ALTERNATIVES if m.group(k) is not None)
         if kind == "callout":
             pieces = _callout(m, text)
+        elif kind in ("container", "admonition"):
+            pieces = _container(m, kind)
         else:
             handler = _HANDLERS.get(kind)
             pieces = handler(m) if handler else []
@@ -223,6 +248,10 @@ _ALTERNATIVES = tuple(
             "ref_text",
             "url",
             "callout_type",
+            "container_type",
+            "container_title",
+            "admonition_type",
+            "admonition_title",
             "escaped",
         )
     )

@@ -162,6 +162,8 @@ def parse(text: str, path: str) -> ParsedDoc:
     first_line = line_of(starts, body_start) - 1
     diagnostics: list[Diagnostic] = []
     blocks, headings = _blocks(text[body_start:], text, starts, first_line, diagnostics)
+    if ":::" in text or "!!!" in text or "???" in text:
+        blocks = _containers(text, blocks, starts)
 
     meta = fm or {}
     title = _title(text, meta, blocks, headings, stem)
@@ -243,6 +245,133 @@ def _shows_nothing(text: str, block: Block) -> bool:
     if block.kind == "html" and "<" in source:
         source = _HIDDEN_ELEMENT.sub("", source)
     return not plain(source).strip()
+
+
+# Containers docs sites write, taken as callouts are (a titled block, kept whole when it fits):
+# '::: tip Title' ... ':::' (VitePress, Docusaurus, markdown-it-container; more colons nest), and
+# MkDocs' admonitions '!!! note "Title"' ('??? note', '???+ note' fold) with a body indented by
+# four spaces, which CommonMark reads as a paragraph and an indented code block.
+_COLON_FENCE = re.compile(r"^ {0,3}(:{3,})[ \t]*([^\s:][^\r\n]*)?$", re.M)
+_ADMONITION = re.compile(r"^ {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t][^\r\n]*)?$", re.M)
+_INDENTED = re.compile(r"(?: {4}|\t)")
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+
+def _containers(text: str, blocks: list[Block], starts: list[int]) -> list[Block]:
+    """``blocks`` with each container (outermost only) made one callout block whose parts are
+    the blocks inside it; a paragraph running into or out of one is cut at its line."""
+    hidden = [(b.start, b.end) for b in blocks if b.kind in ("code", "html", "math")]
+
+    def in_hidden(offset: int) -> bool:
+        k = bisect_right(hidden, (offset, len(text) + 1)) - 1
+        return k >= 0 and hidden[k][0] <= offset < hidden[k][1]
+
+    regions: list[tuple[int, int, str]] = []
+    if ":::" in text:
+        stack: list[tuple[int, int]] = []  # (colons, offset of the opening line)
+        for m in _COLON_FENCE.finditer(text):
+            if in_hidden(m.start()) and not stack:
+                continue
+            colons = len(m.group(1))
+            if m.group(2):
+                stack.append((colons, m.start()))
+            elif stack and colons >= stack[-1][0]:
+                _, opened = stack.pop()
+                if not stack:
+                    regions.append((opened, m.end(), "colon"))
+    if "!!!" in text or "???" in text:
+        for m in _ADMONITION.finditer(text):
+            if in_hidden(m.start()) and _line_indent(text, m.start()):
+                continue  # an indented code block, not an admonition
+            end = m.end()
+            line = bisect_right(starts, m.start())  # the next line's index
+            while line < len(starts):
+                a = starts[line]
+                b = _line_end(text, starts, line)
+                if text[a:b].strip():
+                    if not _INDENTED.match(text, a):
+                        break
+                    end = b
+                line += 1
+            regions.append((m.start(), end, "admonition"))
+    if not regions:
+        return blocks
+    regions.sort()
+    kept: list[tuple[int, int, str]] = []
+    for r in regions:
+        if not kept or r[0] >= kept[-1][1]:
+            kept.append(r)
+    out: list[Block] = []
+    k = 0
+    for rs, re_, family in kept:
+        inner: list[Block] = []
+        while k < len(blocks) and blocks[k].end <= rs:
+            out.append(blocks[k])
+            k += 1
+        while k < len(blocks) and blocks[k].start < re_:
+            blk = blocks[k]
+            if blk.start < rs:  # a paragraph that runs into the container: its lines before it
+                head = _trimmed(text, blk.start, rs)
+                if head:
+                    out.append(Block(blk.kind, *head))
+            inner.append(blk)
+            k += 1
+        tail = None
+        if inner and inner[-1].end > re_:  # ... or out of it: its lines after it
+            tail = _trimmed(text, re_, inner[-1].end)
+        if family == "admonition":
+            parts = _admonition_parts(text, starts, rs, re_)
+        else:
+            parts = [(max(b.start, rs), min(b.end, re_)) for b in inner]
+            parts = [p for p in parts if p[1] > p[0]] or [(rs, re_)]
+            parts[0] = (rs, parts[0][1])
+            parts[-1] = (parts[-1][0], re_)
+            if len(parts) > 1 and not _WORD_CHAR.search(text, *parts[-1]):
+                parts[-2:] = [(parts[-2][0], re_)]  # the closing ':::' goes with the last block
+        out.append(Block("callout", rs, re_, parts=tuple(parts)))
+        if tail:
+            out.append(
+                Block(inner[-1].kind if inner[-1].kind == "paragraph" else "paragraph", *tail)
+            )
+    out.extend(blocks[k:])
+    return out
+
+
+def _line_indent(text: str, offset: int) -> int:
+    line = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    return offset - line
+
+
+def _trimmed(text: str, a: int, b: int) -> tuple[int, int] | None:
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return (a, b) if b > a else None
+
+
+def _admonition_parts(text: str, starts: list[int], rs: int, re_: int) -> list[tuple[int, int]]:
+    """The blocks of an admonition's body (its lines less four spaces of indent, parsed), as
+    offsets into ``text``; the first holds the title line."""
+    first = bisect_right(starts, rs)  # the body's first line
+    last = bisect_right(starts, re_) - 1
+    if first > last:
+        return [(rs, re_)]
+    lines = [text[starts[i] : _line_end(text, starts, i)] for i in range(first, last + 1)]
+    dedented = "\n".join(
+        _INDENTED.sub("", ln, count=1) if _INDENTED.match(ln) else ln for ln in lines
+    )
+    parts: list[tuple[int, int]] = []
+    for tok in _markdown().parse(dedented):
+        if tok.level == 0 and tok.map is not None and tok.nesting >= 0:
+            a, b = _span(text, starts, first + tok.map[0], first + tok.map[1] - 1)
+            if b > a:
+                parts.append((a, b))
+    if not parts:
+        return [(rs, re_)]
+    parts[0] = (rs, parts[0][1])
+    parts[-1] = (parts[-1][0], max(parts[-1][1], re_))
+    return parts
 
 
 def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int]:
