@@ -71,7 +71,9 @@ def _canvas(cards: int, kind: str) -> str:
         )
     else:
         node = '{"id":"c%d","type":"text","text":"card %d","x":%d,"y":0}'
-    return '{"nodes":[' + ",".join(node % (i, i, i) for i in range(cards)) + '],"edges":[]}'
+    # One node a line, as Obsidian writes them (a line of over 1,000,000 characters is skipped).
+    nodes = ",\n\t\t".join(node % (i, i, i) for i in range(cards))
+    return '{\n\t"nodes":[\n\t\t' + nodes + '\n\t],\n\t"edges":[]\n}\n'
 
 
 def _wikilinks(n: int) -> str:
