@@ -40,10 +40,12 @@ variable KBASE_BENCH_CACHE moves ../cache): ``index/<material>-<key>.db``, the k
 model and (for collections in scripts without spaces) what the pair index writes for a sample
 text; a reused index is brought up to date with ``kb.index`` first (kbase migrates it and, after
 a chunker change, re-chunks it keeping the vectors of unchanged chunks), ``--rebuild`` starts
-afresh. Each query's raw keyword and semantic lists are
-kept in ``lists/`` (keyed by the index and the source of kbase/search/), for --loco to fuse again
-offline. Results: ``--out`` (default ../cache/eval/results/<date>-<revision>[-quick]) gets
-eval.json and eval.md.
+afresh. An index migrated by a newer kbase cannot be opened by an older one: to evaluate an older
+revision (``bench.common.export_revision``), give it its own KBASE_BENCH_CACHE. Each query's raw
+keyword and semantic lists are kept in ``lists/`` (keyed by the index and the source of
+kbase/search/), for --loco to fuse again offline. Results: ``--out`` (default
+../cache/eval/results/<date>-<revision>[-quick]) gets eval.json and eval.md, and one JSON per
+collection as it is done (``--resume`` keeps them).
 """
 
 from __future__ import annotations
