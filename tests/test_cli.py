@@ -95,6 +95,23 @@ def test_search_no_match_and_bad_date(run, indexed):
     assert r.stderr.splitlines()[0] == "Error: --since 'yesterday-ish' is not a date"
 
 
+def test_an_excluded_word_outside_the_quotes_says_how_to_write_it(run, indexed):
+    """`kbase search garden -tomatoes` (as a user writes it, and as the sample vault once said):
+    -tomatoes is read as options, so the error says to quote the query or put -- before it,
+    quoting what was typed without the options and their values."""
+    r = run("search", "tomatoes", "-sun", "-n", "3", "--path", "tech")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.splitlines()[-1] == (
+        "Error: No such option '-s' (in -sun). To leave out a word, put it inside the query's"
+        " quotes: kbase search 'tomatoes -sun' (or -- before the query)"
+    )
+    assert run("search", "--", "tomatoes", "-sun").exit_code == 0  # as the hint says
+    assert run("search", "tomatoes -sun").exit_code == 0
+    assert run("search", "tomatoes", "--bogus").stderr.splitlines()[-1] == (
+        "Error: No such option '--bogus'."  # not a word: click's own message
+    )
+
+
 def test_status(run, indexed, db_path):
     out = run("status").stdout
     assert f"index      {db_path}" in out and "documents  4" in out

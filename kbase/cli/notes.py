@@ -24,7 +24,42 @@ from kbase.cli.app import (
 )
 
 
-@click.command()
+class _Search(click.Command):
+    """``kbase search garden -tomatoes`` reads -tomatoes as options (-t): the error says how to
+    leave out a word instead (inside the query's quotes, or after --)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        typed = list(args)  # the parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            word = next(
+                (a for a in typed if a.startswith(e.option_name) and a[1:2] != "-" and a[2:]),
+                None,
+            )
+            if word is None:
+                raise
+            valued = {
+                name
+                for p in self.params
+                if isinstance(p, click.Option) and not p.is_flag
+                for name in p.opts
+            }
+            words: list[str] = []
+            skip = False
+            for a in typed:
+                if not skip and (a == word or not a.startswith("-")):
+                    words.append(a)
+                skip = a in valued  # the next one is this option's value
+            query = " ".join(words)
+            raise click.UsageError(
+                f"No such option '{e.option_name}' (in {word}). To leave out a word, put it"
+                f" inside the query's quotes: kbase search '{query}' (or -- before the query)",
+                ctx,
+            ) from None
+
+
+@click.command(cls=_Search)
 @click.argument("query", nargs=-1, required=True)
 @click.option(
     "-m",
