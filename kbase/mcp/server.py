@@ -161,6 +161,14 @@ async def _bounded_errors(ctx: Any, call_next: Any) -> Any:
     return result
 
 
+def _session(ctx: Any) -> Any:
+    """The client a call comes from (None for a call made in-process, outside a request)."""
+    try:
+        return ctx.request_context.session
+    except ValueError:
+        return None
+
+
 class SqlTurns:
     """sql calls run on connections of their own (Backend.use_sql): at most SQL_CONNECTIONS at
     once, SQL_PER_CLIENT of them for one client; the others wait here, in the event loop (not
@@ -219,7 +227,7 @@ def build_server(
 
         try:
             if sql:  # beside the other tools, within the limits of SqlTurns
-                async with server.sql_turns.turn(ctx.request_context.session):
+                async with server.sql_turns.turn(_session(ctx)):
                     reply = await anyio.to_thread.run_sync(work)
             else:
                 reply = await anyio.to_thread.run_sync(work)
