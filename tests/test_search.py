@@ -243,3 +243,11 @@ def test_the_machine_formats_carry_every_field_of_a_hit():
     hit = Hit(1, "a.md", "/v/a.md", "A", 0.1234567, 2, 3, "", "s", ((0, 1),), tags=("t",), rank=1)
     assert list(hit.record()) == list(HIT_FIELDS) and hit.record()["highlights"] == [[0, 1]]
     assert "explain" not in hit.record(explain=True)  # nothing to explain
+
+
+def test_a_filter_holding_a_lone_surrogate_matches_nothing_instead_of_failing(kb):
+    """A tag or path Python decoded with surrogateescape (a file name's stray byte) cannot be
+    encoded for SQLite; the search answers (no note has it) rather than raising."""
+    assert kb.search("garden", mode="keyword", tags=["\ud800"]) == []
+    assert kb.search("garden", mode="keyword", path="\udcff/notes") == []
+    assert kb.search("garden", mode="keyword", exclude=["\udcff"])

@@ -46,7 +46,16 @@ class Filters:
         if self.until:
             where.append(f"{date_expr} <= date(?)")
             args.append(_check_date(self.until, "--until"))
-        return (" AND ".join(where) or "1"), args
+        return (" AND ".join(where) or "1"), [_bindable(a) for a in args]
+
+
+def _bindable(value: object) -> object:
+    """A filter value SQLite can take: a lone surrogate (from a file name or argument Python
+    decoded with surrogateescape) cannot be encoded to UTF-8, so it becomes U+FFFD, which no stored
+    path or tag holds, instead of failing the search."""
+    if isinstance(value, str) and not value.isascii():
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
 
 
 def _path_match(pattern: str, args: list) -> str:
