@@ -38,6 +38,9 @@ INIT = {
     },
 }
 # A query that runs for seconds in SQLite (no table needed), within the sql tool's time limit.
+# Rows for SLOW_SQL to count: about 4 s on a quiet 2-core machine (3,000,000 took 0.9 s there,
+# less than the 1 s the tests wait for it to be running), under a minute at load 10.
+SLOW_ROWS = 12_000_000
 SLOW_SQL = (
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) "
     "SELECT count(*) FROM c"
@@ -210,7 +213,7 @@ def test_stdio_a_duplicate_id_in_flight_is_refused_and_the_first_answered(index)
     c = Stdio(db)
     try:
         c.start()
-        c.request(_call(7, "sql", query=SLOW_SQL.format(n=3_000_000)))
+        c.request(_call(7, "sql", query=SLOW_SQL.format(n=SLOW_ROWS)))
         c.request(_call(7, "search", query="compost"))  # the same id while the first runs
         c.request(_call(8, "search", query="tomatoes"))
         got = c.answers(3)
@@ -334,7 +337,7 @@ def test_http_a_duplicate_id_in_flight_is_refused_and_both_answered(served):
     slow: list[dict] = []
     t = threading.Thread(
         target=lambda: slow.append(
-            c.answer(_call(7, "sql", query=SLOW_SQL.format(n=3_000_000), timeout=60))
+            c.answer(_call(7, "sql", query=SLOW_SQL.format(n=SLOW_ROWS), timeout=60))
         )
     )
     t.start()
@@ -356,7 +359,7 @@ def test_http_slow_sql_calls_do_not_hold_other_clients(served):
     clients = [Http(port).start() for _ in range(4)]
 
     def run_sql(c: Http) -> None:
-        r = c.answer(_call(1, "sql", query=SLOW_SQL.format(n=3_000_000), timeout=60))
+        r = c.answer(_call(1, "sql", query=SLOW_SQL.format(n=SLOW_ROWS), timeout=60))
         done.append(("sql", time.monotonic()) if "result" in r else ("bad", 0.0))
 
     threads = [threading.Thread(target=run_sql, args=(c,)) for c in clients[:3]]
