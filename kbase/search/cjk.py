@@ -129,11 +129,17 @@ def latin_query(query: Query) -> Query:
     )
 
 
-def excluded_runs(query: Query) -> str | None:
-    """For a query that stays on chunks_fts: the chunks_cjk expression of its excluded terms
-    with runs (the chunks that hold one are left out), or None."""
-    terms = [_term(t) for t in query.excluded if any(has_runs(w) for w in t.words)]
-    return " OR ".join(t.fts() for t in terms) or None
+def excluded_runs(terms: tuple[Term, ...]) -> str | None:
+    """The chunks_cjk expression of the excluded ``terms`` that hold a run (chunks_fts cannot
+    see them), or None."""
+    found = [_term(t) for t in terms if any(has_runs(w) for w in t.words)]
+    return " OR ".join(t.fts() for t in found) or None
+
+
+def excluded_words(terms: tuple[Term, ...]) -> str | None:
+    """The chunks_fts expression of the excluded ``terms`` without runs, or None."""
+    found = [t for t in terms if not any(has_runs(w) for w in t.words)]
+    return " OR ".join(t.fts() for t in found) or None
 
 
 def is_pair_match(match: str) -> bool:

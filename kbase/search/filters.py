@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 
 from kbase.errors import InputError
-from kbase.search.query import Operator
+from kbase.search import cjk
+from kbase.search.query import Operator, Term
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class Filters:
     # Obsidian operators from the query (kbase.search.query.Operator): every group must hold, a
     # group when one of its operators does.
     operators: tuple[tuple[Operator, ...], ...] = ()
+    # The query's -excluded terms: a note that holds one anywhere (any chunk, its title or
+    # aliases, a heading) is left out, in every mode, as Obsidian leaves out the whole note.
+    without: tuple[Term, ...] = ()
 
     def sql(self) -> tuple[str, list]:
         """A WHERE fragment over ``documents AS d`` and its bindings. Paths match without regard
@@ -39,6 +43,8 @@ class Filters:
             where.append(_tag_match(tag, args))
         for group in self.operators:
             where.append("(" + " OR ".join(_operator_match(op, args) for op in group) + ")")
+        if self.without:
+            where.append(_without_match(self.without, args))
         date_expr = "date(coalesce(d.date, datetime(d.mtime_ns / 1000000000, 'unixepoch')))"
         if self.since:
             where.append(f"{date_expr} >= date(?)")
@@ -101,6 +107,25 @@ def _operator_match(op: Operator, args: list) -> str:
             else f"(instr({column}, ?) > 0)"
         )
     return f"NOT {sql}" if op.negated else sql
+
+
+def _without_match(terms: tuple[Term, ...], args: list) -> str:
+    """SQL true when no chunk of the note holds one of ``terms``: words in scripts without spaces
+    are looked for in chunks_cjk (chunks_fts holds their runs whole), the others in chunks_fts,
+    which holds every chunk."""
+    held = []
+    for table, expr in (
+        ("chunks_fts", cjk.excluded_words(terms)),
+        (cjk.TABLE, cjk.excluded_runs(terms)),
+    ):
+        if expr:
+            held.append(f"SELECT rowid FROM {table} WHERE {table} MATCH ?")
+            args.append(expr)
+    return (
+        "d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN ("
+        + " UNION ALL ".join(held)
+        + "))"
+    )
 
 
 def _like_escape(s: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 import apsw
@@ -80,18 +81,17 @@ def keyword_ranked(
     query = parse_query(text)
     if query.empty or n <= 0:
         return []
-    where, args = filters.sql()
+    where, args = without_excluded(filters, query).sql()
     depth = n + RERANK_SLACK
     if cjk.applies(query):
         found = _cjk_found(con, query, depth, where, args, fill_to or n)
     else:
-        kw_where, kw_args = _without_excluded_runs(query, where, args)
-        found = [(TIER_ALL, r) for r in _ranked_docs(con, query.to_fts(), kw_where, kw_args, depth)]
+        found = [(TIER_ALL, r) for r in _ranked_docs(con, query.to_fts(), where, args, depth)]
         if len(found) < (fill_to or n) and len(query.clauses) > 1 and not query.explicit_or:
             have = {r[0] for _, r in found}
             found += [
                 (TIER_SOME, r)
-                for r in _ranked_docs(con, query.to_fts(match_any=True), kw_where, kw_args, depth)
+                for r in _ranked_docs(con, query.to_fts(match_any=True), where, args, depth)
                 if r[0] not in have
             ]
     names = _name_tiers(con, query, where, args)
@@ -236,13 +236,7 @@ def listed(
 ) -> list[Hit]:
     """The notes a query of operators alone keeps (``tag:#x``, ``path:journal -draft``), by path,
     each shown by its first chunk; -excluded words leave out the notes that hold them."""
-    where, args = filters.sql()
-    if query.excluded:
-        where += (
-            " AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
-            " (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))"
-        )
-        args = [*args, " OR ".join(t.fts() for t in query.excluded)]
+    where, args = without_excluded(filters, query).sql()
     rows = con.execute(
         f"""SELECT d.id, (SELECT id FROM chunks WHERE doc_id = d.id ORDER BY seq LIMIT 1) AS cid
             FROM documents AS d WHERE {where} AND cid IS NOT NULL
@@ -305,8 +299,7 @@ def _cjk_found(
         more(TIER_SOME, _ranked_docs(con, some, where, args, n, cjk.TABLE))
     latin = cjk.latin_query(query)
     if len(found) < fill_to and not latin.empty:
-        lw, la = _without_excluded_runs(query, where, args)
-        more(TIER_SOME, _ranked_docs(con, latin.to_fts(match_any=True), lw, la, n))
+        more(TIER_SOME, _ranked_docs(con, latin.to_fts(match_any=True), where, args, n))
     if not found:
         # No word of the query is in any note (a word the segmenter cut wrongly, or one spelled
         # differently): the notes that share its character pairs, the most first.
@@ -335,17 +328,12 @@ def _docs_matching(con: apsw.Connection, clause: tuple) -> set[int]:
     }
 
 
-def _without_excluded_runs(query: Query, where: str, args: list) -> tuple[str, list]:
-    """A query on chunks_fts whose excluded words are in scripts without spaces: chunks_fts
-    cannot see them, so the notes holding them (in chunks_cjk) are left out."""
-    excluded = cjk.excluded_runs(query)
-    if excluded is None:
-        return where, args
-    sql = (
-        f"{where} AND d.id NOT IN (SELECT c.doc_id FROM chunks AS c WHERE c.id IN"
-        f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?))"
-    )
-    return sql, [*args, excluded]
+def without_excluded(filters: Filters, query: Query) -> Filters:
+    """``filters`` leaving out the notes that hold one of the query's -excluded terms anywhere
+    (kbase.search.run builds them so; a caller of keyword_ranked may pass its own)."""
+    if not query.excluded or filters.without:
+        return filters
+    return replace(filters, without=query.excluded)
 
 
 def _ranked_docs(

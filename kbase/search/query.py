@@ -140,8 +140,9 @@ class Term:
 
 @dataclass(frozen=True)
 class Query:
-    """Parsed search text: ``clauses`` must all match (each is an OR of terms),
-    ``excluded`` none."""
+    """Parsed search text: ``clauses`` must all match (each is an OR of terms), ``excluded``
+    none: a note that holds an excluded term anywhere is left out (kbase.search.filters.Filters
+    .without), not only its chunks that do."""
 
     clauses: tuple[tuple[Term, ...], ...] = ()
     excluded: tuple[Term, ...] = ()

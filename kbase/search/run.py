@@ -89,6 +89,7 @@ def search(
         until=until,
         exclude=tuple(exclude),
         operators=parsed.operators,
+        without=parsed.excluded,  # a note holding one anywhere is left out, in every mode
     )
     started = time.monotonic()  # one time limit for the correction and the search
     corrected = None
