@@ -153,6 +153,27 @@ def test_show_document_and_region(run, indexed):
             "tech/notes.txt:2-0 is reversed; tech/notes.txt has lines 1-3",
             "give START-END with START <= END, e.g. tech/notes.txt:1-2",
         ),
+        # a line part that is no number: about the line, not a typo of the whole name
+        *(
+            (
+                target,
+                f"{target!r}: the part after ':' must be a line number, not {line!r}",
+                "write PATH:LINE or PATH:START-END, e.g. Garden.md:3 or Garden.md:3-5"
+                " (or Garden.md for the whole note)",
+            )
+            for target, line in [
+                ("Garden.md:abc", "abc"),
+                ("Garden.md:12x", "12x"),
+                ("Garden:3-x", "3-x"),
+                ("Gardn.md:abc", "abc"),  # the note a typo away is the one the hint names
+            ]
+        ),
+        (
+            "Garden.md:",
+            "'Garden.md:': a line number must follow ':'",
+            "write PATH:LINE or PATH:START-END, e.g. Garden.md:3 or Garden.md:3-5"
+            " (or Garden.md for the whole note)",
+        ),
     ],
 )
 def test_show_a_region_out_of_range_is_one_error_line_with_the_valid_range(
@@ -178,6 +199,10 @@ def test_region_api_and_a_colon_in_a_file_name(kb, vault):
     kb.index([vault], embed=False)
     assert kb.region("Meeting 10:30").whole  # the name itself, not line 30 of 'Meeting 10'
     assert kb.region("Meeting 10:30:3", context=0).lines == ("Agenda.",)
+    (vault / "Garden: notes.md").write_text("# Garden notes\n")
+    kb.index([vault], embed=False)
+    assert kb.region("Garden: notes").lines == ("# Garden notes",)  # a name with ': ' in it
+    assert kb.region("Garden: note").lines == ("# Garden notes",)  # and a typo of it
 
 
 @pytest.mark.parametrize(

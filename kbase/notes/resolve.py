@@ -353,6 +353,7 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
             return anchor_region(con, find_document(con, note), anchor)
         start = end = None
         if not m:
+            _check_line_part(con, target)
             doc = find_document(con, target)  # a name a typo away, or the error
         else:
             try:
@@ -383,6 +384,29 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
         total,
         False,
         pages=len(doc.pages),
+    )
+
+
+def _check_line_part(con: apsw.Connection, target: str) -> None:
+    """``Note.md:abc``, ``Note.md:12x``, ``Note.md:``: when no document is named so whole and the
+    part before the last ':' names one (or one a typo away), the part after it is a line that is
+    not a number: an ``InputError`` says so, instead of a typo of the whole name. A part after ':'
+    with a space in it (``Meeting: notes``) is left to the name lookup."""
+    path, sep, line = target.rpartition(":")
+    if not sep or not path.strip() or any(ch.isspace() for ch in line):
+        return
+    try:
+        doc = find_document(con, path)
+    except InputError:
+        return
+    total = len(_lines(doc))
+    first, last = min(3, total), min(5, total)  # an example that names lines the note has
+    raise InputError(
+        f"{target!r}: the part after ':' must be a line number, not {line!r}"
+        if line
+        else f"{target!r}: a line number must follow ':'",
+        f"write PATH:LINE or PATH:START-END, e.g. {doc.path}:{first} or"
+        f" {doc.path}:{first}-{last} (or {doc.path} for the whole note)",
     )
 
 
