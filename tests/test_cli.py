@@ -95,21 +95,47 @@ def test_search_no_match_and_bad_date(run, indexed):
     assert r.stderr.splitlines()[0] == "Error: --since 'yesterday-ish' is not a date"
 
 
-def test_an_excluded_word_outside_the_quotes_says_how_to_write_it(run, indexed):
+def test_an_excluded_word_outside_the_quotes_is_part_of_the_query(run, indexed):
     """`kbase search garden -tomatoes` (as a user writes it, and as the sample vault once said):
-    -tomatoes is read as options, so the error says to quote the query or put -- before it,
-    quoting what was typed without the options and their values."""
-    r = run("search", "tomatoes", "-sun", "-n", "3", "--path", "tech")
-    assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr.splitlines()[-1] == (
-        "Error: No such option '-s' (in -sun). To leave out a word, put it inside the query's"
-        " quotes: kbase search 'tomatoes -sun' (or -- before the query)"
-    )
-    assert run("search", "--", "tomatoes", "-sun").exit_code == 0  # as the hint says
-    assert run("search", "tomatoes -sun").exit_code == 0
+    a -word that is not one of search's option spellings is an exclusion, wherever it stands;
+    -n, --limit=5, -n5 and -mkeyword stay options; -nothing is 'nothing' left out."""
+
+    def found(*args):
+        r = run("search", "--json", *args)
+        assert r.exit_code == 0, r.output
+        return sorted(h["path"] for h in json.loads(r.stdout))
+
+    assert found("tomatoes") == ["Garden.md", "tech/notes.txt"]
+    for args in [
+        ("tomatoes", "-sun"),
+        ("tomatoes -sun",),
+        ("--", "tomatoes", "-sun"),
+        ("-sun", "tomatoes", "-n", "3"),
+        ("-n3", "tomatoes", "-sun", "--limit=3"),
+        ("tomatoes", "-mkeyword", "-sun"),
+        ("tomatoes", "-nothing", "-sun"),  # not -n othing
+    ]:
+        assert found(*args) == ["tech/notes.txt"], args
+    assert len(found("tomatoes", "-n1")) == 1  # -n1: an option with its value
+    assert found("tomatoes", "-nothing") == ["Garden.md", "tech/notes.txt"]
+    assert found("tomatoes", "-mfoo") == ["Garden.md", "tech/notes.txt"]  # no such mode: a word
+    assert found("--", "-n", "1") == []  # after --, all query: the word 1, minus n
     assert run("search", "tomatoes", "--bogus").stderr.splitlines()[-1] == (
-        "Error: No such option '--bogus'."  # not a word: click's own message
+        "Error: No such option '--bogus'."  # a long option is never a word: click's own message
     )
+    assert run("search", "tomatoes", "-n").stderr.splitlines()[-1] == (
+        "Error: Option '-n' requires an argument."
+    )
+    for args, example in [
+        (("tomatoes", "-n", "othing"), "tomatoes -nothing"),
+        (("tomatoes", "--limit=x"), "tomatoes -word"),
+    ]:
+        r = run("search", *args)
+        assert r.exit_code == 2 and r.stdout == ""
+        assert r.stderr.splitlines()[-1].endswith(
+            "is not a valid integer. -n N is how many notes to list; to leave out a word, write"
+            f" -word with no space: kbase search '{example}'"
+        )
 
 
 def test_status(run, indexed, db_path):

@@ -25,38 +25,68 @@ from kbase.cli.app import (
 
 
 class _Search(click.Command):
-    """``kbase search garden -tomatoes`` reads -tomatoes as options (-t): the error says how to
-    leave out a word instead (inside the query's quotes, or after --)."""
+    """``kbase search garden -tomatoes``: a ``-word`` that is not one of the command's option
+    spellings is part of the query (an exclusion), as a person writes it. Options are ``-n``,
+    ``--limit`` and the others as spelled, ``--limit=5``, and a short option with a value it
+    accepts attached (``-n5``, ``-mkeyword``); ``-nothing`` is the word 'nothing' left out, not
+    ``-n othing``; ``--unknown`` stays an error, and everything after ``--`` is the query."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        typed = list(args)  # the parser consumes the list it is given
-        try:
-            return super().parse_args(ctx, args)
-        except click.NoSuchOption as e:
-            word = next(
-                (a for a in typed if a.startswith(e.option_name) and a[1:2] != "-" and a[2:]),
-                None,
-            )
-            if word is None:
+        options, words, complete = self._split(ctx, args)
+        try:  # (an option missing its value, at the end: click's own error, not '--' as its value)
+            return super().parse_args(ctx, [*options, "--", *words] if complete else options)
+        except click.BadParameter as e:
+            if e.param is None or e.param.name != "limit":
                 raise
-            valued = {
-                name
-                for p in self.params
-                if isinstance(p, click.Option) and not p.is_flag
-                for name in p.opts
-            }
-            words: list[str] = []
-            skip = False
-            for a in typed:
-                if not skip and (a == word or not a.startswith("-")):
-                    words.append(a)
-                skip = a in valued  # the next one is this option's value
-            query = " ".join(words)
+            value = next((options[i + 1] for i, a in enumerate(options[:-1]) if a == "-n"), None)
+            example = " ".join([*words, f"-n{value}" if value else "-word"])
             raise click.UsageError(
-                f"No such option '{e.option_name}' (in {word}). To leave out a word, put it"
-                f" inside the query's quotes: kbase search '{query}' (or -- before the query)",
+                f"{e.format_message()} -n N is how many notes to list; to leave out a word,"
+                f" write -word with no space: kbase search '{example}'",
                 ctx,
             ) from None
+
+    def _split(self, ctx: click.Context, args: list[str]) -> tuple[list[str], list[str], bool]:
+        """``args`` as (options with their values, the query's words), each in the order typed,
+        and whether every option that takes a value has one."""
+        params = {
+            opt: p
+            for p in self.get_params(ctx)
+            if isinstance(p, click.Option)
+            for opt in (*p.opts, *p.secondary_opts)
+        }
+        options: list[str] = []
+        words: list[str] = []
+        complete = True
+        rest = iter(args)
+        for a in rest:
+            if a == "--":
+                words.extend(rest)
+                break
+            name = a.partition("=")[0] if a.startswith("--") else a
+            p = params.get(name)
+            if a.startswith("--") or p is not None:
+                options.append(a)
+                if p is not None and not p.is_flag and not p.count and "=" not in a:
+                    value = next(rest, None)
+                    complete = value is not None
+                    options.extend([value] if value is not None else [])
+            elif a.startswith("-") and len(a) > 1 and _attached(ctx, params.get(a[:2]), a[2:]):
+                options.append(a)
+            else:
+                words.append(a)
+        return options, words, complete
+
+
+def _attached(ctx: click.Context, p: click.Option | None, value: str) -> bool:
+    """Does the short option ``p`` (None: no such option) take ``value`` attached (-n5)?"""
+    if p is None or p.is_flag or p.count:
+        return False
+    try:
+        p.type.convert(value, p, ctx)
+    except click.BadParameter:
+        return False
+    return True
 
 
 @click.command(cls=_Search)
