@@ -462,3 +462,36 @@ def test_a_bad_config_is_one_line_naming_file_key_and_fix(vault, config_home, te
     r = kbase_cli("--db", str(vault.parent / "x.db"), "index", "--no-embed", str(vault))
     assert r.exit_code == 1 and str(vault / ".kbase.toml") in r.stderr.splitlines()[0]
     assert not (vault.parent / "x.db").exists()
+
+
+def test_help_shows_the_default_the_config_file_sets(config_home):
+    """`kbase index --help` gives the extensions (and `index`/`embed` the model) in force: the
+    config file's, saying so, else kbase's own; a bad config file does not stop --help."""
+    from kbase.cli.app import BUILTIN_EXTENSIONS
+    from kbase.ingest.discover import DEFAULT_EXTENSIONS
+
+    assert BUILTIN_EXTENSIONS == " ".join(DEFAULT_EXTENSIONS)
+
+    def help_of(command: str) -> str:
+        r = CliRunner().invoke(cli, [command, "--help"], terminal_width=1000)
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    ext = "File extension to index (repeatable; a vault's .kbase.toml beats the default)."
+    assert f"{ext} Default: {BUILTIN_EXTENSIONS}.\n" in help_of("index")
+    config_home.write_text('extensions = ["md", ".txt"]\nmodel = "multilingual-e5-small"\n')
+    assert (
+        f"{ext} Default: .md .txt (from {config_home}; without it: {BUILTIN_EXTENSIONS}).\n"
+        in help_of("index")
+    )
+    for command in ("index", "embed"):
+        assert (
+            f"Default: multilingual-e5-small (from {config_home}; without it: the index's model,"
+            " all-MiniLM-L6-v2 for a new index).\n" in help_of(command)
+        )
+    config_home.write_text("colour = 3\n")
+    assert (
+        f"{ext} Default: {BUILTIN_EXTENSIONS} (the config file {config_home} cannot be read:"
+        " kbase config says why).\n" in help_of("index")
+    )
+    assert kbase_cli("index", "--no-embed").stderr.startswith(f"Error: config {config_home}")

@@ -8,8 +8,11 @@ from pathlib import Path
 import click
 
 from kbase.cli.app import (
+    BUILTIN_EXTENSIONS,
+    BUILTIN_MODEL,
     dumps,
     format_options,
+    index_file,
     open_kb,
     output_options,
     printable,
@@ -46,7 +49,7 @@ def browse(ctx):
         )
     from kbase.tui.app import run
 
-    run(ctx.obj["db"])
+    run(index_file(ctx))
 
 
 @click.command()
@@ -96,7 +99,7 @@ def mcp(ctx, http, token, watch, no_embed, poll, budget):
     ):
         raise click.UsageError("--token applies to --http only (stdio needs no token)")
     serve(
-        ctx.obj["db"],
+        index_file(ctx),
         http=http,
         token=token if http else None,
         watch=watch,
@@ -304,7 +307,7 @@ def config(ctx, path, fmt):
         (
             "extensions",
             " ".join(vault.extensions or user.extensions or ())
-            or ".md .markdown .txt .pdf .canvas",
+            or BUILTIN_EXTENSIONS,
             str(vault.path)
             if vault.extensions
             else str(user.path)
@@ -318,7 +321,7 @@ def config(ctx, path, fmt):
         ),
         (
             "model",
-            user.model or "the index's (kbase status), all-MiniLM-L6-v2 for a new one",
+            user.model or BUILTIN_MODEL,
             str(user.path) if user.model else "default",
         ),
     ]

@@ -102,7 +102,8 @@ def open_kb(ctx: click.Context) -> KB:
     if "kb" not in root.obj:
         from kbase.api import KB
 
-        kb = KB(root.obj["db"], cache_vectors=False)  # one query per process: sqlite-vec answers it
+        # one query per process: sqlite-vec answers it
+        kb = KB(index_file(ctx), cache_vectors=False)
         kb.on_notice = lambda message: click.echo(printable(f"note: {message}"), err=True)
         root.obj["kb"] = kb
         root.call_on_close(kb.close)
@@ -165,7 +166,15 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 
     Settings: --db, else KBASE_DB, else the config file (kbase config shows which is in force
     and from where)."""
-    ctx.obj = {"db": db or index_path(None)}
+    ctx.obj = {}  # the index file is found when a command needs it (index_file), not for --help
+
+
+def index_file(ctx: click.Context) -> Path:
+    """The index the command opens (index_path of --db), found once."""
+    root = ctx.find_root()
+    if "db" not in root.obj:
+        root.obj["db"] = index_path(root.params.get("db"))
+    return root.obj["db"]
 
 
 def index_path(db: Path | None) -> Path:
@@ -274,6 +283,44 @@ def parse_size(ctx, param, value):
     return int(float(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower()))
 
 
+# kbase's own defaults of what the user's config file may set, as --help and kbase config say
+# them (kbase.ingest.discover holds the extensions; a test keeps the two the same).
+BUILTIN_EXTENSIONS = ".md .markdown .txt .pdf .canvas"
+BUILTIN_MODEL = "the index's model, all-MiniLM-L6-v2 for a new index"
+
+
+class ConfigDefault(click.Option):
+    """An option whose default the user's config file may set (``config_key``): its --help ends
+    with the default in force, and says when it comes from that file, read when help is shown
+    (``builtin``: kbase's own default, as text)."""
+
+    def __init__(self, *args, config_key: str, builtin: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.config_key = config_key
+        self.builtin = builtin
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None:
+            return None
+        from kbase.config import ConfigError, load_user, user_config_path
+
+        try:
+            value = getattr(load_user(), self.config_key)
+        except ConfigError:
+            return record[0], (
+                f"{record[1]} Default: {self.builtin} (the config file {user_config_path()}"
+                " cannot be read: kbase config says why)."
+            )
+        if not value:
+            return record[0], f"{record[1]} Default: {self.builtin}."
+        shown = " ".join(value) if isinstance(value, tuple) else str(value)
+        return record[0], (
+            f"{record[1]} Default: {shown} (from {user_config_path()}; without it:"
+            f" {self.builtin})."
+        )
+
+
 def model_options(f):
     """--model and --download, for index and embed."""
     f = click.option(
@@ -284,7 +331,10 @@ def model_options(f):
     f = click.option(
         "--model",
         metavar="NAME",
-        help="The embedding model: all-MiniLM-L6-v2 (English, default), multilingual-e5-small"
+        cls=ConfigDefault,
+        config_key="model",
+        builtin=BUILTIN_MODEL,
+        help="The embedding model: all-MiniLM-L6-v2 (English), multilingual-e5-small"
         " (about 100 languages), fastembed:NAME. Another model than the index's re-embeds"
         " everything; search keeps the old vectors until that is done.",
     )(f)

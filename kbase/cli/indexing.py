@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from kbase.cli.app import (
+    BUILTIN_EXTENSIONS,
+    ConfigDefault,
     chunk_options,
     dumps,
     format_options,
@@ -38,7 +40,10 @@ if TYPE_CHECKING:
     "extensions",
     multiple=True,
     metavar="EXT",
-    help="File extension to index (repeatable). Default: .md .markdown .txt .pdf .canvas",
+    cls=ConfigDefault,
+    config_key="extensions",
+    builtin=BUILTIN_EXTENSIONS,
+    help="File extension to index (repeatable; a vault's .kbase.toml beats the default).",
 )
 @click.option(
     "--max-size",
