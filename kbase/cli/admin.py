@@ -306,8 +306,7 @@ def config(ctx, path, fmt):
         ("index", str(db), db_from),
         (
             "extensions",
-            " ".join(vault.extensions or user.extensions or ())
-            or BUILTIN_EXTENSIONS,
+            " ".join(vault.extensions or user.extensions or ()) or BUILTIN_EXTENSIONS,
             str(vault.path)
             if vault.extensions
             else str(user.path)

@@ -316,8 +316,7 @@ class ConfigDefault(click.Option):
             return record[0], f"{record[1]} Default: {self.builtin}."
         shown = " ".join(value) if isinstance(value, tuple) else str(value)
         return record[0], (
-            f"{record[1]} Default: {shown} (from {user_config_path()}; without it:"
-            f" {self.builtin})."
+            f"{record[1]} Default: {shown} (from {user_config_path()}; without it: {self.builtin})."
         )
 
 
