@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kbase.embed.embedder import Embedder
     from kbase.embed.switch import Models
     from kbase.embed.vectors import EmbedProgress
+    from kbase.handoff import Server
     from kbase.indexer.pipeline import Progress
     from kbase.ingest.chunk import Chunking, ChunkSettings
     from kbase.notes.graph import LinkHit, Note
@@ -78,6 +79,9 @@ class KB:
         self._explicit_embedder = embedder is not None  # else: the index's own model
         self.vector_cache = VectorCache() if cache_vectors else None
         self.search_timeout = SEARCH_TIMEOUT  # seconds, for each search
+        # A one-shot process (the CLI): hand hybrid and semantic searches to a running kbase that
+        # serves this index (``serve_searches``; kbase.handoff), searching here when none does.
+        self.hand_off = False
         self.notices: list[str] = []  # see _notice
         self.on_notice: Callable[[str], None] | None = None
         self._said_immutable = False
@@ -466,7 +470,38 @@ class KB:
         stopped: an ``InputError``; ``limit`` is 1 to ``MAX_SEARCH_LIMIT`` (1,000), and the
         first hits do not depend on it (a larger limit adds hits after them).
 
-        The search itself is ``kbase.search.run.search``."""
+        The search itself is ``kbase.search.run.search``; with ``hand_off``, a hybrid or
+        semantic search is handed to a running kbase that serves this index, if one does."""
+        if self.hand_off:
+            handed = self._hand_off(query, mode, limit, path, tags, since, until, exclude, correct)
+            if handed is not None:
+                return handed
+        return self._search_here(
+            query,
+            mode=mode,
+            limit=limit,
+            path=path,
+            tags=tags,
+            since=since,
+            until=until,
+            exclude=exclude,
+            correct=correct,
+        )
+
+    def _search_here(
+        self,
+        query: str,
+        *,
+        mode: str | None = None,
+        limit: int = 10,
+        path: str | None = None,
+        tags: Sequence[str] = (),
+        since: str | None = None,
+        until: str | None = None,
+        exclude: Sequence[str] = (),
+        correct: bool = True,
+    ) -> Hits:
+        """``search`` in this process."""
         from kbase.ingest.discover import outside_doc_ids
         from kbase.search import run
 
@@ -491,7 +526,7 @@ class KB:
             if mode is not None:  # asked for by name: say why it cannot be had
                 raise
             self._notice(f"{e.message}: keyword results only ({e.hint})")
-            return self.search(
+            return self._search_here(
                 query,
                 mode="keyword",
                 limit=limit,
@@ -507,6 +542,116 @@ class KB:
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
         return hits
+
+    def _hand_off(
+        self,
+        query: str,
+        mode: str | None,
+        limit: int,
+        path: str | None,
+        tags: Sequence[str],
+        since: str | None,
+        until: str | None,
+        exclude: Sequence[str],
+        correct: bool,
+    ) -> Hits | None:
+        """The search as a running kbase answers it (kbase.handoff.ask), or None: a keyword
+        search (this process answers it as fast), no index here yet, or no server."""
+        if mode == "keyword" or not isinstance(query, str) or not self.path.exists():
+            return None
+        if isinstance(tags, str) or isinstance(exclude, str):
+            return None  # (sent as lists of words; the odd forms are searched here)
+        if mode is None and self.default_mode() == "keyword":
+            return None
+        from kbase import handoff
+
+        args = {
+            "query": query,
+            "mode": mode,
+            "limit": limit,
+            "path": path,
+            "tags": list(tags),
+            "since": since,
+            "until": until,
+            "exclude": list(exclude),
+            "correct": correct,
+        }
+        answered = handoff.ask(self.path, args, self.search_timeout)
+        if answered is None:
+            return None
+        hits, notices = answered
+        for message in notices:
+            self._notice(message)
+        return hits
+
+    def serve_searches(
+        self, use: Callable[[], contextlib.AbstractContextManager[KB]] | None = None
+    ) -> Server:
+        """Answer the hybrid and semantic searches one-shot processes (``kbase search``) hand to
+        this one for this index, over a socket only this user can reach (kbase.handoff), until
+        the returned server is closed; ``serving`` is false when another process serves the
+        index already or the socket's directory is not private (then a notice says why).
+
+        ``use()`` lends the KB a search runs on (the MCP server's and the TUI's own, under their
+        locks); by default a KB of its own (its own reader and vectors in memory, the process's
+        model), one search at a time, closed with the server. The model and the vectors are
+        loaded at once, in the background, so the first search handed over is as fast as the
+        rest."""
+        from kbase import handoff
+
+        cleanup = None
+        if use is None:
+            own = KB(self.path, embedder=self._embedder if self._explicit_embedder else None)
+            use, cleanup = own._one_at_a_time(), own.close
+
+        def search(args: dict[str, Any]) -> tuple[Hits, list[str]]:
+            with use() as kb:
+                before = len(kb.notices)
+                hits = kb._search_here(**args)
+                return hits, kb.notices[before:]
+
+        server = handoff.Server(self.path, search, cleanup=cleanup)
+        if not server.start():
+            if cleanup is not None:
+                cleanup()
+            if not handoff.private(server.path.parent):
+                self._notice(f"searches are not handed to this process: {server.reason}")
+            return server
+        threading.Thread(
+            target=self._warm, args=(use,), name="kbase-handoff-warm", daemon=True
+        ).start()
+        return server
+
+    def _one_at_a_time(self) -> Callable[[], contextlib.AbstractContextManager[KB]]:
+        """``use`` for a KB that serves searches: one at a time, opened again when the index
+        file was replaced (deleted and built again under the same name)."""
+        lock = threading.Lock()
+        seen: list[tuple[int, int] | None] = [None]
+
+        @contextlib.contextmanager
+        def use() -> Iterator[KB]:
+            with lock:
+                try:
+                    st = os.stat(self.path)
+                    identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
+                except OSError:
+                    identity = None
+                if seen[0] is not None and identity != seen[0]:
+                    self.refresh()
+                seen[0] = identity
+                yield self
+
+        return use
+
+    @staticmethod
+    def _warm(use: Callable[[], contextlib.AbstractContextManager[KB]]) -> None:
+        """Load the model and the vectors of an embedded index (see ``serve_searches``)."""
+        try:
+            with use() as kb:
+                if kb.path.exists() and kb.default_mode() != "keyword":
+                    kb._search_here("warm up", mode="semantic", limit=1)
+        except Exception:  # (the searches handed over say what is wrong, if it lasts)
+            pass
 
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks): how much of the index semantic search covers

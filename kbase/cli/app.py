@@ -104,6 +104,7 @@ def open_kb(ctx: click.Context) -> KB:
 
         # one query per process: sqlite-vec answers it
         kb = KB(index_file(ctx), cache_vectors=False)
+        kb.hand_off = True  # a hybrid search goes to a running kbase watch/mcp/browse, if any
         kb.on_notice = lambda message: click.echo(printable(f"note: {message}"), err=True)
         root.obj["kb"] = kb
         root.call_on_close(kb.close)

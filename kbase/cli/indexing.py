@@ -297,8 +297,9 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             err=True,
         )
     try:
-        # No bars; a line on stderr when one file takes long (not with --json: stdout is events)
-        with Bars(events is None, bars=False) as slow:
+        # No bars; a line on stderr when one file takes long (not with --json: stdout is events).
+        # A kbase search meanwhile is handed to this process (its model and vectors loaded).
+        with Bars(events is None, bars=False) as slow, kb.serve_searches():
             kb.watch(
                 paths,
                 debounce_ms=debounce,

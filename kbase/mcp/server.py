@@ -520,6 +520,8 @@ def serve(
         sock = transport.listen(*address)
         options = transport.auth_options(address[0], sock.getsockname()[1], token)
     server = build_server(backend, default_budget=budget, **options)
+    # kbase search from a shell meanwhile is handed to this process (its model and vectors)
+    handed = backend.kb.serve_searches(use=lambda: backend.use(model=True))
     threads = []
     if watch:
         threads.append(
@@ -544,6 +546,7 @@ def serve(
         pass
     finally:
         backend.stop.set()
+        handed.close()
         for t in threads:
             t.join(timeout=30)
         backend.close()

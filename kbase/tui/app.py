@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -40,6 +41,7 @@ class KbaseApp(App):
         super().__init__()
         self.db_path = Path(db_path)
         self.pool = KBPool(self.db_path, kb_factory)
+        self.handoff: Any = None  # kbase search handed to this app (KB.serve_searches), once loaded
         self.debounce = debounce
         self.error_log: list[tuple[str, str | None]] = []  # (message, hint) of every error shown
         self._last_error: tuple[str, float] = ("", 0.0)
@@ -123,6 +125,8 @@ class KbaseApp(App):
         yield SystemCommand("Help: key bindings", "Every key of kbase browse (?)", self.action_help)
 
     def on_unmount(self) -> None:
+        if self.handoff is not None:
+            self.handoff.close()
         self.pool.close()
 
 

@@ -13,7 +13,7 @@ import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -66,6 +66,7 @@ class Services(Protocol):
 
     pool: KBPool
     debounce: float
+    handoff: Any  # the KB.serve_searches server, once the model is loaded
 
     def notify_error(self, error: BaseException, *, title: str = "kbase") -> None: ...
 
@@ -582,6 +583,10 @@ class MainScreen(Screen):
             # Loads the model, checks it made the index's vectors, and reads the vectors
             # into memory: the first real query is then as fast as the others.
             kb.search("warm up", mode="semantic", limit=1)
+            app = services(self)
+            serve = getattr(kb, "serve_searches", None)  # (a test's stand-in KB may have none)
+            if serve is not None and app.handoff is None:  # kbase search from a shell: here
+                app.handoff = serve(use=app.pool.vector_kb)
         return ModelReady()
 
     @on(ModelReady)

@@ -1,0 +1,380 @@
+"""A hybrid ``kbase search`` from the shell handed to a running ``kbase watch`` or ``kbase mcp``
+(issue 36 part 2, kbase.handoff): the same answers as in the process, only the owner's
+processes talk, and a clean fallback when the server is gone, stale or stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import kbase
+from kbase import handoff
+from kbase.errors import InputError
+from tests.conftest import write
+
+REPO = Path(__file__).parents[1]
+QUERIES = ("database logging", "tomatos")  # (the second is corrected: "tomatoes")
+
+
+@pytest.fixture
+def runtime(monkeypatch):
+    """A socket directory of the test's own (short: a Unix socket's path has ~100 bytes)."""
+    base = Path(tempfile.mkdtemp(prefix="kbh"))
+    monkeypatch.setenv("KBASE_RUNTIME_DIR", str(base / "run"))
+    monkeypatch.delenv("KBASE_HANDOFF", raising=False)
+    yield base / "run"
+    for p in sorted(base.rglob("*"), reverse=True):
+        p.unlink() if not p.is_dir() else p.rmdir()
+    base.rmdir()
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory) -> Path:
+    """A small vault indexed with the real model."""
+    root = tmp_path_factory.mktemp("handoff")
+    vault = write(
+        root / "vault",
+        {
+            "Garden.md": "# Garden\n\nTomatoes need sun and water.\n\n## Beds\n\nRaised beds"
+            " drain well; lettuce and kale grow in spring.\n",
+            "SQLite.md": "# SQLite\n\nWrite-ahead logging lets readers and writers work at"
+            " once. A checkpoint copies the log back into the database.\n",
+            "Baking.md": "# Baking\n\nBread needs flour, water, salt and time. #kitchen\n",
+            "Travel.md": "# Travel\n\nTrains across the Alps; a garden of glaciers.\n",
+        },
+    )
+    db = root / "index.db"
+    with kbase.open(db) as kb:
+        kb.index([vault])
+        assert kb.default_mode() == "hybrid"
+    return db
+
+
+def _cli(db: Path, *args: str, env: dict | None = None, timeout: float = 120):
+    """``python -X importtime -m kbase --db DB ARGS``: (its output, the modules it imported)."""
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kbase", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in r.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return r.stdout, names
+
+
+def _served(db: Path, proc: subprocess.Popen, log: Path) -> Path:
+    """Wait until ``proc`` serves ``db`` (its socket answers), return the socket."""
+    path = handoff.socket_path(db)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if path.exists():
+            with socket.socket(socket.AF_UNIX) as s:
+                try:
+                    s.connect(str(path))
+                    return path
+                except OSError:
+                    pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"the server never listened: {log.read_text()[-3000:]}")
+
+
+def _start(db: Path, *command: str) -> tuple[subprocess.Popen, Path]:
+    log = db.with_name(f"{command[0]}.log")
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kbase", "--db", str(db), *command],
+            stdin=subprocess.PIPE,  # (kbase mcp serves until its stdin closes)
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=REPO,
+        )
+    _served(db, proc, log)
+    return proc, log
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        assert proc.stdin is not None
+        proc.stdin.close()  # kbase mcp ends
+        proc.send_signal(signal.SIGINT)  # kbase watch ends
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _hits(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _same(a: list[dict], b: list[dict]) -> None:
+    """The same hits, fields and order; the score to 1e-5: a server holds the vectors in memory
+    and scores them with one matrix product, a one-shot process asks sqlite-vec (as kbase mcp and
+    kbase browse always have)."""
+    assert [{**h, "score": None} for h in a] == [{**h, "score": None} for h in b]
+    assert [h["score"] for h in a] == pytest.approx([h["score"] for h in b], abs=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [("watch",), ("mcp",)])
+def test_a_running_kbase_answers_the_shells_hybrid_search(embedded, runtime, command):
+    proc, log = _start(embedded, *command)
+    try:
+        for q in QUERIES:
+            for mode in ((), ("-m", "semantic"), ("--explain",)):
+                handed, names = _cli(embedded, "search", "--jsonl", *mode, q)
+                assert "onnxruntime" not in names and "numpy" not in names, "not handed over"
+                here, names = _cli(
+                    embedded, "search", "--jsonl", *mode, q, env={"KBASE_HANDOFF": "0"}
+                )
+                assert "onnxruntime" in names
+                assert _hits(handed), q
+                _same(_hits(handed), _hits(here))
+        # exactly what the API answers in a long-lived process (vectors in memory)
+        with kbase.open(embedded) as kb:
+            for q in QUERIES:
+                out, _ = _cli(embedded, "search", "--jsonl", "--explain", q)
+                assert _hits(out) == [h.record(explain=True) for h in kb.search(q)]
+        # a keyword search is answered by the shell's own process (it is as fast there)
+        _, names = _cli(embedded, "search", "-m", "keyword", "garden")
+        assert "kbase.handoff" not in names
+        # a query kbase cannot search is the same error either way
+        r = subprocess.run(
+            [sys.executable, "-m", "kbase", "--db", str(embedded), "search", "--", "!!!"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert r.returncode != 0 and "no words to search for" in r.stderr
+    finally:
+        _stop(proc)
+    assert not handoff.socket_path(embedded).exists(), "the socket is removed at exit"
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.slow
+def test_a_killed_server_leaves_a_stale_socket_that_costs_nothing(embedded, runtime):
+    proc, _ = _start(embedded, "watch")
+    path = handoff.socket_path(embedded)
+    proc.kill()  # no clean-up: the socket file stays
+    proc.wait()
+    assert path.exists()
+    t0 = time.monotonic()
+    out, names = _cli(embedded, "search", "--jsonl", "garden")
+    assert "onnxruntime" in names and _hits(out)  # searched in its own process
+    with kbase.open(embedded) as kb:
+        kb.hand_off = True
+        assert handoff.ask(embedded, _args("garden"), 10.0) is None
+        assert kb.search("garden")  # (refused at once: a connect to nobody)
+    assert time.monotonic() - t0 < 60  # (no hang: the run above would time out instead)
+    # the next server takes the stale socket's place
+    proc, _ = _start(embedded, "watch")
+    try:
+        _, names = _cli(embedded, "search", "--jsonl", "garden")
+        assert "onnxruntime" not in names
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.slow
+def test_a_stopped_server_is_given_up_on_at_once(embedded, runtime):
+    """A server that stopped answering (SIGSTOP: the socket accepts, nobody reads) costs the
+    client ``ACK_TIMEOUT``, not the search's time limit."""
+    proc, _ = _start(embedded, "watch")
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        t0 = time.perf_counter()
+        assert handoff.ask(embedded, _args("garden"), 10.0) is None
+        waited = time.perf_counter() - t0
+        assert waited < handoff.ACK_TIMEOUT + handoff.CONNECT_TIMEOUT + 2
+        out, names = _cli(embedded, "search", "--jsonl", "garden")
+        assert "onnxruntime" in names and _hits(out)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        _stop(proc)
+
+
+def _args(query: str, **kw) -> dict:
+    return {
+        "query": query,
+        "mode": None,
+        "limit": 10,
+        "path": None,
+        "tags": [],
+        "since": None,
+        "until": None,
+        "exclude": [],
+        "correct": True,
+        **kw,
+    }
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    """A keyword-only index (the server's search is the real one; no model needed)."""
+    vault = write(tmp_path / "v", {"Garden.md": "# Garden\n\nTomatoes need sun.\n"})
+    db = tmp_path / "k.db"
+    with kbase.open(db) as kb:
+        kb.index([vault], embed=False)
+    return db
+
+
+def test_only_the_owner_is_talked_to(small, runtime):
+    """A socket or directory of another user, or a directory others may enter, is never used;
+    the server narrows its own directory to 0700."""
+    if os.geteuid() != 0:
+        pytest.skip("making files of another user needs root")
+    with kbase.open(small) as kb:
+        server = kb.serve_searches()
+        try:
+            assert server.serving
+            path = server.path
+            assert os.stat(path.parent).st_mode & 0o777 == 0o700
+            assert os.stat(path).st_mode & 0o777 == 0o600
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is not None
+            os.chown(path, 65534, 65534)  # a socket of someone else
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is None
+            os.chown(path, 0, 0)
+            os.chmod(path.parent, 0o755)  # a directory others may enter
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is None
+            os.chmod(path.parent, 0o700)
+            os.chown(path.parent, 65534, 65534)  # a directory of someone else
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is None
+        finally:
+            server.close()
+        # another user's process that reaches the socket anyway is not answered
+        os.chown(path.parent, 0, 0)
+        with kb.serve_searches() as server:  # (the one above was closed)
+            os.chmod(path.parent.parent, 0o711)  # (the test's own folder)
+            os.chmod(path.parent, 0o711)
+            os.chmod(path, 0o666)
+            request = json.dumps({"v": 1, "index": list(handoff._identity(small)), **_args("x")})
+            assert _as_nobody(path, request) == b""  # connected, and closed without a word
+            os.chmod(path.parent, 0o700)
+        os.chown(path.parent, 65534, 65534)
+        # a server does not listen in a directory of someone else, and says so
+        notices: list[str] = []
+        kb.on_notice = notices.append
+        assert not kb.serve_searches().serving
+        assert notices and "not a private directory" in notices[0]
+        os.chown(path.parent, 0, 0)
+        os.chmod(path.parent, 0o755)  # ours but open: narrowed, then used
+        with kb.serve_searches() as server:
+            assert server.serving
+            assert os.stat(path.parent).st_mode & 0o777 == 0o700
+
+
+def _as_nobody(path: Path, request: str) -> bytes:
+    """What the server at ``path`` answers ``request`` from a process of user 65534 (forked:
+    a fresh interpreter of the venv is not that user's to run)."""
+    read, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: another user, who reaches the socket
+        code = 1
+        try:
+            os.close(read)
+            os.setgid(65534)
+            os.setuid(65534)
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(10)
+                s.connect(str(path))
+                try:
+                    s.sendall(request.encode() + b"\n")
+                    answer = s.recv(100)
+                except (BrokenPipeError, ConnectionResetError):  # closed before it was read
+                    answer = b""
+                os.write(write_end, b"<" + answer)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read, "rb") as f:
+        got = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the other user could not connect"
+    return got[1:]
+
+
+def test_the_server_answers_only_for_its_own_index(small, runtime, tmp_path):
+    with kbase.open(small) as kb, kb.serve_searches() as server:
+        answered = handoff.ask(small, _args("tomatoes"), 10.0)
+        assert answered is not None
+        hits, notices = answered
+        assert [h.path for h in hits] == ["Garden.md"] and notices == []
+        assert hits == kb.search("tomatoes", mode="keyword")
+        # another file at the same socket (a request naming another index) is not answered
+        other = tmp_path / "other.db"
+        other.write_bytes(small.read_bytes())
+        os.replace(handoff.socket_path(small), handoff.socket_path(other))
+        assert handoff.ask(other, _args("tomatoes"), 10.0) is None
+        os.replace(handoff.socket_path(other), server.path)
+        # a second server for the same index leaves the first in place
+        assert not kb.serve_searches().serving
+        assert handoff.ask(small, _args("tomatoes"), 10.0) is not None
+        # errors come back as they are raised here
+        with pytest.raises(InputError, match="no words to search for"):
+            handoff.ask(small, _args("!!!"), 10.0)
+        # bad requests get no answer (and the server goes on)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(server.path))
+            s.sendall(b'{"v": 1, "query": 5}\n')
+            assert s.recv(100) == b""
+        assert handoff.ask(small, _args("tomatoes"), 10.0) is not None
+        # KBASE_HANDOFF=0: never handed over
+        os.environ["KBASE_HANDOFF"] = "0"
+        try:
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is None
+        finally:
+            del os.environ["KBASE_HANDOFF"]
+    assert not server.path.exists()
+
+
+def test_a_client_that_never_asks_does_not_hold_the_server(small, runtime, monkeypatch):
+    monkeypatch.setattr(handoff, "REQUEST_TIMEOUT", 0.3)
+    with kbase.open(small) as kb, kb.serve_searches() as server:
+        idle = [socket.socket(socket.AF_UNIX) for _ in range(handoff.MAX_CLIENTS + 2)]
+        try:
+            for s in idle:
+                s.connect(str(server.path))
+            time.sleep(handoff.REQUEST_TIMEOUT + 0.5)  # the server drops them
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is not None
+        finally:
+            for s in idle:
+                s.close()
+
+
+def test_a_server_that_accepts_and_never_answers_is_given_up_on(small, runtime):
+    path = handoff.socket_path(small)
+    assert handoff.private(path.parent, create=True)
+    with socket.socket(socket.AF_UNIX) as mute:
+        mute.bind(str(path))
+        mute.listen(4)
+        accepted: list[socket.socket] = []
+        t = threading.Thread(target=lambda: accepted.append(mute.accept()[0]), daemon=True)
+        t.start()
+        t0 = time.perf_counter()
+        assert handoff.ask(small, _args("tomatoes"), 10.0) is None
+        assert time.perf_counter() - t0 < handoff.ACK_TIMEOUT + 2
+        for s in accepted:
+            s.close()
