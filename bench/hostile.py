@@ -15,7 +15,8 @@ The set: what issue 27 reported (a 2 MB table of 20,000 columns and 50 rows, a 5
 million cells in 200,000 rows, 100,000 headings, a 5 MB paragraph without a full stop, 5,000
 list items nested 1,000 deep, a 9 MB note of CJK text), and issue 33's (a 6 MB PDF whose page
 tree names one page 1,000,000 times, a few KB of nested page tree naming 216,225 pages, canvases
-of 100,000 file cards and 1,000,000 text cards, a note of 1,000,000 wikilinks, a 3.8 MB note);
+of 100,000 file cards and of 100,000 and 1,000,000 text cards, a note of 1,000,000 wikilinks, a
+3.8 MB note);
 for the PDF and the 3.8 MB note, ``kbase check`` on the index made is timed too.
 """
 
@@ -128,6 +129,7 @@ def generate() -> dict[str, Path]:
         "pdf-one-page-named-1000000-times.pdf": lambda: _pdf("repeated"),
         "pdf-nested-tree-216225-pages.pdf": lambda: _pdf("nested"),
         "canvas-100000-file-cards.canvas": lambda: _canvas(100_000, "file"),
+        "canvas-100000-text-cards.canvas": lambda: _canvas(100_000, "text"),
         "canvas-1000000-text-cards.canvas": lambda: _canvas(1_000_000, "text"),
         "wikilinks-1000000.md": lambda: _wikilinks(1_000_000),
         "note-3.8mb-many-chunks.md": lambda: _prose(3_800_000, rng),

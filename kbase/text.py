@@ -41,25 +41,35 @@ def excerpt(text: str, span: tuple[int, int], width: int) -> str:
 # BEL ends some, a lone CR or a newline lets a name overwrite or split a listing line. Text of
 # many lines (``lines=True``) keeps its LF and CRLF line breaks; a lone CR, a line break too in
 # kbase's line arithmetic (old Mac files), becomes LF, so lines keep their numbers.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-_CONTROL_IN_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+# Then the invisible controls that reorder text on screen ("Trojan Source", CVE-2021-42574): the
+# bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) and the marks (U+200E,
+# U+200F, U+061C), which make a name or a line read differently from what it holds.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}]")
+_CONTROL_IN_LINES = re.compile(rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]|\r(?!\n)")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _code(ch: str) -> str:
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
 
 
 def _escape(m: re.Match) -> str:
     ch = m.group()
-    return _NAMED.get(ch) or f"\\x{ord(ch):02x}"
+    return _NAMED.get(ch) or _code(ch)
 
 
 def _escape_in_lines(m: re.Match) -> str:
     ch = m.group()
-    return "\n" if ch == "\r" else f"\\x{ord(ch):02x}"
+    return "\n" if ch == "\r" else _code(ch)
 
 
 def printable(text: str, *, lines: bool = False, tab: bool = True) -> str:
     """``text`` from a file (a path, title, heading, snippet, body, SQL value) fit to print for
     people: every control character but tab shown escaped (``\\x1b``, ``\\n``, ``\\r``: no
-    terminal escape sequence reaches the terminal and no line is split), undecodable bytes of a
+    terminal escape sequence reaches the terminal and no line is split), and so every bidi
+    control that reorders what is shown (``\\u202e``), undecodable bytes of a
     file name as ``\\xff``. ``lines`` keeps line breaks (a note's text; see above);
     ``tab=False`` escapes tabs too (an aligned table). The one place human output is made
     safe: every renderer calls it on what comes from a file; JSON escapes on its own."""

@@ -23,6 +23,9 @@ OSC_TITLE = "\x1b]0;pwned\x07"  # sets the terminal window's title
 CLEAR = "\x1b[2J"  # clears the screen
 RED = "\x1b[41m"  # red background
 OSC_52 = "\x1b]52;c;aGVsbG8gd29ybGQ=\x07"  # writes the clipboard
+# Trojan Source: a right-to-left override and isolate make the line read 'admin' backwards
+TROJAN = "clipboard \u202e\u2066nimda\u2069\u202c here"
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 
 @pytest.fixture
@@ -31,7 +34,7 @@ def hostile_vault(tmp_path) -> Path:
         tmp_path / "vault",
         {
             f"{OSC_TITLE}window.md": f"# Window\n\nThe clipboard word here. {OSC_52}"
-            " [[evil-title]] and [x](%1B%5B2Jclear.md)\n",
+            " [[evil-title]] and [x](%1B%5B2Jclear.md)\n\n" + TROJAN + "\n",
             f"{CLEAR}clear.md": f"clipboard text with C1 \x9b31m and a lone\rCR {CLEAR}\n",
             # a slug, so the note's title is its front matter's
             "evil-title.md": f'---\ntitle: "\\e[41mRed title"\n---\nclipboard {RED} red\n'
@@ -79,6 +82,8 @@ HOSTILE_COMMANDS = [
 def _no_escape(out: bytes, what) -> None:
     for byte, name in ((b"\x1b", "ESC"), (b"\x07", "BEL"), (b"\x9b", "CSI"), (b"\xc2\x9b", "C1")):
         assert byte not in out, f"{name} reached the output of {what}: {out[:2000]!r}"
+    for ch in BIDI:
+        assert ch.encode() not in out, f"U+{ord(ch):04X} reached the output of {what}: {out!r}"
 
 
 @pytest.mark.parametrize("args", HOSTILE_COMMANDS, ids=lambda a: " ".join(a)[:40])
@@ -99,6 +104,8 @@ def test_escapes_are_shown_not_dropped(hostile_db):
         return CliRunner().invoke(cli, ["--db", str(hostile_db), *args]).stdout
 
     assert "\\x1b]0;pwned\\x07window.md  (\\x1b]0;pwned\\x07window)" in out("orphans")
+    trojan = "clipboard \\u202e\\u2066nimda\\u2069\\u202c here"
+    assert trojan in out("show", f"{OSC_TITLE}window.md")
     assert "\\x1b[41mRed title  evil-title.md:4" in out("search", "red")
     assert "clipboard \\x1b[41m red\n" in out("show", "evil-title")
     links = out("links", f"{OSC_TITLE}window.md")
@@ -145,6 +152,12 @@ def test_printable_escapes_every_control_character_but_tab():
     # text of many lines keeps its line breaks (a lone CR as LF) and tabs, nothing else
     assert printable("a\r\nb\nc\rd\x1b\x0c", lines=True) == "a\r\nb\nc\nd\\x1b\\x0c"
     assert printable("plain text, ünïcödé, 中文") == "plain text, ünïcödé, 中文"
+    # the bidi controls that reorder what is shown (Trojan Source), in names and in lines;
+    # right-to-left text itself is shown as it is
+    shown = printable(BIDI)
+    assert shown == "".join(f"\\u{ord(ch):04x}" for ch in BIDI), shown
+    assert printable(TROJAN, lines=True) == "clipboard \\u202e\\u2066nimda\\u2069\\u202c here"
+    assert printable("שלום עולם مرحبا") == "שלום עולם مرحبا"
 
 
 @pytest.mark.slow
