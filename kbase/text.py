@@ -10,6 +10,12 @@ from bisect import bisect_right
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
+# A note's name (a path, a file name, a title, an alias, PATH:LINE, a pasted [[link]]) longer
+# than this names no note: no path is longer (Linux's PATH_MAX). Every face refuses such a name
+# alike (kbase.notes.resolve.lookup; the MCP tools' schema): looking up megabytes of it, which
+# cost seconds per note of the index, is never done.
+MAX_NAME_CHARS = 4096
+
 
 def line_starts(text: str) -> list[int]:
     """Offsets where each line starts."""

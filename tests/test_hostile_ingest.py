@@ -522,3 +522,36 @@ def test_browse_without_a_terminal_refuses_in_one_line(tmp_path):
     lines = p.stderr.decode().strip().splitlines()  # kbase's error line, and its hint
     assert len(lines) == 2 and lines[0].startswith("Error:") and "terminal" in lines[0], lines
     assert lines[1].strip().startswith("hint:"), lines
+
+
+def test_a_name_of_megabytes_is_refused_at_once_alike_by_every_face(tmp_path):
+    """A 10 MB NOTE argument (show, links, related, ...) named no note after seconds of looking
+    and an error echoing all of it; now each face refuses it at once, in one short line naming
+    the bound, as the MCP tools' schema does; a name of up to the bound is still looked up."""
+    from kbase.errors import InputError
+    from kbase.mcp.schemas import NAME_CHARS
+    from kbase.text import MAX_NAME_CHARS
+
+    vault = write(tmp_path / "v", {"a.md": "# A\n\n[[b]]\n", "b.md": "# B\n"})
+    db = tmp_path / "i.db"
+    assert _index_cli(db, vault).exit_code == 0
+    huge = "x" * 10_000_000
+    with kbase.open(db) as k:
+        calls = [k.document, k.region, k.read, k.note, k.links, k.backlinks, k.neighbors]
+        for call in [*calls, k.related, k.graph]:
+            with pytest.raises(InputError) as e:
+                call(huge)
+            said = str(e.value)
+            assert f"at most {MAX_NAME_CHARS:,}" in said and "10,000,000 characters" in said
+            assert len(said) < 300, said[:400]
+        with pytest.raises(InputError) as e:  # at the bound: an ordinary look-up
+            k.document("y" * MAX_NAME_CHARS)
+        assert "no indexed document matches" in str(e.value)
+        assert k.document("[[a]]").path == "a.md"
+    assert NAME_CHARS == MAX_NAME_CHARS  # the MCP tools refuse the same names
+    for command in ("show", "links", "related"):  # an argument is at most 128 KB on Linux
+        r = CliRunner().invoke(cli, ["--db", str(db), command, "x" * 100_000])
+        assert r.exit_code == 1
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 2 and "100,000 characters long" in lines[0], lines
+        assert all(len(line) < 300 for line in lines), lines

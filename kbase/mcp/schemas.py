@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, model_serializer
 
 from kbase.mcp.budget import MAX_BUDGET, MIN_BUDGET
+from kbase.text import MAX_NAME_CHARS
 
 SEARCH_LIMIT_MAX = 100
 LINKS_LIMIT_DEFAULT, LINKS_LIMIT_MAX = 50, 1000
@@ -31,7 +32,7 @@ Budget = Annotated[
 ]
 
 
-NAME_CHARS = 4096  # a note argument longer than any path (PATH_MAX) names no note
+NAME_CHARS = MAX_NAME_CHARS  # a note argument longer than any path names no note (the engine's)
 
 NoteArg = Annotated[
     str,

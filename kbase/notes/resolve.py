@@ -17,7 +17,7 @@ from kbase.ingest.discover import follow_outside_key, root_bounds, within
 from kbase.records import DocRef
 from kbase.search.hits import disk_state
 from kbase.store.db import located_root, meta_get
-from kbase.text import LINE_BREAK
+from kbase.text import LINE_BREAK, MAX_NAME_CHARS, excerpt
 
 MAX_CANDIDATES_SHOWN = 8  # an ambiguous name lists this many candidates, then a count
 
@@ -40,6 +40,17 @@ def _stem(path: str) -> str:
     name = path[path.rfind("/") + 1 :]
     dot = name.rfind(".")
     return path if not 0 < dot < len(name) - 1 else path[: len(path) - len(name) + dot]
+
+
+def bounded(name: str) -> None:
+    """An ``InputError`` for a name longer than ``MAX_NAME_CHARS`` (see kbase.text), before any
+    work on it: every way a face names a note passes here."""
+    if len(name) > MAX_NAME_CHARS:
+        raise InputError(
+            f"the note name {excerpt(name, (0, 0), 40)!r} is {len(name):,} characters long;"
+            f" a note name is at most {MAX_NAME_CHARS:,} (no path is longer)",
+            "give the note's path, file name, title or alias",
+        )
 
 
 def resolve(con: apsw.Connection, name: str, *, near: bool = False) -> int:
@@ -66,8 +77,9 @@ def lookup(con: apsw.Connection, name: str, *, near: bool = True) -> tuple[int, 
     several documents picks the one matching it exactly (same case), if any; otherwise
     it is an ``InputError`` listing the candidates, each by a path that names it alone. No match
     is an ``InputError`` too. Obsidian would pick the shortest path silently; a command should
-    not guess.
+    not guess. A name of more than ``MAX_NAME_CHARS`` characters is an ``InputError`` at once.
     """
+    bounded(name)
     exact = con.execute(  # cheap, and what the TUI and scripts pass: a path exactly as stored
         "SELECT d.id FROM documents AS d JOIN roots AS r ON r.id = d.root_id"
         " WHERE d.path = ?1 OR (d.path = '' AND r.path = ?1) OR r.path || '/' || d.path = ?1",
@@ -334,6 +346,7 @@ def region(con: apsw.Connection, target: str, context: int = 10) -> Region:
     document's lines. A name that contains ``:5`` itself is taken whole first."""
     if context < 0:
         raise InputError(f"context must be 0 lines or more, not {context}", "pass -C 0 or more")
+    bounded(target)
     note, anchor = split_anchor(target)
     page = _PAGE_ANCHOR.match(anchor or "")
     if page is not None:  # paper.pdf#page=12, [[paper.pdf#page=12]]: a PDF's page
