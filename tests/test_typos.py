@@ -194,6 +194,23 @@ def test_no_near_name_is_an_error_that_suggests_the_most_similar(kb):
     assert e.value.hint.startswith("did you mean 'Quick Switcher' (Quick Switcher.md)")
 
 
+def test_did_you_mean_leaves_out_a_name_that_only_resembles_a_piece_of_the_name(tmp_path):
+    """'nonexist' holds 'xist', a letter from 'list': no reason to suggest the note 'list' (as
+    foam-docs' user/tools/cli/list.md was); a name held whole, or sharing its words, still is."""
+    write(tmp_path / "v", {"cli/list.md": "# list\n", "Graph view.md": "# Graph view\n"})
+    with kbase.open(tmp_path / "d.db") as k:
+        k.index([tmp_path / "v"], embed=False)
+        with pytest.raises(InputError) as e:
+            k.document("nonexist")
+        assert e.value.hint == "see kbase status for the roots, or kbase search"
+        with pytest.raises(InputError) as e:
+            k.document("graph")
+        assert e.value.hint == "did you mean 'Graph view' (Graph view.md)?"
+        with pytest.raises(InputError) as e:
+            k.document("the list of commands")
+        assert e.value.hint == "did you mean 'list' (cli/list.md)?"
+
+
 def test_two_names_equally_near_are_not_guessed(kb):
     with pytest.raises(InputError) as e:
         kb.document("Plan C")

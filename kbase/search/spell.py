@@ -289,7 +289,9 @@ def near_names(con: apsw.Connection, asked: str, budget: int | None = None) -> l
 
 def similar_names(con: apsw.Connection, asked: str, limit: int = 3) -> list[NearName]:
     """The names most like ``asked`` when none is a typo away (for 'did you mean'): rapidfuzz's
-    WRatio (partial and word-order matches count) of 70 or more, best first."""
+    WRatio (partial and word-order matches count) of 70 or more, best first; a partial match
+    only when one holds the other whole or their words mostly agree (token_set_ratio 60 or more):
+    'nonexist' holds 'xist', a letter away from 'list', which is no reason to suggest 'list'."""
     from rapidfuzz import fuzz, process
 
     key = name_key(asked)
@@ -301,6 +303,9 @@ def similar_names(con: apsw.Connection, asked: str, limit: int = 3) -> list[Near
         key, keys, scorer=fuzz.WRatio, score_cutoff=70, limit=4 * limit
     ):
         doc_id, name = owners[i]
+        short, long = sorted((key, keys[i]), key=len)
+        if short not in long and fuzz.token_set_ratio(key, keys[i]) < 60:
+            continue
         if doc_id not in out:
             out[doc_id] = NearName(doc_id, name, round(100 - score))
     return list(out.values())[:limit]
