@@ -653,6 +653,16 @@ class KB:
         except Exception:  # (the searches handed over say what is wrong, if it lasts)
             pass
 
+    def filters_that_keep_nothing(
+        self, *, path: str | None = None, tags: Sequence[str] = ()
+    ) -> list[str]:
+        """Of a search's ``path`` and ``tags`` filters, each that alone keeps no note of the
+        index, said as a user reads it ("no note has the tag 'x' ..."): why a search found
+        nothing when a filter holds a typo."""
+        from kbase.search.filters import keeping_nothing
+
+        return self._read(keeping_nothing, path, tuple(tags))
+
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks): how much of the index semantic search covers
         (less than all while embedding is under way)."""

@@ -76,6 +76,18 @@ def test_search_json_jsonl_csv_have_stable_fields(run, indexed):
 def test_search_no_match_and_bad_date(run, indexed):
     r = run("search", "zzzz")
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
+    # a filter that keeps no note at all (a typo in it) is said to be why
+    r = run("search", "tomatoes", "--tag", "startt", "--tag", "meta", "--path", "tehc")
+    assert (
+        r.exit_code == 0
+        and r.stdout == ""
+        and r.stderr
+        == (
+            "No matches: no note's path matches 'tehc'; no note has the tag 'startt' (or one under"
+            " it).\n"
+        )
+    )
+    assert run("search", "zzzz", "--tag", "db", "--path", "tech").stderr == "No matches.\n"
     for query in (
         "",
         ":",

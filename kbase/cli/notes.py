@@ -183,7 +183,8 @@ def search(
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, use_color(), explain=explain))
     else:
-        click.echo("No matches.", err=True)
+        why = kb.filters_that_keep_nothing(path=path_glob, tags=tags)
+        click.echo(printable(f"No matches: {'; '.join(why)}." if why else "No matches."), err=True)
 
 
 def _links_command(name: str, doc: str, show: str):

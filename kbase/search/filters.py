@@ -6,6 +6,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+import apsw
+
 from kbase.errors import InputError
 from kbase.search import cjk
 from kbase.search.query import Operator, Term
@@ -53,6 +55,22 @@ class Filters:
             where.append(f"{date_expr} <= date(?)")
             args.append(_check_date(self.until, "--until"))
         return (" AND ".join(where) or "1"), [_bindable(a) for a in args]
+
+
+def keeping_nothing(con: apsw.Connection, path: str | None, tags: tuple[str, ...]) -> list[str]:
+    """Of ``path`` and ``tags`` (a search's filters), each that alone keeps no document, in a
+    user's words (KB.filters_that_keep_nothing)."""
+
+    def none_kept(filters: Filters) -> bool:
+        where, args = filters.sql()
+        found = con.execute(f"SELECT 1 FROM documents AS d WHERE {where} LIMIT 1", args)
+        return found.fetchone() is None
+
+    said = [f"no note's path matches {path!r}"] if path and none_kept(Filters(path=path)) else []
+    for tag in tags:
+        if none_kept(Filters(tags=(tag,))):
+            said.append(f"no note has the tag {tag!r} (or one under it)")
+    return said
 
 
 def _bindable(value: object) -> object:
