@@ -3,6 +3,7 @@
     python bench/mcp_answers.py                 # every question set, keyword (and hybrid when
                                                 # the cached index has embeddings)
     python bench/mcp_answers.py --vault rust-book --modes keyword
+    python bench/mcp_answers.py --shapes        # links, related: structured over text
 
 For each question of bench/questions/*.json that names its answer line (``line``, ``answer``),
 the MCP search tool (kbase.mcp.tools.search, as the server calls it, default budget) is called
@@ -70,11 +71,34 @@ def run(kb, qset: dict, mode: str) -> dict:
     return rows
 
 
+def shapes(kb) -> dict:
+    """Structured content over text (both in budget.tokens) of the links and related tools for
+    every note of the index, as the server calls them with their defaults: mean and max."""
+    notes = [p for (p,) in kb.sql("SELECT path FROM notes ORDER BY path").rows]
+    out = {}
+    for name in ("links", "related"):
+        ratio = []
+        for path in notes:
+            r = getattr(tools, name)(kb, path)
+            ratio.append(json_tokens(r.data()) / max(1, tokens(r.text)))
+        out[name] = {
+            "notes": len(notes),
+            "structured_over_text_mean": round(statistics.mean(ratio), 3),
+            "structured_over_text_max": round(max(ratio), 3),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--vault", action="append", help="only this question set (repeatable)")
     ap.add_argument("--modes", default="keyword,hybrid")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--shapes",
+        action="store_true",
+        help="links and related: structured content over text on every note, instead",
+    )
     args = ap.parse_args(argv)
     results = {}
     for path in qs.question_files():
@@ -97,11 +121,24 @@ def main(argv: list[str] | None = None) -> int:
                 REPO / qset["material"] if qset.get("material") else qs.vault_folder(qset["vault"])
             )
             kb.index([folder], embed=False)
+        if args.shapes:
+            results[name] = shapes(kb)
+            kb.close()
+            continue
         modes = [m for m in args.modes.split(",") if m == "keyword" or kb.coverage()[0]]
         results[name] = {mode: run(kb, qset, mode) for mode in modes}
         kb.close()
     if args.json:
         print(json.dumps(results, indent=1))
+        return 0
+    if args.shapes:
+        print("set / tool: structured content over text, mean and max over every note")
+        for name, by_tool in results.items():
+            for tool, r in by_tool.items():
+                print(
+                    f"{name:22} {tool:8} {r['notes']:4} notes: mean"
+                    f" {r['structured_over_text_mean']:.3f}, max {r['structured_over_text_max']:.3f}"
+                )
         return 0
     print("set / mode / form: answered in one call (of questions; of those whose note is a hit)")
     for name, by_mode in results.items():

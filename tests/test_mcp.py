@@ -139,26 +139,32 @@ async def test_every_tool_over_stdio(index):
         assert r.is_error and "journal/index.md" in text(r) and "tech/index.md" in text(r)
 
         r = await c.call_tool("links", {"note": "Garden"})
-        out = {(lk["path"], lk["line"]) for lk in r.structured_content["outgoing"]}
-        assert out == {("Compost.md", 8), ("Beds.md", 8)}
+        # rows: [line, path, context] (and an anchor); the totals only when a list is cut
+        out = r.structured_content["outgoing"]
+        assert sorted(out) == [
+            [8, "Beds.md", "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]].", "Soil"],
+            [8, "Compost.md", "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]]."],
+        ]
         back = r.structured_content["backlinks"]
-        assert [(lk["path"], lk["line"]) for lk in back] == [
-            ("Compost.md", 5)
-        ] and "heap weekly" in back[0]["context"]
+        assert [(line, path) for line, path, _ in back] == [(5, "Compost.md")]
+        assert "heap weekly" in back[0][2]
+        assert "outgoing_total" not in r.structured_content
         r = await c.call_tool("links", {"note": "Veg patch", "direction": "backlinks"})  # by alias
-        assert (
-            r.structured_content["path"] == "Garden.md" and r.structured_content["outgoing"] == []
-        )
+        assert r.structured_content["path"] == "Garden.md"
+        assert "outgoing" not in r.structured_content  # (not asked for: an empty list, left out)
 
         r = await c.call_tool("related", {"note": "Compost", "limit": 3})
         s = r.structured_content
         assert (
             s["method"] == "keyword" and s["terms"] and "keyword" in text(r)
         )  # no embeddings: says so
-        assert "Garden.md" not in [n["path"] for n in s["notes"]]  # Compost links to Garden
-        assert s["notes"][0]["path"] == "Beds.md"
+        # rows: [path, line, title ("" when the file's name), snippet] (and {page, linked, ...})
+        assert "Garden.md" not in [n[0] for n in s["notes"]]  # Compost links to Garden
+        assert s["notes"][0][:3] == ["Beds.md", 5, ""]
         r = await c.call_tool("related", {"note": "Compost", "include_linked": True})
-        assert any(n["path"] == "Garden.md" and n["linked"] for n in r.structured_content["notes"])
+        assert any(
+            n[0] == "Garden.md" and n[4]["linked"] for n in r.structured_content["notes"]
+        )
 
         r = await c.call_tool(
             "sql", {"query": "SELECT path FROM notes ORDER BY path", "max_rows": 2}
@@ -367,7 +373,7 @@ async def test_http_with_a_token_origin_checks_and_no_cors(index):
                 r = await c.call_tool("sql", {"query": "DELETE FROM chunks"})
                 assert r.is_error and "read-only" in text(r)
                 r = await c.call_tool("links", {"note": "Compost"})
-                assert [lk["path"] for lk in r.structured_content["outgoing"]] == ["Garden.md"]
+                assert [lk[1] for lk in r.structured_content["outgoing"]] == ["Garden.md"]
     finally:
         proc.terminate()
         proc.wait(timeout=60)

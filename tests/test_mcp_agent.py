@@ -197,7 +197,7 @@ async def test_results_say_what_was_left_out_and_how_to_continue(tmp_path):
             r = await c.call_tool(
                 "links", {"note": "Hub", "direction": "backlinks", "limit": 1000, "offset": offset}
             )
-            seen += [lk["path"] for lk in r.structured_content["backlinks"]]
+            seen += [lk[1] for lk in r.structured_content["backlinks"]]
             offset = r.structured_content.get("next_offset")
         assert sorted(seen) == sorted(f"n/Note {i}.md" for i in range(600))
         # read: an explicit range is capped too, and says where to go on

@@ -117,9 +117,91 @@ def test_following_the_continuations_gets_everything(big):
                 "links",
                 {"note": "Hub", "direction": "outgoing", "limit": 1000, "offset": offset},
             )
-            got += [lk["line"] for lk in r.structured_content["outgoing"]]
+            got += [lk[0] for lk in r.structured_content["outgoing"]]
             offset = r.structured_content.get("next_offset")
         return got
 
     got = asyncio.run(follow())
     assert got == list(range(3, 4003))  # the hub's 4,000 link lines, each once
+
+
+# --- structured content no larger than the text (issue 35 item 6) --------------------------------
+SHAPES = {
+    # short links, an anchor, an unresolved link
+    "Hub.md": "# The hub of it all\n\n- [[Spoke 1]]\n- [[Spoke 2#Part]]\n- [[Nowhere]]\n",
+    **{
+        f"Spoke {i}.md": f"---\ntitle: Spoke number {i}\n---\n# Part\n\nBack to [[Hub]]. Spokes"
+        f" share words like wheel and rim {i}.\n"
+        for i in (1, 2, 3)
+    },
+    "Lonely.md": "# Lonely\n\nNo links here, only a wheel.\n",
+}
+
+
+def _calls(notes):
+    for note in notes:
+        for direction in ("both", "outgoing", "backlinks"):
+            yield "links", {"note": note, "direction": direction}
+        yield "links", {"note": note, "limit": 1}
+        yield "related", {"note": note}
+        yield "related", {"note": note, "include_linked": True, "limit": 2}
+
+
+def _over(db, notes) -> list:
+    """The calls whose structured content (as the server sends it) is larger than the text."""
+    server = build_server(Backend(db))
+
+    async def walk():
+        return [(t, a, await server.call_tool(t, a)) for t, a in _calls(notes)]
+
+    over = []
+    for tool, args, r in asyncio.run(walk()):
+        assert not r.is_error, (tool, args, r.content[0].text)
+        text_t, json_t = _sizes(r)
+        if json_t > text_t:
+            over.append((tool, args, text_t, json_t))
+    return over
+
+
+def test_links_and_related_structured_content_is_no_larger_than_the_text(tmp_path):
+    vault = write(tmp_path / "v", SHAPES)
+    db = tmp_path / "s.db"
+    kbase.open(db).index([vault], embed=False)
+    assert _over(db, [p.removesuffix(".md") for p in SHAPES]) == []
+    server = build_server(Backend(db))
+    r = asyncio.run(server.call_tool("links", {"note": "Hub"}))
+    s = r.structured_content
+    assert s["outgoing"] == [  # rows, as docs/mcp.md gives them
+        [3, "Spoke 1.md", "- [[Spoke 1]]"],
+        [4, "Spoke 2.md", "- [[Spoke 2#Part]]", "Part"],
+        [5, None, "- [[Nowhere]]", None, "Nowhere"],
+    ]
+    assert s["backlinks"] == [
+        [6, f"Spoke {i}.md", f"Back to [[Hub]]. Spokes share words like wheel and rim {i}."]
+        for i in (1, 2, 3)
+    ]
+    assert "title" not in s and "outgoing_total" not in s  # (the text's) whole: no totals
+    r = asyncio.run(server.call_tool("links", {"note": "Hub", "limit": 1}))
+    assert (r.structured_content["outgoing_total"], r.structured_content["next_offset"]) == (3, 1)
+    r = asyncio.run(server.call_tool("related", {"note": "Spoke 1", "include_linked": True}))
+    rows = r.structured_content["notes"]
+    # [path, line, title ("": the file's name, as a Markdown note's title is), snippet, {...}]
+    assert rows[0] == [
+        "Spoke 2.md",
+        6,
+        "",
+        "…Back to Hub. Spokes share words like wheel and rim 2.",
+    ]
+    assert next(n for n in rows if n[0] == "Hub.md")[4] == {"linked": True, "links_here": True}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vault", ["foam-docs", "rust-book"])
+def test_structured_content_no_larger_on_real_vaults(tmp_path, vault):
+    from tests.conftest import shared
+
+    db = tmp_path / "r.db"
+    with kbase.open(db) as kb:
+        kb.index([shared("vaults", vault)], embed=False)
+        notes = [p for (p,) in kb.sql("SELECT path FROM notes ORDER BY path").rows]
+    assert len(notes) > 80 and _over(db, notes) == []

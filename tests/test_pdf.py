@@ -478,9 +478,10 @@ def test_mcp_search_gives_the_page_and_read_takes_it(db_path, pkb):
             assert r.is_error and "has pages 1-3, not 5" in text(r)
             r = await c.call_tool("related", {"note": "reading.md", "include_linked": True})
             notes = r.structured_content["notes"]
-            pdfs = [n for n in notes if n["path"] == "papers/zebrafish.pdf"]
-            assert pdfs and isinstance(pdfs[0]["page"], int), notes
-            assert all(n.get("page") is None for n in notes if n["path"].endswith(".md"))
+            # rows: [path, line, title, snippet], then {page, linked, links_here} when any
+            pdfs = [n for n in notes if n[0] == "papers/zebrafish.pdf"]
+            assert pdfs and isinstance(pdfs[0][4]["page"], int), notes
+            assert all(len(n) == 4 or "page" not in n[4] for n in notes if n[0].endswith(".md"))
 
     asyncio.run(go())
 

@@ -58,6 +58,9 @@ class Page(BaseModel):
     offset: int = 0  # items skipped (the offset argument)
     next_offset: int | None = None  # more follow: call again with offset=next_offset
     left_out: str | None = None  # what was left out and how to get it
+    # (links, related: a page cut by its limit alone is said by next_offset; left_out is then the
+    # text's only, and the structured form keeps it for what the budget left out)
+    limit_cut: bool = Field(default=False, exclude=True)
 
 
 class SearchHit(BaseModel):
@@ -124,22 +127,61 @@ class ReadResult(BaseModel):
     corrected_from: str | None = None  # the name given, when this note is a typo away from it
 
 
+# Links and related notes are rows, not objects: most are short (a path, a line number, a line of
+# text), and an object's keys made their JSON 1.25 (links) and 1.06 (related) times their text.
+# A row holds the fields every item has, in a fixed order (docs/mcp.md), then, only when the item
+# has any, an object of the others.
+def _row(fixed: list, **extra: Any) -> list:
+    rest = {k: v for k, v in extra.items() if v}
+    return [*fixed, rest] if rest else fixed
+
+
+def _name(title: str | None, path: str | None) -> str:
+    """A title in a row: "" when it is the file's own name (an Obsidian note's)."""
+    return "" if not title or (path and PurePosixPath(path).stem == title) else title
+
+
 class LinkItem(BaseModel):
     line: int  # of the link in the note that holds it
     context: str  # that line (cut around the link when long)
     target: str | None = None  # the link as written, when it resolves to no note
     anchor: str | None = None
     path: str | None = None  # the other note's path
-    title: str | None = None  # the linking note's (backlinks)
+    title: str | None = None  # the linking note's (backlinks; the text's only)
+    incoming: bool = Field(False, exclude=True)  # a backlink
+
+    @model_serializer(mode="plain")
+    def _short(self) -> list:
+        """A backlink: [line, path, context] (its note's title is the text's); an outgoing link:
+        [line, path, context], and its anchor when it has one; one that resolves to no note:
+        [line, null, context, anchor or null, the link as written]."""
+        if self.incoming:
+            return [self.line, self.path, self.context]
+        if self.path is None:
+            return [self.line, None, self.context, self.anchor, self.target]
+        return [self.line, self.path, self.context, *([self.anchor] if self.anchor else [])]
 
 
 class LinksResult(Page):
     path: str
-    title: str
-    outgoing_total: int  # outgoing links in all (listed or not)
-    backlinks_total: int
-    outgoing: list[LinkItem]
-    backlinks: list[LinkItem]
+    title: str = Field(exclude=True)  # (the text's: the path names the note)
+    # The totals are left out when the lists are whole (offset 0, nothing follows: their
+    # lengths), and when 0.
+    outgoing_total: int = 0  # outgoing links in all (listed or not)
+    backlinks_total: int = 0
+    outgoing: list[LinkItem] = []  # (an empty list left out)
+    backlinks: list[LinkItem] = []
+
+    @model_serializer(mode="wrap")
+    def _short(self, handler: Any) -> dict:
+        out = handler(self)
+        if isinstance(out, dict):
+            if self.limit_cut:
+                out.pop("left_out", None)
+            if not self.offset and self.next_offset is None:
+                out.pop("outgoing_total", None)
+                out.pop("backlinks_total", None)
+        return out
 
 
 class RelatedNote(BaseModel):
@@ -154,13 +196,30 @@ class RelatedNote(BaseModel):
     linked: bool = False  # the note links to it (listed only with include_linked)
     links_here: bool = False  # it links to the note
 
+    @model_serializer(mode="plain")
+    def _short(self) -> list:
+        """[path, line, title, snippet], then {page, linked, links_here} when it has them."""
+        return _row(
+            [self.path, self.line, _name(self.title, self.path), self.snippet],
+            page=self.page,
+            linked=self.linked,
+            links_here=self.links_here,
+        )
+
 
 class RelatedResult(Page):
     path: str
-    title: str
+    title: str = Field(exclude=True)  # (the text's: the path names the note)
     method: Literal["semantic", "keyword"]  # keyword: no embeddings, its terms searched
     terms: list[str] = []  # the terms searched (keyword method)
     notes: list[RelatedNote]
+
+    @model_serializer(mode="wrap")
+    def _short(self, handler: Any) -> dict:
+        out = handler(self)
+        if isinstance(out, dict) and self.limit_cut:
+            out.pop("left_out", None)
+        return out
 
 
 class SqlResult(Page):

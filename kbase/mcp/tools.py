@@ -142,6 +142,7 @@ def search(
     out.hits = page[: f.count]
     if out.hits and (f.count < len(page) or more):
         out.next_offset = offset + f.count
+        out.limit_cut = f.count == len(page)
         out.left_out = render.left_out(
             "search",
             "hits",
@@ -330,6 +331,7 @@ def _link_item(lk: Any, incoming: bool) -> s.LinkItem:
         anchor=clip(lk.anchor, 300) if lk.anchor and not incoming else None,  # (as the text)
         path=path,
         title=clip(lk.source_title) or None if incoming else None,
+        incoming=incoming,
     )
 
 
@@ -394,10 +396,12 @@ def links(
         else:
             nxt, extra = offset + fb.count, ", direction='backlinks'"
         out.next_offset = nxt
+        cut = (len(out_page) - fo.count) + (len(back_page) - fb.count)
+        out.limit_cut = not cut
         out.left_out = render.left_out(
             "links",
             "links",
-            cut=(len(out_page) - fo.count) + (len(back_page) - fb.count),
+            cut=cut,
             more=True,
             next_offset=nxt,
             budget=budget,
@@ -458,6 +462,7 @@ def related(
     out.notes = page[: f.count]
     if out.notes and (f.count < len(page) or more):
         out.next_offset = offset + f.count
+        out.limit_cut = f.count == len(page)
         out.left_out = render.left_out(
             "related",
             "notes",
