@@ -135,10 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         print("set / tool: structured content over text, mean and max over every note")
         for name, by_tool in results.items():
             for tool, r in by_tool.items():
-                print(
-                    f"{name:22} {tool:8} {r['notes']:4} notes: mean"
-                    f" {r['structured_over_text_mean']:.3f}, max {r['structured_over_text_max']:.3f}"
-                )
+                mean, top = r["structured_over_text_mean"], r["structured_over_text_max"]
+                print(f"{name:22} {tool:8} {r['notes']:4} notes: mean {mean:.3f}, max {top:.3f}")
         return 0
     print("set / mode / form: answered in one call (of questions; of those whose note is a hit)")
     for name, by_mode in results.items():

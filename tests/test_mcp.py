@@ -140,11 +140,9 @@ async def test_every_tool_over_stdio(index):
 
         r = await c.call_tool("links", {"note": "Garden"})
         # rows: [line, path, context] (and an anchor); the totals only when a list is cut
+        line = "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]]."
         out = r.structured_content["outgoing"]
-        assert sorted(out) == [
-            [8, "Beds.md", "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]].", "Soil"],
-            [8, "Compost.md", "Tomatoes need sun and water. See [[Compost]] and [[Beds#Soil]]."],
-        ]
+        assert sorted(out) == [[8, "Beds.md", line, "Soil"], [8, "Compost.md", line]]
         back = r.structured_content["backlinks"]
         assert [(line, path) for line, path, _ in back] == [(5, "Compost.md")]
         assert "heap weekly" in back[0][2]
@@ -162,9 +160,7 @@ async def test_every_tool_over_stdio(index):
         assert "Garden.md" not in [n[0] for n in s["notes"]]  # Compost links to Garden
         assert s["notes"][0][:3] == ["Beds.md", 5, ""]
         r = await c.call_tool("related", {"note": "Compost", "include_linked": True})
-        assert any(
-            n[0] == "Garden.md" and n[4]["linked"] for n in r.structured_content["notes"]
-        )
+        assert any(n[0] == "Garden.md" and n[4]["linked"] for n in r.structured_content["notes"])
 
         r = await c.call_tool(
             "sql", {"query": "SELECT path FROM notes ORDER BY path", "max_rows": 2}
