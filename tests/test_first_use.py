@@ -144,19 +144,26 @@ def test_roots_move_and_remove_quiet_still_report_failures(run, moved, tmp_path)
 
 
 # 7. empty listings ------------------------------------------------------------------------------
-def test_no_orphans_says_no_matches(run, tmp_path):
+def test_no_orphans_says_so(run, tmp_path):
     v = tmp_path / "linked"
     v.mkdir()
     (v / "a.md").write_text("# A\n\nSee [[b]].\n")
     (v / "b.md").write_text("# B\n\nSee [[a]].\n")
     run("index", "--no-embed", v)
     r = run("orphans")
-    assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No matches.\n"
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No orphans.\n"
+    r = run("orphans", "--path", "nosuch/", "--tag", "x")  # a filter that keeps no note: why
+    assert r.stderr == (
+        "No orphans: no note's path matches 'nosuch/'; no note has the tag 'x' (or one under"
+        " it).\n"
+    )
+    r = run("unresolved", "--tag", "x")
+    assert r.stderr == "No unresolved links: no note has the tag 'x' (or one under it).\n"
     assert run("orphans", "--json").stdout.strip() == "[]"
     (v / "c.md").write_text("# C\n\nAlone.\n")
     run("index")
     r = run("neighbors", "c")
-    assert r.stdout == "" and r.stderr == "No matches.\n"
+    assert r.stdout == "" and r.stderr == "No neighbors.\n"
 
 
 # 8. watch --------------------------------------------------------------------------------------

@@ -183,8 +183,7 @@ def search(
     if hits or fmt != "table":
         click.echo(render_hits(hits, fmt, use_color(), explain=explain))
     else:
-        why = kb.filters_that_keep_nothing(path=path_glob, tags=tags)
-        click.echo(printable(f"No matches: {'; '.join(why)}." if why else "No matches."), err=True)
+        click.echo(_none(kb, "No matches", path_glob, tags), err=True)
 
 
 def _links_command(name: str, doc: str, show: str):
@@ -238,7 +237,8 @@ def unresolved(ctx, anchors, path_glob, exclude, tags, fmt):
     if found or fmt != "table":
         click.echo(render_links(found, fmt, use_color(), "both"))
     else:
-        click.echo("No unresolved links." if not anchors else "No broken anchors.", err=True)
+        none = "No unresolved links" if not anchors else "No broken anchors"
+        click.echo(_none(kb, none, path_glob, tags), err=True)
 
 
 @click.command()
@@ -251,16 +251,23 @@ def orphans(ctx, path_glob, exclude, tags, fmt):
     from kbase.cli.render import render_notes
 
     kb = open_kb(ctx)
-    _echo_notes(render_notes, kb.orphans(path=path_glob, exclude=exclude, tags=tags), fmt)
+    found = kb.orphans(path=path_glob, exclude=exclude, tags=tags)
+    _echo_notes(render_notes, found, fmt, empty=_none(kb, "No orphans", path_glob, tags))
 
 
-def _echo_notes(render, notes, fmt: str, **options) -> None:
-    """A listing of notes, or ``No matches.`` on stderr when there is none (the machine formats
-    still print their empty document: ``[]``, a CSV header)."""
+def _none(kb, none: str, path: str | None, tags) -> str:
+    """``none`` ("No orphans"), and why when --path or --tag keeps no note at all (a typo)."""
+    why = kb.filters_that_keep_nothing(path=path, tags=tags) if path or tags else []
+    return printable(f"{none}: {'; '.join(why)}." if why else f"{none}.")
+
+
+def _echo_notes(render, notes, fmt: str, empty: str, **options) -> None:
+    """A listing of notes, or ``empty`` on stderr when there is none (the machine formats still
+    print their empty document: ``[]``, a CSV header)."""
     if notes or fmt != "table":
         click.echo(render(notes, fmt, **options))
     else:
-        click.echo("No matches.", err=True)
+        click.echo(empty, err=True)
 
 
 @click.command()
@@ -277,7 +284,8 @@ def neighbors(ctx, note, depth, fmt):
     kb = open_kb(ctx)
     target = kb.note(note)
     say_near(target.corrected_from, target.path, target.title)
-    _echo_notes(render_notes, kb.neighbors(target, depth), fmt, with_distance=True)
+    found = kb.neighbors(target, depth)
+    _echo_notes(render_notes, found, fmt, empty="No neighbors.", with_distance=True)
 
 
 @click.command()
