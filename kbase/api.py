@@ -102,6 +102,9 @@ class KB:
             notice = getattr(self._embedder, "notice", None)
             if notice:  # e.g. its cache cannot be written: it runs all the same, say why
                 self._notice(notice)
+            model: Any = self._embedder
+            if self.vector_cache is not None and hasattr(model, "many_queries"):
+                model.many_queries = True  # a long-lived process: see MiniLMEmbedder
         return self._embedder
 
     def model(self) -> ModelInfo:

@@ -3,6 +3,7 @@
 import hashlib
 import struct
 
+import apsw
 import pytest
 
 import kbase
@@ -272,3 +273,64 @@ def test_the_cli_says_when_keyword_search_is_ready_and_what_semantic_results_cov
     assert "cover" not in run("search", "-m", "keyword", "bread").stderr
     run("embed")
     assert "cover" not in run("search", "bread").stderr
+
+
+class UnitModel(OtherModel):
+    """OtherModel's vectors made unit length, as a real model's are."""
+
+    fingerprint = '{"model": "unit"}'
+
+    def embed_batch(self, texts):
+        out = []
+        for raw in super().embed_batch(texts):
+            v = struct.unpack("<384f", raw)
+            norm = sum(x * x for x in v) ** 0.5
+            out.append(struct.pack("<384f", *(x / norm for x in v)))
+        return out
+
+
+@pytest.mark.parametrize("query, options", [("garden -zzz", {}), ("garden", {"path": "notes/"})])
+def test_a_filtered_search_binds_no_sql_variable_per_chunk(tmp_path, query, options):
+    """With the vectors in memory, a filtered search (an -excluded word, --path) looks at every
+    chunk the filters keep: at 10,000 notes that was more SQL variables than SQLite allows, and
+    every such hybrid search failed ("too many SQL variables")."""
+    v = write(
+        tmp_path / "v",
+        {f"notes/n{i}.md": f"# Note {i}\n\nThe garden row {i} of beans.\n" for i in range(300)},
+    )
+    cached = kbase.open(tmp_path / "m.db", embedder=UnitModel())
+    cached.index([v])
+    cached.reader.limit(apsw.SQLITE_LIMIT_VARIABLE_NUMBER, 250)  # fewer than the chunks kept
+    plain = kbase.open(tmp_path / "m.db", embedder=UnitModel(), cache_vectors=False)
+    for mode in ("semantic", "hybrid"):
+        a = cached.search(query, mode=mode, **options)
+        b = plain.search(query, mode=mode, **options)
+        assert a and [(h.path, round(h.score, 4)) for h in a] == [
+            (h.path, round(h.score, 4)) for h in b
+        ]
+
+
+def test_a_long_lived_process_embeds_queries_on_prepacked_weights(tmp_path, vault):
+    """A KB with its vectors in memory (MCP, TUI, the API) marks the model ``many_queries``: its
+    queries then run on a session with pre-packed weights (7 ms a query instead of 20), with
+    the same vectors; a one-shot KB (the CLI) keeps the session that is quick to make."""
+    one_shot = embedder.MiniLMEmbedder()
+    q = one_shot.embed_query("vegetables in the garden")
+    assert set(one_shot._sessions) == {"query"}
+    served = embedder.MiniLMEmbedder()
+    served.many_queries = True
+    p = served.embed_query("vegetables in the garden")
+    assert set(served._sessions) == {"packed"}
+    a, b = struct.unpack("<384f", q), struct.unpack("<384f", p)
+    assert sum(x * y for x, y in zip(a, b)) > 0.99999
+    k = kbase.open(tmp_path / "l.db")
+    k.index([vault], embed=False)
+    assert k.embedder.many_queries is True
+
+
+def test_a_query_product_leaves_numpy_threads_as_they_were(kb):
+    from threadpoolctl import threadpool_info
+
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert kb.search("vegetables", mode="semantic")
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before

@@ -641,6 +641,7 @@ class E5Embedder:
         self._sessions: dict[str, object] = {}
         self._tokenizer = None
         self._query_tokenizer: QueryTokenizer | None = None
+        self.many_queries = False  # see MiniLMEmbedder
         self.fingerprint = json.dumps(
             {
                 "model": NAME,
@@ -689,7 +690,20 @@ class E5Embedder:
             enc = [SimpleNamespace(ids=ids, attention_mask=[1] * len(ids))]
         else:
             enc = self.tokenizer.encode_batch([text])
-        return pooled(self._session(bulk=False), enc)[0].tobytes()
+        return pooled(self._query_session(), enc)[0].tobytes()
+
+    def _query_session(self):
+        """As MiniLMEmbedder's: the bulk session if there is one, a pre-packed one for
+        ``many_queries``, else the one quick to make."""
+        if "bulk" in self._sessions:
+            return self._sessions["bulk"]
+        if not self.many_queries:
+            return self._session(bulk=False)
+        if "packed" not in self._sessions:
+            from kbase.embed.onnx_graph import session
+
+            self._sessions["packed"] = session(self.folder / "model.onnx", threads=1)
+        return self._sessions["packed"]
 
 
 def _manifest(folder: Path) -> dict:

@@ -22,7 +22,10 @@ BENCHMARKS.md section 11).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+import functools
+import threading
+from collections.abc import Collection, Iterator
 from itertools import islice
 from typing import Any
 
@@ -50,6 +53,25 @@ ONESHOT_CANDIDATES = 10_000
 ONESHOT_SHORTLIST = 500
 _LOAD_BLOCK = 16384  # vectors read and quantised at a time: bounds the memory of a load (~0.1 GB)
 _HAMMING_SLICE = 32768  # codes per step of hamming(): 256 KB of words, within L2
+
+
+_blas_lock = threading.Lock()
+
+
+@functools.cache
+def _blas() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """numpy's BLAS on one thread meanwhile: a query's product with every vector is one
+    matrix-vector product, bound by memory, and OpenBLAS's second thread only waited: 13-16 ms
+    of CPU against 10 for the same 54,315 x 384 product (BENCHMARKS.md section 22)."""
+    with _blas_lock, _blas().limit(limits=1):
+        yield
 
 
 def sign_codes(matrix):
@@ -159,6 +181,7 @@ class VectorCache:
         self._docs: Any = (
             None  # numpy int64 array: the document of each row (loaded when asked for)
         )
+        self._doc_of: dict[int, int] | None = None  # chunk id -> document id (when asked for)
 
     @property
     def quantized(self) -> bool:
@@ -171,6 +194,7 @@ class VectorCache:
         if key == self._key and self._ids is not None:
             return
         self._matrix = self._words = self._int8 = self._scale = self._docs = None
+        self._doc_of = None
         n = con.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0]
         if n < max(self.quantize_from, 1):
             rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
@@ -217,13 +241,20 @@ class VectorCache:
         transaction that uses them."""
         import numpy as np
 
-        self._load(con)
+        doc_of = self.documents(con)
         if self._docs is None:
-            doc_of = dict(con.execute("SELECT id, doc_id FROM chunks WHERE embedded"))
             self._docs = np.fromiter(
                 (doc_of.get(int(i), -1) for i in self._ids), dtype=np.int64, count=len(self._ids)
             )
         return self._ids, (self._matrix if self._matrix is not None else self._int8), self._docs
+
+    def documents(self, con: apsw.Connection) -> dict[int, int]:
+        """chunk id -> document id of every embedded chunk, read once with the vectors (a
+        search groups its nearest chunks by note without a query for them)."""
+        self._load(con)
+        if self._doc_of is None:
+            self._doc_of = dict(con.execute("SELECT id, doc_id FROM chunks WHERE embedded"))
+        return self._doc_of
 
     def matmul(self, con: apsw.Connection, m):
         """All vectors times ``m`` ((dim,) or (dim, j)), row for row with ``arrays()``; computed a
@@ -232,7 +263,10 @@ class VectorCache:
 
         self._load(con)
         if self._matrix is not None:
-            return self._matrix @ m
+            if np.ndim(m) != 1:
+                return self._matrix @ m  # (a matrix product: both threads do work)
+            with one_blas_thread():
+                return self._matrix @ m
         m = np.asarray(m, dtype="<f4")
         scaled = m * (self._scale if m.ndim == 1 else self._scale[:, None])
         out = np.empty((len(self._ids),) + m.shape[1:], dtype="<f4")
@@ -264,7 +298,8 @@ class VectorCache:
             return []
         q = np.frombuffer(vector, dtype="<f4")
         if self._matrix is not None:
-            sims = self._matrix @ q if rows is None else self._matrix[rows] @ q
+            with one_blas_thread():
+                sims = self._matrix @ q if rows is None else self._matrix[rows] @ q
         else:
             if n > max(SHORTLIST, 8 * k):
                 words = self._words if rows is None else self._words[:, rows]
@@ -274,7 +309,8 @@ class VectorCache:
                 rows = short if rows is None else rows[short]
             elif rows is None:
                 rows = np.arange(n)
-            sims = self._int8[rows].astype("<f4") @ (q * self._scale)
+            with one_blas_thread():
+                sims = self._int8[rows].astype("<f4") @ (q * self._scale)
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 import apsw
 
 from kbase.embed.nearest import VectorCache, nearest_oneshot
@@ -89,22 +92,24 @@ def _semantic_docs(
         return [], -1.0
     where, args = filters.sql()
     if where != "1" and cache is not None:
-        allowed = [
-            cid
-            for (cid,) in con.execute(
-                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+        allowed = dict(
+            con.execute(
+                "SELECT c.id, c.doc_id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
                 f" WHERE c.embedded AND {where}",
                 args,
             )
-        ]
-        docs, _ = _group_nearest(con, cache.nearest(con, query_vector, len(allowed), allowed))
+        )
+        nearest = cache.nearest(con, query_vector, len(allowed), allowed)
+        docs, _ = _group_nearest(con, nearest, allowed)
         return docs[:n], -1.0  # every allowed chunk looked at
     if where == "1":
         k = max(4 * n, 40)
         limit = None if cache is not None else KNN_MAX
         while True:
+            doc_of = None
             if cache is not None:
                 nearest = cache.nearest(con, query_vector, k)
+                doc_of = cache.documents(con)
             elif (coded := nearest_oneshot(con, query_vector, k)) is not None:
                 nearest, limit = coded, None
             else:
@@ -113,7 +118,7 @@ def _semantic_docs(
                     "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
                     (query_vector, k),
                 ).fetchall()
-            docs, farthest = _group_nearest(con, nearest)
+            docs, farthest = _group_nearest(con, nearest, doc_of)
             if len(docs) >= n or len(nearest) < k or (limit is not None and k >= limit):
                 break
             k *= 4
@@ -139,17 +144,21 @@ def _semantic_docs(
 
 
 def _group_nearest(
-    con: apsw.Connection, nearest: list[tuple[int, float]]
+    con: apsw.Connection,
+    nearest: list[tuple[int, float]],
+    doc_of: Mapping[int, int] | None = None,
 ) -> tuple[list[tuple], float]:
-    """Nearest chunks (nearest first) -> _semantic_docs's rows and the farthest similarity."""
+    """Nearest chunks (nearest first) -> _semantic_docs's rows and the farthest similarity;
+    ``doc_of``: chunk id -> document id, when known (else read, as many chunks as there are)."""
     if not nearest:
         return [], -1.0
-    doc_of = dict(
-        con.execute(
-            f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(nearest))})",
-            [r for r, _ in nearest],
-        ).fetchall()
-    )
+    if doc_of is None:
+        doc_of = dict(
+            con.execute(
+                "SELECT id, doc_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([r for r, _ in nearest]),),
+            ).fetchall()
+        )
     best: dict[int, list] = {}
     for cid, dist in nearest:  # nearest first
         doc_id = doc_of.get(cid)
