@@ -281,6 +281,50 @@ class VectorCache:
             return self._matrix[rows]
         return self._int8[rows].astype("<f4") * self._scale
 
+    def nearest_in_documents(
+        self, con: apsw.Connection, vector: bytes, documents: Collection[int], n: int
+    ) -> list[tuple] | None:
+        """Every chunk of ``documents`` scored, grouped by document: up to ``n`` rows (doc_id,
+        nearest chunk, its similarity, the document's chunks scored, the second-nearest's
+        similarity or None), best first, as grouping ``nearest(con, vector, all, their chunks)``
+        row by row gives them (the same numbers and order), in numpy: a filtered search at 10,000
+        notes groups 54,000 chunks. None above ``quantize_from`` (the int8 ranking is not exact:
+        group what ``nearest`` gives)."""
+        import numpy as np
+
+        self._load(con)
+        if self._matrix is None:
+            return None
+        self.arrays(con)  # (the document of each row)
+        wanted = np.fromiter(documents, dtype=np.int64, count=len(documents))
+        rows = np.flatnonzero(np.isin(self._docs, wanted))
+        if len(rows) == 0 or n <= 0:
+            return []
+        q = np.frombuffer(vector, dtype="<f4")
+        with one_blas_thread():
+            sims = self._matrix[rows] @ q
+        order = np.argsort(-sims, kind="stable")  # nearest first, as nearest() orders them
+        # as nearest() and the grouping compute it: a float32 distance, its complement in float64
+        similarity = 1.0 - (np.float32(1) - sims[order]).astype(np.float64)
+        docs = self._docs[rows[order]]
+        chunk = self._ids[rows[order]]
+        uniq, first, count = np.unique(docs, return_index=True, return_counts=True)
+        seen = np.zeros(len(docs), dtype=bool)
+        seen[first] = True
+        rest = np.flatnonzero(~seen)  # every chunk but each document's nearest, nearest first
+        _, second_at = np.unique(docs[rest], return_index=True)
+        second = dict(zip(docs[rest][second_at].tolist(), similarity[rest][second_at].tolist()))
+        best = np.argsort(first, kind="stable")[:n]  # documents by their nearest chunk
+        return [
+            (doc, cid, sim, cnt, second.get(doc))
+            for doc, cid, sim, cnt in zip(
+                uniq[best].tolist(),
+                chunk[first[best]].tolist(),
+                similarity[first[best]].tolist(),
+                count[best].tolist(),
+            )
+        ]
+
     def nearest(
         self, con: apsw.Connection, vector: bytes, k: int, allowed: Collection[int] | None = None
     ) -> list[tuple[int, float]]:

@@ -92,6 +92,13 @@ def _semantic_docs(
         return [], -1.0
     where, args = filters.sql()
     if where != "1" and cache is not None:
+        kept = [
+            doc_id
+            for (doc_id,) in con.execute(f"SELECT d.id FROM documents AS d WHERE {where}", args)
+        ]
+        grouped = cache.nearest_in_documents(con, query_vector, kept, n)
+        if grouped is not None:
+            return grouped, -1.0  # every allowed chunk looked at
         allowed = dict(
             con.execute(
                 "SELECT c.id, c.doc_id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
