@@ -334,3 +334,30 @@ def test_a_query_product_leaves_numpy_threads_as_they_were(kb):
     before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     assert kb.search("vegetables", mode="semantic")
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_grouping_a_filtered_search_in_numpy_gives_the_rows_of_the_plain_grouping(tmp_path):
+    from kbase.search import semantic
+
+    v = write(
+        tmp_path / "v",
+        {
+            f"n{i}.md": f"# Note {i}\n\n"
+            + "\n\n".join(
+                f"## Part {j}\n\n" + " ".join(f"beans{i}x{j}x{w}" for w in range(120))
+                for j in range(i % 3 + 1)
+            )
+            + "\n"
+            for i in range(24)
+        },
+    )
+    k = kbase.open(tmp_path / "g.db", embedder=UnitModel())
+    k.index([v], embed=False)
+    k.embed()
+    con, cache, q = k.reader, k.vector_cache, UnitModel().embed_query("beans")
+    docs = [d for (d,) in con.execute("SELECT id FROM documents WHERE id % 3 != 0")]
+    chunks = [c for (c,) in con.execute("SELECT id FROM chunks WHERE doc_id % 3 != 0")]
+    assert len(chunks) > len(docs)  # notes of several chunks: counts and second chunks matter
+    plain, _ = semantic._group_nearest(con, cache.nearest(con, q, len(chunks), chunks))
+    for n in (1, 5, len(docs) + 3):
+        assert cache.nearest_in_documents(con, q, docs, n) == plain[:n]
