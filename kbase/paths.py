@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The default model's tokenizer and vocabulary, shipped with kbase: the chunker counts model tokens
+# with it, the embedder runs it, and the spelling correction reads its English words.
+TOKENIZER_DIR = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2"
+
 
 def data_dir() -> Path:
     """kbase's data folder: ``$XDG_DATA_HOME/kbase`` (``~/.local/share/kbase``). The default

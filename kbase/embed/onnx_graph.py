@@ -34,6 +34,7 @@ import tempfile
 from pathlib import Path
 
 from kbase.errors import KbaseError
+from kbase.paths import TOKENIZER_DIR
 
 # Bump when the derivation changes: graphs of other versions are then rebuilt.
 # 2: the GELU fused (6 % less CPU a chunk, the same vectors; BENCHMARKS.md, issue 36).
@@ -46,7 +47,6 @@ PROBES = (
     "Write-ahead logging lets readers continue while a writer appends. " * 12,
 )
 MANIFEST = "manifest.json"
-TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # what the model was trained for (tokenizer.json says 128, some configs 512)
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kbase.errors import InputError
 from kbase.ingest import junk
 from kbase.ingest.parse import heading_attributes
+from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.text import line_of, line_starts
 
@@ -78,7 +79,6 @@ MAX_HEADING_RUN = 4
 # '!!! note') are callouts.
 CHUNKER_VERSION = 8
 
-TOKENIZER_DIR = Path(__file__).parents[1] / "assets" / "all-MiniLM-L6-v2"
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
 HEADISH = frozenset({"heading", "hr"})  # units that never make a chunk on their own

@@ -99,7 +99,7 @@ def english_words() -> frozenset[str]:
     is not in the index."""
     import json
 
-    from kbase.ingest.chunk import TOKENIZER_DIR
+    from kbase.paths import TOKENIZER_DIR
 
     vocab = json.loads((TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
     return frozenset(w for w in vocab["model"]["vocab"] if w.isalpha())
