@@ -10,7 +10,7 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.app import cli
 from kbase.records import HIT_FIELDS
-from tests.conftest import bump_mtime
+from tests.conftest import bump_mtime, write
 
 
 @pytest.fixture
@@ -148,6 +148,23 @@ def test_an_excluded_word_outside_the_quotes_is_part_of_the_query(run, indexed):
             "is not a valid integer. -n N is how many notes to list; to leave out a word, write"
             f" -word with no space: kbase search '{example}'"
         )
+
+
+def test_a_folder_with_nothing_to_index_is_said(run, tmp_path):
+    """The wrong folder, or notes in a format kbase does not read by default: a warning naming
+    the folder and the extensions in force, not a silent '0 new'."""
+    write(tmp_path / "org", {"a.org": "* hi\n"})
+    (tmp_path / "empty").mkdir()
+    r = run("index", "--no-embed", tmp_path / "empty", tmp_path / "org")
+    assert r.exit_code == 0 and r.stdout.startswith("indexed in ")
+    assert r.stderr.splitlines() == [
+        f"warning {tmp_path / folder}: no file to index there; kbase reads .md .markdown .txt"
+        " .pdf .canvas files (--ext adds others)"
+        for folder in ("empty", "org")
+    ]
+    r = run("index", "--no-embed", "--ext", ".org", tmp_path / "org")
+    assert r.exit_code == 0 and "1 new" in r.stdout and r.stderr == ""
+    assert run("index", "-q", tmp_path / "empty").stderr == ""
 
 
 def test_status(run, indexed, db_path):

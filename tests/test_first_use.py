@@ -154,8 +154,7 @@ def test_no_orphans_says_so(run, tmp_path):
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No orphans.\n"
     r = run("orphans", "--path", "nosuch/", "--tag", "x")  # a filter that keeps no note: why
     assert r.stderr == (
-        "No orphans: no note's path matches 'nosuch/'; no note has the tag 'x' (or one under"
-        " it).\n"
+        "No orphans: no note's path matches 'nosuch/'; no note has the tag 'x' (or one under it).\n"
     )
     r = run("unresolved", "--tag", "x")
     assert r.stderr == "No unresolved links: no note has the tag 'x' (or one under it).\n"
@@ -217,6 +216,15 @@ def test_the_estimate_comes_from_the_measured_rate_and_stays_current(capsys):
     told = _seconds(lines[0])
     assert abs(told - (end - first_at)) <= 0.25 * (end - first_at), (told, end - first_at)
     assert "of 3,000 chunks done" in lines[1]
+
+
+def test_nothing_to_embed_is_not_announced(capsys):
+    from kbase.cli.progress import EmbedEta
+
+    EmbedEta(lambda d, t: None, True)(0, 0)  # (an index run that found no new chunk)
+    assert capsys.readouterr().err == ""
+    EmbedEta(lambda d, t: None, True)(0, 1)
+    assert capsys.readouterr().err.startswith("keyword search is ready; embedding 1 chunk for")
 
 
 def _seconds(line: str) -> float:

@@ -238,7 +238,8 @@ def roots(ctx, fmt):
                 else "  MISSING: kbase roots move OLD NEW, or kbase roots remove OLD"
             )
         )
-        click.echo(printable(f"{r.path}  ({r.documents} documents){state}"))
+        docs = f"{r.documents:,} document{'s' * (r.documents != 1)}"
+        click.echo(printable(f"{r.path}  ({docs}){state}"))
 
 
 @roots.command("move")

@@ -145,6 +145,8 @@ def index(
             + (f", {len(report.warnings)} warnings" if report.warnings else "")
             + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
+        if not quiet and not report.interrupted:
+            say_empty_roots(kb, paths, tuple(extensions) or user.extensions)
         if report.embedding and (
             report.embedding.embedded or report.embedding.reused or report.embedding.switch
         ):
@@ -157,6 +159,27 @@ def index(
             "Interrupted: the index is consistent; run kbase index again to finish.", err=True
         )
         ctx.exit(130)
+
+
+def say_empty_roots(kb, paths, extensions: tuple[str, ...] | None) -> None:
+    """On stderr: each folder given that holds no file kbase indexes (the wrong folder, or notes
+    in another format), with the extensions in force."""
+    import os
+
+    from kbase.config import load_vault
+
+    given = {os.path.abspath(p) for p in paths}
+    for root in kb.roots():
+        if root.documents or root.path not in given or not os.path.isdir(root.path):
+            continue
+        ext = load_vault(root.path).extensions or extensions
+        click.echo(
+            printable(
+                f"warning {root.path}: no file to index there; kbase reads"
+                f" {' '.join(ext) if ext else BUILTIN_EXTENSIONS} files (--ext adds others)"
+            ),
+            err=True,
+        )
 
 
 class JsonEvents:

@@ -228,9 +228,10 @@ class EmbedEta:
         now = self.clock()
         if self.start is None:
             self.start = now
-            if self.enabled and self.announce:
+            if self.enabled and self.announce and total:
                 click.echo(
-                    f"keyword search is ready; embedding {total:,} chunks for semantic search "
+                    f"keyword search is ready; embedding {total:,} chunk{'s' * (total != 1)}"
+                    " for semantic search "
                     "(Ctrl-C stops safely; kbase embed resumes)",
                     err=True,
                 )
@@ -297,13 +298,14 @@ class IdleEmbedLines:
 def say_embedded(e: EmbedReport) -> None:
     if e.embedded or e.reused or not e.switch:
         click.echo(
-            f"embedded {e.embedded} chunks in {e.seconds:.1f} s"
+            f"embedded {e.embedded:,} chunk{'s' * (e.embedded != 1)} in {e.seconds:.1f} s"
             + (f" ({e.reused} reused)" if e.reused else "")
         )
     s = e.switch
     if s is not None:
         click.echo(
-            f"switching to {e.switching_to}: embedded {s.embedded} chunks in {s.seconds:.1f} s"
+            f"switching to {e.switching_to}: embedded {s.embedded:,}"
+            f" chunk{'s' * (s.embedded != 1)} in {s.seconds:.1f} s"
             + (f" ({s.reused} reused)" if s.reused else "")
             + (
                 f"; done, search uses {e.switching_to} now"

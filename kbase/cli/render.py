@@ -230,7 +230,7 @@ def render_status(st: Status) -> str:
     lines = [f"index      {printable(str(st.db))}"]
     for r in st.roots:
         lines.append(
-            f"root       {printable(r.path)}  ({r.documents} documents,"
+            f"root       {printable(r.path)}  ({r.documents:,} document{'s' * (r.documents != 1)},"
             f" indexed {r.last_indexed_at or 'never'})"
         )
     lines.append(f"documents  {st.documents:,}")
