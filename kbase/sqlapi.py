@@ -335,6 +335,26 @@ SQL_HEAP_LIMIT = 1024 * 2**20
 SQL_MAX_RESULT = 256 * 2**20
 
 
+_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)|[\s;]+", re.S)
+
+
+def _one_statement(con: apsw.Connection, sql: str) -> None:
+    """``sql`` is one statement (comments and semicolons after it are fine): several would run
+    one after the other, their rows under the first one's columns. Each is prepared first, so a
+    write among them is refused as a write."""
+    rest: str | None = sql
+    second = None
+    while rest and _COMMENTS.sub("", rest):
+        if second is None and rest is not sql:
+            second = rest.strip()
+        rest = apsw.ext.query_info(con, rest).query_remaining
+    if second is not None:
+        raise InputError(
+            f"kbase sql runs one statement; this holds more: {_first_line(second)}",
+            "run each statement on its own",
+        )
+
+
 def run(
     con: apsw.Connection, sql: str, *, timeout: float = SQL_TIMEOUT, max_rows: int | None = None
 ) -> SqlResult:
@@ -360,6 +380,7 @@ def run(
     con.authorizer = _authorizer
     try:
         with db.time_limit(con, timeout):
+            _one_statement(con, sql)
             cursor = con.cursor()
             rows: list[tuple] = []
             columns: list[str] = []

@@ -111,8 +111,8 @@ def test_mcp_sql_counts_every_row_it_left_out(tmp_path, db_path):
         left = f"{total - shown:,} more rows left out to keep within the 2,000-token budget"
         assert reply.structured.left_out.startswith(left), reply.structured.left_out
         assert left in reply.text
-        # A query that cannot be counted again says "at least".
-        reply = tools.sql(kb, "SELECT * FROM chunk_texts; SELECT 1", max_rows=250, budget=2_000)
+        # A query that cannot be counted again (a ';' in it) says "at least".
+        reply = tools.sql(kb, "SELECT *, ';' FROM chunk_texts", max_rows=250, budget=2_000)
         assert reply.structured.left_out.startswith(
             f"at least {250 - shown + 1} more rows left out"
         )

@@ -122,6 +122,15 @@ def test_sql_errors_are_one_line(kb, db_path):
     )
     r = run(db_path, "   ")
     assert r.exit_code == 1 and r.stderr.startswith("Error: no SQL given")
+    # two statements ran one after the other, the second's rows under the first's columns
+    r = run(db_path, "SELECT 1 AS one; SELECT 2, 3")
+    assert (r.exit_code, r.stdout) == (1, "")
+    assert r.stderr.splitlines() == [
+        "Error: kbase sql runs one statement; this holds more: SELECT 2, 3",
+        "  hint: run each statement on its own",
+    ]
+    for one in ("SELECT 1 AS one;", "SELECT 1 AS one; -- done", "SELECT 1 AS one; /* x */ ;;"):
+        assert run(db_path, one).stdout == "one\n---\n1\n", one
 
 
 @pytest.mark.parametrize(
