@@ -254,6 +254,12 @@ async def test_errors_name_the_arguments_and_empty_results_say_so(index):
         assert r.is_error and text(r).startswith("until 'soon'") and "--" not in text(r)
         for tool, args, expect in (
             ("search", {"query": "zucchini"}, "No notes match 'zucchini' (keyword)."),
+            (  # a filter that keeps no note at all is why
+                "search",
+                {"query": "tomatoes", "tags": ["gardn"], "path": "journal"},
+                "No notes match 'tomatoes' (keyword): no note has the tag 'gardn' (or one under"
+                " it).",
+            ),
             ("links", {"note": "journal/index.md"}, "has no outgoing links and no backlinks."),
             ("sql", {"query": "SELECT path FROM notes WHERE 0"}, "The query returned no rows"),
             ("search", {"query": "tomatoes", "offset": 50}, "No more notes match 'tomatoes'"),

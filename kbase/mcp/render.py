@@ -99,10 +99,11 @@ def search_hit(h: s.SearchHit) -> str:
     return "\n".join(lines)
 
 
-def search_empty(r: s.SearchResult) -> str:
+def search_empty(r: s.SearchResult, why: list[str]) -> str:
+    """``why``: the filters that keep no note at all (KB.filters_that_keep_nothing)."""
     if r.offset:
         return f"No more notes match {_asked(r)} ({r.mode}) after the first {r.offset}."
-    return f"No notes match {_asked(r)} ({r.mode})."
+    return f"No notes match {_asked(r)} ({r.mode})" + (f": {'; '.join(why)}." if why else ".")
 
 
 # --- read --------------------------------------------------------------------------------------

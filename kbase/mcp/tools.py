@@ -142,7 +142,6 @@ def search(
     out.hits = page[: f.count]
     if out.hits and (f.count < len(page) or more):
         out.next_offset = offset + f.count
-        out.limit_cut = f.count == len(page)
         out.left_out = render.left_out(
             "search",
             "hits",
@@ -153,7 +152,8 @@ def search(
             known=False,
         )
     if not out.hits:
-        return Reply(out, render.search_empty(out) + note)
+        why = [] if offset else kb.filters_that_keep_nothing(path=path, tags=tags)
+        return Reply(out, render.search_empty(out, why) + note)
     text = (
         render.page(
             render.search_head(out, len(out.hits)),
