@@ -14,23 +14,7 @@ import apsw
 
 from kbase.errors import DatabaseError, IndexBusyError, InputError, ModelUnavailable
 from kbase.paths import default_db_path
-from kbase.records import (
-    CheckReport,
-    CompactReport,
-    DocRef,
-    EmbedReport,
-    Hits,
-    IndexReport,
-    ModelHint,
-    ModelInfo,
-    NoteEntry,
-    RelatedResult,
-    RootInfo,
-    RootMove,
-    RootRemoval,
-    SqlResult,
-    Status,
-)
+from kbase.records import Hits
 from kbase.search.run import SEARCH_TIMEOUT
 from kbase.store import db
 
@@ -44,7 +28,23 @@ if TYPE_CHECKING:
     from kbase.notes.graph import LinkHit, Note
     from kbase.notes.reading import NoteText
     from kbase.notes.resolve import Region
-    from kbase.records import ParsedDoc
+    from kbase.records import (
+        CheckReport,
+        CompactReport,
+        DocRef,
+        EmbedReport,
+        IndexReport,
+        ModelHint,
+        ModelInfo,
+        NoteEntry,
+        ParsedDoc,
+        RelatedResult,
+        RootInfo,
+        RootMove,
+        RootRemoval,
+        SqlResult,
+        Status,
+    )
     from kbase.search.hits import ChunkRef
     from kbase.watch import WatchBatch
 
@@ -114,6 +114,8 @@ class KB:
         def read(con: apsw.Connection) -> ModelInfo:
             current, nxt = vectors.stored_fingerprint(con), vectors.next_fingerprint(con)
             done, total = vectors.switch_progress(con)
+            from kbase.records import ModelInfo
+
             return ModelInfo(
                 name=catalog.name_of(current) or catalog.DEFAULT,
                 fingerprint=current,
@@ -351,6 +353,8 @@ class KB:
         if share <= 0.5:
             return None
         self._write(meta_set, "model_hint", catalog.MULTILINGUAL)
+        from kbase.records import ModelHint
+
         return ModelHint(tuple(found), round(share, 2), catalog.DEFAULT, catalog.MULTILINGUAL)
 
     def auto_embed(self) -> bool:
@@ -389,6 +393,8 @@ class KB:
                     and vectors.has_vectors(con)
                     and vectors.next_fingerprint(con) is None
                 ):  # nothing to do: no need to wait for the writer lock
+                    from kbase.records import EmbedReport
+
                     return EmbedReport()
                 with db.writer_lock(self.path):
                     report = self._embed(
@@ -906,6 +912,8 @@ class KB:
         fixed = self._write(maintenance.fix) if fix else []
         with self._connection(lock=False, check=True) as con:
             problems = tuple(maintenance.check(con))
+        from kbase.records import CheckReport
+
         return CheckReport(
             problems=problems,
             fixed=tuple(fixed),

@@ -37,6 +37,9 @@ NOT_FOR_KEYWORD = (
     "kbase.notes.resolve",
     "kbase.search.semantic",
     "kbase.search.hybrid",
+    "kbase.handoff",  # (a hybrid search's)
+    "kbase.records.ingest",  # the records of the ingest steps and of the other calls (reports):
+    "kbase.records.reports",  # their dataclasses cost ~1 ms each to define
 )
 
 
@@ -87,6 +90,10 @@ def test_keyword_search_imports_only_what_it_needs(tmp_path, vault):
         "--db", db, "search", "--json", "tomatos"
     )  # corrected: a word no note has
     assert "Garden.md" in out
+    assert heavy(names) == []
+    # an English word no note holds: the correction reads the model's vocabulary (kbase.paths)
+    names, out = imported("--db", db, "search", "--json", "bicycle")
+    assert "kbase.search.spell" in names and out.strip() == "[]"
     assert heavy(names) == []
 
 

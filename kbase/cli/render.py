@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from kbase.records import HIT_FIELDS, Hit, Status
+from kbase.records import HIT_FIELDS, Hit
 from kbase.text import excerpt, location, printable
+
+if TYPE_CHECKING:
+    from kbase.records import Status
 
 
 def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> str:

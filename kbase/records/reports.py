@@ -1,166 +1,17 @@
-"""Records that cross layers (ingest, store, search, CLI, TUI). Frozen dataclasses."""
+"""What the other calls of the API return: the reports of index, embed, check and compact runs,
+status, models, roots, notes and SQL results (see kbase.records)."""
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kbase.text import jsonable
 
-
-@dataclass(frozen=True)
-class Heading:
-    """A Markdown heading: ``body[start:end]`` is the heading's source line(s)."""
-
-    level: int
-    text: str  # as it reads: without the '#' markers and without a trailing attribute list
-    start: int
-    end: int
-    line: int
-    # The id an attribute list gives it (``## Props {#props}``: 'props'; Pandoc, MkDocs'
-    # attr_list, Hugo, VitePress): its anchor on the site. None: the site makes one from the text.
-    anchor: str | None = None
-
-
-@dataclass(frozen=True)
-class Block:
-    """A top-level block of a document, as the chunker sees it: ``body[start:end]``."""
-
-    kind: str  # heading, paragraph, list, quote, callout, code, table, html, math, hr
-    start: int
-    end: int
-    level: int = 0  # heading level for kind == 'heading'
-    parts: tuple[
-        tuple[int, int], ...
-    ] = ()  # list items or the blocks inside a quote, as (start, end)
-    unclosed: bool = False  # a code fence that never closes (it runs to the end of the document)
-
-
-@dataclass(frozen=True)
-class ParsedDoc:
-    """A decoded document with its metadata and block structure. Offsets index ``text``."""
-
-    text: str
-    kind: str  # 'markdown', 'text', 'pdf' or 'canvas'
-    title: str
-    frontmatter: dict | None
-    body_start: int
-    date: str | None
-    tags: tuple[tuple[str, str], ...]  # (tag, source)
-    aliases: tuple[str, ...]
-    headings: tuple[Heading, ...]
-    blocks: tuple[Block, ...]
-    warnings: tuple[str, ...] = ()  # about the front matter (shown by kbase index and check)
-    diagnostics: tuple[Diagnostic, ...] = ()  # structures too large to parse whole (cut)
-    # PDFs: each page's [start, end) in ``text`` (page n is segments[n - 1]); canvases: each
-    # card's (see ``cards``). Segments are separated by a form feed; a chunk prefers to end at one.
-    segments: tuple[tuple[int, int], ...] = ()
-    pdf: dict | None = None  # a PDF's document information (kbase.ingest.pdf.info_record)
-    cards: tuple = ()  # a canvas's cards (kbase.ingest.canvas.Card), one per segment
-    edges: tuple = ()  # a canvas's edges (kbase.ingest.canvas.Edge)
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """A passage of a document: ``text[start:end]`` exactly."""
-
-    seq: int
-    start: int
-    end: int
-    line: int  # 1-based line of ``start``
-    heading_path: str  # enclosing headings joined by ' > '
-    kind: str  # prose, code, table, list, quote, config, cli, mixed
-    tokens: int  # size in the token counter's tokens
-    flags: int = 0  # OVERSIZED (1): a protected block above the budget, kept whole
-    end_line: int = 0  # 1-based line of the last character
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """Something a person may want to know about how a document was read or chunked."""
-
-    kind: (
-        str  # frontmatter (unreadable, ignored), oversized, unclosed_fence, cut_sentence, cut_word,
-        # too_large (a structure too large to parse whole: a table's cells, a list cut at an item)
-    )
-    start: int
-    end: int
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: a document with its best-matching chunk."""
-
-    doc_id: int
-    path: str  # relative to its root
-    abspath: str
-    title: str
-    score: float  # higher is better
-    chunk_id: int
-    line: int  # 1-based line of the first match (or of the chunk)
-    heading_path: str
-    snippet: str  # one line of text around the match
-    highlights: tuple[tuple[int, int], ...] = ()  # [start, end) of matched terms in ``snippet``
-    matched_chunks: int = 1  # how many chunks of the document matched
-    tags: tuple[str, ...] = ()
-    stale: bool = False  # the file changed on disk (or is gone) since it was indexed
-    explain: dict = field(default_factory=dict)
-    rank: int = 0  # 1-based position in the results (KB.search numbers them; 0: not ranked)
-    missing: bool = False  # the file is gone from disk (stale too): moved or deleted
-    page: int | None = None  # a PDF's 1-based page of the first match (or of the chunk)
-    card: str | None = None  # a canvas's card (its id in the file) holding the first match
-    # The query as KB.search searched it when it corrected a word no note holds ('publsh' ->
-    # 'publish'; the same on every hit of the search), else None.
-    corrected_query: str | None = None
-
-    def record(self, explain: bool = False) -> dict:
-        """The hit as the machine formats print it (JSON, CSV, MCP): HIT_FIELDS in their order,
-        lists for tuples, ``explain`` only when asked for."""
-        rec = {k: getattr(self, k) for k in HIT_FIELDS}
-        rec["score"] = round(self.score, 6)
-        rec["highlights"] = [list(h) for h in self.highlights]
-        rec["tags"] = list(self.tags)
-        if explain and self.explain:
-            rec["explain"] = self.explain
-        return rec
-
-
-# A hit's fields in the machine formats, in this order (stable across versions; docs/cli.md "Output
-# formats"). Every field of Hit but ``explain``, which is printed only with --explain.
-HIT_FIELDS = (
-    "rank",
-    "score",
-    "title",
-    "path",
-    "abspath",
-    "line",
-    "page",
-    "card",
-    "heading_path",
-    "snippet",
-    "highlights",
-    "matched_chunks",
-    "tags",
-    "stale",
-    "missing",
-    "doc_id",
-    "chunk_id",
-    "corrected_query",
-)
-
-
-class Hits(list):
-    """``KB.search``'s results: a list of ``Hit``, best first, with ``notice``: one line saying
-    what of the query was left out (repeated terms, terms past the maximum, text past the
-    length cap; see ``kbase.search.query.bound_query``), or None; ``corrected``: the query as
-    kbase searched it when it corrected a word that no note holds ('publsh' -> 'publish'), else
-    None, and ``corrections``: each such word as typed and as searched."""
-
-    notice: str | None = None
-    corrected: str | None = None
-    corrections: tuple[tuple[str, str], ...] = ()
+if TYPE_CHECKING:
+    from kbase.records.search import Hit
 
 
 @dataclass(frozen=True)
