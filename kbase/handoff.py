@@ -32,7 +32,6 @@ import os
 import socket
 import stat
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import fields
@@ -75,6 +74,8 @@ def runtime_dir() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "kbase"
+    import tempfile  # (only here: its imports cost a one-shot search a few ms)
+
     return Path(tempfile.gettempdir()) / f"kbase-{os.geteuid()}"
 
 
