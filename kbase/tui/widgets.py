@@ -277,6 +277,8 @@ class PreviewPane(Container):
         self.hit_block = None  # the MarkdownBlock holding the hit's line
         self.hit_line: int | None = None  # 1-based line of the stored body that is highlighted
         self.line_offset = 0  # lines of front matter above the rendered Markdown
+        self._next_render: tuple | None = None  # (doc, location) waiting for _render_latest
+        self._renderer = None  # the worker running _render_latest
 
     def compose(self) -> ComposeResult:
         with PreviewScroll(id="md-scroll"):
@@ -366,9 +368,19 @@ class PreviewPane(Container):
             Content(printable(plain_region(doc.body, location), lines=True))
         )
         self._show_only(text=False, empty=True)
-        self.run_worker(
-            self._render_document(doc, location), exclusive=True, group="preview-render"
-        )
+        self._next_render = (doc, location)
+        if self._renderer is None or self._renderer.is_finished:
+            self._renderer = self.run_worker(self._render_latest(), group="preview-render")
+
+    async def _render_latest(self) -> None:
+        """Render the latest document asked for, one at a time. A render is never cancelled
+        half-way (a Markdown widget cancelled while it mounts its blocks can leave them waiting
+        on each other); a document asked for meanwhile is rendered next, and one that was
+        replaced before its turn is skipped."""
+        while self._next_render is not None:
+            doc, location = self._next_render
+            self._next_render = None
+            await self._render_document(doc, location)
 
     async def _render_document(self, doc, location: Location) -> None:
         self.hit_block, self.hit_line = None, location.line
@@ -379,6 +391,8 @@ class PreviewPane(Container):
             await md.update(
                 wikilinks_to_markdown(printable(doc.body[doc.body_start :], lines=True))
             )
+            if self._next_render is not None:
+                return  # replaced while it rendered: the newer one is shown instead
             self._show_only(text=False, markdown=True)
             block = self._find_block(md, location, offset)
             self.hit_block = block
