@@ -40,6 +40,22 @@ def shared(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def foam_kb(tmp_path_factory):
+    """foam-docs (86 real notes) indexed and embedded with the real model, once per run: the
+    question-set and limit tests only read it."""
+    import kbase
+    from kbase.embed import embedder
+
+    vault = shared("vaults", "foam-docs")
+    kb = kbase.open(
+        tmp_path_factory.mktemp("foam") / "foam.db", embedder=embedder.default_embedder()
+    )
+    kb.index([vault])
+    yield kb
+    kb.close()
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """The tests skipped for want of the shared material, said once with their count (before
     pytest's short summary, which would list them test by test) and counted apart in the last

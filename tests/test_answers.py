@@ -11,7 +11,7 @@ import kbase
 from bench.questions import first_rank, load_questions, question_files, scores, shows_answer
 from kbase.embed import embedder
 from kbase.search import fusion, hits, hybrid, snippet
-from tests.conftest import shared, write
+from tests.conftest import write
 
 
 # --- part 1: fusion --------------------------------------------------------------------------
@@ -86,13 +86,9 @@ def test_semantic_explain_gives_the_second_nearest_passage(tmp_path):
 ENGLISH_SETS = ("foam-docs",)
 
 
-@pytest.fixture(scope="module")
-def foam(tmp_path_factory):
-    vault = shared("vaults", "foam-docs")
-    kb = kbase.open(tmp_path_factory.mktemp("foam") / "f.db", embedder=embedder.default_embedder())
-    kb.index([vault])
-    yield kb
-    kb.close()
+@pytest.fixture
+def foam(foam_kb):
+    return foam_kb
 
 
 @pytest.mark.slow

@@ -307,14 +307,21 @@ def fuzz_kb(tmp_path_factory):
     kb.close()
 
 
+# Per mode: each query is new (generated from its seed), so a few hundred cover the generator's
+# kinds many times over (2,000 took a minute of the suite per mode).
+HOSTILE_QUERIES = 600
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
-def test_2000_hostile_queries_per_mode_end_quickly_with_an_answer_or_one_line(fuzz_kb, mode):
+def test_hostile_queries_per_mode_end_quickly_with_an_answer_or_one_line(fuzz_kb, mode):
     from kbase.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, bound_query, parse_query
 
     slowest = (0.0, "")
     errors = 0
-    for q in hostile_queries(2000, seed={"keyword": 1, "semantic": 2, "hybrid": 3}[mode]):
+    for q in hostile_queries(
+        HOSTILE_QUERIES, seed={"keyword": 1, "semantic": 2, "hybrid": 3}[mode]
+    ):
         bounded, notice = bound_query(q)
         assert len(bounded) <= MAX_QUERY_CHARS
         parsed = parse_query(bounded)
@@ -332,7 +339,9 @@ def test_2000_hostile_queries_per_mode_end_quickly_with_an_answer_or_one_line(fu
         slowest = max(slowest, (time.perf_counter() - t0, q[:80]))
         assert hits.notice == notice
         assert all(h.path and h.line >= 1 for h in hits)
-    print(f"{mode}: 2000 hostile queries, {errors} without words; slowest {slowest[0]:.3f} s")
+    print(
+        f"{mode}: {HOSTILE_QUERIES} hostile queries, {errors} without words; slowest {slowest[0]:.3f} s"
+    )
 
 
 def test_query_bounds_dedupe_cut_and_say_so(fuzz_kb):

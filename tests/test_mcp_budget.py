@@ -1,4 +1,4 @@
-"""No tool result passes its budget, for any argument, on a big vault (issue 26: 6,500 notes from
+"""No tool result passes its budget, for any argument, on a big vault (issue 26: 2,000 notes from
 bench/gen_vault.py plus notes built to overflow: a hub with thousands of links, a line of
 200,000 characters, a title of 5,000 characters, hundreds of tags). Every tool is walked with large
 arguments through the server kbase mcp runs (MCPServer.call_tool: validation, the tool, both
@@ -16,7 +16,7 @@ from kbase.mcp.budget import json_tokens, tokens
 from kbase.mcp.server import build_server
 from tests.conftest import write
 
-NOTES = 6_500
+NOTES = 2_000
 
 
 @pytest.fixture(scope="module")

@@ -225,7 +225,7 @@ def test_switching_back_cancels_the_switch(tmp_path, vault, minilm_folder, offli
 def test_a_killed_switch_is_finished_by_the_next_run(tmp_path, minilm_folder, offline):
     """SIGKILL in the middle of `kbase index --model`: search keeps answering with the old
     vectors, and the next run finishes the switch."""
-    root = notes(tmp_path / "v", 400)
+    root = notes(tmp_path / "v", 200)
     db = tmp_path / "k.db"
     runner = CliRunner()
     assert runner.invoke(cli, ["--db", str(db), "index", str(root)]).exit_code == 0
@@ -304,6 +304,10 @@ def test_english_model_drops_the_semantic_list_for_cjk_but_a_multilingual_one_ke
 
     assert embedder.reads(embedder.default_embedder(), "所有权") is False
     assert embedder.reads(embedder.default_embedder(), "Rust 所有权") is True
+    # one English term in a question in another script: the English model does not read it
+    assert embedder.reads(embedder.default_embedder(), "Rust有没有三元运算符") is False
+    assert embedder.reads(embedder.default_embedder(), "stateกับpropsต่างกันอย่างไร") is False
+    assert embedder.reads(embedder.default_embedder(), "how do I 借用 a value") is True
     assert embedder.reads(Multilingual(), "所有权") is True
     english = kbase.open(tmp_path / "en.db")
     english.index([vault])
