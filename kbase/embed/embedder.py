@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from kbase.paths import data_dir
+from kbase.text import mostly_latin
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
 MODEL_NAME = "all-MiniLM-L6-v2"  # what --model takes (kbase.embed.catalog)
@@ -221,17 +221,15 @@ def default_embedder() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
-
-
 def reads(embedder: Embedder, text: str) -> bool:
     """Whether the model understands ``text`` well enough for its nearest chunks to mean
     something: always for a multilingual model (``languages`` ("*",)); for an English one only
-    when the text has a Latin letter (its nearest chunks for a Chinese query are noise that would
-    push keyword hits down in a fusion: 3 of 8 translations ranked first, BENCHMARKS.md)."""
+    when most of the text's letters are Latin (kbase.text.mostly_latin: its nearest chunks for
+    a Chinese or Thai query are noise that would push keyword hits down in a fusion: 3 of 8
+    translations ranked first, BENCHMARKS.md)."""
     if "*" in getattr(embedder, "languages", ("en",)):
         return True
-    return _LATIN.search(text) is not None
+    return mostly_latin(text)
 
 
 def pack(vector: Sequence[float]) -> bytes:

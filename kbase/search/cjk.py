@@ -265,11 +265,3 @@ def languages(con: apsw.Connection, sample: int = SAMPLE) -> dict[str, float]:
 
 
 # ---- hybrid --------------------------------------------------------------------------------
-
-_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
-
-
-def model_can_read(text: str) -> bool:
-    """False for a query with no Latin letter: the embedding model is English-only, and its
-    nearest chunks for such a query are noise that would push keyword hits down in a fusion."""
-    return _LATIN.search(text) is not None

@@ -8,13 +8,13 @@ import apsw
 
 from kbase.embed.nearest import VectorCache
 from kbase.records import Hit
-from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning
 from kbase.search.hits import Ranked, hit
 from kbase.search.keyword import BM25_WEIGHTS, keyword_ranked
 from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
+from kbase.text import mostly_latin
 
 
 def hybrid_search(
@@ -85,7 +85,7 @@ def candidates(
     n = max(limit, params.depth)
     kw = keyword_ranked(con, text, n, filters, fill_to=params.depth)
     sem: list[Ranked] = []
-    if cjk.model_can_read(text) if semantic_reads is None else semantic_reads:
+    if mostly_latin(text) if semantic_reads is None else semantic_reads:
         sem = semantic_ranked(con, query_vector, n, filters, cache)
     return kw, sem
 
