@@ -340,7 +340,8 @@ def test_hostile_queries_per_mode_end_quickly_with_an_answer_or_one_line(fuzz_kb
         assert hits.notice == notice
         assert all(h.path and h.line >= 1 for h in hits)
     print(
-        f"{mode}: {HOSTILE_QUERIES} hostile queries, {errors} without words; slowest {slowest[0]:.3f} s"
+        f"{mode}: {HOSTILE_QUERIES} hostile queries, {errors} without words;"
+        f" slowest {slowest[0]:.3f} s"
     )
 
 

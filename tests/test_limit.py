@@ -118,8 +118,7 @@ async def _tui_agrees(kb: kbase.KB, asked: list[str]) -> None:
             while screen.mode != mode:
                 await pilot.press("ctrl+t")
             for q in asked:
-                await type_query(pilot, q)
-                await settle(pilot, timeout=60)
+                await type_query(pilot, q, timeout=60)  # a loaded machine renders slowly
                 assert screen.results.source == mode, (mode, q)
                 got = [h.path for h in screen.results.hits]
                 assert got[:10] == [h.path for h in kb.search(q, mode=mode, limit=10)], (mode, q)

@@ -213,7 +213,7 @@ def test_stdio_a_duplicate_id_in_flight_is_refused_and_the_first_answered(index)
     c = Stdio(db)
     try:
         c.start()
-        c.request(_call(7, "sql", query=SLOW_SQL.format(n=SLOW_ROWS)))
+        c.request(_call(7, "sql", query=SLOW_SQL.format(n=SLOW_ROWS), timeout=60))
         c.request(_call(7, "search", query="compost"))  # the same id while the first runs
         c.request(_call(8, "search", query="tomatoes"))
         got = c.answers(3)

@@ -174,17 +174,18 @@ def sent(posted: list, kind: type) -> list:
     return list({id(m): m for m in posted if isinstance(m, kind)}.values())
 
 
-async def type_query(pilot, text: str, *, keys: bool = False) -> None:
+async def type_query(pilot, text: str, *, keys: bool = False, timeout: float = 10.0) -> None:
     """Put ``text`` in the search box (key by key with ``keys``: slower, ~50 ms a key) and wait
-    for the results. Either way the box's Changed event starts the debounced search."""
-    await settle(pilot)
+    (at most ``timeout`` seconds each time) for the results. Either way the box's Changed event
+    starts the debounced search."""
+    await settle(pilot, timeout)
     screen = main(pilot.app)
     screen.search_input.focus()
     if keys:
         await pilot.press(*text)
     else:
         screen.search_input.value = text
-    await settle(pilot)
+    await settle(pilot, timeout)
 
 
 def screen_text(app) -> str:

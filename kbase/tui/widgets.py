@@ -13,6 +13,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker
 
 from kbase.text import location as hit_location
 from kbase.text import printable
@@ -278,7 +279,7 @@ class PreviewPane(Container):
         self.hit_line: int | None = None  # 1-based line of the stored body that is highlighted
         self.line_offset = 0  # lines of front matter above the rendered Markdown
         self._next_render: tuple | None = None  # (doc, location) waiting for _render_latest
-        self._renderer = None  # the worker running _render_latest
+        self._renderer: Worker | None = None  # the worker running _render_latest
 
     def compose(self) -> ComposeResult:
         with PreviewScroll(id="md-scroll"):
