@@ -4,7 +4,7 @@ loading them itself (about 0.3 s of imports and model load, BENCHMARKS.md sectio
 
 - **Where.** One Unix socket per index, named by a hash of the index file's real path, in a
   directory of the user's own: ``$KBASE_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/kbase``, else
-  ``kbase-<uid>`` in the temporary folder. The directory is made mode 0700; a directory or
+  ``kbase-<uid>`` in ``$TMPDIR`` or /tmp. The directory is made mode 0700; a directory or
   socket that is not the user's own, or that others may enter, is never used (``private``).
 - **Who.** Both sides check the other end's user (``SO_PEERCRED``, where the system has it) as
   well: only the same user's processes talk.
@@ -74,9 +74,9 @@ def runtime_dir() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "kbase"
-    import tempfile  # (only here: its imports cost a one-shot search a few ms)
-
-    return Path(tempfile.gettempdir()) / f"kbase-{os.geteuid()}"
+    # $TMPDIR or /tmp, not tempfile.gettempdir(): the same folder for every process of the
+    # user, whatever each can write to (and tempfile's imports cost a one-shot search 6 ms)
+    return Path(os.environ.get("TMPDIR") or "/tmp") / f"kbase-{os.geteuid()}"
 
 
 def socket_path(index: str | os.PathLike[str]) -> Path:
@@ -207,6 +207,23 @@ def _answer(hits: Hits, notices: list[str]) -> dict[str, Any]:
     }
 
 
+def _sweep(directory: Path) -> None:
+    """Remove the sockets of processes that ended without removing theirs (killed): a connect
+    to one is refused at once; a live server's, or one of a stopped process, accepts."""
+    for stale in directory.glob("*.sock"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(CONNECT_TIMEOUT)
+            try:
+                inode = os.lstat(stale).st_ino
+                probe.connect(str(stale))
+            except ConnectionRefusedError:
+                with contextlib.suppress(OSError):
+                    if os.lstat(stale).st_ino == inode:  # (not a new server's meanwhile)
+                        os.unlink(stale)
+            except OSError:
+                pass
+
+
 # --- the server --------------------------------------------------------------------------------
 class Server:
     """Answers the searches other processes hand to this one for the index file ``index``:
@@ -240,6 +257,7 @@ class Server:
         if self._live():
             self.reason = f"another kbase serves {self.index} already"
             return False
+        _sweep(self.path.parent)
         temp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

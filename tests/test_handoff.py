@@ -115,8 +115,10 @@ def _start(db: Path, *command: str) -> tuple[subprocess.Popen, Path]:
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         assert proc.stdin is not None
-        proc.stdin.close()  # kbase mcp ends
-        proc.send_signal(signal.SIGINT)  # kbase watch ends
+        if "mcp" in proc.args:
+            proc.stdin.close()  # kbase mcp ends (a Ctrl-C as well could cut its clean-up short)
+        else:
+            proc.send_signal(signal.SIGINT)  # kbase watch ends
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -378,3 +380,17 @@ def test_a_server_that_accepts_and_never_answers_is_given_up_on(small, runtime):
         assert time.perf_counter() - t0 < handoff.ACK_TIMEOUT + 2
         for s in accepted:
             s.close()
+
+
+def test_a_server_removes_the_sockets_killed_servers_left(small, runtime, tmp_path):
+    assert handoff.private(runtime, create=True)
+    stale = runtime / "0123456789abcdef01234567.sock"
+    with socket.socket(socket.AF_UNIX) as dead:  # bound, then closed: what SIGKILL leaves
+        dead.bind(str(stale))
+    other = tmp_path / "other.db"
+    other.write_bytes(small.read_bytes())
+    with kbase.open(other) as kb2, kb2.serve_searches() as live:
+        with kbase.open(small) as kb, kb.serve_searches() as server:
+            assert server.serving and not stale.exists()
+            assert live.path.exists()  # another index's live server keeps its socket
+            assert handoff.ask(other, _args("tomatoes"), 10.0) is not None

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import apsw
 
 from kbase.errors import KbaseError
-from kbase.records import EmbedReport
 from kbase.store.db import meta_set
 
 if TYPE_CHECKING:  # (the model itself is not needed to read the index: keyword search)
     from kbase.embed.embedder import Embedder
+    from kbase.records import EmbedReport
 
 
 def has_vectors(con: apsw.Connection) -> bool:
@@ -414,6 +414,8 @@ def _fill(
             done += len(part)
             if progress:
                 progress(done, total)
+    from kbase.records import EmbedReport  # (a search reads this module's tables, not reports)
+
     return EmbedReport(
         embedded=done - reused,
         reused=reused,
