@@ -88,6 +88,8 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("KBASE_DB", raising=False)
     # The graph derived from the model file is built once for the whole run, not once per test.
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+    # The sockets of kbase mcp/watch/browse started by tests (kbase.handoff): not the user's.
+    monkeypatch.setenv("KBASE_RUNTIME_DIR", str(tmp_path_factory.getbasetemp() / "run"))
 
 
 @pytest.fixture
