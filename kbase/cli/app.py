@@ -343,20 +343,22 @@ def model_options(f):
 
 def chunk_options(f):
     """The chunker's tunables (defaults: the index's settings, else kbase's)."""
+    from kbase.records.defaults import MAX_TOKENS, MIN_TOKENS, OVERLAP_RATIO
+
     f = click.option(
         "--min-tokens",
         type=click.IntRange(0),
-        help="Merge smaller chunks with a neighbour (default 48).",
+        help=f"Merge smaller chunks with a neighbour (default {MIN_TOKENS}).",
     )(f)
     f = click.option(
         "--overlap",
         type=click.FloatRange(0, 0.5),
-        help="Overlap between prose chunks (default 0.12).",
+        help=f"Overlap between prose chunks (default {OVERLAP_RATIO}).",
     )(f)
     f = click.option(
         "--max-tokens",
         type=click.IntRange(4, 10_000),
-        help="Chunk budget in model tokens (default 200).",
+        help=f"Chunk budget in model tokens (default {MAX_TOKENS}).",
     )(f)
     return f
 

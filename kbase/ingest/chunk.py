@@ -41,19 +41,12 @@ from kbase.ingest import junk
 from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
+from kbase.records.defaults import MAX_TOKENS, MIN_TOKENS, OVERLAP_RATIO
 from kbase.text import line_of, line_starts
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-# Budget: the model (all-MiniLM-L6-v2) reads 256 tokens; 2 go to [CLS]/[SEP] and up to about 32
-# to the "title > headings" context prepended for embedding, which leaves 222: keep 200 of them.
-MAX_TOKENS = 200
-# 12% overlap between consecutive prose chunks of one section: a sentence that straddles a cut is
-# still found whole in one of the two chunks.
-OVERLAP_RATIO = 0.12
-# Chunks below this many tokens (a one-line section) merge with a neighbour when both fit.
-MIN_TOKENS = 48
 # A WordPiece tokenizer turns any "word" over 100 characters into one [UNK] token, so a blob
 # without spaces (base64, a minified file) would count as a few tokens however long it is. A
 # chunk's size is therefore at least its length / 16 characters: no real token is longer.

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from kbase.records import Chunk, ParsedDoc
 
 # At most this many characters of "title > headings" context go before a chunk's text: about
-# 32 tokens, the room the chunker leaves under the model's 256 (see kbase.ingest.chunk.MAX_TOKENS).
+# 32 tokens, the room the chunker leaves under the model's 256 (kbase.records.defaults.MAX_TOKENS).
 CONTEXT_CHARS = 120
 
 

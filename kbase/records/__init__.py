@@ -1,4 +1,5 @@
-"""Records that cross layers (ingest, store, search, CLI, TUI). Frozen dataclasses.
+"""Records that cross layers (ingest, store, search, CLI, TUI). Frozen dataclasses; and the
+chunker's defaults (kbase.records.defaults), which the CLI's --help shows.
 
 ``from kbase.records import X`` for any of them. A search's (``Hit``, ``HIT_FIELDS``, ``Hits``:
 kbase.records.search) load with this package; the ingest steps' (kbase.records.ingest) and the
