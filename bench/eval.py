@@ -408,12 +408,20 @@ class Lists:
     keyword: list[tuple]
     semantic: list[tuple]
     reads: bool = True
+    # The semantic list hybrid search fuses: the notes whose passage the model reads (None in
+    # lists cached before kbase.search.hybrid.read_passages: ``semantic`` if ``reads``)
+    fused_semantic: list[tuple] | None = None
+
+    def fused(self) -> list[tuple]:
+        if self.fused_semantic is not None:
+            return self.fused_semantic
+        return self.semantic if self.reads else []
 
 
 def raw_lists(kb: kbase.KB, text: str, corrected: str | None) -> Lists:
     """The lists hybrid search fuses for ``text`` (kbase.search.hybrid.candidates where it
     exists), the semantic one whether or not the model reads the query (semantic mode shows it)."""
-    from kbase.embed.embedder import reads
+    from kbase.embed.embedder import reader
     from kbase.search import hybrid
     from kbase.search.keyword import keyword_ranked
     from kbase.search.query import parse_query
@@ -424,7 +432,14 @@ def raw_lists(kb: kbase.KB, text: str, corrected: str | None) -> Lists:
     vector = b""
     if kb.coverage()[0]:
         vector = kb.query_vector(parse_query(searched).text)
-    if hasattr(hybrid, "candidates"):
+    read = reader(kb.embedder)
+    fused = None
+    if hasattr(hybrid, "read_passages"):
+        kw, sem = hybrid.candidates(con, searched, vector, DEPTH, cache=kb.vector_cache, reads=None)
+        if not vector:
+            sem = []
+        fused = sem if read is None else hybrid.read_passages(con, sem, read)
+    elif hasattr(hybrid, "candidates"):
         kw, sem = hybrid.candidates(
             con, searched, vector, DEPTH, cache=kb.vector_cache, semantic_reads=bool(vector)
         )
@@ -435,8 +450,14 @@ def raw_lists(kb: kbase.KB, text: str, corrected: str | None) -> Lists:
     def rows(ranked: list) -> list[tuple]:
         return [(r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain) for r in ranked]
 
-    understood = bool(vector) and reads(kb.embedder, parse_query(searched).text)
-    return Lists(searched, rows(kw), rows(sem), understood)
+    understood = bool(vector) and (read is None or read(parse_query(searched).text))
+    return Lists(
+        searched,
+        rows(kw),
+        rows(sem),
+        understood,
+        None if fused is None else rows(fused) if understood else [],
+    )
 
 
 def naive_rrf(lists: Lists) -> list[int]:

@@ -38,7 +38,7 @@ def make_lists(only: list[str]) -> None:
 
     import kbase
     from bench import eval as ev
-    from kbase.embed.embedder import reads
+    from kbase.embed.embedder import reader, reads
     from kbase.search import hybrid, spell
     from kbase.search.fusion import params_for
     from kbase.search.query import bound_query, parse_query
@@ -72,7 +72,7 @@ def make_lists(only: list[str]) -> None:
             with con:
                 kw, sem = hybrid.candidates(
                     con, text, emb.embed_query(meaning), 10, params=params,
-                    cache=kb.vector_cache, semantic_reads=can,
+                    cache=kb.vector_cache, reads=reader(emb),
                 )  # fmt: skip
             rows.append(((q.id, q.text, q.gains), text, kw, sem, can))
         path_of = dict(con.execute("SELECT id, path FROM documents").fetchall())

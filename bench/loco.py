@@ -118,7 +118,7 @@ def evaluate(scored: list[Scored], grid: dict[str, tuple]) -> dict:
     def fused(params):
         def order(lists: ev.Lists) -> list[int]:
             kw = _ranked(lists.keyword)
-            sem = _ranked(lists.semantic) if lists.reads else []
+            sem = _ranked(lists.fused())
             return [f.key for f in fuse(kw, sem, params)]
 
         return order

@@ -317,3 +317,32 @@ def test_english_model_drops_the_semantic_list_for_cjk_but_a_multilingual_one_ke
     multi.index([vault])
     hits = multi.search("番茄需要阳光")
     assert hits and all("semantic" in h.explain for h in hits)
+
+
+def test_english_model_fuses_only_the_passages_it_reads(tmp_path):
+    """An English query on a vault with Japanese notes: the English model's nearest Japanese
+    passages are noise, so hybrid fuses the Japanese notes by their words only; a multilingual
+    model's list is fused whole."""
+    from kbase.search.hybrid import candidates
+
+    vault = write(
+        tmp_path / "v",
+        {
+            "Ownership.md": "# Ownership\n\nEach value in Rust has one owner; a String moves.\n",
+            "所有権.md": "# 所有権\n\nRustの値には所有者が一人だけ。 String はムーブされます。\n",
+            "借用.md": "# 借用\n\n参照は値を借用します。所有権は移りません。\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "en.db")
+    kb.index([vault])
+    con = kb.reader
+    vector = kb.query_vector("String ownership")
+    paths = dict(con.execute("SELECT id, path FROM documents").fetchall())
+    _, sem = candidates(con, "String ownership", vector, cache=kb.vector_cache)
+    assert [paths[r.doc_id] for r in sem] == ["Ownership.md"]
+    _, every = candidates(con, "String ownership", vector, cache=kb.vector_cache, reads=None)
+    assert {paths[r.doc_id] for r in every} == set(paths.values())
+    hits = {h.path: h for h in kb.search("String ownership")}
+    assert "semantic" in hits["Ownership.md"].explain
+    assert "semantic" not in hits["所有権.md"].explain  # found by its word String alone
+    assert "借用.md" not in hits

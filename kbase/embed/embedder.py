@@ -12,7 +12,7 @@ import functools
 import json
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -221,15 +221,20 @@ def default_embedder() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
+def reader(embedder: Embedder) -> Callable[[str], bool] | None:
+    """What the model reads: None for a multilingual model (``languages`` ("*",)) that reads
+    every text; for an English one kbase.text.mostly_latin, a text most of whose letters are
+    Latin (its nearest chunks for a Chinese query, or its vectors of Chinese passages, are noise
+    that would push keyword hits down in a fusion: 3 of 8 translations ranked first,
+    BENCHMARKS.md)."""
+    return None if "*" in getattr(embedder, "languages", ("en",)) else mostly_latin
+
+
 def reads(embedder: Embedder, text: str) -> bool:
     """Whether the model understands ``text`` well enough for its nearest chunks to mean
-    something: always for a multilingual model (``languages`` ("*",)); for an English one only
-    when most of the text's letters are Latin (kbase.text.mostly_latin: its nearest chunks for
-    a Chinese or Thai query are noise that would push keyword hits down in a fusion: 3 of 8
-    translations ranked first, BENCHMARKS.md)."""
-    if "*" in getattr(embedder, "languages", ("en",)):
-        return True
-    return mostly_latin(text)
+    something (``reader``)."""
+    read = reader(embedder)
+    return read is None or read(text)
 
 
 def pack(vector: Sequence[float]) -> bytes:

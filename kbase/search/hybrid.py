@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import apsw
 
@@ -26,7 +26,7 @@ def hybrid_search(
     filters: Filters = Filters(),
     params: FusionParams = PARAMS,
     cache: VectorCache | None = None,
-    semantic_reads: bool | None = None,
+    reads: Callable[[str], bool] | None = mostly_latin,
 ) -> list[Hit]:
     """The keyword and semantic candidates (``candidates``) fused (kbase.search.fusion.fuse,
     with ``params``), the first ``limit`` of them as hits. Semantic hits below the similarity
@@ -35,11 +35,11 @@ def hybrid_search(
     with the most query words), highlighted with the query's words; ``explain`` gives each
     list's rank, raw and normalised score and contribution.
 
-    ``semantic_reads``: whether the index's model reads the query's language (kbase.embed.embedder
-    .reads); when it does not, the semantic list is left out. None: as the default English model
-    (a query with no Latin letter gets the keyword list alone).
+    ``reads``: what the index's model reads (kbase.embed.embedder.reader; None: every text):
+    the semantic list is left out for a query it does not read, and its notes whose passage it
+    does not read are left out of it (see ``candidates``).
     """
-    kw, sem = candidates(con, text, query_vector, limit, filters, params, cache, semantic_reads)
+    kw, sem = candidates(con, text, query_vector, limit, filters, params, cache, reads)
     fused = fuse(kw, sem, params)
     by_list = {"keyword": {r.doc_id: r for r in kw}, "semantic": {r.doc_id: r for r in sem}}
     highlight = parse_query(text).to_fts(match_any=True) or None
@@ -76,7 +76,7 @@ def candidates(
     filters: Filters = Filters(),
     params: FusionParams = PARAMS,
     cache: VectorCache | None = None,
-    semantic_reads: bool | None = None,
+    reads: Callable[[str], bool] | None = mostly_latin,
 ) -> tuple[list[Ranked], list[Ranked]]:
     """The two lists hybrid search fuses, ``max(limit, params.depth)`` deep: keyword_ranked's
     (its "some words" pass when fewer than ``params.depth`` notes hold every word, whatever the
@@ -85,9 +85,28 @@ def candidates(
     n = max(limit, params.depth)
     kw = keyword_ranked(con, text, n, filters, fill_to=params.depth)
     sem: list[Ranked] = []
-    if mostly_latin(text) if semantic_reads is None else semantic_reads:
+    if reads is None or reads(parse_query(text).text):
         sem = semantic_ranked(con, query_vector, n, filters, cache)
+        if reads is not None:
+            sem = read_passages(con, sem, reads)
     return kw, sem
+
+
+def read_passages(
+    con: apsw.Connection, ranked: list[Ranked], reads: Callable[[str], bool]
+) -> list[Ranked]:
+    """The semantic candidates whose passage the model reads: an English model's nearest
+    Japanese or Thai passages for an English-looking query are noise, not meaning (blind
+    rust-book-ja, react-docs-th: default below keyword alone while they were fused)."""
+    if not ranked:
+        return ranked
+    marks = ",".join("?" * len(ranked))
+    texts = dict(
+        con.execute(
+            f"SELECT id, text FROM chunk_texts WHERE id IN ({marks})", [r.chunk_id for r in ranked]
+        ).fetchall()
+    )
+    return [r for r in ranked if reads(texts.get(r.chunk_id, ""))]
 
 
 def passage_chunks(

@@ -108,7 +108,7 @@ def search(
     left = max(0.001, timeout - (time.monotonic() - started))
     with _time_limit(con, left, timeout):
         with con:  # one snapshot for the whole search, even while a writer commits
-            hits = _ranked(con, parsed, text, meaning, mode, vector, model, limit, filters, cache)
+            hits = _ranked(con, parsed, text, mode, vector, model, limit, filters, cache)
             if leave_out is not None and (gone := leave_out(con, [h.doc_id for h in hits])):
                 hits = [h for h in hits if h.doc_id not in gone]
     fixed = corrected.text if corrected else None
@@ -123,7 +123,6 @@ def _ranked(
     con: apsw.Connection,
     parsed,
     text: str,
-    meaning: str,
     mode: str,
     vector: bytes,
     model: Embedder | None,
@@ -142,7 +141,7 @@ def _ranked(
         from kbase.search import semantic
 
         return semantic.semantic_search(con, vector, limit=limit, filters=filters, cache=cache)
-    from kbase.embed.embedder import reads
+    from kbase.embed.embedder import reader
     from kbase.search import hybrid
     from kbase.search.fusion import params_for
 
@@ -155,7 +154,7 @@ def _ranked(
         filters=filters,
         params=params_for(model),
         cache=cache,
-        semantic_reads=reads(model, meaning),
+        reads=reader(model),
     )
 
 
