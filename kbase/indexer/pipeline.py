@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast
 
 import apsw
 
@@ -31,7 +31,6 @@ from kbase.indexer.prepare import (
     CHUNKSIZE,
     VANISHED,
     PdfJobs,
-    PdfResult,
     hash_file,
     is_canvas,
     is_pdf,
@@ -63,7 +62,7 @@ from kbase.store.db import meta_get, meta_set
 from kbase.text import printable
 
 if TYPE_CHECKING:
-    pass
+    from kbase.ingest.derive import Derived
 
 
 # progress(done, total, current path); total is known once discovery has finished.
@@ -272,6 +271,56 @@ class Known(NamedTuple):
     digest: str
 
 
+# What prepare() makes of a file's bytes: (the encoding it was decoded from, what derive made).
+Parsed = tuple[str, "Derived"]
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file of an index run as read, and parsed, ahead of its write. ``status``:
+    'unreadable' (it could not be read now: skipped, what was indexed stays; ``reason`` says why),
+    'vanished' (gone between the listing and the read), 'failed' (read, but not indexable: binary,
+    a giant line, a damaged PDF; ``reason``), 'parsed' (``parsed`` holds prepare()'s result) or
+    'unparsed' (its content matched an unchanged or vanished document, so it was not parsed;
+    ``data`` is kept should it need parsing after all)."""
+
+    candidate: Candidate
+    old: Known | None  # what the index holds for its path
+    status: Literal["unreadable", "vanished", "failed", "parsed", "unparsed"]
+    reason: str = ""
+    stat: os.stat_result | None = None  # of what was read
+    digest: str = ""  # sha256 of what was read (a PDF's worker hashes it again)
+    data: bytes | None = None  # the bytes read (None for a PDF: its worker reads them)
+    parsed: Parsed | None = None
+
+
+def _outcome(
+    c: Candidate, old: Known | None, st: os.stat_result, digest: str, data, prepared: object
+) -> FileRead:
+    """prepare()'s answer for a file (a reason to skip it, or what it parsed to) as a FileRead."""
+    if isinstance(prepared, str):
+        return FileRead(c, old, "failed", prepared, st, digest, data)
+    return FileRead(c, old, "parsed", "", st, digest, data, cast(Parsed, prepared))
+
+
+def _failed(
+    report: IndexReport,
+    unreadable: _Unreadable,
+    vanished: dict[str, Known],
+    f: FileRead,
+    reason: str,
+) -> None:
+    """A file read but not indexable: its skip line, remembered until it changes. What was
+    indexed of it goes, unless it is a PDF or a canvas (damaged, locked, half written by a sync?):
+    those keep what was read before."""
+    c = f.candidate
+    assert f.stat is not None
+    report.skipped.append((c.abspath, reason))
+    unreadable.failed(c, f.stat, reason)
+    if f.old is not None and not is_pdf(c.abspath) and not is_canvas(c.abspath):
+        vanished[c.relpath] = f.old  # it was text once; now it is not: drop the stale copy
+
+
 def _index_scope(
     con: apsw.Connection,
     scope: _Scope,
@@ -355,30 +404,27 @@ def _index_scope(
     try:
         with _Batches(con, report) as batches:
             renamed_from = {h for h, paths in by_hash.items() if paths}
-            for done, (c, old, item) in enumerate(
+            for done, f in enumerate(
                 _prepared(
                     todo, known, renamed_from, max_size, settings, pool, bounds, pdfs, progress
                 ),
                 1,
             ):
+                c, old = f.candidate, f.old
                 if progress:
                     progress(done - 1, total, c.relpath)
-                if isinstance(item, str):  # could not be read: skipped, keeping what was indexed
-                    report.skipped.append((c.abspath, item))
+                if f.status == "unreadable":  # could not be read: skipped, keeping what was indexed
+                    report.skipped.append((c.abspath, f.reason))
                     continue
-                st, digest, prepared = item[:3]
-                if isinstance(prepared, PdfResult):  # read by a worker, which hashed it too
-                    digest, prepared = prepared.digest or digest, prepared.prepared
-                    if prepared == VANISHED:
-                        prepared = None
-                    elif isinstance(prepared, str):  # unreadable now: what was indexed stays
-                        report.skipped.append((c.abspath, prepared))
-                        unreadable.failed(c, st, prepared)
-                        continue
-                if prepared is None:  # vanished between the listing and the read
+                if f.status == "vanished":  # between the listing and the read
                     report.skipped.append((c.abspath, "vanished while indexing"))
                     if old is not None:
                         vanished[c.relpath] = old
+                    continue
+                st, digest = f.stat, f.digest
+                assert st is not None  # read: its stat is known
+                if f.status == "failed":  # not indexable (binary, a giant line, a damaged PDF)
+                    _failed(report, unreadable, vanished, f, f.reason)
                     continue
                 name = c.relpath or Path(c.abspath).name
                 if old is not None and old.digest == digest:
@@ -395,30 +441,21 @@ def _index_scope(
                     batches.count("renamed", name)
                     full_resolve = True
                     continue
-                if (
-                    prepared is _UNPARSED
-                ):  # looked like a rename, but its twin was taken by another file
+                parsed = f.parsed
+                if parsed is None:  # looked like a rename, but its twin was taken by another file
                     if is_pdf(c.abspath):
                         result = pdfs.now(c)
-                        digest, prepared = result.digest or digest, result.prepared
-                        if isinstance(prepared, str):
-                            report.skipped.append((c.abspath, prepared))
-                            unreadable.failed(c, st, prepared)
-                            continue
+                        digest, again = result.digest or digest, result.prepared
                     else:
-                        prepared = prepare(
-                            c.relpath or Path(c.abspath).name, item[3], settings, counter
+                        assert f.data is not None  # a text file's bytes are read here
+                        again = prepare(
+                            c.relpath or Path(c.abspath).name, f.data, settings, counter
                         )
-                if isinstance(prepared, str):  # not indexable text (binary, a giant line, ...)
-                    report.skipped.append((c.abspath, prepared))
-                    unreadable.failed(c, st, prepared)
-                    # A canvas that is no JSON now (half written by a sync?) keeps what was read.
-                    if old is not None and not is_canvas(c.abspath):
-                        vanished[c.relpath] = (
-                            old  # it was text once; now it is not: drop the stale copy
-                        )
-                    continue
-                encoding, derived = prepared
+                    if isinstance(again, str):
+                        _failed(report, unreadable, vanished, f, again)
+                        continue
+                    parsed = cast("Parsed", again)
+                encoding, derived = parsed
                 doc = derived.doc
                 for w in doc.warnings:
                     report.warnings.append((c.abspath, w))
@@ -629,17 +666,13 @@ def _read(c: Candidate, max_size: int | None, bounds: tuple[str, ...] | None = N
     return st, writes.sha256(data), data
 
 
-_UNPARSED = object()  # content that matched an unchanged or vanished document: not parsed
-
-
 def _prepared(
     todo, known, renamed_from, max_size, settings, pool, bounds=None, pdfs=None, progress=None
 ):
-    """(candidate, old row, item) in order, where item is a reason to skip, or (stat, digest,
-    prepared, data) with prepared None (vanished), a reason, _UNPARSED, prepare()'s result, or,
-    for a PDF, a PdfResult. Files whose content hash shows no change, or a rename, are not
-    parsed. With a pool, the next window is read and handed to the workers before this one is
-    written, so that parsing and writing overlap; PDFs always go to their workers (``pdfs``)."""
+    """A FileRead for each file of ``todo``, in order. Files whose content hash shows no change,
+    or a rename, are not parsed. With a pool, the next window is read and handed to the workers
+    before this one is written, so that parsing and writing overlap; PDFs always go to their
+    workers (``pdfs``)."""
 
     def submit(start: int):
         window = []
@@ -674,9 +707,9 @@ def _prepared(
         )
         for c, old, read, parse_it, job in window:
             if read is None:
-                yield c, old, (None, None, None, None)
+                yield FileRead(c, old, "vanished")
             elif isinstance(read, str):
-                yield c, old, read
+                yield FileRead(c, old, "unreadable", read)
             elif job is not None:
                 on_pages = None
                 if progress is not None:
@@ -689,13 +722,19 @@ def _prepared(
                         )
                         progress(done, len(todo), f"{c.relpath or Path(c.abspath).name} ({where})")
 
-                yield c, old, (read[0], read[1], pdfs.result(job, on_pages), read[2])
-            else:
-                if parse_it and progress is not None:
+                pdf = pdfs.result(job, on_pages)  # read by a worker, which hashed it too
+                if pdf.prepared == VANISHED:
+                    yield FileRead(c, old, "vanished")
+                else:
+                    yield _outcome(c, old, read[0], pdf.digest or read[1], read[2], pdf.prepared)
+            elif parse_it:
+                if progress is not None:
                     # The file about to be parsed is the one being worked on: said before its
                     # parse, which is what takes long on a hostile file.
                     progress(done, len(todo), c.relpath or Path(c.abspath).name)
-                yield c, old, (read[0], read[1], next(results) if parse_it else _UNPARSED, read[2])
+                yield _outcome(c, old, read[0], read[1], read[2], next(results))
+            else:
+                yield FileRead(c, old, "unparsed", "", read[0], read[1], read[2])
             done += 1
         if pending is None and start + WINDOW < len(todo):
             pending = submit(start + WINDOW)
