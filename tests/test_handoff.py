@@ -394,3 +394,29 @@ def test_a_server_removes_the_sockets_killed_servers_left(small, runtime, tmp_pa
             assert server.serving and not stale.exists()
             assert live.path.exists()  # another index's live server keeps its socket
             assert handoff.ask(other, _args("tomatoes"), 10.0) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_kbase_browse_answers_the_shells_hybrid_search_once_its_model_is_loaded(
+    embedded, runtime
+):
+    import asyncio
+
+    from kbase.tui.app import KbaseApp
+
+    app = KbaseApp(embedded, debounce=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(1200):  # the model loads in the background, then the app serves
+            if app.handoff is not None and app.handoff.serving:
+                break
+            await pilot.pause(0.05)
+        assert app.handoff is not None and app.handoff.serving
+        q = "database logging"
+        handed, names = await asyncio.to_thread(_cli, embedded, "search", "--jsonl", q)
+        assert "onnxruntime" not in names, "not handed over"
+        here, _ = await asyncio.to_thread(
+            _cli, embedded, "search", "--jsonl", q, env={"KBASE_HANDOFF": "0"}
+        )
+        _same(_hits(handed), _hits(here))
+    assert not handoff.socket_path(embedded).exists()  # closed with the app
