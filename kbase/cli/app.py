@@ -341,24 +341,47 @@ def model_options(f):
     return f
 
 
+class _ChunkOption(click.Option):
+    """A chunker option whose help names kbase's default (kbase.records.defaults, the one place
+    it is written), read only when that help is shown: ``kbase --help`` loads no records."""
+
+    def __init__(self, *args, default_name: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.default_name = default_name
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from kbase.records import defaults
+
+        template = self.help or ""
+        self.help = template.format(default=getattr(defaults, self.default_name))
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.help = template
+
+
 def chunk_options(f):
     """The chunker's tunables (defaults: the index's settings, else kbase's)."""
-    from kbase.records.defaults import MAX_TOKENS, MIN_TOKENS, OVERLAP_RATIO
-
     f = click.option(
         "--min-tokens",
+        cls=_ChunkOption,
+        default_name="MIN_TOKENS",
         type=click.IntRange(0),
-        help=f"Merge smaller chunks with a neighbour (default {MIN_TOKENS}).",
+        help="Merge smaller chunks with a neighbour (default {default}).",
     )(f)
     f = click.option(
         "--overlap",
+        cls=_ChunkOption,
+        default_name="OVERLAP_RATIO",
         type=click.FloatRange(0, 0.5),
-        help=f"Overlap between prose chunks (default {OVERLAP_RATIO}).",
+        help="Overlap between prose chunks (default {default}).",
     )(f)
     f = click.option(
         "--max-tokens",
+        cls=_ChunkOption,
+        default_name="MAX_TOKENS",
         type=click.IntRange(4, 10_000),
-        help=f"Chunk budget in model tokens (default {MAX_TOKENS}).",
+        help="Chunk budget in model tokens (default {default}).",
     )(f)
     return f
 

@@ -1,7 +1,6 @@
 """The chunker's defaults, written once: kbase.ingest.chunk's ``ChunkSettings`` starts from them,
 and the help of the CLI's ``--max-tokens``, ``--overlap`` and ``--min-tokens`` shows them
-(docs/cli-reference.md is generated from that help). Plain numbers, so that ``--help`` imports no
-module of the engine."""
+(docs/cli-reference.md is generated from that help), reading them only when that help is shown."""
 
 # Budget: the model (all-MiniLM-L6-v2) reads 256 tokens; 2 go to [CLS]/[SEP] and up to about 32
 # to the "title > headings" context prepended for embedding, which leaves 222: keep 200 of them.
