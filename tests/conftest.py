@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,11 @@ def kb(db_path, vault):
 def bump_mtime(path: Path, seconds: int = 10) -> None:
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + seconds * 1_000_000_000))
+
+
+@pytest.fixture
+def moved(run, vault, tmp_path):
+    """The test vault indexed, then moved away: its documents are missing on disk."""
+    assert run("index", "--no-embed", vault).exit_code == 0
+    shutil.move(vault, tmp_path / "elsewhere")
+    return vault

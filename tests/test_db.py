@@ -4,6 +4,7 @@ from pathlib import Path
 import apsw
 import pytest
 
+import kbase
 from kbase import paths
 from kbase.errors import DatabaseError, IndexBusyError
 from kbase.store import db
@@ -225,3 +226,25 @@ def test_a_migration_step_does_not_read_todays_schema(tmp_path, monkeypatch):
     assert "later" not in [row[1] for row in migrated.execute("PRAGMA table_info(chunks)")]
     fresh = db.connect(tmp_path / "new.db", create=True)  # a new index is made from schema.sql
     assert "later" in [row[1] for row in fresh.execute("PRAGMA table_info(chunks)")]
+
+
+def test_an_index_with_links_source_id_is_migrated(tmp_path, vault):
+    from kbase.store import migrations
+
+    path = tmp_path / "v8.db"
+    kbase.open(path).index([vault], embed=False)
+    con = db.connect(path)
+    links = con.execute("SELECT id, doc_id, target FROM links ORDER BY id").fetchall()
+    with con:  # back to version 8: the column as it was named, the views as they were
+        for name in migrations._LINK_VIEWS_10:
+            con.execute(f"DROP VIEW {name}")
+        con.execute("DROP INDEX links_doc")
+        con.execute("ALTER TABLE links RENAME COLUMN doc_id TO source_id")
+        con.execute("CREATE INDEX links_source ON links(source_id)")
+    assert migrations._schema_10 in migrations.MIGRATIONS.values()
+    with con:  # the step, as db.connect runs it (later steps are not this test's)
+        migrations._schema_10(con)
+    assert con.execute("SELECT id, doc_id, target FROM links ORDER BY id").fetchall() == links
+    assert con.execute("SELECT count(*) FROM backlinks").get > 0
+    names = {r[1] for r in con.execute("PRAGMA index_list(links)")}
+    assert "links_doc" in names and "links_source" not in names

@@ -287,3 +287,24 @@ def test_unresolved_anchors_accepts_a_block_id_written_right_after_an_embed(tmp_
     r = CliRunner().invoke(cli, ["--db", str(dbp), "unresolved", "--anchors"])
     assert r.exit_code == 0
     assert "^no-such-block" in r.stdout and "version-history-image" not in r.stdout
+
+
+def test_no_orphans_says_so(run, tmp_path):
+    v = tmp_path / "linked"
+    v.mkdir()
+    (v / "a.md").write_text("# A\n\nSee [[b]].\n")
+    (v / "b.md").write_text("# B\n\nSee [[a]].\n")
+    run("index", "--no-embed", v)
+    r = run("orphans")
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == "No orphans.\n"
+    r = run("orphans", "--path", "nosuch/", "--tag", "x")  # a filter that keeps no note: why
+    assert r.stderr == (
+        "No orphans: no note's path matches 'nosuch/'; no note has the tag 'x' (or one under it).\n"
+    )
+    r = run("unresolved", "--tag", "x")
+    assert r.stderr == "No unresolved links: no note has the tag 'x' (or one under it).\n"
+    assert run("orphans", "--json").stdout.strip() == "[]"
+    (v / "c.md").write_text("# C\n\nAlone.\n")
+    run("index")
+    r = run("neighbors", "c")
+    assert r.stdout == "" and r.stderr == "No neighbors.\n"

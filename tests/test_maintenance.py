@@ -258,3 +258,137 @@ def test_front_matter_warnings_are_kept_per_note_and_listed_by_status_check_and_
     assert [w["path"] for w in json.loads(cli_run("check", "--json").stdout)["warnings"]] == [
         "list.md"
     ]
+
+
+def test_roots_remove_drops_the_documents_in_one_transaction(run, moved, db_path):
+    r = run("index")
+    assert "kbase roots remove" in r.stderr  # the hint names the command that exists
+    assert "kbase roots remove" in run("roots").stdout
+    r = run("roots", "remove", moved)
+    assert r.exit_code == 0 and "removed root" in r.stdout and "4 documents" in r.stdout
+    con = db.connect(db_path, readonly=True)
+    for table in ("roots", "documents", "chunks", "links", "tags", "chunks_fts"):
+        assert con.execute(f"SELECT count(*) FROM {table}").get == 0, table
+    con.close()
+    assert "ok: the index is consistent" in run("check").stdout
+
+
+def test_roots_remove_is_all_or_nothing(run, moved, db_path):
+    import apsw
+
+    from kbase.indexer import maintenance
+
+    con = db.connect(db_path)
+    with con:  # a failure after the documents are deleted: nothing may be lost
+        con.execute(
+            "CREATE TRIGGER boom BEFORE DELETE ON roots BEGIN SELECT RAISE(ABORT, 'boom'); END"
+        )
+    with pytest.raises(apsw.Error, match="boom"):
+        maintenance.remove_root(con, str(moved))
+    con.close()
+    assert kbase.open(db_path).status().documents == 4
+
+
+def test_roots_move_and_remove_quiet_still_report_failures(run, moved, tmp_path):
+    for args in (
+        ("roots", "move", "-q", "/no/such/root", tmp_path),
+        ("roots", "move", "-q", moved, tmp_path / "nowhere"),
+        ("roots", "remove", "-q", "/no/such/root"),
+    ):
+        r = run(*args)
+        assert r.exit_code == 1 and r.stderr.startswith("Error: "), args
+    r = run("roots", "move", "-q", moved, tmp_path / "elsewhere")
+    assert r.exit_code == 0 and r.output == ""
+    assert "[missing]" not in run("search", "tomatoes").stdout
+
+
+def test_the_wal_is_truncated_after_each_run_though_a_reader_stays_open(tmp_path, vault):
+    dbp = tmp_path / "w.db"
+    kb = kbase.open(dbp)
+    kb.index([vault], embed=False)
+    kb.reader.execute("SELECT 1 FROM meta").fetchall()  # a long-lived reader (watch, TUI, MCP)
+    wal = tmp_path / "w.db-wal"
+    for i in range(5):
+        (vault / "Garden.md").write_text(f"# Garden\n\nTomatoes, edit {i}.\n" + "more " * 300)
+        kb.index([vault], embed=False)
+        assert not wal.exists() or wal.stat().st_size == 0, (i, wal.stat().st_size)
+    kb.close()
+
+
+def test_the_keyword_index_stays_merged_over_many_small_runs(tmp_path, vault):
+    dbp = tmp_path / "m.db"
+    kb = kbase.open(dbp)
+    kb.index([vault], embed=False)
+    for i in range(40):
+        (vault / "Garden.md").write_text(f"# Garden\n\nTomatoes, edit {i}.\n" + f"word{i} " * 50)
+        kb.index([vault], embed=False)
+
+    def fts_bytes() -> int:
+        return kb.sql("SELECT sum(length(block)) FROM chunks_fts_data").rows[0][0]
+
+    grown = fts_bytes()
+    con = db.connect(dbp)
+    with con:
+        con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+    con.close()
+    kb.close()
+    assert grown <= 1.5 * fts_bytes(), (grown, fts_bytes())  # without merging: over 4x
+
+
+def test_holes_left_by_deleted_vectors_are_given_back(tmp_path):
+    import struct
+
+    from kbase.embed.vectors import tidy_vectors
+    from kbase.indexer import maintenance
+
+    path = tmp_path / "v.db"
+    con = db.connect(path, create=True)
+    assert con.execute("PRAGMA auto_vacuum").get == 2  # incremental: free pages can be returned
+    con.execute("CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[384])")
+    vec = struct.pack("384f", *([0.5] * 384))
+    with con:
+        for i in range(1, 2501):  # three blocks of 1024 slots
+            con.execute("INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (i, vec))
+        for i in range(1, 2501, 2):  # edits: every other vector deleted, as re-embedding does
+            con.execute("DELETE FROM chunks_vec WHERE rowid = ?", (i,))
+    blocks = lambda: con.execute("SELECT count(*) FROM chunks_vec_chunks").get  # noqa: E731
+    assert blocks() == 3
+    maintenance.checkpoint(con)
+    size = path.stat().st_size
+    while tidy_vectors(con):
+        pass
+    assert blocks() == 2 and con.execute("SELECT count(*) FROM chunks_vec_rowids").get == 1250
+    assert sorted(r for (r,) in con.execute("SELECT rowid FROM chunks_vec")) == list(
+        range(2, 2501, 2)
+    )
+    maintenance.release_free_pages(con)
+    maintenance.checkpoint(con)
+    con.close()
+    assert path.stat().st_size < size - 1_000_000  # a 1.5 MB block returned to the disk
+
+
+def test_an_older_index_is_switched_to_incremental_vacuum_when_pages_are_free(tmp_path, vault):
+    from kbase.indexer import maintenance
+
+    path = tmp_path / "old.db"
+    write_many = {
+        f"bulk/n{i}.md": f"# Note {i}\n\n" + f"filler {i} text " * 900 for i in range(150)
+    }
+    from tests.conftest import write
+
+    write(vault, write_many)
+    kbase.open(path).index([vault], embed=False)
+    con = db.connect(path)
+    con.execute("PRAGMA auto_vacuum = NONE")
+    con.execute("VACUUM")  # as an index made before kbase set auto_vacuum
+    assert con.execute("PRAGMA auto_vacuum").get == 0
+    shutil.rmtree(vault / "bulk")
+    con.close()
+    k = kbase.open(path)
+    k.reader.execute("SELECT 1 FROM meta").fetchall()  # an idle reader does not stop it
+    k.index([vault], embed=False)  # the notes are gone: their pages are free
+    con = db.connect(path, readonly=True)
+    assert con.execute("PRAGMA auto_vacuum").get == 2
+    assert con.execute("PRAGMA freelist_count").get * 16384 <= maintenance.FREE_BYTES_KEPT
+    con.close()
+    k.close()

@@ -1,6 +1,7 @@
 """KB.read (the MCP read tool): regions with line numbers and metadata; exact-path lookup for
 kbase://note/ resources; find_document's suffix rule."""
 
+import json
 from pathlib import PurePosixPath
 
 import pytest
@@ -65,3 +66,78 @@ def test_without_suffix_is_pathlibs_rule(path):
     if str(PurePosixPath(path)) != path or PurePosixPath(path).name in ("", ".."):
         return  # stored paths are normalised
     assert _without_suffix(path) == PurePosixPath(path).with_suffix("").as_posix()
+
+
+SETTINGS = (
+    "# Settings\n\nIntro.\n\n## Editor\n\nFont and size.\n\n### Spellcheck\n\n"
+    "Spellcheck looks at every word.\nIt knows 40 languages. ^langs\n\n"
+    "- first item\n- second item ^item\n\n## Sync\n\nSync settings.\n"
+)
+
+
+@pytest.fixture
+def settings(run, tmp_path):
+    v = tmp_path / "settings"
+    v.mkdir()
+    (v / "Settings.md").write_text(SETTINGS)
+    (v / "Other.md").write_text("# Other\n\nSee [[Settings#Spellcheck|spell]].\n")
+    run("index", "--no-embed", v)
+    return v
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Settings#Spellcheck", "[[Settings#Spellcheck|spell]]", "[[Settings#Editor#Spellcheck]]"],
+)
+def test_show_opens_at_a_heading(run, settings, name):
+    r = run("show", name)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == ">  9 | ### Spellcheck"  # the heading's line, marked
+    assert lines[-1].endswith("- second item ^item")  # its section, to the next heading
+    assert not any("Sync" in line or "Intro" in line for line in lines)
+
+
+def test_show_opens_a_block_and_a_section_of_a_higher_level(run, settings):
+    r = run("show", "Settings#^langs")
+    assert r.stdout.splitlines() == [
+        "> 11 | Spellcheck looks at every word.",
+        "  12 | It knows 40 languages. ^langs",
+    ]
+    assert run("show", "[[Settings#^item]]").stdout.splitlines() == ["> 15 | - second item ^item"]
+    editor = run("show", "Settings#editor", "--json")
+    got = json.loads(editor.stdout)
+    assert (got["first_line"], got["last_line"]) == (5, 15)  # Editor holds Spellcheck
+
+
+def test_a_missing_heading_is_one_line_naming_the_headings(run, settings):
+    r = run("show", "Settings#Spelling")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [
+        "Error: Settings.md has no heading 'Spelling'",
+        "  hint: its headings: Settings, Editor, Spellcheck, Sync",
+    ]
+
+
+def test_read_and_the_tui_location_open_at_the_heading(settings, db_path):
+    k = kbase.open(db_path)
+    text = k.read("[[Settings#Spellcheck|spell]]")  # what the MCP read tool calls
+    assert (text.first_line, text.last_line) == (9, 15) and text.lines[0] == "### Spellcheck"
+    assert k.read("Settings#Spellcheck", 1, 2).lines == ("# Settings", "")  # a range wins
+    assert k.document("Settings#^langs").path == "Settings.md"
+    assert k.region("Other").whole  # a plain name is the whole note still
+
+
+def test_the_mcp_read_tool_opens_at_the_heading(settings, db_path):
+    from kbase.mcp import tools
+
+    reply = tools.read(kbase.open(db_path), "[[Settings#Spellcheck|spell]]")
+    data = reply.data()
+    assert (data["first_line"], data["last_line"]) == (9, 15)
+    assert "### Spellcheck" in reply.text and "Sync settings" not in reply.text
+
+
+def test_links_of_a_name_with_a_heading_are_the_notes(run, settings):
+    assert run("links", "Other#Other").exit_code == 0
+    r = run("backlinks", "[[Settings#Spellcheck|spell]]")
+    assert r.exit_code == 0 and "Other.md" in r.stdout

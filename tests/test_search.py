@@ -1,3 +1,4 @@
+import json
 import os
 
 import pytest
@@ -251,3 +252,18 @@ def test_a_filter_holding_a_lone_surrogate_matches_nothing_instead_of_failing(kb
     assert kb.search("garden", mode="keyword", tags=["\ud800"]) == []
     assert kb.search("garden", mode="keyword", path="\udcff/notes") == []
     assert kb.search("garden", mode="keyword", exclude=["\udcff"])
+
+
+def test_hits_of_a_missing_file_say_missing(run, moved):
+    r = run("search", "tomatoes")
+    assert "[missing]" in r.stdout and "[changed on disk]" not in r.stdout
+    hit = json.loads(run("search", "tomatoes", "--json").stdout)[0]
+    assert hit["missing"] is True and hit["stale"] is True
+    assert "is missing on disk" in run("show", "Garden").stderr
+
+
+def test_a_changed_file_is_not_missing(run, vault):
+    run("index", "--no-embed", vault)
+    (vault / "Garden.md").write_text("# Garden\n\nTomatoes need sun, water and patience.\n")
+    r = run("search", "tomatoes")
+    assert "Garden" in r.stdout and "[changed on disk]" in r.stdout and "[missing]" not in r.stdout

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kbase
 from bench.markup import markup_in  # the fixed list of markup a snippet must not show
 from kbase.ingest.markup import plain, render
 from kbase.search.snippet import CLOSE, OPEN, snippet, unmark
@@ -212,3 +213,30 @@ def test_a_heading_is_set_off_from_the_text_after_it():
     text = "# Setup\n\nInstall it."
     out, highlights, _ = snippet(text, [(text.index("Install"), text.index("Install") + 7)])
     assert [out[a:b] for a, b in highlights] == ["Install"]
+
+
+def test_snippets_keep_code_exactly_and_footnote_markers_readable():
+    from kbase.search.snippet import snippet
+
+    text = (
+        "# Footnotes\n\nUse this syntax:\n\n```markdown\nThe study.[^1] More **work**.\n\n"
+        "[^1]: Smith et al.\n```\n\nHover over `[^1]` or `[[Note|alias]]` to see it.[^note]\n"
+    )
+    out = snippet(text)[0]
+    assert "The study.[^1] More **work**. [^1]: Smith et al." in out  # the code, as written
+    assert "Hover over [^1] or [[Note|alias]] to see it.[^note]" in out
+    assert "```" not in out and "# Footnotes" not in out
+    quoted = "> [!example] Try it\n> ```text\n> # not a heading **x**\n> ```\n> after **it**\n"
+    assert snippet(quoted)[0] == "Try it # not a heading **x** after it"
+
+
+def test_search_for_a_footnote_shows_the_marker(tmp_path):
+    from tests.conftest import shared
+
+    foam = shared("vaults", "foam-docs")
+    k = kbase.open(tmp_path / "f.db")
+    k.index([foam], embed=False)
+    hit = k.search("hypothesis methodology", mode="keyword")[0]
+    assert hit.path.endswith("footnotes.md")
+    assert "The study confirmed the hypothesis.[^1] Further work is needed.[^note]" in hit.snippet
+    assert "[^1]: Smith et al." in hit.snippet

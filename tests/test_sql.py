@@ -11,7 +11,7 @@ from kbase.errors import InputError
 from tests.conftest import kbase_cli
 
 
-def run(db_path, *args, input=None):
+def kbase_sql(db_path, *args, input=None):
     return kbase_cli(db_path, "sql", *args, input=input, catch_exceptions=True)
 
 
@@ -47,7 +47,7 @@ def run(db_path, *args, input=None):
 )
 def test_writes_are_refused_and_nothing_changes(kb, db_path, statement):
     before = kb.sql("SELECT count(*), sum(length(title)) FROM documents").rows
-    r = run(db_path, statement)
+    r = kbase_sql(db_path, statement)
     assert r.exit_code == 1
     assert r.stderr.startswith("Error: kbase sql is read-only; refused:") or r.stderr.startswith(
         "Error: SQL error"
@@ -67,26 +67,28 @@ def test_time_limit_interrupts_a_runaway_query(kb):
 
 def test_formats_and_inputs(kb, db_path, tmp_path):
     q = "SELECT path, title FROM notes ORDER BY path LIMIT 2"
-    table = run(db_path, q).stdout.splitlines()
+    table = kbase_sql(db_path, q).stdout.splitlines()
     assert table[0].split() == ["path", "title"] and table[2].startswith("Garden.md")
-    assert json.loads(run(db_path, q, "--json").stdout) == [
+    assert json.loads(kbase_sql(db_path, q, "--json").stdout) == [
         {"path": "Garden.md", "title": "Garden"},
         {"path": "Welcome.md", "title": "Welcome"},
     ]
-    assert [json.loads(x)["path"] for x in run(db_path, q, "--jsonl").stdout.splitlines()] == [
+    assert [
+        json.loads(x)["path"] for x in kbase_sql(db_path, q, "--jsonl").stdout.splitlines()
+    ] == [
         "Garden.md",
         "Welcome.md",
     ]
-    assert run(db_path, q, "--csv").stdout.splitlines() == [
+    assert kbase_sql(db_path, q, "--csv").stdout.splitlines() == [
         "path,title",
         "Garden.md,Garden",
         "Welcome.md,Welcome",
     ]
-    assert run(db_path, "-", "--csv", input=q).stdout.startswith("path,title")
+    assert kbase_sql(db_path, "-", "--csv", input=q).stdout.startswith("path,title")
     f = tmp_path / "q.sql"
     f.write_text(q)
-    assert run(db_path, "--file", str(f), "--csv").stdout.startswith("path,title")
-    empty = run(db_path, "SELECT path FROM notes WHERE 0", "--json")
+    assert kbase_sql(db_path, "--file", str(f), "--csv").stdout.startswith("path,title")
+    empty = kbase_sql(db_path, "SELECT path FROM notes WHERE 0", "--json")
     assert json.loads(empty.stdout) == []
 
 
@@ -115,22 +117,22 @@ def test_sqlite_vec_and_kbase_functions(db_path, vault):
 
 
 def test_sql_errors_are_one_line(kb, db_path):
-    r = run(db_path, "SELECT * FROM no_such_table")
+    r = kbase_sql(db_path, "SELECT * FROM no_such_table")
     assert (
         r.exit_code == 1
         and r.stderr.splitlines()[0] == "Error: SQL error: no such table: no_such_table"
     )
-    r = run(db_path, "   ")
+    r = kbase_sql(db_path, "   ")
     assert r.exit_code == 1 and r.stderr.startswith("Error: no SQL given")
     # two statements ran one after the other, the second's rows under the first's columns
-    r = run(db_path, "SELECT 1 AS one; SELECT 2, 3")
+    r = kbase_sql(db_path, "SELECT 1 AS one; SELECT 2, 3")
     assert (r.exit_code, r.stdout) == (1, "")
     assert r.stderr.splitlines() == [
         "Error: kbase sql runs one statement; this holds more: SELECT 2, 3",
         "  hint: run each statement on its own",
     ]
     for one in ("SELECT 1 AS one;", "SELECT 1 AS one; -- done", "SELECT 1 AS one; /* x */ ;;"):
-        assert run(db_path, one).stdout == "one\n---\n1\n", one
+        assert kbase_sql(db_path, one).stdout == "one\n---\n1\n", one
 
 
 @pytest.mark.parametrize(
@@ -155,7 +157,7 @@ def test_sql_errors_are_one_line(kb, db_path):
     ],
 )
 def test_read_only_pragmas_describe_the_schema(kb, db_path, query, expected):
-    r = run(db_path, query, "--csv")
+    r = kbase_sql(db_path, query, "--csv")
     assert r.exit_code == 0, r.output
     rows = r.stdout.splitlines()[1:]
     assert rows, query
@@ -178,3 +180,49 @@ def test_a_refused_pragma_changes_nothing_on_the_connection(kb):
         kb.sql("SELECT * FROM pragma_foreign_keys, pragma_cache_size, pragma_user_version").rows
         == before
     )
+
+
+@pytest.fixture
+def long_values(run, tmp_path):
+    v = tmp_path / "long"
+    v.mkdir()
+    (v / "a.md").write_text("# A\n\n" + "word " * 100 + "END\n")
+    (v / "同步设置.md").write_text("# 同步设置\n\n" + "同步设置很重要" * 20 + "\n")
+    run("index", "--no-embed", v)
+    return "SELECT path, body FROM documents ORDER BY path"
+
+
+def test_sql_fits_the_table_to_the_terminal(run, long_values, monkeypatch):
+    from kbase.cli.render import cell_width
+
+    for columns in (80, 220):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        r = run("sql", long_values)
+        lines = r.stdout.splitlines()
+        assert max(cell_width(line) for line in lines) <= columns, columns
+        assert all(line.endswith("…") for line in lines[2:]), lines  # cut to fit, and marked
+        assert "--json, --jsonl or --csv print every value whole" in r.stderr
+    monkeypatch.setenv("COLUMNS", "1000")
+    r = run("sql", long_values)
+    assert "word END" in r.stdout and "…" not in r.stdout and r.stderr == ""
+    assert len(r.stdout.splitlines()[2]) > 500  # the whole value when the terminal has room
+
+
+def test_sql_machine_formats_and_pipes_never_cut(run, long_values, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")
+    rows = json.loads(run("sql", long_values, "--json").stdout)
+    assert rows[0]["body"].endswith("word END\n")
+    assert "word END" in run("sql", long_values, "--csv").stdout
+    monkeypatch.delenv("COLUMNS")  # a pipe, no terminal width: the whole value
+    assert "word END" in run("sql", long_values).stdout
+
+
+def test_links_name_their_document_doc_id(run, vault):
+    run("index", "--no-embed", vault)
+    r = run("sql", "SELECT l.doc_id, d.path FROM links AS l JOIN documents AS d ON d.id = l.doc_id")
+    assert r.exit_code == 0 and "Welcome.md" in r.stdout
+    for view in ("resolved_links", "unresolved_links", "broken_anchors"):
+        cols = [c for c in json.loads(run("sql", f"PRAGMA table_info({view})", "--json").stdout)]
+        assert "doc_id" in [c["name"] for c in cols] and "source_id" not in [
+            c["name"] for c in cols
+        ]
