@@ -623,7 +623,7 @@ class KB:
         if not server.start():
             if cleanup is not None:
                 cleanup()
-            if not handoff.private(server.path.parent):
+            if handoff.SUPPORTED and not handoff.private(server.path.parent):
                 self._notice(f"searches are not handed to this process: {server.reason}")
             return server
         threading.Thread(

@@ -66,6 +66,10 @@ _HIT_FIELDS = tuple(f.name for f in fields(Hit))
 Search = Callable[[dict[str, Any]], tuple[Hits, list[str]]]
 
 
+# Unix sockets and user ids: not on Windows (there every search runs in its own process).
+SUPPORTED = hasattr(socket, "AF_UNIX") and hasattr(os, "geteuid")
+
+
 def runtime_dir() -> Path:
     """The directory of the sockets (see the module docstring)."""
     explicit = os.environ.get("KBASE_RUNTIME_DIR")
@@ -139,7 +143,7 @@ def ask(
     notices the search gave there, or None when none can (see the module docstring). The
     ``KbaseError`` the search raised there is raised here (a bad query is a bad query either
     way); ``timeout`` is the search's own time limit."""
-    if os.environ.get("KBASE_HANDOFF", "1") == "0":
+    if not SUPPORTED or os.environ.get("KBASE_HANDOFF", "1") == "0":
         return None
     identity = _identity(index)
     path = socket_path(index)
@@ -242,7 +246,7 @@ class Server:
         self.search = search
         self.cleanup = cleanup  # called by close (e.g. the KB the searches ran on)
         self.serving = False
-        self.path = socket_path(index)
+        self.path = socket_path(index) if SUPPORTED else Path(os.devnull)
         self.reason: str | None = None
         self._listener: socket.socket | None = None
         self._inode: int | None = None
@@ -251,6 +255,9 @@ class Server:
         self._closed = threading.Event()
 
     def start(self) -> bool:
+        if not SUPPORTED:
+            self.reason = "this system has no Unix sockets"
+            return False
         if not private(self.path.parent, create=True):
             self.reason = f"{self.path.parent} is not a private directory of this user"
             return False

@@ -420,3 +420,14 @@ async def test_kbase_browse_answers_the_shells_hybrid_search_once_its_model_is_l
         )
         _same(_hits(handed), _hits(here))
     assert not handoff.socket_path(embedded).exists()  # closed with the app
+
+
+def test_without_unix_sockets_nothing_is_handed_over(small, runtime, monkeypatch):
+    """(Windows: no AF_UNIX in Python's socket, no os.geteuid.)"""
+    monkeypatch.setattr(handoff, "SUPPORTED", False)
+    with kbase.open(small) as kb, kb.serve_searches() as server:
+        assert not server.serving and "no Unix sockets" in (server.reason or "")
+        assert kb.notices == []
+        assert handoff.ask(small, _args("tomatoes"), 10.0) is None
+        kb.hand_off = True
+        assert [h.path for h in kb.search("tomatoes")] == ["Garden.md"]
