@@ -306,6 +306,7 @@ def model_counter():
         "url https://example.com/a/b?c=d&e=f#x",
         "x" * 300,
         "a.b.c/d-e_f:g;h",
+        "[[t123456]] [[T999999|Alias]] ABC123def " + "Q" * 100 + " " + "z9" * 60,
     ],
 )
 def test_model_counter_matches_the_tokenizer(model_counter, text):

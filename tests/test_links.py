@@ -703,6 +703,10 @@ def test_parse_links_never_raises_and_links_do_not_overlap(text):
         assert text[link.start] in "[!"
         assert link.start >= previous_end
         previous_end = link.end
+    # as a worker sends them: the same links, targets read from the text alike
+    import pickle
+
+    assert list(pickle.loads(pickle.dumps(found))) == list(found)
     for block_id, start, end in block_ids(doc):
         assert text[start:end] == "^" + block_id
 

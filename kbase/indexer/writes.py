@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import operator
 import os
 import re
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import accumulate, chain, islice, repeat
 from typing import TYPE_CHECKING
 
 import apsw
@@ -194,28 +198,27 @@ def write_document(
             # search instead of three a chunk, which took a tenth of the writer's time).
             if cjk_table.has_runs(text) or cjk_table.has_runs(title):
                 cjk_table.write_rows(con, rows)
+            del rows  # (a copy of the text, in pieces)
         if old_vectors:
             vectors.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
         line = _line_finder(text)
         # Links start unresolved; resolve_links() settles them once the whole root is known.
+        # Row by row from the columns: a million links' rows are never held at once.
         con.executemany(
             "INSERT INTO links (doc_id, start_char, end_char, line, kind, embed, target, anchor,"
             " alias) VALUES (?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    doc_id,
-                    lk.start,
-                    lk.end,
-                    line(lk.start),
-                    lk.kind,
-                    int(lk.embed),
-                    lk.target,
-                    lk.anchor,
-                    lk.alias,
-                )
-                for lk in links
-            ],
+            zip(
+                repeat(doc_id),
+                links.starts,
+                links.ends,
+                lines_of(text, links.starts),
+                links.kinds(),
+                links.embeds(),
+                links.target_column(),
+                links.anchors,
+                links.aliases,
+            ),
         )
         con.executemany(
             "INSERT OR IGNORE INTO block_ids (doc_id, block_id, start_char, end_char)"
@@ -326,6 +329,15 @@ def _line_finder(text: str) -> Callable[[int], int]:
         return line_of(table[0], offset)
 
     return line
+
+
+def lines_of(text: str, offsets: Sequence[int]) -> Iterator[int]:
+    """The 1-based line of each of ``offsets`` (a million links'), in C: offsets in order in a
+    text without a CR count the LFs between each and the one before; else the line table."""
+    if "\r" not in text and all(map(operator.le, offsets, islice(offsets, 1, None))):
+        counts = map(text.count, repeat("\n"), chain((0,), offsets), offsets)
+        return islice(accumulate(chain((1,), counts)), 1, None)
+    return map(partial(line_of, line_starts(text)), offsets)
 
 
 _PAGE_ANCHOR = re.compile(r"(?:^|&)page=(\d+)(?:&|$)")
@@ -476,10 +488,10 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
             "SELECT id FROM documents WHERE root_id = ? AND kind = 'canvas'", (root_id,)
         )
     }
-    changes = []
-    for link_id, source, target, anchor, old_tid, old_tp, old_ok, kind in con.execute(
-        sql, args
-    ).fetchall():
+    # Read row by row, the changes kept in columns: a note of a million links held its million
+    # rows, and their changes, as tuples (hundreds of MB).
+    changed_ids, changed_tids, changed_tps, changed_oks = array("q"), array("q"), [], bytearray()
+    for link_id, source, target, anchor, old_tid, old_tp, old_ok, kind in con.execute(sql, args):
         tp = resolver.resolve(target, source)
         tid = paths.get(tp) if tp is not None else None
         if tid is not None:
@@ -508,11 +520,19 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
             html = kind == "markdown"
             ok = int(anchor_ok(anchor, headings[tid], blocks[tid], html_ids=html))
         if (tid, tp, ok) != (old_tid, old_tp, old_ok):
-            changes.append((tid, tp, ok, link_id))
-    if changes:
+            changed_ids.append(link_id)
+            changed_tids.append(-1 if tid is None else tid)
+            changed_tps.append(tp)
+            changed_oks.append(2 if ok is None else ok)
+    if changed_ids:
         with con:
             con.executemany(
                 "UPDATE links SET target_id = ?, target_path = ?, anchor_ok = ? WHERE id = ?",
-                changes,
+                zip(
+                    (None if t < 0 else t for t in changed_tids),
+                    changed_tps,
+                    (None if k == 2 else k for k in changed_oks),
+                    changed_ids,
+                ),
             )
-    return len(changes)
+    return len(changed_ids)

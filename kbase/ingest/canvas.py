@@ -242,24 +242,23 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
     )
 
 
-def links(doc: ParsedDoc) -> list:
-    """The links of a canvas: those in its text cards (Markdown links, as in a note) and its file
-    cards (kind 'canvas', an embed of the file with the card's subpath as anchor)."""
+def links(doc: ParsedDoc):
+    """The links of a canvas (kbase.ingest.links.Links): those in its text cards (Markdown links,
+    as in a note) and its file cards (kind 'canvas', an embed of the file with the card's
+    subpath as anchor)."""
+    from bisect import bisect_right
+
     from kbase.ingest.links import parse_links
 
     found = parse_links(replace(doc, kind="markdown", frontmatter=None))
-    from bisect import bisect_right
-
     # The cards' spans are in text order and do not overlap: the one a link may lie in is the
     # last that starts at or before it (a scan of every card for each link was quadratic).
     files = [(c.start, c.end) for c in doc.cards if c.kind == "file"]
     if not files:
         return found
     starts = [a for a, _ in files]
-    out = []
-    for lk in found:
-        i = bisect_right(starts, lk.start) - 1
-        if i >= 0 and lk.end <= files[i][1]:
-            lk = replace(lk, kind="canvas")
-        out.append(lk)
-    return out
+    for n, (start, end) in enumerate(zip(found.starts, found.ends)):
+        i = bisect_right(starts, start) - 1
+        if i >= 0 and end <= files[i][1]:
+            found.set_kind(n, "canvas")
+    return found

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kbase.ingest import canvas
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk
 from kbase.ingest.embed_text import chunk_hashes
-from kbase.ingest.links import LinkRef, block_ids, parse_links
+from kbase.ingest.links import Links, block_ids, parse_links
 from kbase.records import ParsedDoc
 
 
@@ -18,7 +18,7 @@ class Derived:
 
     doc: ParsedDoc
     chunking: Chunking
-    links: list[LinkRef]
+    links: Links
     block_ids: list[tuple[str, int, int]]  # (id, start, end)
     hashes: list[bytes]  # each chunk's embedder input hash (chunks.embed_hash)
 

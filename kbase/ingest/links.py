@@ -56,10 +56,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from itertools import accumulate, chain, repeat
 from typing import Any
 from urllib.parse import unquote
 
@@ -69,6 +71,7 @@ from kbase.records import Heading, ParsedDoc
 __all__ = [
     "ATTACHMENT_EXTENSIONS",
     "LinkRef",
+    "Links",
     "Resolver",
     "anchor_ok",
     "block_ids",
@@ -90,6 +93,173 @@ class LinkRef:
     embed: bool  # ![[...]] or ![](...)
     kind: str  # 'wiki', 'markdown' or 'frontmatter'
     size: str | None = None  # an embed's '|100' or '|100x200'
+
+
+LINK_KINDS = ("wiki", "markdown", "frontmatter", "canvas")
+_KIND_CODE = {k: i for i, k in enumerate(LINK_KINDS)}
+_KIND_OF_CODE = tuple(LINK_KINDS[c >> 1] for c in range(2 * len(LINK_KINDS)))
+_EMBED_OF_CODE = tuple(c & 1 for c in range(2 * len(LINK_KINDS)))
+# (start, end, target, anchor, alias, embed, kind, size): a LinkRef's fields as parsing makes
+# them; a target None is a wikilink's whole inside, ``[[target]]``, read from the text.
+_Fields = tuple[int, int, str | None, str | None, str | None, bool, str, str | None]
+
+
+class Links(Sequence[LinkRef]):
+    """The links of a document's ``text``, in order, kept column by column: a note may have a
+    million, and a LinkRef each (with its row for the writer) made 700 MB of them and took seconds
+    to pickle from a worker. A wikilink whose inside is its target (``[[target]]``) keeps no
+    string of its own: its target is read from the text. Reads as a sequence of LinkRef (made as
+    they are asked for); the writer takes the columns."""
+
+    __slots__ = ("text", "starts", "ends", "targets", "anchors", "aliases", "codes", "sizes")
+
+    def __init__(self, text: str = "", links: Iterable[LinkRef] = ()) -> None:
+        self.text = text
+        self.starts = array("q")
+        self.ends = array("q")
+        self.targets: list[str | None] = []  # None: the text inside the brackets
+        self.anchors: list[str | None] = []
+        self.aliases: list[str | None] = []
+        self.codes = bytearray()  # kind << 1 | embed
+        self.sizes: dict[int, str] = {}  # an embed's size, by position (few links have one)
+        for lk in links:
+            self.add(lk.start, lk.end, lk.target, lk.anchor, lk.alias, lk.embed, lk.kind, lk.size)
+
+    def add(
+        self,
+        start: int,
+        end: int,
+        target: str | None,
+        anchor: str | None,
+        alias: str | None,
+        embed: bool,
+        kind: str,
+        size: str | None = None,
+    ) -> None:
+        if size is not None:
+            self.sizes[len(self.codes)] = size
+        self.starts.append(start)
+        self.ends.append(end)
+        self.targets.append(target)
+        self.anchors.append(anchor)
+        self.aliases.append(alias)
+        self.codes.append(_KIND_CODE[kind] << 1 | bool(embed))
+
+    def __reduce__(self):
+        # As a worker sends them: each column of strings as one string and their lengths, not a
+        # million strings, which pickle remembers one by one (a 100 MB memo) and which take a
+        # million objects to read back. The text is the document's (pickled once with it).
+        return (
+            _unpacked,
+            (
+                self.text,
+                self.starts,
+                self.ends,
+                _pack(self.targets),
+                _pack(self.anchors),
+                _pack(self.aliases),
+                self.codes,
+                self.sizes,
+            ),
+        )
+
+    def target(self, i: int) -> str:
+        t = self.targets[i]
+        if t is None:  # [[target]] (after a '!' for an embed)
+            return self.text[self.starts[i] + 2 + (self.codes[i] & 1) : self.ends[i] - 2]
+        return t
+
+    def target_column(self) -> Iterator[str]:
+        return map(self.target, range(len(self)))
+
+    def set_kind(self, i: int, kind: str) -> None:
+        self.codes[i] = _KIND_CODE[kind] << 1 | self.codes[i] & 1
+
+    def kinds(self) -> Iterator[str]:
+        return map(_KIND_OF_CODE.__getitem__, self.codes)
+
+    def embeds(self) -> Iterator[int]:
+        return map(_EMBED_OF_CODE.__getitem__, self.codes)
+
+    def fields(self) -> Iterator[_Fields]:
+        """Each link's fields as ``add`` takes them."""
+        sizes = self.sizes
+        return zip(
+            self.starts,
+            self.ends,
+            self.targets,
+            self.anchors,
+            self.aliases,
+            map(bool, self.embeds()),
+            self.kinds(),
+            (sizes.get(i) for i in range(len(self))) if sizes else repeat(None),
+        )
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def _ref(self, i: int) -> LinkRef:
+        code = self.codes[i]
+        return LinkRef(
+            self.starts[i],
+            self.ends[i],
+            self.target(i),
+            self.anchors[i],
+            self.aliases[i],
+            bool(code & 1),
+            LINK_KINDS[code >> 1],
+            self.sizes.get(i),
+        )
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._ref(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("link index out of range")
+        return self._ref(i)
+
+    def __iter__(self) -> Iterator[LinkRef]:
+        return map(self._ref, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Links({list(self)!r})"
+
+
+def _pack(strings: list) -> tuple[str, array | int]:
+    """A list of strings and Nones as one string and their lengths (-1: None); a list of Nones
+    as its length alone."""
+    if not any(t is not None for t in strings):
+        return "", len(strings)
+    lengths = array("q", [-1 if t is None else len(t) for t in strings])
+    return "".join(filter(None, strings)), lengths
+
+
+def _unpack(packed: tuple[str, array | int]) -> list:
+    joined, lengths = packed
+    if isinstance(lengths, int):
+        return [None] * lengths
+    ends = list(accumulate(map(max, lengths, repeat(0))))
+    out: list = list(map(joined.__getitem__, map(slice, chain((0,), ends), ends)))
+    if min(lengths, default=0) < 0:
+        out = [None if n < 0 else t for t, n in zip(out, lengths)]
+    return out
+
+
+def _unpacked(text, starts, ends, targets, anchors, aliases, codes, sizes) -> Links:
+    links = Links(text)
+    links.starts, links.ends, links.codes, links.sizes = starts, ends, codes, sizes
+    links.targets, links.anchors = _unpack(targets), _unpack(anchors)
+    links.aliases = _unpack(aliases)
+    return links
 
 
 # Extensions Obsidian opens as attachments rather than notes (images, audio, video, PDF, canvas).
@@ -164,25 +334,27 @@ def _markdown():
 # ---------------------------------------------------------------------------------- parsing
 
 
-def parse_links(doc: ParsedDoc) -> list[LinkRef]:
+def parse_links(doc: ParsedDoc) -> Links:
     """Every link of a Markdown document, in order of ``start``; plain text documents have none."""
-    if doc.kind != "markdown":
-        return []
     text = doc.text
-    links = _frontmatter_links(doc)
+    links = Links(text)
+    if doc.kind != "markdown":
+        return links
+    for fields in _frontmatter_links(doc):
+        links.add(*fields)
     defs = _reference_definitions(doc) if "]:" in text else {}
     if "[[" not in text and "](" not in text and not defs:
         return links
     body = _Body(doc)
-    in_body: list[LinkRef] = []
-    _inline_links(text, body, in_body)
+    _inline_links(text, body, links)
     if defs:
-        in_body = _with_references(text, body, in_body, defs)
-    return links + in_body
+        links = _with_references(text, body, links, defs)
+    return links
 
 
-def _inline_links(text: str, body: _Body, links: list[LinkRef]) -> None:
+def _inline_links(text: str, body: _Body, links: Links) -> None:
     """Append the wikilinks and inline Markdown links of ``body`` to ``links``."""
+    add = links.add
     for start, end in body.ranges:
         if "[[" not in text[start:end] and "](" not in text[start:end]:
             continue
@@ -206,7 +378,7 @@ def _inline_links(text: str, body: _Body, links: list[LinkRef]) -> None:
                 if link is None:
                     pos = begin + 1  # not a link here, but one may start inside the match
                     break
-                links.append(link)
+                add(*link)
             else:
                 break
 
@@ -255,14 +427,12 @@ def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
     return defs
 
 
-def _with_references(
-    text: str, body: _Body, links: list[LinkRef], defs: dict[str, _Definition]
-) -> list[LinkRef]:
+def _with_references(text: str, body: _Body, links: Links, defs: dict[str, _Definition]) -> Links:
     """``links`` (in order) merged with the reference links of ``body``: outside code spans,
     comments, definition lines and the links already found."""
-    taken = sorted([(lk.start, lk.end) for lk in links] + [(d.start, d.end) for d in defs.values()])
+    taken = sorted([*zip(links.starts, links.ends), *((d.start, d.end) for d in defs.values())])
     taken_starts = [a for a, _ in taken]
-    refs: list[LinkRef] = []
+    refs: list[_Fields] = []
     for start, end in body.ranges:
         if "[" not in text[start:end]:
             continue
@@ -293,12 +463,15 @@ def _with_references(
             pos = stop
     if not refs:
         return links
-    return sorted(links + refs, key=lambda lk: lk.start)
+    merged = Links(text)
+    for fields in sorted([*links.fields(), *refs], key=lambda f: f[0]):
+        merged.add(*fields)
+    return merged
 
 
 def _reference_link(
     text: str, begin: int, stop: int, m: re.Match[str], defs: dict[str, _Definition]
-) -> LinkRef | None:
+) -> _Fields | None:
     """A LinkRef for the reference link ``text[begin:stop]``, or None if it is escaped, its
     label is not defined, or it leads out of the vault."""
     if begin and text[begin - 1] == "\\" and _escaped(text, begin):
@@ -328,7 +501,7 @@ def _reference_link(
     anchor = (unquote(anchor) if "%" in anchor else anchor).strip()
     if not target and not anchor:
         return None
-    return LinkRef(begin - embed, stop, target, anchor or None, m["text"], embed, "markdown")
+    return (begin - embed, stop, target, anchor or None, m["text"], embed, "markdown", None)
 
 
 def block_ids(doc: ParsedDoc) -> list[tuple[str, int, int]]:
@@ -469,7 +642,7 @@ def _hidden_until(spans: list[tuple[int, int]], starts: list[int], offset: int) 
     return spans[k][1] if k >= 0 and offset < spans[k][1] else 0
 
 
-def _wikilink(text: str, begin: int, stop: int, inner: str, kind: str) -> LinkRef | None:
+def _wikilink(text: str, begin: int, stop: int, inner: str, kind: str) -> _Fields | None:
     """A LinkRef for the wikilink ``text[begin:stop]`` (an embed's '!' is before ``begin``),
     or None if it is escaped or empty."""
     if begin and text[begin - 1] == "\\" and _escaped(text, begin):  # '\[[' is literal
@@ -487,6 +660,8 @@ def _wikilink(text: str, begin: int, stop: int, inner: str, kind: str) -> LinkRe
     size = None
     if not bar:
         alias = None
+        if not anchor and target == inner:  # [[target]]: read from the text (see Links)
+            return (begin - embed, stop, None, None, None, embed, kind, None)
     else:
         if embed:
             head, _, last = alias.rpartition("|")
@@ -495,10 +670,10 @@ def _wikilink(text: str, begin: int, stop: int, inner: str, kind: str) -> LinkRe
                 alias = head if head else None
         if alias is not None:
             alias = alias.strip()
-    return LinkRef(begin - embed, stop, target, anchor or None, alias, embed, kind, size)
+    return (begin - embed, stop, target, anchor or None, alias, embed, kind, size)
 
 
-def _markdown_link(text: str, begin: int, stop: int, m: re.Match[str]) -> LinkRef | None:
+def _markdown_link(text: str, begin: int, stop: int, m: re.Match[str]) -> _Fields | None:
     """A LinkRef for the Markdown link ``text[begin:stop]`` matched by ``m`` (an image's '!'
     is before ``begin``), or None if it is escaped or not to a local file."""
     if begin and text[begin - 1] == "\\" and _escaped(text, begin):  # '\[' is literal
@@ -518,7 +693,7 @@ def _markdown_link(text: str, begin: int, stop: int, m: re.Match[str]) -> LinkRe
     anchor = (unquote(anchor) if "%" in anchor else anchor).strip()
     if not target and not anchor:
         return None
-    return LinkRef(begin - embed, stop, target, anchor or None, m[_TEXT], embed, "markdown")
+    return (begin - embed, stop, target, anchor or None, m[_TEXT], embed, "markdown", None)
 
 
 def _bang_before(text: str, i: int) -> bool:
@@ -527,7 +702,7 @@ def _bang_before(text: str, i: int) -> bool:
     return i > 0 and text[i - 1] == "!" and not _escaped(text, i - 1)
 
 
-def _frontmatter_links(doc: ParsedDoc) -> list[LinkRef]:
+def _frontmatter_links(doc: ParsedDoc) -> list[_Fields]:
     """Wikilinks in front matter string values, located in the raw YAML."""
     if not doc.frontmatter or doc.body_start <= 0:
         return []
@@ -665,7 +840,7 @@ class Resolver:
                 found = self._index_page(_nfc(target), folder)
             if found is None and self._aliases:
                 found = self._by_alias(_nfc(target), folder)
-            if len(self._cache) < 1_000_000:  # bounded: a vault has far fewer distinct pairs
+            if len(self._cache) < CACHE_PAIRS:
                 self._cache[key] = found
         return found
 
@@ -750,6 +925,9 @@ class Resolver:
 
 
 _MISSING: Any = object()
+# Targets resolved are remembered by (target, source folder), this many at most: a vault links
+# far fewer distinct pairs; a note of a million distinct [[t123]] held a million (150 MB).
+CACHE_PAIRS = 100_000
 
 
 def _shortest_first(item: tuple[str, str]) -> tuple[int, str]:
