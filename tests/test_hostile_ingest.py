@@ -518,6 +518,42 @@ def test_file_cards_are_canvas_links_and_text_card_links_are_not():
     assert kinds[:2] == ["canvas", "wiki"]
 
 
+def test_a_canvas_of_many_text_cards_is_sent_from_a_worker_as_columns():
+    """Pickled card by card and chunk by chunk, each one's state stayed in pickle's memo to the
+    end (a canvas of 1,000,000 text cards: a GB in the worker, as much again to read it back).
+    The cards, chunks, spans and hashes go as columns now, and come back equal: pickle visits
+    a few objects a card (the chunks' heading paths and kinds), not dozens."""
+    import io
+    import json
+    import pickle
+
+    from kbase.indexer.prepare import _without_blocks
+    from kbase.ingest import canvas
+    from kbase.ingest.derive import derive
+
+    class Counting(pickle.Pickler):
+        visits = 0
+
+        def persistent_id(self, obj):
+            self.visits += 1
+            return None
+
+    n = 5_000
+    nodes = [{"id": f"c{i}", "type": "text", "text": f"card {i}", "x": i, "y": 0} for i in range(n)]
+    nodes.append({"id": "f", "type": "file", "file": "a.md", "x": 1.5, "width": 4})
+    doc = canvas.document(canvas.parse_canvas(json.dumps({"nodes": nodes})), "b.canvas")
+    derived = derive(doc)
+    assert len(derived.chunking.chunks) == n + 1 and len(doc.blocks) == n + 1
+    _, sent = _without_blocks(("utf-8", derived))  # as a worker sends it
+    out = io.BytesIO()
+    pickler = Counting(out)
+    pickler.dump(sent)
+    assert pickler.visits / n < 4, pickler.visits / n
+    back = pickle.loads(out.getvalue())
+    assert back == sent and back.doc.cards == derived.doc.cards
+    assert back.doc.cards[-1].x == 1.5 and back.doc.cards[-1].height is None
+
+
 def wikilink_note(n: int, crlf: bool = False) -> str:
     """A note of ``n`` wikilinks, three to a line (1,000,000: about 9 MB)."""
     nl = "\r\n" if crlf else "\n"

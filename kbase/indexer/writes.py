@@ -162,10 +162,12 @@ def write_document(
         # took 30 us a row instead of 2.
         (first,) = con.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()
         ids = range(first, first + len(chunks))
+        # Rows are made one at a time here and below (generators): a canvas of 1,000,000 cards
+        # has as many chunks, and each list of rows held hundreds of MB.
         con.executemany(
             "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line,"
             " heading_path, kind, tokens, flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
+            (
                 (
                     cid,
                     doc_id,
@@ -181,24 +183,26 @@ def write_document(
                     h,
                 )
                 for cid, c, h in zip(ids, chunks, hashes)
-            ],
+            ),
         )
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
         # delete trigger reads them from there).
         if chunks:
             title = fts_names(con, doc_id, doc.title, path, bool(doc.aliases), pdf_names)
-            rows = [
-                (cid, title, fts_headings(doc.title, c.heading_path), text[c.start : c.end])
-                for cid, c in zip(ids, chunks)
-            ]
+
+            def rows():
+                return (
+                    (cid, title, fts_headings(doc.title, c.heading_path), text[c.start : c.end])
+                    for cid, c in zip(ids, chunks)
+                )
+
             con.executemany(
-                "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)", rows
+                "INSERT INTO chunks_fts (rowid, title, headings, body) VALUES (?, ?, ?, ?)", rows()
             )
             # Headings are lines of the text: a document without a run has no row to write (one
             # search instead of three a chunk, which took a tenth of the writer's time).
             if cjk_table.has_runs(text) or cjk_table.has_runs(title):
-                cjk_table.write_rows(con, rows)
-            del rows  # (a copy of the text, in pieces)
+                cjk_table.write_rows(con, rows())
         if old_vectors:
             vectors.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]
@@ -273,7 +277,7 @@ def _write_segments(con: apsw.Connection, doc_id: int, doc: ParsedDoc) -> str:
 
         con.executemany(
             "INSERT INTO pages (doc_id, page, start_char, end_char) VALUES (?,?,?,?)",
-            [(doc_id, n, a, b) for n, (a, b) in enumerate(doc.segments, 1)],
+            ((doc_id, n, a, b) for n, (a, b) in enumerate(doc.segments, 1)),
         )
         info = doc.pdf or {}
         names = searchable_names(info)
@@ -295,11 +299,11 @@ def _write_segments(con: apsw.Connection, doc_id: int, doc: ParsedDoc) -> str:
         con.executemany(
             "INSERT INTO canvas_cards (doc_id, seq, card_id, kind, start_char, end_char, file,"
             " subpath, url, x, y, width, height, color) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
+            (
                 (doc_id, c.seq, c.id, c.kind, c.start, c.end, c.file, c.subpath, c.url)
                 + (c.x, c.y, c.width, c.height, c.color)
                 for c in doc.cards
-            ],
+            ),
         )
         con.executemany(
             "INSERT INTO canvas_edges (doc_id, seq, edge_id, from_card, to_card, label)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, replace
 
@@ -182,13 +183,16 @@ def parse_canvas(source: str) -> Canvas:
     return Canvas("".join(parts), tuple(cards), tuple(out_edges), tuple(warnings))
 
 
+_ONE_LINE_OF_TEXT = re.compile(r"[^\W\d_][^\r\n]*(?:\r\n|\r|\n)?\Z")
+
+
 def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> ParsedDoc:
     """The ParsedDoc of a canvas: titled by its file name; each text card parsed as the Markdown
     note it is (its headings, tags and block structure, offsets moved to the stored text); the
     other cards one paragraph each."""
     from pathlib import PurePosixPath
 
-    from kbase.ingest.parse import parse
+    from kbase.ingest.parse import _inline_tags, parse
     from kbase.text import line_of, line_starts
 
     text = canvas.text
@@ -201,8 +205,15 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
         source = text[card.start : card.end]
         if not source.strip():
             continue
-        if card.kind != "text":
-            blocks.append(Block("paragraph", a, a + len(source.rstrip())))
+        if card.kind != "text" or _ONE_LINE_OF_TEXT.match(source):
+            # A line that opens with a letter can only be a paragraph (every other block opens
+            # with a mark, a digit or a space, or takes two lines): not parsed (1,000,000 cards
+            # of a few words each took 1.2 GB and minutes, parsed as a note each).
+            end = a + len(source.rstrip())
+            blocks.append(Block("paragraph", a, end))
+            if card.kind == "text" and "#" in source:
+                for tag in _inline_tags(text, [Block("paragraph", a, end)]):
+                    tags.setdefault(tag.lower(), (tag, "inline"))
             continue
         sub = parse(source, "card.md")
         if sub.body_start:  # a card that opens with '---' has no front matter: it is text

@@ -155,9 +155,9 @@ class Links(Sequence[LinkRef]):
                 self.text,
                 self.starts,
                 self.ends,
-                _pack(self.targets),
-                _pack(self.anchors),
-                _pack(self.aliases),
+                pack_strings(self.targets),
+                pack_strings(self.anchors),
+                pack_strings(self.aliases),
                 self.codes,
                 self.sizes,
             ),
@@ -234,7 +234,7 @@ class Links(Sequence[LinkRef]):
         return f"Links({list(self)!r})"
 
 
-def _pack(strings: list) -> tuple[str, array | int]:
+def pack_strings(strings: list) -> tuple[str, array | int]:
     """A list of strings and Nones as one string and their lengths (-1: None); a list of Nones
     as its length alone."""
     if not any(t is not None for t in strings):
@@ -243,7 +243,7 @@ def _pack(strings: list) -> tuple[str, array | int]:
     return "".join(filter(None, strings)), lengths
 
 
-def _unpack(packed: tuple[str, array | int]) -> list:
+def unpack_strings(packed: tuple[str, array | int]) -> list:
     joined, lengths = packed
     if isinstance(lengths, int):
         return [None] * lengths
@@ -257,8 +257,8 @@ def _unpack(packed: tuple[str, array | int]) -> list:
 def _unpacked(text, starts, ends, targets, anchors, aliases, codes, sizes) -> Links:
     links = Links(text)
     links.starts, links.ends, links.codes, links.sizes = starts, ends, codes, sizes
-    links.targets, links.anchors = _unpack(targets), _unpack(anchors)
-    links.aliases = _unpack(aliases)
+    links.targets, links.anchors = unpack_strings(targets), unpack_strings(anchors)
+    links.aliases = unpack_strings(aliases)
     return links
 
 

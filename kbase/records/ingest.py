@@ -20,7 +20,7 @@ class Heading:
     anchor: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a canvas or a long note may have a million
 class Block:
     """A top-level block of a document, as the chunker sees it: ``body[start:end]``."""
 
@@ -32,6 +32,9 @@ class Block:
         tuple[int, int], ...
     ] = ()  # list items or the blocks inside a quote, as (start, end)
     unclosed: bool = False  # a code fence that never closes (it runs to the end of the document)
+
+    def __reduce__(self):
+        return (Block, (self.kind, self.start, self.end, self.level, self.parts, self.unclosed))
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class ParsedDoc:
     edges: tuple = ()  # a canvas's edges (kbase.ingest.canvas.Edge)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a canvas or a long note may have a million
 class Chunk:
     """A passage of a document: ``text[start:end]`` exactly."""
 
@@ -71,6 +74,22 @@ class Chunk:
     tokens: int  # size in the token counter's tokens
     flags: int = 0  # OVERSIZED (1): a protected block above the budget, kept whole
     end_line: int = 0  # 1-based line of the last character
+
+    def __reduce__(self):  # as a worker sends them: a million, so not field by field
+        return (
+            Chunk,
+            (
+                self.seq,
+                self.start,
+                self.end,
+                self.line,
+                self.heading_path,
+                self.kind,
+                self.tokens,
+                self.flags,
+                self.end_line,
+            ),
+        )
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ whose docstring says why pairs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import apsw
 
@@ -55,16 +56,16 @@ def index_text(text: str) -> str:
     return RUN.sub(lambda m: " " + " ".join(pairs(m.group(0))) + " ", text)
 
 
-def write_rows(con: apsw.Connection, rows: list[tuple[int, str, str, str]]) -> None:
+def write_rows(con: apsw.Connection, rows: Iterable[tuple[int, str, str, str]]) -> None:
     """The chunks_cjk rows for (chunk id, title, headings, body) in the values chunks_fts gets:
     only for chunks with a run in any of the three."""
     con.executemany(
         "INSERT INTO chunks_cjk (rowid, body, title, headings) VALUES (?, ?, ?, ?)",
-        [
+        (
             (cid, index_text(body), index_text(title), index_text(headings))
             for cid, title, headings, body in rows
             if has_runs(body) or has_runs(title) or has_runs(headings)
-        ],
+        ),
     )
 
 
