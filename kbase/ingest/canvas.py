@@ -192,7 +192,7 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
     other cards one paragraph each."""
     from pathlib import PurePosixPath
 
-    from kbase.ingest.parse import _inline_tags, parse
+    from kbase.ingest.parse import inline_tags, parse
     from kbase.text import line_of, line_starts
 
     text = canvas.text
@@ -212,7 +212,7 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
             end = a + len(source.rstrip())
             blocks.append(Block("paragraph", a, end))
             if card.kind == "text" and "#" in source:
-                for tag in _inline_tags(text, [Block("paragraph", a, end)]):
+                for tag in inline_tags(text, [Block("paragraph", a, end)]):
                     tags.setdefault(tag.lower(), (tag, "inline"))
             continue
         sub = parse(source, "card.md")

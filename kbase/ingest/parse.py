@@ -171,7 +171,7 @@ def parse(text: str, path: str) -> ParsedDoc:
         (t, "frontmatter") for t in _str_list(meta.get("tags", meta.get("tag")), split_space=True)
     ]
     seen = {t.lower() for t, _ in tags}
-    for tag in _inline_tags(text, blocks):
+    for tag in inline_tags(text, blocks):
         if tag.lower() not in seen:
             seen.add(tag.lower())
             tags.append((tag, "inline"))
@@ -824,7 +824,8 @@ def _date(meta: dict) -> str | None:
     return None
 
 
-def _inline_tags(text: str, blocks: list[Block]) -> list[str]:
+def inline_tags(text: str, blocks: list[Block]) -> list[str]:
+    """The inline ``#tags`` of ``blocks`` of ``text`` (code, HTML and rules aside), in order."""
     tags = []
     for b in blocks:
         if b.kind in ("code", "html", "hr"):
