@@ -501,9 +501,9 @@ async def test_mcp_sql_errors_are_one_line(kb, tmp_path):
 
 # --- 6. a read-only index -----------------------------------------------------------------------
 def _unprivileged() -> list[str]:
-    from tests.test_reliability import _as_unprivileged
+    from tests.helpers import as_unprivileged
 
-    return _as_unprivileged()
+    return as_unprivileged()
 
 
 def _run(prefix: list[str], dbp: Path, *args: str) -> subprocess.CompletedProcess:
@@ -622,7 +622,7 @@ def test_a_read_only_folder_with_changes_still_in_the_wal_is_one_clear_error(tmp
 @pytest.mark.slow
 def test_a_first_index_that_fails_on_a_full_disk_leaves_no_index(tmp_path):
     resource = pytest.importorskip("resource")
-    from tests.test_reliability import make_vault
+    from tests.helpers import make_vault
 
     vault = make_vault(tmp_path / "v", 400, seed=7)
     dbp = tmp_path / "new" / "deeper" / "i.db"
@@ -661,7 +661,7 @@ def test_a_first_index_that_fails_after_committing_leaves_no_index(tmp_path, mon
     of committed documents (1,409 of 6,571 were left behind before)."""
     from kbase.indexer import pipeline
     from kbase.store import db
-    from tests.test_reliability import make_vault
+    from tests.helpers import make_vault
 
     vault = make_vault(tmp_path / "v", 120, seed=8)
     dbp = tmp_path / "i.db"

@@ -2,9 +2,11 @@ import json
 import os
 
 import pytest
+from click.testing import CliRunner
 
+from kbase.cli.app import cli
 from kbase.errors import InputError
-from tests.conftest import write
+from tests.conftest import bump_mtime, write
 
 
 def paths(hits):
@@ -267,3 +269,28 @@ def test_a_changed_file_is_not_missing(run, vault):
     (vault / "Garden.md").write_text("# Garden\n\nTomatoes need sun, water and patience.\n")
     r = run("search", "tomatoes")
     assert "Garden" in r.stdout and "[changed on disk]" in r.stdout and "[missing]" not in r.stdout
+
+
+def test_a_file_changed_after_indexing_gives_a_stale_hit(tmp_path, vault):
+    dbp = tmp_path / "s.db"
+    runner = CliRunner()
+    assert (
+        runner.invoke(cli, ["--db", str(dbp), "index", str(vault), "--no-embed", "-q"]).exit_code
+        == 0
+    )
+    garden = vault / "Garden.md"
+    garden.write_text(garden.read_text() + "\nA line added after indexing.\n")
+    bump_mtime(garden)
+    r = runner.invoke(cli, ["--db", str(dbp), "search", "tomatoes", "--json"])
+    hits = {h["path"]: h for h in json.loads(r.stdout)}
+    assert hits["Garden.md"]["stale"] is True and hits["tech/notes.txt"]["stale"] is False
+    r = runner.invoke(cli, ["--db", str(dbp), "search", "tomatoes"])
+    lines = {
+        line.split(". ", 1)[1].split("  ")[0]: line
+        for line in r.stdout.splitlines()
+        if line[:1].isdigit()
+    }
+    assert "[changed on disk]" in lines["Garden"] and "[changed on disk]" not in lines["notes"]
+    (vault / "tech" / "notes.txt").unlink()  # a vanished file is stale too
+    r = runner.invoke(cli, ["--db", str(dbp), "search", "tomatoes", "--json"])
+    assert all(h["stale"] for h in json.loads(r.stdout))
