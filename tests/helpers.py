@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
+import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from kbase.errors import DatabaseError
 from kbase.store import db
@@ -298,3 +305,85 @@ def as_unprivileged() -> list[str]:
             f"running as root and setpriv cannot drop capabilities: {probe.stderr.decode()[:200]}"
         )
     return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def child_env() -> dict[str, str]:
+    keep = ("HOME", "XDG_DATA_HOME", "PATH", "PYTHONPATH")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+@asynccontextmanager
+async def stdio_session(db: Path, log: Path | None = None):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbase", "--db", str(db), "mcp"],
+        env=child_env(),
+        cwd=str(REPO),
+    )
+    with open(log or db.with_suffix(".log"), "w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as client:
+            yield client
+
+
+@asynccontextmanager
+async def http_session(db: Path):
+    log = db.with_suffix(".http.log")
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kbase", "--db", str(db), "mcp", "--http", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=child_env(),
+            cwd=str(REPO),
+        )
+    try:
+        deadline = time.monotonic() + 120
+        url = None
+        while time.monotonic() < deadline and url is None:
+            m = re.search(r"serving on (http://\S+)", log.read_text())
+            if m:
+                url = m.group(1)
+            elif proc.poll() is not None:
+                break
+            else:
+                time.sleep(0.1)
+        assert url, f"the server did not start: {log.read_text()}"
+        async with httpx2.AsyncClient(timeout=60) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def text(result) -> str:
+    return "\n".join(c.text for c in result.content)
+
+
+class WordsEmbedder:
+    """Deterministic vectors from the words of a text (a bag of hashed words), no model: the
+    fuzz test is about the query path, not about meaning."""
+
+    model_id, dimension, max_tokens, batch_size = "fake-words", 64, 256, 16
+    fingerprint = '{"model": "fake-words-for-hostile-tests"}'
+
+    def embed_batch(self, texts):
+        import zlib
+
+        from kbase.embed.embedder import pack
+
+        out = []
+        for t in texts:
+            v = [0.0] * self.dimension
+            for w in re.findall(r"\w+", t.lower())[:256]:
+                v[zlib.crc32(w.encode("utf-8", "surrogatepass")) % self.dimension] += 1.0
+            norm = sum(x * x for x in v) ** 0.5 or 1.0
+            out.append(pack([x / norm for x in v]))
+        return out
+
+    def embed_query(self, text):
+        return self.embed_batch([text])[0]

@@ -370,3 +370,67 @@ def test_real_vaults_never_split_fences_or_tables(name, model_counter):
         check_invariants(doc, result, s, model_counter)
         n_chunks += len(result.chunks)
     assert n_chunks > 100
+
+
+def _assert_chunks_exact(doc, chunking) -> None:
+    for c in chunking.chunks:
+        assert 0 <= c.start < c.end <= len(doc.text)
+        assert doc.text[c.start : c.end].strip()
+    starts = [c.start for c in chunking.chunks]
+    assert starts == sorted(starts)
+
+
+def test_a_table_of_a_million_cells_is_one_block_with_a_diagnostic():
+    from kbase.ingest.chunk import chunk
+    from kbase.ingest.parse import MAX_TABLE_CELLS, parse
+
+    cols = 20_000
+    table = (
+        "|"
+        + "|".join(f"c{i}" for i in range(cols))
+        + "|\n"
+        + "|"
+        + "|".join("-" for _ in range(cols))
+        + "|\n"
+        + ("|" + "|".join("x" for _ in range(cols)) + "|\n") * 48
+    )
+    text = "# Table\n\nBefore.\n\n" + table + "\nAfter the table.\n"
+    doc = parse(text, "t.md")
+    kinds = [b.kind for b in doc.blocks]
+    assert kinds == ["heading", "paragraph", "table", "paragraph"], kinds
+    t = doc.blocks[2]
+    assert text[t.start : t.end] == table.rstrip("\n")
+    (d,) = [d for d in doc.diagnostics if d.kind == "too_large"]
+    assert f"over {MAX_TABLE_CELLS:,}" in d.detail and "1,000,050 cells" in d.detail
+    chunking = chunk(doc)
+    assert any(d.kind == "too_large" for d in chunking.diagnostics)  # stored with the note
+    _assert_chunks_exact(doc, chunking)
+    small = parse("|a|b|\n|-|-|\n|1|2|\n", "s.md")  # a normal table is parsed as before
+    assert [b.kind for b in small.blocks] == ["table"] and not small.diagnostics
+
+
+def test_a_list_larger_than_the_window_is_cut_at_an_item(monkeypatch):
+    from kbase.ingest import parse as p
+    from kbase.ingest.chunk import chunk
+
+    monkeypatch.setattr(p, "PARSE_WINDOW", 4096)
+    text = "# List\n\n" + "".join(f"- item {i} of a long list\n" for i in range(2000)) + "\nEnd.\n"
+    doc = p.parse(text, "l.md")
+    lists = [b for b in doc.blocks if b.kind == "list"]
+    assert len(lists) > 5 and sum(len(b.parts) for b in lists) == 2000
+    assert all(text[a:b].startswith("- item ") for blk in lists for a, b in blk.parts)
+    assert doc.blocks[-1].kind == "paragraph" and text[doc.blocks[-1].start :].startswith("End.")
+    assert any("cut into blocks at an item" in d.detail for d in doc.diagnostics)
+    _assert_chunks_exact(doc, chunk(doc))
+
+
+def test_nested_callouts_and_long_lines_chunk_within_the_budget():
+    from kbase.ingest.chunk import chunk
+    from kbase.ingest.parse import parse
+
+    text = "".join("> " * i + f"[!note] level {i}\n" for i in range(1, 801))
+    doc = parse(text, "c.md")
+    chunking = chunk(doc)
+    _assert_chunks_exact(doc, chunking)
+    assert max(c.tokens for c in chunking.chunks) <= 200
+    assert chunking.chunks[0].start == 0 and chunking.chunks[-1].end == len(text.rstrip())

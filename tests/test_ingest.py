@@ -2,10 +2,12 @@ import os
 import shutil
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import kbase
+from kbase.cli.app import cli
 from kbase.indexer import pipeline
 from kbase.store import db
 from tests.conftest import bump_mtime, examples, shared, write
@@ -481,3 +483,19 @@ def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, al
     # The row written matches its content (FTS5 reads the view to delete it again).
     con.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
     con.close()
+
+
+@pytest.mark.slow
+def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
+    from kbase.cli import progress
+
+    vault = write(tmp_path / "v", {"a.md": "# A\n\nsmall\n"})
+    (vault / "slow.md").write_text(
+        "".join("> " * i + f"[!note] level {i}\n" for i in range(1, 1201)), encoding="utf-8"
+    )
+    monkeypatch.setattr(progress.Bars, "SLOW_FILE_S", 0.05)
+    monkeypatch.setattr(progress.Bars, "POLL_S", 0.02)
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "i.db"), "index", str(vault), "--no-embed"])
+    assert r.exit_code == 0, r.output
+    assert "still working on slow.md (" in r.stderr, r.stderr
+    assert r.stderr.count("still working on slow.md") == 1

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbase.ingest.parse import parse
-from tests.conftest import examples
+from tests.conftest import examples, shared
 
 
 def test_front_matter_fields():
@@ -211,3 +211,24 @@ def test_containers_nested_past_any_parser_limit_do_not_crash(line):
     except RecursionError:
         return
     assert doc.blocks[-1].end == len(doc.text.rstrip())
+
+
+def test_windowed_parsing_gives_the_same_blocks_as_parsing_whole(monkeypatch):
+    from kbase.ingest import parse as p
+
+    vaults = shared("vaults")
+    files = sorted(vaults.glob("*/**/*.md"))[:400]
+    whole = {f: p.parse(f.read_text(encoding="utf-8", errors="replace"), f.name) for f in files}
+    monkeypatch.setattr(p, "PARSE_WINDOW", 2048)
+    same = cut = 0
+    for f in files:
+        doc = p.parse(f.read_text(encoding="utf-8", errors="replace"), f.name)
+        if doc.diagnostics:  # a list or quote over the window was cut at an item
+            cut += 1
+            assert all(d.kind == "too_large" for d in doc.diagnostics)
+            covered = [(b.start, b.end) for b in doc.blocks]
+            assert covered == sorted(covered)
+            continue
+        assert (doc.blocks, doc.headings) == (whole[f].blocks, whole[f].headings), f
+        same += 1
+    assert same > 350 and cut < 40, (same, cut)

@@ -1,6 +1,8 @@
 """kbase sql: read-only, time-limited, every output format, kbase's SQL functions."""
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -9,6 +11,7 @@ import kbase
 from kbase.cli.app import cli
 from kbase.errors import InputError
 from tests.conftest import kbase_cli
+from tests.helpers import stdio_session, text
 
 
 def kbase_sql(db_path, *args, input=None):
@@ -226,3 +229,104 @@ def test_links_name_their_document_doc_id(run, vault):
         assert "doc_id" in [c["name"] for c in cols] and "source_id" not in [
             c["name"] for c in cols
         ]
+
+
+def _sql(dbp: Path, query: str, *args: str):
+    return CliRunner().invoke(cli, ["--db", str(dbp), "sql", *args, query])
+
+
+def _one_error_line(r, *needles: str) -> None:
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and lines and lines[0].startswith("Error: "), r.output
+    assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("  hint: ")), r.stderr
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    for needle in needles:
+        assert needle in r.stderr, r.stderr
+
+
+LOOP = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n})"
+
+
+@pytest.mark.parametrize(
+    "query, needle",
+    [
+        ("SELECT zeroblob(2000000000)", "a value would pass 64 MB"),
+        ("SELECT length(printf('%.*c', 2000000000, 'x'))", "a value would pass 64 MB"),
+        ("SELECT length(randomblob(1000000000))", "a value would pass 64 MB"),
+        (
+            LOOP.format(n=100) + " SELECT length(group_concat(randomblob(1000000))) FROM g",
+            "a value would pass",
+        ),
+        ("SELECT kbase_embed(printf('%.*c', 5000000, 'x'))", "5,000,000 characters is too long"),
+        ("SELECT kbase_embed(1)", "takes one text argument"),
+        ("SELECT * FROM kbase_search", "kbase_search got no query"),
+        ("SELECT * FROM kbase_search(x'00ff')", "the query must be text"),
+        ("SELECT * FROM kbase_search('tasks', 'keyword', 'many')", "lim must be a number"),
+        ("SELECT * FROM kbase_search('tasks', 'keyword', 1000000000)", "at most 1,000 results"),
+        ("SELECT * FROM kbase_search('tasks', 'nonsense')", "unknown search mode"),
+        (LOOP.format(n=10**12) + " SELECT count(*) FROM g", "time limit"),
+        (LOOP.format(n=40) + " SELECT randomblob(60000000) FROM g", "the result passed 256 MB"),
+        ("SELECT " + "1 + " * 400_000 + "1", "characters long"),
+    ],
+    ids=lambda v: v[:40],
+)
+def test_sql_overruns_are_one_line_within_bounds(kb, query, needle):
+    r = _sql(kb.path, query, "--timeout", "2" if needle == "time limit" else "120")
+    _one_error_line(r, needle)
+
+
+def test_one_long_call_is_stopped_at_the_time_limit(kb):
+    # 40 sorted blobs of 50 MB: a few long steps that a step-counting handler alone let run 20 s
+    # past its limit; and kbase_search fed from every document, a nested search per row.
+    for query in (
+        LOOP.format(n=40)
+        + " SELECT count(*) FROM (SELECT randomblob(50000000) AS b FROM g ORDER BY b)",
+        LOOP.format(n=10**6)
+        + " SELECT count(*) FROM documents AS d, g, kbase_search(d.title || ' ' || g.i) AS k",
+    ):
+        t0 = time.monotonic()
+        r = _sql(kb.path, query, "--timeout", "1")
+        assert time.monotonic() - t0 < 6, query
+        _one_error_line(r, "time limit")
+
+
+def test_kbase_search_fed_from_a_join_column(kb):
+    r = _sql(
+        kb.path,
+        "SELECT d.path, k.path FROM documents AS d,"
+        " kbase_search(d.title, 'keyword', 1) AS k ORDER BY 1",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    import json
+
+    rows = json.loads(r.stdout)
+    assert rows and all(row["path"] for row in rows)
+    r = _sql(
+        kb.path,
+        "SELECT count(*) AS n FROM (SELECT '!!!' AS q) AS t, kbase_search(t.q) AS k",
+        "--json",
+    )
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"n": 0}], r.output  # no words: no rows
+
+
+@pytest.mark.asyncio
+async def test_mcp_sql_errors_are_one_line(kb, tmp_path):
+    async with stdio_session(kb.path) as c:
+        for query, needle in [
+            ("SELECT zeroblob(2000000000)", "a value would pass"),
+            ("SELECT * FROM documents AS d, kbase_search(d.title) AS k", None),
+            ("SELECT length(randomblob(1000000000))", "a value would pass"),
+            ("SELECT kbase_embed(printf('%.*c', 5000000, 'x'))", "too long"),
+        ]:
+            r = await c.call_tool("sql", {"query": query, "timeout": 5})
+            if needle is None:
+                assert not r.is_error, text(r)
+                continue
+            assert r.is_error and needle in text(r), text(r)
+            assert "Error executing tool" not in text(r) and len(text(r).splitlines()) == 1
+        r = await c.call_tool("search", {"query": "tomatoes " * 2000, "mode": "keyword"})
+        assert not r.is_error and "repeated terms counted once" in text(r)
+        assert r.structured_content["notice"] == "query 1,999 repeated terms counted once"
+    log = kb.path.with_suffix(".log").read_text()
+    assert "Traceback" not in log, log[-3000:]

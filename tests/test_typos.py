@@ -158,7 +158,7 @@ def test_a_name_with_a_typo_shows_the_note_from_its_beginning(tmp_path):
             "Other.md": "Nothing here.\n",
         },
     )
-    from tests.test_hostile import WordsEmbedder  # deterministic vectors: about the chunk shown
+    from tests.helpers import WordsEmbedder  # deterministic vectors: about the chunk shown
 
     k = kbase.open(tmp_path / "g.db", embedder=WordsEmbedder())
     k.index([tmp_path / "v"])

@@ -5,6 +5,8 @@
    and the next run converges to exactly what a clean run builds; no worker outlives the run.
 2. A full disk and a read-only index: one clear error naming the file and the fix, the index intact.
 3. Readers during a full re-index (no error, never a half-indexed document); two writers at once.
+4. (first written for issue 27) A read-only folder or mount: searched from the CLI, MCP and the
+   TUI, writers say why not; a first index that fails on a full disk leaves no index.
 
 Hostile files are tests/e2e/test_hostile_files.py's, arbitrary queries test_hostile_queries.py's.
 The measured numbers are printed with a ``[reliability]`` prefix (``pytest -s`` shows them).
@@ -37,10 +39,12 @@ from kbase.store import db
 from tests.conftest import write
 from tests.helpers import (
     KBASE,
+    REPO,
     WORDS,
     as_unprivileged,
     assert_invariants,
     assert_same_index,
+    child_env,
     index_state,
     kbase_cmd,
     make_vault,
@@ -48,6 +52,8 @@ from tests.helpers import (
     one_error,
     report,
     snapshot,
+    stdio_session,
+    text,
 )
 
 SEED = int(os.environ.get("KBASE_RELIABILITY_SEED", "7"))
@@ -682,3 +688,210 @@ def test_two_writers_creating_the_same_new_index_at_once(tmp_path):
                 one_error(err, "another kbase process is already writing")
         assert_invariants(dbp)
         assert index_state(dbp)["documents"] == 5
+
+
+# --- 4. a read-only index and a first run on a full disk, through every face (CLI, MCP, TUI) ---
+def _run(prefix: list[str], dbp: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "kbase", "--db", str(dbp), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(REPO),
+        env={**child_env(), "PYTHONPATH": str(REPO)},
+    )
+
+
+def _assert_reads_and_refuses_writes(prefix: list[str], dbp: Path, why: str) -> None:
+    s = _run(prefix, dbp, "search", "tomatoes", "--json")
+    assert s.returncode == 0, s.stderr
+    import json
+
+    assert [h["path"] for h in json.loads(s.stdout)][:1] == ["Home.md"]
+    notes = [ln for ln in s.stderr.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 1 and "read-only" in notes[0], s.stderr  # said once
+    q = _run(prefix, dbp, "sql", "SELECT count(*) AS n FROM documents", "--json")
+    assert q.returncode == 0 and json.loads(q.stdout) == [{"n": 2}], q.stderr
+    shown = _run(prefix, dbp, "show", "Home.md")
+    assert shown.returncode == 0 and "tomatoes" in shown.stdout, shown.stderr
+    for cmd in (["index"], ["check", "--fix"], ["embed"], ["compact"]):
+        w = _run(prefix, dbp, *cmd)
+        lines = w.stderr.strip().splitlines()
+        assert w.returncode == 1 and lines[0].startswith("Error: ") and why in lines[0], (
+            cmd,
+            w.stderr,
+        )
+        assert len(lines) == 2 and "searching it works as it is" in lines[1], w.stderr
+        assert "Traceback" not in w.stderr
+
+
+def _small_index(tmp_path: Path) -> Path:
+    vault = write(
+        tmp_path / "v",
+        {"Home.md": "# Home\n\nA note about tomatoes.\n", "Other.md": "# Other\n\nbeans\n"},
+    )
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    dbp = folder / "i.db"
+    kbase.open(dbp).index([vault], embed=False)
+    assert not Path(f"{dbp}-wal").exists() and not Path(f"{dbp}-shm").exists()
+    return dbp
+
+
+def test_an_index_in_a_read_only_folder_is_searched_and_writers_say_why_not(tmp_path):
+    prefix = as_unprivileged()
+    dbp = _small_index(tmp_path)
+    before = dbp.read_bytes()
+    dbp.parent.chmod(0o555)
+    try:
+        _assert_reads_and_refuses_writes(prefix, dbp, "read-only")
+    finally:
+        dbp.parent.chmod(0o755)
+    assert dbp.read_bytes() == before
+    assert not Path(f"{dbp}-wal").exists() and not Path(f"{dbp}-shm").exists()
+
+
+@pytest.mark.slow
+def test_an_index_on_a_read_only_mount_is_searched_and_writers_say_why_not(tmp_path):
+    dbp = _small_index(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only bind mount needs root")
+    bind = subprocess.run(["mount", "--bind", str(dbp.parent), str(mnt)], capture_output=True)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bind.stderr.decode()[:200]}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], capture_output=True)
+        assert ro.returncode == 0, ro.stderr
+        _assert_reads_and_refuses_writes([], mnt / "i.db", "read-only file system")
+        import asyncio
+
+        async def over_mcp():
+            log = tmp_path / "mcp.log"
+            async with stdio_session(mnt / "i.db", log) as c:
+                for _ in range(2):
+                    r = await c.call_tool("search", {"query": "tomatoes", "mode": "keyword"})
+                    assert not r.is_error and "Home.md" in text(r), text(r)
+            said = [ln for ln in log.read_text().splitlines() if "read-only" in ln]
+            assert len(said) == 1, log.read_text()  # said once
+
+        asyncio.run(over_mcp())
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_a_read_only_folder_with_changes_still_in_the_wal_is_one_clear_error(tmp_path):
+    prefix = as_unprivileged()
+    dbp = _small_index(tmp_path)
+    from kbase.store import db
+
+    con = db.connect(dbp)  # a writer that stays open keeps the -wal file
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    with con:
+        con.execute("INSERT INTO meta (key, value) VALUES ('x', 'y')")
+    wal = Path(f"{dbp}-wal").read_bytes()
+    con.close()
+    Path(f"{dbp}-wal").write_bytes(wal)  # as a copy taken while a writer was running leaves it
+    Path(f"{dbp}-shm").unlink(missing_ok=True)
+    dbp.parent.chmod(0o555)
+    try:
+        s = _run(prefix, dbp, "search", "tomatoes")
+    finally:
+        dbp.parent.chmod(0o755)
+    lines = s.stderr.strip().splitlines()
+    assert s.returncode == 1 and len(lines) == 2 and "-wal file holds changes" in lines[0], s.stderr
+
+
+@pytest.mark.slow
+def test_a_first_index_that_fails_on_a_full_disk_leaves_no_index(tmp_path):
+    resource = pytest.importorskip("resource")
+    vault = make_vault(tmp_path / "v", 400, seed=7)
+    dbp = tmp_path / "new" / "deeper" / "i.db"
+    limit = 1_500_000  # bytes: the first few hundred notes fit, the rest does not
+
+    def small_files():  # Python ignores SIGXFSZ, so writes past the limit fail with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=small_files,
+        cwd=str(REPO),
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and lines[0].startswith("Error: ") and str(dbp) in lines[0], r.stderr
+    assert len(lines) == 2 and "first run left no index behind" in lines[1], r.stderr
+    assert "intact" not in r.stderr
+    assert not (tmp_path / "new").exists()  # no file, no -wal, no folder made for it
+    r = subprocess.run(  # with room, the same run builds the index
+        [sys.executable, "-m", "kbase", "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(REPO),
+    )
+    assert r.returncode == 0, r.stderr
+    with kbase.open(dbp) as kb:
+        assert kb.status().documents == 400
+
+
+def test_a_first_index_that_fails_after_committing_leaves_no_index(tmp_path, monkeypatch):
+    """The same in process, with a commit after every note: the failure comes after hundreds
+    of committed documents (1,409 of 6,571 were left behind before)."""
+    from kbase.indexer import pipeline
+    from kbase.store import db
+
+    vault = make_vault(tmp_path / "v", 120, seed=8)
+    dbp = tmp_path / "i.db"
+    monkeypatch.setattr(pipeline, "COMMIT_EVERY_SECONDS", 0.0)
+    real = db.connect
+
+    def connect(path, *, readonly=False, create=False):
+        con = real(path, readonly=readonly, create=create)
+        if not readonly:  # room for some notes, not all
+            pages = con.execute("PRAGMA page_count").fetchone()[0]
+            con.execute(f"PRAGMA max_page_count = {pages + 25}")
+        return con
+
+    commits = []
+    real_commit = pipeline._Batches._commit
+
+    def commit(self):
+        commits.append(sum(self.counts.values()))
+        real_commit(self)
+
+    monkeypatch.setattr(db, "connect", connect)
+    monkeypatch.setattr(pipeline._Batches, "_commit", commit)
+    from kbase.errors import DatabaseError
+
+    with pytest.raises(DatabaseError) as e:
+        kbase.open(dbp).index([vault], embed=False)
+    assert "disk full" in e.value.message and "left no index behind" in e.value.hint
+    assert sum(commits) > 20  # it failed after committing many documents ...
+    assert not dbp.exists() and not Path(f"{dbp}-wal").exists()  # ... and left none of them
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_tui_searches_a_read_only_index_and_says_so(tmp_path):
+    from tests.test_tui import make_app, screen_text, type_query
+
+    dbp = _small_index(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only bind mount needs root")
+    if subprocess.run(["mount", "--bind", str(dbp.parent), str(mnt)]).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], check=True)
+        app = make_app(mnt / "i.db")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await type_query(pilot, "tomatoes")
+            text = screen_text(app)
+            assert "Home" in text and "read-only index" in text, text
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -1,7 +1,9 @@
 """Hostile files, end to end through the real command (first written for issue 7): every bad file
 of a corpus (binary, broken encodings, giant lines, deep nesting, ...) is indexed or skipped with a
 one-line reason, the run finishes and its memory stays bounded; files that change between the
-listing and the read."""
+listing and the read. Symlinks out of the vault (issue 27): skipped with one line each unless
+followed, never served by a read (CLI, API, MCP over stdio and HTTP); peak memory per hostile
+file under its ceiling."""
 
 from __future__ import annotations
 
@@ -15,16 +17,23 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import kbase
+from kbase.cli.app import cli
+from kbase.errors import InputError
 from kbase.indexer import pipeline
 from kbase.store import db
 from tests.conftest import write
 from tests.helpers import (
     KBASE,
+    REPO,
     as_unprivileged,
     assert_invariants,
+    http_session,
     report,
+    stdio_session,
+    text,
 )
 
 
@@ -373,3 +382,156 @@ def test_files_that_change_between_listing_and_reading(tmp_path, monkeypatch):
     body = con.execute("SELECT body FROM documents WHERE path = 'racy.md'").fetchone()[0]
     assert body == (vault / "racy.md").read_text()
     assert_invariants(Path(con.filename))
+
+
+@pytest.fixture
+def planted(tmp_path) -> tuple[Path, Path, Path]:
+    """A vault with a symlink to a secret file, one to a secret folder, and links that stay
+    inside; the secrets live next to the vault, outside it."""
+    secret = write(
+        tmp_path / "secret",
+        {"passwd.md": "root:x:0:0:hunter2 secretword\n", "dir/keys.md": "# Keys\n\nsecretword\n"},
+    )
+    vault = write(
+        tmp_path / "vault",
+        {"Home.md": "# Home\n\nA note about tomatoes.\n", "sub/Inner.md": "# Inner\n\nbeans\n"},
+    )
+    (vault / "outside.md").symlink_to(secret / "passwd.md")
+    (vault / "etc").symlink_to(secret / "dir")
+    (vault / "inner-link.md").symlink_to(vault / "sub" / "Inner.md")  # inside: indexed
+    (vault / "subdir-link").symlink_to(vault / "sub")  # inside, but seen already: reported
+    return vault, secret, tmp_path / "i.db"
+
+
+def _paths(kb) -> set[str]:
+    return {p for (p,) in kb.reader.execute("SELECT path FROM documents")}
+
+
+def test_symlinks_out_of_the_vault_are_skipped_with_one_line_each(planted):
+    vault, secret, dbp = planted
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "index", str(vault), "--no-embed"])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stderr.splitlines() if "outside the indexed roots" in ln]
+    assert len(lines) == 2, r.stderr
+    assert any("outside.md" in ln and str(secret / "passwd.md") in ln for ln in lines)
+    assert any(ln.startswith(f"skipped {vault / 'etc'}:") for ln in lines)
+    assert all("--follow-outside" in ln for ln in lines)
+    with kbase.open(dbp) as kb:
+        assert _paths(kb) == {"Home.md", "sub/Inner.md", "inner-link.md"}
+        assert kb.search("secretword", mode="keyword") == []
+
+
+def test_follow_outside_indexes_them_and_is_remembered(planted):
+    vault, _, dbp = planted
+    with kbase.open(dbp) as kb:
+        r = kb.index([vault], embed=False, follow_outside=True)
+        assert not [s for s in r.skipped if "outside" in s[1]]
+        assert {"outside.md", "etc/keys.md"} <= _paths(kb)
+        kb.index([], embed=False)  # a later run of every root follows them still
+        kb.close()
+        assert {"outside.md", "etc/keys.md"} <= _paths(kb)
+        assert "hunter2" in kb.read("outside.md").lines[0]  # opted in: served
+
+
+def test_a_symlink_to_another_indexed_root_is_inside(planted, tmp_path):
+    vault, secret, dbp = planted
+    with kbase.open(dbp) as kb:
+        kb.index([secret, vault], embed=False)
+        rows = set(kb.reader.execute("SELECT r.path, d.path FROM documents d JOIN roots r"))
+    assert (str(vault), "outside.md") in rows and (str(vault), "etc/keys.md") in rows
+
+
+def test_a_symlink_swapped_in_after_the_listing_is_not_read(planted, monkeypatch):
+    from kbase.indexer import pipeline
+
+    vault, secret, dbp = planted
+    real_walk = pipeline.walk
+
+    def walk(*a, **k):  # Home.md becomes a link to the secret right after it is listed
+        for item in real_walk(*a, **k):
+            yield item
+            if getattr(item, "relpath", "") == "Home.md":
+                (vault / "Home.md").unlink()
+                (vault / "Home.md").symlink_to(secret / "passwd.md")
+
+    monkeypatch.setattr(pipeline, "walk", walk)
+    with kbase.open(dbp) as kb:
+        r = kb.index([vault], embed=False)
+        reasons = {Path(p).name: why for p, why in r.skipped}
+        assert "outside the indexed roots" in reasons["Home.md"], reasons
+        assert "Home.md" not in _paths(kb)
+        assert kb.search("hunter2", mode="keyword") == []
+
+
+def _index_holding_a_secret(planted) -> tuple[Path, Path]:
+    """An index that holds outside.md and etc/keys.md (as one made before kbase skipped such
+    links did): indexed with --follow-outside, then the opt-in forgotten."""
+    vault, _, dbp = planted
+    with kbase.open(dbp) as kb:
+        kb.index([vault], embed=False, follow_outside=True)
+    from kbase.store import db
+
+    con = db.connect(dbp)
+    with con:
+        con.execute("DELETE FROM meta WHERE key LIKE 'follow_outside:%'")
+    con.close()
+    return vault, dbp
+
+
+def test_the_read_path_never_serves_a_file_outside_the_roots(planted):
+    vault, dbp = _index_holding_a_secret(planted)
+    with kbase.open(dbp) as kb:
+        assert "outside.md" in _paths(kb)  # the index holds it ...
+        for call in (
+            lambda: kb.read("outside.md"),
+            lambda: kb.read("etc/keys.md", 1, 2),
+            lambda: kb.document_at("outside.md"),
+            lambda: kb.region("outside.md:1"),
+        ):
+            with pytest.raises(InputError, match="outside the indexed roots"):
+                call()  # ... but reading it is refused
+        assert kb.read("Home.md").lines[0] == "# Home"
+        assert kb.search("secretword", mode="keyword") == []  # no snippet of it either
+        assert kb.search("hunter2", mode="keyword") == []
+        assert [h.path for h in kb.search("tomatoes", mode="keyword")] == ["Home.md"]
+    r = CliRunner().invoke(cli, ["--db", str(dbp), "show", "outside.md"])
+    assert r.exit_code == 1 and "hunter2" not in r.output and "outside the indexed" in r.stderr
+    with kbase.open(dbp) as kb:  # the next index run drops what it holds from outside
+        kb.index([vault], embed=False)
+        assert not {"outside.md", "etc/keys.md"} & _paths(kb)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_mcp_read_and_resources_refuse_a_file_outside_the_roots(planted, transport):
+    _, dbp = _index_holding_a_secret(planted)
+    session = stdio_session if transport == "stdio" else http_session
+    async with session(dbp) as c:
+        for note in ("outside.md", "etc/keys.md", str(planted[0] / "outside.md")):
+            r = await c.call_tool("read", {"note": note})
+            assert r.is_error and "outside the indexed roots" in text(r), text(r)
+            assert "hunter2" not in text(r) and "secretword" not in text(r)
+        for uri in ("kbase://note/outside.md", "kbase://note/etc/keys.md"):
+            with pytest.raises(Exception) as e:
+                await c.read_resource(uri)
+            assert "outside the indexed roots" in str(e.value) and "hunter2" not in str(e.value)
+        ok = await c.call_tool("read", {"note": "Home.md"})
+        assert not ok.is_error and "tomatoes" in text(ok)
+
+
+@pytest.mark.slow
+def test_peak_memory_per_hostile_file_stays_under_the_ceiling(tmp_path):
+    """The four files of the issue, each indexed alone by the real CLI: peak memory (kbase and
+    its workers) within the documented ceiling (README: 100 MB plus 16 times the file's size),
+    where they took 1.87 GB, 1.09 GB and half a minute before."""
+    from bench import hostile as bench
+
+    monkey_out = tmp_path / "hostile"
+    bench.HOSTILE = monkey_out
+    files = bench.generate()
+    for name in ("table-20000x50.md", "callouts-2000-nested.md", "frontmatter-300000-lines.md"):
+        m = bench.run_one(REPO, files[name], tmp_path)
+        size = files[name].stat().st_size / 2**20
+        assert m["rc"] == 0, m
+        assert m["peak_mb"] < 100 + 16 * size, (name, m)
