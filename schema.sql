@@ -271,11 +271,14 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 );
 
 -- kbase writes a chunk's chunks_fts row itself, with the values of chunks_fts_content (a trigger
--- through the view cost six times as much). The triggers below remove it again: whatever removes
+-- through the view cost six times as much), and removes a document's rows itself when it rewrites
+-- or deletes it (the view's body reads the whole text for each chunk: a long note's chunks took
+-- minutes); rows it did not remove, the triggers below remove: whatever removes
 -- or rewrites a document removes its chunks first, while the old body and aliases are still there
 -- for FTS5's 'delete' command; a writer inserts a document's aliases before its chunks.
 
-CREATE TRIGGER chunks_before_delete BEFORE DELETE ON chunks BEGIN
+CREATE TRIGGER chunks_before_delete BEFORE DELETE ON chunks
+WHEN EXISTS (SELECT 1 FROM chunks_fts_docsize WHERE id = old.id) BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
     SELECT 'delete', id, title, headings, body FROM chunks_fts_content WHERE id = old.id;
 END;
