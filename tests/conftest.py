@@ -167,3 +167,36 @@ def moved(run, vault, tmp_path):
     assert run("index", "--no-embed", vault).exit_code == 0
     shutil.move(vault, tmp_path / "elsewhere")
     return vault
+
+
+SAMPLES = ("pdfs", "py-pdf-sample-files")  # PDFs of the shared material
+
+
+@pytest.fixture
+def pdfs(tmp_path, db_path):
+    """pdflatex-4-pages.pdf, an encrypted PDF and a text file called .pdf, indexed."""
+    import kbase
+
+    vault = write(tmp_path / "v", {"fake.pdf": "not a pdf", "Reading.md": "# Reading\n\nx\n"})
+    for folder, name in [
+        ("004-pdflatex-4-pages", "pdflatex-4-pages.pdf"),
+        ("005-libreoffice-writer-password", "libreoffice-writer-password.pdf"),
+    ]:
+        shutil.copy(shared(*SAMPLES, folder, name), vault / name)
+    with kbase.open(db_path) as kb:
+        report = kb.index([vault], embed=False)
+    assert sorted(p.rsplit("/", 1)[-1] for p, _ in report.skipped) == [
+        "fake.pdf",
+        "libreoffice-writer-password.pdf",
+    ]
+    return vault
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    """Every KB the CLI opens embeds with a counting stand-in (no model load)."""
+    from tests.test_watch import CountingEmbedder
+
+    embedder = CountingEmbedder()
+    monkeypatch.setattr("kbase.embed.catalog.for_index", lambda fingerprint=None: embedder)
+    return embedder

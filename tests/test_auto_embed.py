@@ -5,20 +5,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import kbase
 from kbase.records import EmbedReport
 from kbase.store import db
-from tests.test_watch import CountingEmbedder
-
-
-@pytest.fixture
-def fake_model(monkeypatch):
-    """Every KB the CLI opens embeds with a counting stand-in (no model load)."""
-    embedder = CountingEmbedder()
-    monkeypatch.setattr("kbase.embed.catalog.for_index", lambda fingerprint=None: embedder)
-    return embedder
 
 
 def embedded(db_path) -> int:

@@ -462,3 +462,39 @@ def test_search_limit_is_checked_once_with_one_bound_and_one_exit_code(run, inde
             kb.search("water", limit=bad)
     assert run("search", "water", "-n", MAX_SEARCH_LIMIT).exit_code == 0
     assert run("search", "water", "-n", "x").exit_code == 2  # not a number: a usage error
+
+
+def test_skips_are_told_when_keyword_search_is_ready_before_embedding(
+    tmp_path, db_path, fake_model
+):
+    vault = write(
+        tmp_path / "v",
+        {"fake.pdf": "not a pdf", **{f"n{i}.md": f"# Note {i}\n\nwords {i}\n" for i in range(5)}},
+    )
+    events: list[str] = []
+
+    def ready(report):
+        events.append("ready: " + ", ".join(r for _, r in report.skipped))
+
+    with kbase.open(db_path) as kb:
+        report = kb.index(
+            [vault],
+            embed=True,
+            on_keyword_ready=ready,
+            embed_progress=lambda d, t: events.append("embed"),
+        )
+    assert events[0] == "ready: not a PDF (no %PDF- header)" and "embed" in events[1:]
+    assert report.embedding is not None and fake_model.embedded >= 5
+
+    (vault / "other.pdf").write_text("not one either", encoding="utf-8")
+    (vault / "n9.md").write_text("# Note 9\n\nnew words\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--db", str(db_path), "index", str(vault)])
+    assert res.exit_code == 0, res.output
+    err = res.stderr.splitlines()
+    skip = next(
+        i for i, line in enumerate(err) if line.startswith("skipped ") and "other.pdf" in line
+    )
+    ready_line = next(i for i, line in enumerate(err) if line.startswith("keyword search is ready"))
+    assert skip < ready_line, err  # told before embedding starts, not after it ends
+    assert sum("other.pdf" in line for line in err) == 1  # once, not again at the end
+    assert "indexed in" in res.stdout

@@ -7,6 +7,7 @@ import re
 import click
 import pytest
 
+import kbase
 from kbase.cli.app import cli
 from tests.conftest import REPO
 
@@ -133,3 +134,30 @@ def test_every_link_points_at_a_file_and_heading_that_exist(page):
             if fragment not in anchors(file.read_text(encoding="utf-8")):
                 broken.append(f"{target}: no heading #{fragment} in {file.relative_to(REPO)}")
     assert not broken, broken
+
+
+def test_the_readme_mcp_table_names_each_tools_arguments_as_they_are(db_path):
+    import asyncio
+    import re
+
+    from kbase.mcp.backend import Backend
+    from kbase.mcp.server import build_server
+    from tests.conftest import REPO
+
+    kbase.open(db_path).close()
+    tools = asyncio.run(build_server(Backend(db_path)).list_tools())
+    readme = (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(\w+)` \| ([^|]*(?:\\\|[^|]*)*) \|", readme, re.M)
+    }
+    assert {t.name for t in tools} <= set(rows)
+    for tool in tools:
+        props = tool.input_schema.get("properties", {})
+        required = set(tool.input_schema.get("required", []))
+        args = rows[tool.name]
+        for name in props:
+            if name == "budget":  # said once, in the table's heading
+                continue
+            want = f"**`{name}`**" if name in required else f"`{name}`"
+            assert want in args, f"docs/mcp.md's `{tool.name}` row does not name {want}: {args}"

@@ -205,3 +205,28 @@ def test_structured_content_no_larger_on_real_vaults(tmp_path, vault):
         kb.index([shared("vaults", vault)], embed=False)
         notes = [p for (p,) in kb.sql("SELECT path FROM notes ORDER BY path").rows]
     assert len(notes) > 80 and _over(db, notes) == []
+
+
+def test_mcp_sql_counts_every_row_it_left_out(tmp_path, db_path):
+    from kbase.mcp import tools
+
+    vault = write(
+        tmp_path / "big",
+        {f"n{i:03}.md": f"# Note {i}\n\n" + "word " * 60 + "\n" for i in range(300)},
+    )
+    with kbase.open(db_path) as kb:
+        kb.index([vault], embed=False)
+        total = kb.sql("SELECT count(*) FROM chunk_texts").rows[0][0]
+        assert total >= 300
+        reply = tools.sql(kb, "SELECT * FROM chunk_texts", max_rows=250, budget=2_000)
+        shown = len(reply.structured.rows)
+        assert 0 < shown < 250  # the budget cut the page of 250 rows asked for
+        assert reply.structured.next_offset == shown
+        left = f"{total - shown:,} more rows left out to keep within the 2,000-token budget"
+        assert reply.structured.left_out.startswith(left), reply.structured.left_out
+        assert left in reply.text
+        # A query that cannot be counted again (a ';' in it) says "at least".
+        reply = tools.sql(kb, "SELECT *, ';' FROM chunk_texts", max_rows=250, budget=2_000)
+        assert reply.structured.left_out.startswith(
+            f"at least {250 - shown + 1} more rows left out"
+        )

@@ -673,3 +673,42 @@ def test_check_finds_pages_that_do_not_cut_the_text(pkb, db_path):
         con.execute("UPDATE pages SET start_char = start_char + 1 WHERE page = 2")
     problems = pkb.check().problems
     assert [(p.kind, p.count, p.fixable) for p in problems] == [("pages", 1, False)]
+
+
+def test_show_takes_a_pasted_link_to_a_pdf_page(pdfs, db_path):
+    plain = kbase_cli(db_path, "show", "pdflatex-4-pages.pdf#page=3")
+    assert plain.exit_code == 0 and plain.output.strip()
+    for link in (
+        "[[pdflatex-4-pages.pdf#page=3]]",
+        "![[pdflatex-4-pages.pdf#page=3]]",
+        "[[pdflatex-4-pages.pdf#page=3|the third page]]",
+    ):
+        res = kbase_cli(db_path, "show", link)
+        assert res.exit_code == 0, res.output
+        assert res.output == plain.output
+    res = kbase_cli(db_path, "show", "[[pdflatex-4-pages.pdf#page=9]]")
+    assert res.exit_code == 1 and "has pages 1-4, not 9" in res.output
+
+
+def test_show_says_a_skipped_file_was_skipped_and_why(pdfs, db_path):
+    for name in (
+        "libreoffice-writer-password.pdf",
+        "libreoffice-writer-password",
+        "[[libreoffice-writer-password.pdf]]",
+        str(pdfs / "libreoffice-writer-password.pdf"),
+    ):
+        res = kbase_cli(db_path, "show", name)
+        assert res.exit_code == 1
+        lines = res.output.strip().splitlines()
+        assert lines[0] == (
+            "Error: libreoffice-writer-password.pdf is not in the index: kbase index skipped it:"
+            " encrypted; cannot read (it needs a password)"
+        ), res.output
+        assert (
+            len(lines) == 2 and "hint: kbase index reads it again once the file changes" in lines[1]
+        )
+        assert "did you mean" not in res.output
+    res = kbase_cli(db_path, "links", "fake.pdf")
+    assert res.exit_code == 1 and "kbase index skipped it: not a PDF" in res.output
+    res = kbase_cli(db_path, "show", "nothing-like-it.pdf")  # an unknown name is still unknown
+    assert res.exit_code == 1 and "no indexed document matches" in res.output

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 import kbase
 from kbase.cli.app import cli
 from kbase.errors import InputError
+from kbase.sqlapi import ReadOnlyViolation
 from tests.conftest import kbase_cli
 from tests.helpers import stdio_session, text
 
@@ -330,3 +331,24 @@ async def test_mcp_sql_errors_are_one_line(kb, tmp_path):
         assert r.structured_content["notice"] == "query 1,999 repeated terms counted once"
     log = kb.path.with_suffix(".log").read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM notes",
+        "INSERT INTO notes(path) VALUES ('x')",
+        "UPDATE notes SET path = 'x'",
+        "DELETE FROM kbase_search",
+        "DELETE FROM documents",  # a table: the authorizer's refusal, as before
+    ],
+)
+def test_every_write_on_a_view_gets_the_read_only_message(pdfs, db_path, sql):
+    with kbase.open(db_path) as kb:
+        with pytest.raises(ReadOnlyViolation, match=r"^kbase sql is read-only; refused: "):
+            kb.sql(sql)
+        assert kb.sql("SELECT count(*) FROM notes").rows == [(2,)]  # nothing was changed
+    res = kbase_cli(db_path, "sql", sql)
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: kbase sql is read-only; refused: {sql}\n")
+    assert "because it is a view" not in res.output
