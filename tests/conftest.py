@@ -195,7 +195,7 @@ def pdfs(tmp_path, db_path):
 @pytest.fixture
 def fake_model(monkeypatch):
     """Every KB the CLI opens embeds with a counting stand-in (no model load)."""
-    from tests.test_watch import CountingEmbedder
+    from tests.helpers import CountingEmbedder
 
     embedder = CountingEmbedder()
     monkeypatch.setattr("kbase.embed.catalog.for_index", lambda fingerprint=None: embedder)

@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from kbase.embed.embedder import pack
 from kbase.errors import DatabaseError
 from kbase.store import db
 from tests.conftest import bump_mtime, write
@@ -384,6 +385,25 @@ class WordsEmbedder:
             norm = sum(x * x for x in v) ** 0.5 or 1.0
             out.append(pack([x / norm for x in v]))
         return out
+
+    def embed_query(self, text):
+        return self.embed_batch([text])[0]
+
+
+class CountingEmbedder:
+    """Deterministic vectors; remembers how many texts it embedded."""
+
+    model_id, dimension, max_tokens, batch_size = "fake", 384, 256, 8
+    fingerprint = '{"model": "fake-for-watch-tests"}'
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    def embed_batch(self, texts):
+        self.embedded += len(texts)
+        return [
+            pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts
+        ]
 
     def embed_query(self, text):
         return self.embed_batch([text])[0]

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kbase.ingest import pdf
 from kbase.ingest.chunk import (
     _TOKEN_RUN,
     OVERSIZED,
@@ -15,6 +16,7 @@ from kbase.ingest.chunk import (
 )
 from kbase.ingest.parse import parse
 from tests.conftest import examples, shared
+from tests.pdfgen import make_pdf
 
 WORDS = WordCounter()
 PROTECTED_BLOCKS = ("code", "table", "math", "html")
@@ -434,3 +436,21 @@ def test_nested_callouts_and_long_lines_chunk_within_the_budget():
     _assert_chunks_exact(doc, chunking)
     assert max(c.tokens for c in chunking.chunks) <= 200
     assert chunking.chunks[0].start == 0 and chunking.chunks[-1].end == len(text.rstrip())
+
+
+def test_a_chunk_ends_at_a_page_break():
+    sentence = "The committee reviewed the proposal and asked for more data on costs. "
+    pages = [f"Page {i} heading\n" + sentence * 12 for i in range(1, 6)]
+    text = pdf.extract(make_pdf(pages))
+    doc = pdf.document(text.text, text.pages, "report.pdf", pdf.info_record(text))
+    chunks = chunk(doc, WordCounter(), ChunkSettings(max_tokens=200))
+    starts = [a for a, _ in text.pages]
+
+    def page(offset):
+        return sum(1 for s in starts if s <= offset)
+
+    assert chunks.chunks
+    for c in chunks.chunks:
+        assert page(c.start) == page(c.end - 1), "a chunk never spans two pages"
+    # without the page breaks the same text would be cut elsewhere: pages are what decides
+    assert {page(c.start) for c in chunks.chunks} == {1, 2, 3, 4, 5}

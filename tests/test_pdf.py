@@ -137,24 +137,6 @@ def test_the_shared_sample_pdfs_extract_or_fail_with_a_reason():
 # --- chunks and pages ---------------------------------------------------------------------
 
 
-def test_a_chunk_ends_at_a_page_break():
-    sentence = "The committee reviewed the proposal and asked for more data on costs. "
-    pages = [f"Page {i} heading\n" + sentence * 12 for i in range(1, 6)]
-    text = pdf.extract(make_pdf(pages))
-    doc = pdf.document(text.text, text.pages, "report.pdf", pdf.info_record(text))
-    chunks = chunking.chunk(doc, chunking.WordCounter(), chunking.ChunkSettings(max_tokens=200))
-    starts = [a for a, _ in text.pages]
-
-    def page(offset):
-        return sum(1 for s in starts if s <= offset)
-
-    assert chunks.chunks
-    for c in chunks.chunks:
-        assert page(c.start) == page(c.end - 1), "a chunk never spans two pages"
-    # without the page breaks the same text would be cut elsewhere: pages are what decides
-    assert {page(c.start) for c in chunks.chunks} == {1, 2, 3, 4, 5}
-
-
 def test_each_short_page_is_a_chunk_of_its_own_and_hits_name_it(db_path, tmp_path):
     write(tmp_path / "v", {"slides.pdf": make_pdf(["Intro slide", "Agenda slide", "Kumquat"])})
     k = kbase.open(db_path)

@@ -14,31 +14,12 @@ from pathlib import Path
 import pytest
 
 import kbase
-from kbase.embed.embedder import pack
 from kbase.store import db
 from kbase.watch import WatchBatch, watch
 from tests.conftest import write
+from tests.helpers import CountingEmbedder
 
 WAIT = 30.0  # seconds a change may take to reach the index on a loaded machine (typically < 1)
-
-
-class CountingEmbedder:
-    """Deterministic vectors; remembers how many texts it embedded."""
-
-    model_id, dimension, max_tokens, batch_size = "fake", 384, 256, 8
-    fingerprint = '{"model": "fake-for-watch-tests"}'
-
-    def __init__(self) -> None:
-        self.embedded = 0
-
-    def embed_batch(self, texts):
-        self.embedded += len(texts)
-        return [
-            pack([((hash(t) >> (i % 32)) & 7) / 7.0 for i in range(self.dimension)]) for t in texts
-        ]
-
-    def embed_query(self, text):
-        return self.embed_batch([text])[0]
 
 
 class Watcher:
