@@ -1,8 +1,6 @@
 import csv
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -291,33 +289,6 @@ def test_env_var_selects_the_index(tmp_path, vault, monkeypatch):
     monkeypatch.setenv("KBASE_DB", str(tmp_path / "env.db"))
     assert CliRunner().invoke(cli, ["index", "--no-embed", str(vault)]).exit_code == 0
     assert (tmp_path / "env.db").exists()
-
-
-def test_python_dash_m_and_light_imports(tmp_path, vault):
-    """`python -m kbase` works, and keyword search does not import the heavy parts."""
-    db = tmp_path / "m.db"
-    subprocess.run(
-        [sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True
-    )
-    code = (
-        "import sys; from kbase.cli.app import cli\n"
-        f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
-        "except SystemExit: pass\n"
-        "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', "
-        "'fastembed', 'onnxruntime', 'textual') if m in sys.modules)\n"
-        "print('HEAVY', heavy)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert "Garden.md" in out
-    assert out.strip().endswith("HEAVY []")
-    # Nor does re-checking an unchanged folder: nothing to parse, so no parser is loaded.
-    code = code.replace("'search', 'tomatoes'", f"'index', '-q', '--no-embed', {str(vault)!r}")
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip().endswith("HEAVY []"), out
 
 
 def test_chunks_command(run, vault):

@@ -1,7 +1,11 @@
 """What a command imports as it starts: `--version` neither click nor the engine, `--help` the
-commands only, a keyword search no vector search nor model."""
+commands only, a keyword search (and a re-check of an unchanged folder) no vector search, model
+nor parser. tests/test_keyword_imports.py reads a keyword search's imports with -X importtime."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import kbase
 
@@ -63,3 +67,30 @@ def test_a_keyword_search_imports_no_vector_search_nor_the_model(tmp_path, vault
         "rich",
     }
     assert not loaded & unneeded, loaded & unneeded
+
+
+def test_python_dash_m_and_light_imports(tmp_path, vault):
+    """`python -m kbase` works, and keyword search does not import the heavy parts."""
+    db = tmp_path / "m.db"
+    subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", db, "index", "-q", "--no-embed", vault], check=True
+    )
+    code = (
+        "import sys; from kbase.cli.app import cli\n"
+        f"try: cli(['--db', {str(db)!r}, 'search', 'tomatoes'])\n"
+        "except SystemExit: pass\n"
+        "heavy = sorted(m for m in ('yaml', 'markdown_it', 'rich', 'charset_normalizer', "
+        "'fastembed', 'onnxruntime', 'textual') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Garden.md" in out
+    assert out.strip().endswith("HEAVY []")
+    # Nor does re-checking an unchanged folder: nothing to parse, so no parser is loaded.
+    code = code.replace("'search', 'tomatoes'", f"'index', '-q', '--no-embed', {str(vault)!r}")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().endswith("HEAVY []"), out
