@@ -499,3 +499,23 @@ def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "still working on slow.md (" in r.stderr, r.stderr
     assert r.stderr.count("still working on slow.md") == 1
+
+
+def test_two_copies_of_a_moved_file_one_takes_the_move_the_other_is_new(tmp_path):
+    """The copy that looks like a rename but whose twin took the move is parsed after all (a note
+    and a PDF alike)."""
+    from tests.pdfgen import make_pdf
+
+    vault = write(tmp_path / "v", {"a.md": "# A\n\nTomatoes grow in the sun.\n"})
+    (vault / "p.pdf").write_bytes(make_pdf(["Page one about cucumbers " * 5]))
+    kb = kbase.open(tmp_path / "i.db")
+    kb.index([vault], embed=False)
+    (vault / "a.md").rename(vault / "b.md")
+    shutil.copy(vault / "b.md", vault / "c.md")
+    (vault / "p.pdf").rename(vault / "q.pdf")
+    shutil.copy(vault / "q.pdf", vault / "r.pdf")
+    report = kb.index([vault], embed=False)
+    assert (report.renamed, report.new, report.removed, report.skipped) == (2, 2, 0, [])
+    assert sorted(h.path for h in kb.search("tomatoes", mode="keyword")) == ["b.md", "c.md"]
+    assert sorted(h.path for h in kb.search("cucumbers", mode="keyword")) == ["q.pdf", "r.pdf"]
+    kb.close()
