@@ -689,6 +689,12 @@ def _prepared(
             for c, old, r, p, job in window
             if p and job is None
         ]
+        # The bytes of a file being parsed are the job's alone from here: kept in the window too,
+        # a 68 MB canvas's stayed in the writer until it was written.
+        window = [
+            (c, old, (r[0], r[1], None) if p and job is None else r, p, job)
+            for c, old, r, p, job in window
+        ]
         if pool is not None and jobs:
             results = pool.map(
                 prepare_item, jobs, chunksize=CHUNKSIZE
