@@ -804,4 +804,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as bench.eval, not as __main__: the candidate lists it caches are pickled with their
+    # class's module name, and bench.loco (its own __main__) must find Lists there.
+    from bench.eval import main as _main
+
+    sys.exit(_main())
