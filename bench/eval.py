@@ -402,15 +402,17 @@ def summarise(per_query: list[dict[str, float]]) -> dict:
 class Lists:
     """One query's raw candidate lists, as hybrid search receives them: (doc_id, chunk_id,
     score, matched, match, explain) per document, best first; ``reads``: whether the index's
-    model reads the query (hybrid search fuses the semantic list only then)."""
+    model reads enough of the query for hybrid search to fuse the semantic list; ``share``: how
+    much of it it reads (kbase.search.fusion.reading weighs the list by it)."""
 
     text: str  # the query as searched (after kbase's spelling correction)
     keyword: list[tuple]
     semantic: list[tuple]
     reads: bool = True
-    # The semantic list hybrid search fuses: the notes whose passage the model reads (None in
-    # lists cached before kbase.search.hybrid.read_passages: ``semantic`` if ``reads``)
+    # The semantic list hybrid search fused at 7885b08-fd2bff0 (kbase.search.hybrid.read_passages:
+    # the notes whose passage the model reads); None since: ``semantic`` if ``reads``
     fused_semantic: list[tuple] | None = None
+    share: float = 1.0
 
     def fused(self) -> list[tuple]:
         if self.fused_semantic is not None:
@@ -425,39 +427,31 @@ def raw_lists(kb: kbase.KB, text: str, corrected: str | None) -> Lists:
     from kbase.search import hybrid
     from kbase.search.keyword import keyword_ranked
     from kbase.search.query import parse_query
-    from kbase.search.semantic import semantic_ranked
 
     searched = corrected or text
     con = kb.reader
     vector = b""
     if kb.coverage()[0]:
         vector = kb.query_vector(parse_query(searched).text)
-    read = reader(kb.embedder)
-    fused = None
-    if hasattr(hybrid, "read_passages"):
+    if hasattr(hybrid, "read_share"):
         kw, sem = hybrid.candidates(con, searched, vector, DEPTH, cache=kb.vector_cache, reads=None)
-        if not vector:
-            sem = []
-        fused = sem if read is None else hybrid.read_passages(con, sem, read)
-    elif hasattr(hybrid, "candidates"):
+        share = hybrid.read_share(searched, reader(kb.embedder))
+        understood = bool(vector) and share >= hybrid.PARAMS.min_read
+        return Lists(searched, _rows(kw), _rows(sem) if vector else [], understood, None, share)
+    if hasattr(hybrid, "candidates"):  # 7327339 and before
         kw, sem = hybrid.candidates(
             con, searched, vector, DEPTH, cache=kb.vector_cache, semantic_reads=bool(vector)
         )
     else:  # before the fusion's constants became kbase.search.fusion.FusionParams
+        from kbase.search.semantic import semantic_ranked
+
         kw = keyword_ranked(con, searched, LIST_DEPTH, fill_to=DEPTH)
         sem = semantic_ranked(con, vector, LIST_DEPTH, cache=kb.vector_cache) if vector else []
+    return Lists(searched, _rows(kw), _rows(sem), bool(vector))
 
-    def rows(ranked: list) -> list[tuple]:
-        return [(r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain) for r in ranked]
 
-    understood = bool(vector) and (read is None or read(parse_query(searched).text))
-    return Lists(
-        searched,
-        rows(kw),
-        rows(sem),
-        understood,
-        None if fused is None else rows(fused) if understood else [],
-    )
+def _rows(ranked: list) -> list[tuple]:
+    return [(r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain) for r in ranked]
 
 
 def naive_rrf(lists: Lists) -> list[int]:

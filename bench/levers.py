@@ -38,7 +38,7 @@ def make_lists(only: list[str]) -> None:
 
     import kbase
     from bench import eval as ev
-    from kbase.embed.embedder import reader, reads
+    from kbase.embed.embedder import reader
     from kbase.search import hybrid, spell
     from kbase.search.fusion import params_for
     from kbase.search.query import bound_query, parse_query
@@ -68,7 +68,7 @@ def make_lists(only: list[str]) -> None:
                 c = spell.correct(con, text)
             text = c.text if c else text
             meaning = parse_query(text).text
-            can = reads(emb, meaning)
+            can = hybrid.read_share(text, reader(emb)) >= params.min_read
             with con:
                 kw, sem = hybrid.candidates(
                     con, text, emb.embed_query(meaning), 10, params=params,

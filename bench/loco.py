@@ -113,13 +113,13 @@ def settings(grid: dict[str, tuple]) -> list[dict]:
 def evaluate(scored: list[Scored], grid: dict[str, tuple]) -> dict:
     """Every collection under every setting, and its references (keyword, semantic, naive RRF,
     the shipped constants)."""
-    from kbase.search.fusion import fuse
+    from kbase.search.fusion import fuse, reading
 
     def fused(params):
         def order(lists: ev.Lists) -> list[int]:
             kw = _ranked(lists.keyword)
             sem = _ranked(lists.fused())
-            return [f.key for f in fuse(kw, sem, params)]
+            return [f.key for f in fuse(kw, sem, reading(params, lists.share))]
 
         return order
 

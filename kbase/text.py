@@ -20,12 +20,12 @@ MAX_NAME_CHARS = 4096
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 
-def mostly_latin(text: str) -> bool:
-    """Whether at least half of ``text``'s letters are Latin (true of a text without letters):
-    what an English embedding model reads. A Thai or Chinese question that names one English
-    term ("stateกับpropsต่างกันอย่างไร", "Rust有没有三元运算符") is not, nor is a Japanese
-    passage about `String`: the model's nearest chunks for them are noise."""
-    return 2 * len(_LATIN.findall(text)) >= sum(ch.isalpha() for ch in text)
+def latin_share(text: str) -> float:
+    """The share of ``text``'s letters that are Latin (1 for a text without letters): how much of
+    it an English embedding model reads. A Thai or Chinese question that names one English term
+    ("stateกับpropsต่างกันอย่างไร": 0.43, "Rust有没有三元运算符": 0.33) is mostly not."""
+    letters = sum(ch.isalpha() for ch in text)
+    return len(_LATIN.findall(text)) / letters if letters else 1.0
 
 
 def line_starts(text: str) -> list[int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kbase.paths import data_dir
-from kbase.text import mostly_latin
+from kbase.text import latin_share
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
 MODEL_NAME = "all-MiniLM-L6-v2"  # what --model takes (kbase.embed.catalog)
@@ -221,20 +221,14 @@ def default_embedder() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-def reader(embedder: Embedder) -> Callable[[str], bool] | None:
-    """What the model reads: None for a multilingual model (``languages`` ("*",)) that reads
-    every text; for an English one kbase.text.mostly_latin, a text most of whose letters are
-    Latin (its nearest chunks for a Chinese query, or its vectors of Chinese passages, are noise
-    that would push keyword hits down in a fusion: 3 of 8 translations ranked first,
-    BENCHMARKS.md)."""
-    return None if "*" in getattr(embedder, "languages", ("en",)) else mostly_latin
-
-
-def reads(embedder: Embedder, text: str) -> bool:
-    """Whether the model understands ``text`` well enough for its nearest chunks to mean
-    something (``reader``)."""
-    read = reader(embedder)
-    return read is None or read(text)
+def reader(embedder: Embedder) -> Callable[[str], float] | None:
+    """How much of a text the model reads: None for a multilingual model (``languages`` ("*",))
+    that reads every text; for an English one the share of the text's letters that are Latin
+    (kbase.text.latin_share). Its nearest chunks for a Chinese query are noise that would push
+    keyword hits down in a fusion (3 of 8 translations ranked first, BENCHMARKS.md): hybrid
+    search fuses its list only for a query it reads most of, weighed by the share it reads
+    (kbase.search.fusion.FusionParams.min_read, ``reading``)."""
+    return None if "*" in getattr(embedder, "languages", ("en",)) else latin_share
 
 
 def pack(vector: Sequence[float]) -> bytes:

@@ -24,7 +24,7 @@ PREFIX = "fastembed:"
 INSTALL_HINT = 'pip install "kbase[fastembed]"'
 # Model families trained with an instruction before each text: (query, passage).
 PREFIXES = {"e5": ("query: ", "passage: ")}
-# Names that read about every language (kbase.embed.embedder.reads).
+# Names that read about every language (kbase.embed.embedder.reader).
 MULTILINGUAL_HINTS = ("multilingual", "bge-m3", "labse", "xlm", "-zh", "jina-embeddings-v3")
 
 

@@ -9,12 +9,12 @@ import apsw
 from kbase.embed.nearest import VectorCache
 from kbase.records import Hit
 from kbase.search.filters import Filters
-from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning
+from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, reading
 from kbase.search.hits import Ranked, hit
 from kbase.search.keyword import BM25_WEIGHTS, keyword_ranked
 from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
-from kbase.text import mostly_latin
+from kbase.text import latin_share
 
 
 def hybrid_search(
@@ -26,7 +26,7 @@ def hybrid_search(
     filters: Filters = Filters(),
     params: FusionParams = PARAMS,
     cache: VectorCache | None = None,
-    reads: Callable[[str], bool] | None = mostly_latin,
+    reads: Callable[[str], float] | None = latin_share,
 ) -> list[Hit]:
     """The keyword and semantic candidates (``candidates``) fused (kbase.search.fusion.fuse,
     with ``params``), the first ``limit`` of them as hits. Semantic hits below the similarity
@@ -35,11 +35,12 @@ def hybrid_search(
     with the most query words), highlighted with the query's words; ``explain`` gives each
     list's rank, raw and normalised score and contribution.
 
-    ``reads``: what the index's model reads (kbase.embed.embedder.reader; None: every text):
-    the semantic list is left out for a query it does not read, and its notes whose passage it
-    does not read are left out of it (see ``candidates``).
+    ``reads``: how much of a text the index's model reads (kbase.embed.embedder.reader; None:
+    all of every text): the semantic list is left out for a query it reads less than
+    ``params.min_read`` of, and weighs by the share it reads (fusion.reading).
     """
     kw, sem = candidates(con, text, query_vector, limit, filters, params, cache, reads)
+    params = reading(params, read_share(text, reads))
     fused = fuse(kw, sem, params)
     by_list = {"keyword": {r.doc_id: r for r in kw}, "semantic": {r.doc_id: r for r in sem}}
     highlight = parse_query(text).to_fts(match_any=True) or None
@@ -76,37 +77,25 @@ def candidates(
     filters: Filters = Filters(),
     params: FusionParams = PARAMS,
     cache: VectorCache | None = None,
-    reads: Callable[[str], bool] | None = mostly_latin,
+    reads: Callable[[str], float] | None = latin_share,
 ) -> tuple[list[Ranked], list[Ranked]]:
     """The two lists hybrid search fuses, ``max(limit, params.depth)`` deep: keyword_ranked's
     (its "some words" pass when fewer than ``params.depth`` notes hold every word, whatever the
-    limit) and semantic_ranked's (empty when the model does not read the query; see
-    hybrid_search), before the similarity floor. What an evaluation caches to fuse again."""
+    limit) and semantic_ranked's (empty when the model reads less than ``params.min_read`` of
+    the query; see hybrid_search), before the similarity floor. What an evaluation caches to
+    fuse again."""
     n = max(limit, params.depth)
     kw = keyword_ranked(con, text, n, filters, fill_to=params.depth)
     sem: list[Ranked] = []
-    if reads is None or reads(parse_query(text).text):
+    if read_share(text, reads) >= params.min_read:
         sem = semantic_ranked(con, query_vector, n, filters, cache)
-        if reads is not None:
-            sem = read_passages(con, sem, reads)
     return kw, sem
 
 
-def read_passages(
-    con: apsw.Connection, ranked: list[Ranked], reads: Callable[[str], bool]
-) -> list[Ranked]:
-    """The semantic candidates whose passage the model reads: an English model's nearest
-    Japanese or Thai passages for an English-looking query are noise, not meaning (blind
-    rust-book-ja, react-docs-th: default below keyword alone while they were fused)."""
-    if not ranked:
-        return ranked
-    marks = ",".join("?" * len(ranked))
-    texts = dict(
-        con.execute(
-            f"SELECT id, text FROM chunk_texts WHERE id IN ({marks})", [r.chunk_id for r in ranked]
-        ).fetchall()
-    )
-    return [r for r in ranked if reads(texts.get(r.chunk_id, ""))]
+def read_share(text: str, reads: Callable[[str], float] | None) -> float:
+    """The share of the query's words (not its operators) the model reads: 1 when ``reads`` is
+    None (a multilingual model)."""
+    return 1.0 if reads is None else reads(parse_query(text).text)
 
 
 def passage_chunks(
