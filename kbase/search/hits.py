@@ -115,6 +115,10 @@ def hit(
     # The snippet starts at the passage (sentence, line) that holds the most of the query's words.
     focus = snippets.best_passage(text, ranges)
     snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=markdown, focus=focus)
+    if markdown and not snippet.strip() and text.strip():
+        # All of the passage renders to nothing (an HTML comment, a bare image or tag): show its
+        # source rather than an empty line (rust-book-ja keeps the English original in comments).
+        snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=False, focus=focus)
     page, card = segment_at(con, doc_id, kind, start + anchor)
     root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root
