@@ -20,6 +20,7 @@ from kbase.store import db
 
 if TYPE_CHECKING:
     from kbase.embed.embedder import Embedder
+    from kbase.embed.nearest import VectorCache
     from kbase.embed.switch import Models
     from kbase.embed.vectors import EmbedProgress
     from kbase.handoff import Server
@@ -70,14 +71,16 @@ class KB:
     ) -> None:
         """``cache_vectors``: keep the vectors in memory for fast repeated semantic queries (a
         long-lived process); one-shot commands pass False and query sqlite-vec directly."""
-        from kbase.embed.nearest import VectorCache
-
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self._reader: apsw.Connection | None = None
         self._sql_ready = False  # kbase_embed() and kbase_search() registered on the reader
         self._embedder = embedder
         self._explicit_embedder = embedder is not None  # else: the index's own model
-        self.vector_cache = VectorCache() if cache_vectors else None
+        self.vector_cache: VectorCache | None = None
+        if cache_vectors:
+            from kbase.embed.nearest import VectorCache
+
+            self.vector_cache = VectorCache()
         self.search_timeout = SEARCH_TIMEOUT  # seconds, for each search
         # A one-shot process (the CLI): hand hybrid and semantic searches to a running kbase that
         # serves this index (``serve_searches``; kbase.handoff), searching here when none does.

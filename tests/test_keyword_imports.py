@@ -12,10 +12,13 @@ from tests.conftest import write
 
 REPO = Path(__file__).parents[1]
 
-# Libraries a keyword search must not load (the model and its tools, the terminal UI and MCP
-# faces, Markdown and YAML parsers, encoding detection) and kbase's own modules for embedding,
-# parsing and writing.
+# Libraries a keyword search must not load (click and the commands, the model and its tools, the
+# terminal UI and MCP faces, Markdown and YAML parsers, encoding detection) and kbase's own
+# modules for embedding, parsing and writing.
 NOT_FOR_KEYWORD = (
+    "click",  # kbase.cli.quick reads a plain search without it, and the command definitions:
+    "kbase.cli.app",
+    "kbase.cli.notes",
     "numpy",
     "onnxruntime",
     "tokenizers",

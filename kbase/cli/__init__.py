@@ -3,8 +3,9 @@ commands (``indexing``, ``notes``, ``admin``), their renderers (``render``) and 
 (``progress``).
 
 ``main`` is the ``kbase`` executable. It imports only what the command line asks for: ``kbase
---version`` answers before click or any of kbase is imported, and each command imports its
-own parts of the engine when it runs (``python -X importtime -m kbase ...`` shows what).
+--version`` answers before click or any of kbase is imported, a plain ``kbase search`` runs
+without click (kbase.cli.quick), and each command imports its own parts of the engine when it
+runs (``python -X importtime -m kbase ...`` shows what).
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ def main() -> None:
 
         sys.stdout.write(f"kbase, version {__version__}\n")
         return
+    if "search" in sys.argv[1:4]:  # (after --db FILE at most)
+        from kbase.cli import quick
+
+        code = quick.main(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
     from kbase.cli.app import cli
 
     cli(prog_name="kbase")

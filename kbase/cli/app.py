@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 import click
 
 from kbase import __version__
+from kbase.cli.common import dumps as dumps  # (the commands' JSON; and below, theirs too)
+from kbase.cli.common import error_lines, index_path, open_index, printable
+from kbase.cli.common import use_color as use_color
 from kbase.errors import KbaseError
 
 if TYPE_CHECKING:
@@ -19,18 +22,6 @@ if TYPE_CHECKING:
 # What every listing can print (``--format``); kbase.cli.render renders them. Commands import
 # the engine and the renderers when they run, so that --help and --version import neither.
 FORMATS = ("table", "json", "jsonl", "csv")
-
-
-def dumps(value, **options) -> str:
-    """JSON text. JSON escapes C0 controls itself; DEL and the C1 controls (U+0080-U+009F: a
-    terminal may read U+009B as CSI) are escaped too, so no terminal control reaches a
-    terminal through --json either."""
-    import json
-    import re
-
-    return re.sub(
-        r"[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, **options)
-    )
 
 
 # Every command, and the module:function that defines it. This is the one place a command is
@@ -84,9 +75,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KbaseError as e:
-            click.echo(printable(f"Error: {e.message}"), err=True)  # it may name a file
-            if e.hint:
-                click.echo(printable(f"  hint: {e.hint}", lines=True), err=True)
+            for line in error_lines(e):
+                click.echo(line, err=True)
             ctx.exit(1)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -100,12 +90,7 @@ def open_kb(ctx: click.Context) -> KB:
     """The command's index, opened once and closed when the command ends."""
     root = ctx.find_root()
     if "kb" not in root.obj:
-        from kbase.api import KB
-
-        # one query per process: sqlite-vec answers it
-        kb = KB(index_file(ctx), cache_vectors=False)
-        kb.hand_off = True  # a hybrid search goes to a running kbase watch/mcp/browse, if any
-        kb.on_notice = lambda message: click.echo(printable(f"note: {message}"), err=True)
+        kb = open_index(index_file(ctx), click.echo)
         root.obj["kb"] = kb
         root.call_on_close(kb.close)
     return root.obj["kb"]
@@ -134,13 +119,6 @@ def output_options(*formats: str):
 
 
 format_options = output_options(*FORMATS)  # lists of results: table, json, jsonl, csv
-
-
-def use_color() -> bool:
-    """Colour on a terminal, unless NO_COLOR is set (no-color.org)."""
-    import os
-
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def terminal_width() -> int | None:
@@ -176,17 +154,6 @@ def index_file(ctx: click.Context) -> Path:
     if "db" not in root.obj:
         root.obj["db"] = index_path(root.params.get("db"))
     return root.obj["db"]
-
-
-def index_path(db: Path | None) -> Path:
-    """The index a command opens: ``db`` (--db or KBASE_DB, which click reads), else the config
-    file's ``index``, else kbase's default (``$XDG_DATA_HOME/kbase/index.db``)."""
-    if db is not None:
-        return db
-    from kbase.config import load_user
-    from kbase.paths import default_db_path
-
-    return load_user().index or default_db_path()
 
 
 def complete_note(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
@@ -384,14 +351,6 @@ def chunk_options(f):
         help="Chunk budget in model tokens (default {default}).",
     )(f)
     return f
-
-
-def printable(text: str, **options) -> str:
-    """``kbase.text.printable`` (what comes from a file, made fit to print), imported when first
-    used: --help imports no module of the engine."""
-    from kbase.text import printable as fit_to_print
-
-    return fit_to_print(text, **options)
 
 
 path_option = click.option(

@@ -22,6 +22,7 @@ from kbase.cli.app import (
     search_options,
     use_color,
 )
+from kbase.cli.common import none_found
 
 
 class _Search(click.Command):
@@ -133,40 +134,23 @@ def search(
 ):
     """Search the index. QUERY: words, "phrases", prefix*, -excluded, a OR b, and Obsidian's
     operators path:x, file:x, tag:#x (-tag:x leaves out; operators alone list the notes)."""
-    from kbase.cli.render import render_hits
+    from kbase.cli import quick
 
     kb = open_kb(ctx)
-    hits = kb.search(
-        " ".join(query),
+    hits = quick.find(
+        kb,
+        click.echo,
+        query=query,
         mode=mode,
+        no_correct=no_correct,
         limit=limit,
-        path=path_glob,
+        path_glob=path_glob,
+        exclude=exclude,
         tags=tags,
         since=since,
         until=until,
-        exclude=exclude,
-        correct=not no_correct,
+        fmt=fmt,
     )
-    if hits.notice:  # what of the query was left out (repeated terms, terms past the maximum)
-        click.echo(printable(f"note: {hits.notice}"), err=True)
-    if hits.corrected and fmt == "table":
-        typed = ", ".join(f'"{w}"' for w, _ in hits.corrections)
-        click.echo(
-            printable(
-                f'showing results for "{hits.corrected}" (no note holds {typed};'
-                " --no-correct searches as typed)"
-            ),
-            err=True,
-        )
-    if hits and (mode or kb.default_mode()) != "keyword":
-        embedded, chunks = kb.coverage()
-        if embedded < chunks:
-            click.echo(
-                f"note: semantic results cover {embedded:,} of {chunks:,} chunks"
-                f" ({100 * embedded // chunks}%);"
-                " the rest are still to be embedded (kbase embed)",
-                err=True,
-            )
     if open_n is not None:
         if open_n > len(hits):
             from kbase.errors import InputError
@@ -180,10 +164,16 @@ def search(
         hit = hits[open_n - 1]
         open_in_editor(ctx, hit.abspath, hit.line, missing=not os.path.exists(hit.abspath))
         return
-    if hits or fmt != "table":
-        click.echo(render_hits(hits, fmt, use_color(), explain=explain))
-    else:
-        click.echo(_none(kb, "No matches", path_glob, tags), err=True)
+    quick.show(
+        kb,
+        click.echo,
+        hits,
+        fmt=fmt,
+        color=use_color(),
+        explain=explain,
+        path_glob=path_glob,
+        tags=tags,
+    )
 
 
 def _links_command(name: str, doc: str, show: str):
@@ -238,7 +228,7 @@ def unresolved(ctx, anchors, path_glob, exclude, tags, fmt):
         click.echo(render_links(found, fmt, use_color(), "both"))
     else:
         none = "No unresolved links" if not anchors else "No broken anchors"
-        click.echo(_none(kb, none, path_glob, tags), err=True)
+        click.echo(none_found(kb, none, path_glob, tags), err=True)
 
 
 @click.command()
@@ -252,13 +242,7 @@ def orphans(ctx, path_glob, exclude, tags, fmt):
 
     kb = open_kb(ctx)
     found = kb.orphans(path=path_glob, exclude=exclude, tags=tags)
-    _echo_notes(render_notes, found, fmt, empty=_none(kb, "No orphans", path_glob, tags))
-
-
-def _none(kb, none: str, path: str | None, tags) -> str:
-    """``none`` ("No orphans"), and why when --path or --tag keeps no note at all (a typo)."""
-    why = kb.filters_that_keep_nothing(path=path, tags=tags) if path or tags else []
-    return printable(f"{none}: {'; '.join(why)}." if why else f"{none}.")
+    _echo_notes(render_notes, found, fmt, empty=none_found(kb, "No orphans", path_glob, tags))
 
 
 def _echo_notes(render, notes, fmt: str, empty: str, **options) -> None:

@@ -9,8 +9,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-import click
-
+from kbase.cli.common import dumps, style
 from kbase.records import HIT_FIELDS, Hit
 from kbase.text import excerpt, location, printable
 
@@ -23,8 +22,6 @@ def render_records(records: Sequence[dict], fmt: str, fields: Sequence[str]) -> 
     keeps its line breaks (quoted) but no other control character (see ``printable``)."""
     import csv
     import io
-
-    from kbase.cli.app import dumps
 
     if fmt == "json":
         return dumps(list(records), ensure_ascii=False, indent=2)
@@ -67,21 +64,21 @@ def render_hits(hits: Sequence[Hit], fmt: str, color: bool, explain: bool = Fals
     width = len(str(len(hits)))
     for i, h in enumerate(hits, 1):
         loc = printable(location(h.path, h.line, h.page, h.card))
-        title = click.style(printable(h.title), bold=True) if color else printable(h.title)
+        title = style(printable(h.title), bold=True) if color else printable(h.title)
         state = " [missing]" if h.missing else " [changed on disk]" if h.stale else ""
-        flag = click.style(state, fg="yellow") if color and state else state
+        flag = style(state, fg="yellow") if color and state else state
         head = (
-            f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
+            f"{i:>{width}}. {title}  {style(loc, fg='cyan') if color else loc}"
             f"  {score_text(h)}{flag}"
         )
         out.append(head)
         if h.heading_path:
             heading = printable(h.heading_path)
-            out.append(" " * (width + 2) + (click.style(heading, dim=True) if color else heading))
+            out.append(" " * (width + 2) + (style(heading, dim=True) if color else heading))
         out.append(" " * (width + 2) + highlight(h.snippet, h.highlights, color))
         if explain and h.explain:
             line = " " * (width + 2) + explain_text(h.explain)
-            out.append(click.style(line, dim=True) if color else line)
+            out.append(style(line, dim=True) if color else line)
     return "\n".join(out)
 
 
@@ -133,7 +130,7 @@ def highlight(text: str, ranges: Iterable[tuple[int, int]], color: bool) -> str:
     parts, pos = [], 0
     for a, b in ranges:
         parts.append(printable(text[pos:a]))
-        parts.append(click.style(printable(text[a:b]), fg="yellow", bold=True))
+        parts.append(style(printable(text[a:b]), fg="yellow", bold=True))
         pos = b
     parts.append(printable(text[pos:]))
     return "".join(parts)
@@ -203,12 +200,12 @@ def render_chunks(text: str, chunks, diagnostics, fmt: str, color: bool) -> str:
             f"{c.seq:>4} {f'{c.line}-{c.end_line}':>11} {f'{c.start}-{c.end}':>15} {c.tokens:>6}  "
             f"{c.kind:<6} {printable(c.heading_path)}{flag}"
         )
-        out.append(click.style(row, fg="yellow") if color and flag else row)
+        out.append(style(row, fg="yellow") if color and flag else row)
         first = (
             text[c.start : c.end].strip().splitlines()[0] if text[c.start : c.end].strip() else ""
         )
         first = printable(excerpt(first, (0, 0), 90))
-        out.append(" " * 6 + (click.style(first, dim=True) if color else first))
+        out.append(" " * 6 + (style(first, dim=True) if color else first))
     for d in diagnostics:
         out.append(printable(f"diagnostic: {d.kind} at offsets {d.start}-{d.end}: {d.detail}"))
     return "\n".join(out)
@@ -378,7 +375,7 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
                 )
         head = printable(head)
         if color:
-            head = click.style(head, fg="cyan" if lk.target_path or show == "source" else "red")
+            head = style(head, fg="cyan" if lk.target_path or show == "source" else "red")
         out.append(head)
         out.append("     " + printable(excerpt(lk.context, lk.context_span, LINK_CONTEXT_WIDTH)))
     return "\n".join(out)
@@ -423,11 +420,9 @@ def render_related(result, fmt: str, color: bool) -> str:
             if on
         )
         loc = printable(location(rec["path"], rec["line"], rec["page"], rec["card"]))
-        title = (
-            click.style(printable(rec["title"]), bold=True) if color else printable(rec["title"])
-        )
+        title = style(printable(rec["title"]), bold=True) if color else printable(rec["title"])
         out.append(
-            f"{i:>{width}}. {title}  {click.style(loc, fg='cyan') if color else loc}"
+            f"{i:>{width}}. {title}  {style(loc, fg='cyan') if color else loc}"
             f"  {rec['score']:.2f}{marks}"
         )
         out.append(" " * (width + 2) + printable(rec["snippet"]))
