@@ -416,7 +416,9 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def limit(notes: int, rounds: int, work: Path, only: list[str] | None) -> dict:
+def limit(
+    notes: int, rounds: int, work: Path, only: list[str] | None, base: str | None = None
+) -> dict:
     """Every way of running the model (see the module's doc), alternating; then the pipeline."""
 
     import numpy as np
@@ -493,14 +495,24 @@ def limit(notes: int, rounds: int, work: Path, only: list[str] | None) -> dict:
     if only:
         configs = {k: f for k, f in configs.items() if any(o in k for o in only)}
     reference, _ = graph_run(int8_file, 1, 8, "job", level="all")()  # today's vectors
-    # kbase's own pipeline, as processes on the same chunks
-    env = dict(os.environ)
+    # kbase's own pipeline, as processes on the same chunks, with a bytecode cache as an
+    # installed kbase has (this machine sets PYTHONDONTWRITEBYTECODE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(REPO / "bench" / "out" / "pycache")
 
-    def kbase_embed():
-        target = work / "limit-embed.db"
-        shutil_copy(base_db, target)
-        subprocess.run([*KBASE, "--db", str(target), "embed", "-q"], check=True, env=env)
-        return stored_vectors(target, texts), None
+    def kbase_embed(code: Path = REPO):
+        def run():
+            target = work / "limit-embed.db"
+            shutil_copy(base_db, target)
+            subprocess.run(
+                [*KBASE, "--db", str(target), "embed", "-q"],
+                check=True,
+                env={**env, "PYTHONPATH": str(code)},
+                cwd=code,
+            )
+            return stored_vectors(target, texts), None
+
+        return run
 
     def kbase_index():
         target = work / "limit-index.db"
@@ -511,9 +523,24 @@ def limit(notes: int, rounds: int, work: Path, only: list[str] | None) -> dict:
         )
         return stored_vectors(target, texts), None
 
-    configs["kbase embed (process: the keyword-only index)"] = kbase_embed
+    configs["kbase embed (process: the keyword-only index)"] = kbase_embed()
+    if base:  # the same, as committed at ``base``
+        from bench.common import export_revision
+
+        code = export_revision(base, work / "base", "kbase", "schema.sql")
+        configs[f"kbase embed at {base} (process: the keyword-only index)"] = kbase_embed(code)
     configs["kbase index (process: the vault from nothing, with embedding)"] = kbase_index
     model.embed_batch(texts[:8])  # the derived graph built, caches warm
+    warm = work / "warm-vault"
+    warm.mkdir()
+    (warm / "warm.md").write_text("# Warm up\n\nFills the bytecode cache.\n")
+    for code in dict.fromkeys([REPO, work / "base" if base else REPO]):
+        subprocess.run(
+            [*KBASE, "--db", str(work / f"warm-{code.name}.db"), "index", "-q", str(warm)],
+            check=True,
+            env={**env, "PYTHONPATH": str(code)},
+            cwd=code,
+        )
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in configs}
     cosines: dict[str, float] = {}
     padding: dict[str, float | None] = {}
@@ -632,6 +659,7 @@ def main() -> None:
     ap.add_argument(
         "--only", action="append", help="limit: only the rows whose name has this (repeatable)"
     )
+    ap.add_argument("--base", help="limit: also time `kbase embed` as committed at this revision")
     ap.add_argument("--json", type=Path, default=REPO / "bench" / "out" / "embedding.json")
     a = ap.parse_args()
     parts = a.parts.split(",")
@@ -641,7 +669,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if "limit" in parts:
-            results["limit"] = limit(a.notes, a.rounds, work, a.only)
+            results["limit"] = limit(a.notes, a.rounds, work, a.only, a.base)
             print_limit(results["limit"])
         if "throughput" in parts:
             results["throughput"] = throughput(a.chunks, work)

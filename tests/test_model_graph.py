@@ -87,6 +87,55 @@ def test_a_batch_that_fails_fails_the_call():
         embedder.run_sorted([Enc()] * 5, 1, 2, run)
 
 
+def test_a_stream_of_steps_gives_each_steps_vectors_in_order(model):
+    texts = REFERENCE["texts"] * 2 + ["a longer text about write-ahead logs " * 9, "b"]
+    steps = [texts[:3], texts[3:4], [], texts[4:]]
+    two = embedder.MiniLMEmbedder(threads=2, batch_size=2)
+    streamed = list(two.embed_stream(iter(steps)))
+    assert [len(s) for s in streamed] == [len(s) for s in steps]
+    # bit for bit what a call a step gives: the same batches, only queued ahead
+    assert [v for s in streamed for v in s] == two.embed_batch(texts)
+
+
+def test_a_stream_closed_early_drops_the_steps_queued_ahead():
+    import threading
+
+    class Enc:
+        attention_mask = [1]
+
+    ran: list[int] = []
+    never = threading.Event()
+
+    def run(part):
+        if len(ran) >= 4:  # past the first step: each batch takes a while
+            never.wait(1)
+        ran.append(len(part))
+        return [_Row()] * len(part)
+
+    stream = embedder.stream_sorted(
+        iter([[1] * 4] * 50), lambda texts: [Enc()] * len(texts), 1, 2, run, ahead=3
+    )
+    assert next(stream) == [b"v"] * 4
+    stream.close()  # three steps (12 batches) were queued: the two running end, no other starts
+    assert 4 <= len(ran) <= 8
+
+
+class _Row:
+    def tobytes(self) -> bytes:
+        return b"v"
+
+
+def test_a_failing_batch_in_a_stream_fails_it():
+    class Enc:
+        attention_mask = [1]
+
+    def run(part):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        list(embedder.stream_sorted(iter([["a", "b"]] * 3), lambda t: [Enc()] * len(t), 1, 2, run))
+
+
 @pytest.mark.slow
 def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("KBASE_MODEL_CACHE", str(tmp_path / "cache"))

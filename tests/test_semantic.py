@@ -238,6 +238,56 @@ def test_embedding_goes_newest_note_first_in_steps(tmp_path, monkeypatch):
     assert rest.remaining == 0 and k.coverage() == (6, 6) and len(model.seen) == 6
 
 
+class StreamingModel(RecordingModel):
+    """Embeds as the real models do in bulk: the next steps already queued while one is stored."""
+
+    fingerprint = '{"model": "streaming"}'
+    threads = 2
+
+    def embed_stream(self, steps):
+        class Enc:
+            def __init__(self, text):
+                self.text, self.attention_mask = text, [1] * len(text)
+
+        def run(part):
+            self.seen += [e.text for e in part]
+            return [_Bytes(v) for v in OtherModel.embed_batch(self, [e.text for e in part])]
+
+        return embedder.stream_sorted(
+            steps, lambda texts: [Enc(t) for t in texts], 1, 2, run, ahead=2
+        )
+
+
+class _Bytes(bytes):
+    def tobytes(self) -> bytes:
+        return bytes(self)
+
+
+def test_steps_queued_ahead_embed_every_chunk_once_across_windows(tmp_path, monkeypatch):
+    monkeypatch.setattr(vectors, "WINDOW", 3)  # the next window is read while one is in flight
+    v = write(tmp_path / "v", {f"n{i}.md": f"# Note {i}\n\nText of note {i}.\n" for i in range(8)})
+    model = StreamingModel()
+    k = kbase.KB(tmp_path / "w.db", embedder=model)
+    k.index([v], embed=False)
+    report = vectors.embed_missing(kbase.store.db.connect(k.path), model, batch=1)
+    assert report.embedded == 8 and report.remaining == 0 and k.coverage() == (8, 8)
+    assert len(model.seen) == len(set(model.seen)) == 8  # none twice
+    stored = dict(k.reader.execute("SELECT rowid, embedding FROM chunks_vec").fetchall())
+    inputs = dict(vectors_inputs(k))
+    assert all(stored[i] == OtherModel.embed_batch(model, [t])[0] for i, t in inputs.items())
+
+
+def vectors_inputs(k):
+    from kbase.ingest.embed_text import embed_input
+
+    rows = k.reader.execute(
+        "SELECT c.id, d.title, c.heading_path,"
+        " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+        " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+    ).fetchall()
+    return [(i, embed_input(t, h, x)) for i, t, h, x in rows]
+
+
 def test_embed_step_yields_to_another_writer(tmp_path, vault, model):
     k = kbase.KB(tmp_path / "b.db", embedder=model)
     k.index([vault], embed=False)

@@ -26,7 +26,7 @@ import json
 import os
 import struct
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kbase.errors import KbaseError, ModelUnavailable
@@ -676,6 +676,21 @@ class E5Embedder:
         enc = self.tokenizer.encode_batch([PASSAGE_PREFIX + well_formed(t) for t in texts])
         session = self._session(bulk=True)
         return run_sorted(enc, self.batch_size, self.threads, lambda part: pooled(session, part))
+
+    def embed_stream(self, steps: Iterable[Sequence[str]]) -> Iterator[list[bytes]]:
+        """As MiniLMEmbedder's: each step's vectors, the next step already queued."""
+        from kbase.embed.embedder import stream_sorted, well_formed
+
+        session = self._session(bulk=True)
+        return stream_sorted(
+            steps,
+            lambda texts: self.tokenizer.encode_batch(
+                [PASSAGE_PREFIX + well_formed(t) for t in texts]
+            ),
+            self.batch_size,
+            self.threads,
+            lambda part: pooled(session, part),
+        )
 
     def embed_query(self, text: str) -> bytes:
         from types import SimpleNamespace

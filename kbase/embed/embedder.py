@@ -12,7 +12,7 @@ import functools
 import json
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -138,6 +138,18 @@ class MiniLMEmbedder:
             encodings, self.batch_size, self.threads, lambda part: _vectors(session, part)
         )
 
+    def embed_stream(self, steps: Iterable[Sequence[str]]) -> Iterator[list[bytes]]:
+        """``embed_batch`` of each step in turn, the next step queued for the cores while the
+        caller stores this one's vectors (``stream_sorted``)."""
+        session = self._session(bulk=True)
+        return stream_sorted(
+            steps,
+            lambda texts: self.tokenizer.encode_batch([well_formed(t) for t in texts]),
+            self.batch_size,
+            self.threads,
+            lambda part: _vectors(session, part),
+        )
+
     def embed_query(self, text: str) -> bytes:
         return _vectors(self._query_session(), self.tokenizer.encode_batch([well_formed(text)]))[
             0
@@ -167,25 +179,89 @@ def run_sorted(encodings, batch_size: int, threads: int, run) -> list[bytes]:
     batch (``run(encodings) -> rows``) on a single-threaded session: onnxruntime gives up the
     GIL while it computes, so each core works on a batch of its own (one run over both cores
     waited at every operator for the other: 6 % more CPU a chunk, BENCHMARKS.md, issue 36)."""
-    lengths = [sum(e.attention_mask) for e in encodings]
-    order = sorted(range(len(encodings)), key=lengths.__getitem__)
-    parts = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    out: list[bytes] = [b""] * len(encodings)
-
-    def one(part: list[int]) -> None:
-        for i, vec in zip(part, run([encodings[i] for i in part])):
-            out[i] = vec.tobytes()
-
+    parts = _sorted_parts(encodings, batch_size)
     if threads <= 1 or len(parts) <= 1:
+        out: list[bytes] = [b""] * len(encodings)
         for part in parts:
-            one(part)
+            for i, vec in zip(part, run([encodings[i] for i in part])):
+                out[i] = vec.tobytes()
         return out
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(min(threads, len(parts)), thread_name_prefix="kbase-embed") as pool:
-        for _ in pool.map(one, parts):  # (re-raises a batch's error)
-            pass
-    return out
+        return _submit_sorted(pool, encodings, parts, run).result()
+
+
+def _sorted_parts(encodings, batch_size: int) -> list[list[int]]:
+    lengths = [sum(e.attention_mask) for e in encodings]
+    order = sorted(range(len(encodings)), key=lengths.__getitem__)
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _submit_sorted(pool, encodings, parts: list[list[int]], run):
+    """A future of ``run_sorted``'s answer, its batches queued on ``pool`` (after whatever is
+    queued there already: the cores go on from one call's batches to the next's). Cancelled,
+    its batches not yet started are skipped."""
+    import threading
+    from concurrent.futures import Future, InvalidStateError
+
+    done: Future = Future()
+    out: list[bytes] = [b""] * len(encodings)
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def finish(result=None, error: BaseException | None = None) -> None:
+        with lock:
+            try:
+                done.set_exception(error) if error is not None else done.set_result(result)
+            except InvalidStateError:  # cancelled meanwhile, or failed already
+                pass
+
+    def one(part: list[int]) -> None:
+        if done.done():  # cancelled, or another batch failed
+            return
+        try:
+            for i, vec in zip(part, run([encodings[i] for i in part])):
+                out[i] = vec.tobytes()
+        except BaseException as e:  # raised by ``result()`` in the caller's thread
+            finish(error=e)
+            return
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            finish(out)
+
+    if not parts:
+        done.set_result(out)
+    for part in parts:
+        pool.submit(one, part)
+    return done
+
+
+def stream_sorted(steps, tokenize, batch_size: int, threads: int, run, ahead: int = 1):
+    """``run_sorted`` over a stream of steps (lists of texts): the vectors of each step, in
+    order, while the next ``ahead`` steps are already queued for the model threads, so the
+    cores never wait for the caller to store a step's vectors or fetch the next texts, nor for
+    the longest batch of a step to end. ``tokenize(texts) -> encodings``. Closed early (the
+    caller stopped, or an error), the queued batches are dropped."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="kbase-embed")
+    pending: deque = deque()
+    try:
+        for texts in steps:
+            enc = tokenize(texts)
+            pending.append(_submit_sorted(pool, enc, _sorted_parts(enc, batch_size), run))
+            if len(pending) > ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _vectors(session, encodings):

@@ -364,56 +364,81 @@ def _fill(
     total = con.execute(f"SELECT count(*) FROM chunks AS c WHERE {target.missing}").fetchone()[0]
     if limit is not None:
         total = min(total, limit)
-    done = reused = 0
+    done = reused = handed = 0
     t0 = time.perf_counter()
     embed_seconds = 0.0
     if progress:
         progress(0, total)
     stopped = False
-    while done < total and not stopped:
-        ids = [
-            r
-            for (r,) in con.execute(
-                "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
-                f" WHERE {target.missing}"
-                " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?",
-                (min(WINDOW, total - done),),
-            )
-        ]
-        if not ids:
-            break
-        rows = con.execute(
-            "SELECT c.id, c.embed_hash, c.tokens, d.title, c.heading_path,"
-            " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-            " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
-            f" WHERE c.id IN ({','.join('?' * len(ids))})",
-            ids,
-        ).fetchall()
-        copies: dict[int, bytes] = {}
-        todo = []
-        for chunk_id, ehash, tokens, title, heading_path, text in rows:
-            copy = con.execute(target.copy, (ehash,)).fetchone()
-            if copy:
-                copies[chunk_id] = copy[0]
-            else:
-                todo.append((tokens, chunk_id, embed_input(title, heading_path, text)))
-        if copies:
-            target.store(con, copies)
-            reused += len(copies)
-            done += len(copies)
-        todo.sort()  # by length (the chunk's tokens; the context adds at most ~32)
-        for start in range(0, len(todo), step):
-            if should_stop is not None and should_stop():
-                stopped = True
-                break
-            part = todo[start : start + step]
-            t1 = time.perf_counter()
-            vectors = embedder.embed_batch([text for _, _, text in part])
+    # chunks handed to the model whose vectors are not stored yet (the next step is queued
+    # before this one is stored): the next window leaves them out
+    in_flight: set[int] = set()
+
+    def steps():
+        """The steps to embed, a window at a time; the window's copies are stored on the way."""
+        nonlocal stopped, handed, reused, done
+        while handed < total:
+            want = min(WINDOW, total - handed)
+            ids = [
+                r
+                for (r,) in con.execute(
+                    "SELECT c.id FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+                    f" WHERE {target.missing}"
+                    " ORDER BY d.mtime_ns DESC, c.doc_id, c.seq LIMIT ?",
+                    (want + len(in_flight),),
+                )
+                if r not in in_flight
+            ][:want]
+            if not ids:
+                return
+            rows = con.execute(
+                "SELECT c.id, c.embed_hash, c.tokens, d.title, c.heading_path,"
+                " substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+                " FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id"
+                f" WHERE c.id IN ({','.join('?' * len(ids))})",
+                ids,
+            ).fetchall()
+            copies: dict[int, bytes] = {}
+            todo = []
+            for chunk_id, ehash, tokens, title, heading_path, text in rows:
+                copy = con.execute(target.copy, (ehash,)).fetchone()
+                if copy:
+                    copies[chunk_id] = copy[0]
+                else:
+                    todo.append((tokens, chunk_id, embed_input(title, heading_path, text)))
+            if copies:
+                target.store(con, copies)
+                reused += len(copies)
+                done += len(copies)
+            handed += len(ids)
+            todo.sort()  # by length (the chunk's tokens; the context adds at most ~32)
+            for start in range(0, len(todo), step):
+                if should_stop is not None and should_stop():
+                    stopped = True
+                    return
+                part = todo[start : start + step]
+                parts.append(part)
+                in_flight.update(chunk_id for _, chunk_id, _ in part)
+                yield [text for _, _, text in part]
+
+    parts: list = []  # the steps handed out and not stored yet, in order
+    stream = getattr(embedder, "embed_stream", None)
+    results = stream(steps()) if stream is not None else (embedder.embed_batch(t) for t in steps())
+    try:
+        t1 = time.perf_counter()
+        for vectors in results:
+            part = parts.pop(0)
             embed_seconds += time.perf_counter() - t1
             target.store(con, {chunk_id: vec for (_, chunk_id, _), vec in zip(part, vectors)})
+            in_flight.difference_update(chunk_id for _, chunk_id, _ in part)
             done += len(part)
             if progress:
                 progress(done, total)
+            t1 = time.perf_counter()
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # an interruption: the steps in flight are dropped
     from kbase.records import EmbedReport  # (a search reads this module's tables, not reports)
 
     return EmbedReport(
