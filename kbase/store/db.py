@@ -29,9 +29,8 @@ SQLITE_READONLY_DIRECTORY = 1544  # extended result code: the folder forbids cre
 
 def schema_sql() -> str:
     """The DDL of a new index: ``schema.sql`` from the installed package, else from the checkout."""
-    from importlib import resources  # only to create an index (its import costs 5 ms)
-
-    packaged = resources.files("kbase").joinpath("schema.sql")
+    # (beside this package's files, as a wheel installs it: importlib.resources cost 15 ms)
+    packaged = Path(__file__).resolve().parents[1] / "schema.sql"
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
     # Editable installs and source checkouts: the file lives at the repository root.
@@ -194,6 +193,10 @@ def _open(
             con.execute("PRAGMA locking_mode = EXCLUSIVE")
         con.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         con.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+        if not readonly:
+            # Before anything is written: creating a new index made SQLite wait for the disk
+            # three times (FULL), a third of a small vault's fresh index (BENCHMARKS.md, issue 36)
+            con.execute("PRAGMA synchronous = NORMAL")
         _load_sqlite_vec(con)
         con.create_scalar_function(
             "kbase_cjk_pairs", _cjk_pairs, 1, deterministic=True, flags=apsw.SQLITE_INNOCUOUS
@@ -294,10 +297,8 @@ def _prepare(con: apsw.Connection, path: Path, readonly: bool, immutable: bool =
     con.execute("PRAGMA temp_store = MEMORY")
     if readonly:
         con.execute("PRAGMA query_only = ON")
-    else:
-        con.execute(
-            "PRAGMA synchronous = NORMAL"
-        )  # safe in WAL mode: a crash loses no committed data integrity
+    # (writers: synchronous = NORMAL, set in _open; safe in WAL mode: a crash loses no
+    # committed data integrity)
 
 
 @contextlib.contextmanager
