@@ -15,7 +15,7 @@ import apsw
 from kbase.errors import DatabaseError, IndexBusyError, InputError, ModelUnavailable
 from kbase.paths import default_db_path
 from kbase.records import Hits
-from kbase.search.run import SEARCH_TIMEOUT
+from kbase.search import SEARCH_TIMEOUT
 from kbase.store import db
 
 if TYPE_CHECKING:
@@ -622,7 +622,11 @@ class KB:
                 hits = kb._search_here(**args)
                 return hits, kb.notices[before:]
 
-        server = handoff.Server(self.path, search, cleanup=cleanup)
+        def about() -> dict[str, Any]:  # (for a client that has not opened the index)
+            with use() as kb:
+                return {"default_mode": kb.default_mode(), "coverage": list(kb.coverage())}
+
+        server = handoff.Server(self.path, search, cleanup=cleanup, about=about)
         if not server.start():
             if cleanup is not None:
                 cleanup()

@@ -143,6 +143,36 @@ def ask(
     notices the search gave there, or None when none can (see the module docstring). The
     ``KbaseError`` the search raised there is raised here (a bad query is a bad query either
     way); ``timeout`` is the search's own time limit."""
+    answer = _exchange(index, args, timeout)
+    if answer is None:
+        return None
+    try:
+        return _read_answer(answer)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def ask_about(
+    index: str | os.PathLike[str], args: dict[str, Any], timeout: float
+) -> tuple[Hits, list[str], dict[str, Any]] | None:
+    """``ask``, and what the server says of the index as it searched it (``Server``'s ``about``:
+    its default mode and how much of it is embedded), for a client that has not opened the index
+    itself (kbase.cli.quick). None also from a server that does not say it."""
+    answer = _exchange(index, {**args, "about": True}, timeout)
+    if answer is None:
+        return None
+    try:
+        hits, notices = _read_answer(answer)
+        about = answer["about"]
+        if not isinstance(about, dict):
+            return None
+        return hits, notices, about
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _exchange(index: str | os.PathLike[str], args: dict[str, Any], timeout: float) -> Any:
+    """The server's answer to a request of ``args`` (JSON), or None."""
     if not SUPPORTED or os.environ.get("KBASE_HANDOFF", "1") == "0":
         return None
     identity = _identity(index)
@@ -169,12 +199,8 @@ def ask(
             if not isinstance(ack, dict) or ack.get("v") != VERSION or not ack.get("serving"):
                 return None
             sock.settimeout(timeout + ANSWER_SLACK)
-            answer = json.loads(reader.readline() or b"null")
+            return json.loads(reader.readline() or b"null")
     except (OSError, ValueError):  # gone, stale, stopped answering, or a reply not ours
-        return None
-    try:
-        return _read_answer(answer)
-    except (KeyError, TypeError, ValueError):
         return None
 
 
@@ -241,9 +267,11 @@ class Server:
         search: Search,
         *,
         cleanup: Callable[[], None] | None = None,
+        about: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.index = Path(index)
         self.search = search
+        self.about = about  # what a client that asks is told of the index (ask_about)
         self.cleanup = cleanup  # called by close (e.g. the KB the searches ran on)
         self.serving = False
         self.path = socket_path(index) if SUPPORTED else Path(os.devnull)
@@ -355,10 +383,13 @@ class Server:
                 args = self._request(line)
                 if args is None:
                     return  # not ours to answer: the client searches itself
+                about = args.pop("about") and self.about is not None
                 conn.sendall(json.dumps({"v": VERSION, "serving": True}).encode() + b"\n")
                 try:
                     hits, notices = self.search(args)
                     answer = _answer(hits, notices)
+                    if about:
+                        answer["about"] = self.about()  # type: ignore[misc]
                 except errors.KbaseError as e:
                     kind = type(e).__name__
                     answer = {"error": {"kind": kind, "message": e.message, "hint": e.hint}}
@@ -392,4 +423,4 @@ class Server:
             return None
         if not all(isinstance(t, str) for t in (*args["tags"], *args["exclude"])):
             return None
-        return args
+        return {**args, "about": request.get("about") is True}

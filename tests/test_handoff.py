@@ -147,6 +147,8 @@ def test_a_running_kbase_answers_the_shells_hybrid_search(embedded, runtime, com
             for mode in ((), ("-m", "semantic"), ("--explain",)):
                 handed, names = _cli(embedded, "search", "--jsonl", *mode, q)
                 assert "onnxruntime" not in names and "numpy" not in names, "not handed over"
+                # (kbase.cli.quick asks before it imports the engine, or even SQLite)
+                assert not names & {"kbase.api", "apsw", "kbase.search.run", "click"}
                 here, names = _cli(
                     embedded, "search", "--jsonl", *mode, q, env={"KBASE_HANDOFF": "0"}
                 )
@@ -240,6 +242,36 @@ def small(tmp_path) -> Path:
     with kbase.open(db) as kb:
         kb.index([vault], embed=False)
     return db
+
+
+def test_the_quick_search_hands_over_and_prints_what_click_prints(small, runtime, capsys):
+    """kbase.cli.quick asks a running kbase before it opens the index (``ask_about``: the hits,
+    and the index's default mode and coverage, which it prints from), and prints the same bytes
+    as the click command searching in its own process; a server that does not say ``about`` (an
+    older kbase) is searched beside, not trusted."""
+    from kbase.cli import quick
+    from kbase.cli.app import cli
+
+    asked = []
+    with kbase.open(small) as kb, kb.serve_searches() as server:
+        search = server.search
+        server.search = lambda args: asked.append(args) or search(args)
+        cases = (["tomatoes"], ["tomatos", "--json"], ["nothing-here"], ["sun", "--path", "x"])
+        for words in cases:
+            argv = ["--db", str(small), "search", *words]
+            assert quick.main(argv) in (0, 1)
+            mine = capsys.readouterr()
+            with pytest.raises(SystemExit):
+                cli.main(args=argv, prog_name="kbase")  # keyword-only: searched in-process
+            assert mine == capsys.readouterr()
+        assert len(asked) == len(cases)
+        hits, notices, about = handoff.ask_about(small, _args("tomatoes"), 10.0)
+        assert about == {"default_mode": "keyword", "coverage": [0, 1]} and hits
+        server.about = None  # (an older server)
+        assert handoff.ask_about(small, _args("tomatoes"), 10.0) is None
+        assert handoff.ask(small, _args("tomatoes"), 10.0) is not None
+        assert quick.main(["--db", str(small), "search", "-m", "keyword", "sun"]) == 0
+        assert len(asked) == len(cases) + 3  # (three asked above; -m keyword: searched here)
 
 
 def test_only_the_owner_is_talked_to(small, runtime):

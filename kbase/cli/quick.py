@@ -21,6 +21,8 @@ from kbase.cli.common import Echo, echo, error_lines, index_path, none_found, op
 from kbase.cli.common import printable as _printable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kbase.api import KB
     from kbase.records import Hits
 
@@ -235,10 +237,11 @@ def main(argv: Sequence[str]) -> int | None:
     from kbase.cli.common import use_color
     from kbase.errors import KbaseError
 
-    kb = None
+    kb: Any = None
     try:
         try:
-            kb = open_index(index_path(Path(db) if db is not None else None), echo)
+            path = index_path(Path(db) if db is not None else None)
+            kb = _handed_off(path, params) or open_index(path, echo)
             hits = find(
                 kb,
                 echo,
@@ -268,6 +271,67 @@ def main(argv: Sequence[str]) -> int | None:
         sys.stderr.close()
         return 0
     return 0
+
+
+class _Answered:
+    """What ``find`` and ``show`` ask of the index, as a running kbase answered (the search, its
+    notices, the index's default mode and embedding coverage): this process opens the index only
+    to say why a filter kept nothing."""
+
+    def __init__(self, path: Path, hits: Hits, notices: list[str], about: dict[str, Any]):
+        self.path, self.hits, self.notices = path, hits, notices
+        self.mode = str(about["default_mode"])
+        embedded, chunks = about["coverage"]
+        self.covered = (int(embedded), int(chunks))
+
+    def search(self, query: str, **_: Any) -> Hits:
+        for message in self.notices:  # (as KB.search says those of a search handed over)
+            echo(_printable(f"note: {message}"), err=True)
+        return self.hits
+
+    def default_mode(self) -> str:
+        return self.mode
+
+    def coverage(self) -> tuple[int, int]:
+        return self.covered
+
+    def filters_that_keep_nothing(self, **filters: Any) -> list[str]:
+        kb = open_index(self.path, echo)
+        try:
+            return kb.filters_that_keep_nothing(**filters)
+        finally:
+            kb.close()
+
+    def close(self) -> None:
+        pass
+
+
+def _handed_off(path: Path, params: dict[str, Any]) -> _Answered | None:
+    """The search as a running kbase that serves ``path`` answers it (kbase.handoff), or None:
+    none does, or ``-m keyword`` was asked for (searched here: it needs no model)."""
+    if params["mode"] == "keyword":
+        return None
+    from kbase import handoff
+    from kbase.search import SEARCH_TIMEOUT
+
+    args = {
+        "query": " ".join(params["query"]),
+        "mode": params["mode"],
+        "limit": params["limit"],
+        "path": params["path_glob"],
+        "tags": list(params["tags"]),
+        "since": params["since"],
+        "until": params["until"],
+        "exclude": list(params["exclude"]),
+        "correct": not params["no_correct"],
+    }
+    answered = handoff.ask_about(path, args, SEARCH_TIMEOUT)
+    if answered is None:
+        return None
+    try:
+        return _Answered(path, *answered)
+    except (KeyError, TypeError, ValueError):
+        return None  # (not what this kbase asked for: searched here)
 
 
 def _plain(stream: Any) -> bool:
