@@ -143,12 +143,14 @@ def _same(a: list[dict], b: list[dict]) -> None:
 def test_a_running_kbase_answers_the_shells_hybrid_search(embedded, runtime, command):
     proc, log = _start(embedded, *command)
     try:
+        _cli(embedded, "search", "warm up")  # (while the server loads its model: 1 s to answer)
         for q in QUERIES:
             for mode in ((), ("-m", "semantic"), ("--explain",)):
                 handed, names = _cli(embedded, "search", "--jsonl", *mode, q)
                 assert "onnxruntime" not in names and "numpy" not in names, "not handed over"
                 # (kbase.cli.quick asks before it imports the engine, or even SQLite)
-                assert not names & {"kbase.api", "apsw", "kbase.search.run", "click"}
+                engine = names & {"kbase.api", "apsw", "kbase.search.run", "click"}
+                assert not engine, (q, mode, engine)
                 here, names = _cli(
                     embedded, "search", "--jsonl", *mode, q, env={"KBASE_HANDOFF": "0"}
                 )

@@ -11,7 +11,7 @@ from kbase.records import Hit
 from kbase.search.filters import Filters
 from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, reading
 from kbase.search.hits import Ranked, hit
-from kbase.search.keyword import BM25_WEIGHTS, keyword_ranked
+from kbase.search.keyword import keyword_ranked, range_bm25
 from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
 from kbase.text import latin_share
@@ -113,23 +113,22 @@ def passage_chunks(
     marks = ",".join("?" * len(doc_ids))
     words: dict[int, float] = {}
     if match:
-        w = ", ".join(str(x) for x in BM25_WEIGHTS)
-        # One query per note over its range of chunk ids: FTS5 then scores those rows only (a
-        # rowid IN (...) list made it score every match in the index first: 34 ms against 0.8).
-        # bm25's statistics are the whole index's either way; rows of other notes in a range
-        # are ignored below.
-        for _doc_id, lo, hi in con.execute(
-            f"SELECT doc_id, min(id), max(id) FROM chunks WHERE doc_id IN ({marks})"
-            " GROUP BY doc_id",
-            doc_ids,
-        ).fetchall():
-            words.update(
-                con.execute(
-                    f"SELECT rowid, -bm25(chunks_fts, {w}) FROM chunks_fts"
-                    " WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
-                    (match, lo, hi),
-                ).fetchall()
-            )
+        # Each note's range of chunk ids: FTS5 then scores those rows only (a rowid IN (...) list
+        # made it score every match in the index first: 34 ms against 0.8); bm25's statistics are
+        # the whole index's either way (range_bm25: worked out once); rows of other notes in a
+        # range are ignored below.
+        words = range_bm25(
+            con,
+            match,
+            [
+                (lo, hi)
+                for _doc_id, lo, hi in con.execute(
+                    f"SELECT doc_id, min(id), max(id) FROM chunks WHERE doc_id IN ({marks})"
+                    " GROUP BY doc_id",
+                    doc_ids,
+                )
+            ],
+        )
     meaning: dict[int, float] = {}
     if (
         query_vector

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+import weakref
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -397,3 +401,112 @@ def _ranked_docs_from_best_chunks(
     return [
         (doc_id, cid, score, counts.get(doc_id, 1), match) for doc_id, cid, score in best.values()
     ]
+
+
+# ---- bm25 of a few chunks ----------------------------------------------------------------------
+# FTS5's bm25() works out each phrase's inverse document frequency (a pass over the phrase's whole
+# list of rows) again in every statement: hybrid's passages ask one statement per note of a page
+# (ten of them, each over its note's range of chunk ids, so FTS5 scores those rows only), and those
+# passes were most of their time. ``range_bm25`` scores with kbase_bm25(), FTS5's bm25 in Python
+# (the formula and order of sqlite's fts5_aux.c) whose row counts per phrase are kept per
+# connection until the index changes.
+_BM25_K1, _BM25_B = 1.2, 0.75
+_PHRASE = re.compile(r'"(?:[^"]|"")*"\*?')  # a phrase of a MATCH expression (Term.fts)
+_ONLY_PHRASES = re.compile(r"(?:\s|\(|\)|AND|OR|NOT)*")  # what may join them
+
+
+class _Bm25:
+    """kbase_bm25(chunks_fts, weights...) on one connection, with its cache of row counts."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # (one statement's state at a time)
+        self.stamp: tuple[int, int] | None = None
+        self.hits: dict[str, int] = {}  # phrase expression -> rows that match it
+        self.phrases: list[str] = []  # the phrases of the statement running, in FTS5's order
+        self.counted: dict[int, float] = {}  # phrase number -> its idf, for this statement
+        self.con: apsw.Connection | None = None
+
+    def __call__(self, api: apsw.FTS5ExtensionApi, *weights: apsw.SQLiteValue) -> float:
+        n_row = api.row_count
+        avgdl = api.column_total_size(-1) / n_row
+        d = api.column_size(-1)
+        score = 0.0
+        for i in range(api.phrase_count):
+            freq = 0.0
+            for column, offsets in enumerate(api.phrase_locations(i)):
+                if offsets:
+                    w = weights[column] if column < len(weights) else 1.0
+                    freq += float(w) * len(offsets)
+            if freq:  # (a phrase this row lacks adds nothing: its idf is not needed)
+                score += self.idf(api, i, n_row) * (
+                    (freq * (_BM25_K1 + 1.0))
+                    / (freq + _BM25_K1 * (1 - _BM25_B + _BM25_B * d / avgdl))
+                )
+        return -1.0 * score
+
+    def idf(self, api: apsw.FTS5ExtensionApi, i: int, n_row: int) -> float:
+        """Phrase ``i``'s idf, as fts5_aux.c's fts5Bm25GetData has it."""
+        idf = self.counted.get(i)
+        if idf is None:
+            if len(self.phrases) == api.phrase_count and self.con is not None:
+                phrase = self.phrases[i]
+                hits = self.hits.get(phrase)
+                if hits is None:
+                    (hits,) = self.con.execute(
+                        "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+                    ).fetchone()
+                    self.hits[phrase] = hits
+            else:  # (phrases this module did not read: FTS5 counts them, as bm25 does)
+                rows = [0]
+                api.query_phrase(i, lambda _api, n: n.__setitem__(0, n[0] + 1), rows)
+                hits = rows[0]
+            idf = math.log((n_row - hits + 0.5) / (hits + 0.5))
+            self.counted[i] = idf = idf if idf > 0.0 else 1e-6
+        return idf
+
+
+_bm25: weakref.WeakKeyDictionary[apsw.Connection, _Bm25] = weakref.WeakKeyDictionary()
+
+
+def range_bm25(
+    con: apsw.Connection, match: str, ranges: Iterable[tuple[int, int]]
+) -> dict[int, float]:
+    """-bm25 (BM25_WEIGHTS) of the chunks_fts rows that ``match`` finds with a rowid in one of
+    ``ranges`` ((lo, hi), inclusive): what ``-bm25(chunks_fts, ...)`` gives them, within float
+    rounding (tests/test_search.py compares), at the cost of one pass per phrase for all the
+    ranges, and none while the index is unchanged. An expression with more than phrases joined
+    by AND, OR, NOT and brackets (a column filter, NEAR, ^) is scored by FTS5's own bm25."""
+    ranges = list(ranges)
+    w = ", ".join(str(x) for x in BM25_WEIGHTS)
+    if not ranges:
+        return {}
+    if not _ONLY_PHRASES.fullmatch(_PHRASE.sub("", match)):
+        return {
+            rowid: score
+            for lo, hi in ranges
+            for rowid, score in con.execute(
+                f"SELECT rowid, -bm25(chunks_fts, {w}) FROM chunks_fts"
+                " WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                (match, lo, hi),
+            )
+        }
+    scorer = _bm25.get(con)
+    if scorer is None:
+        scorer = _bm25[con] = _Bm25()
+        con.register_fts5_function("kbase_bm25", scorer)
+    out: dict[int, float] = {}
+    with scorer.lock:
+        stamp = (con.execute("PRAGMA data_version").fetchone()[0], con.total_changes())
+        if scorer.stamp != stamp:
+            scorer.stamp, scorer.hits = stamp, {}
+        scorer.con, scorer.phrases, scorer.counted = con, _PHRASE.findall(match), {}
+        for lo, hi in ranges:
+            out.update(
+                con.execute(
+                    f"SELECT rowid, -kbase_bm25(chunks_fts, {w}) FROM chunks_fts"
+                    " WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                    (match, lo, hi),
+                ).fetchall()
+            )
+        scorer.con, scorer.phrases = None, []
+    return out
