@@ -54,6 +54,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def ask_running(
+    path: str | os.PathLike[str], args: dict[str, Any]
+) -> tuple[Hits, list[str], dict[str, Any]] | None:
+    """``KB.search(**args)`` on the index file ``path`` as a running kbase that serves it answers
+    it (kbase.handoff.ask_about: the hits, the notices the search gave, and what the server says
+    of the index: its default mode and coverage), or None when none does: for a one-shot
+    process that has not opened the index (kbase.cli.quick)."""
+    from kbase import handoff
+
+    return handoff.ask_about(path, args, SEARCH_TIMEOUT)
+
+
 class KB:
     """An open kbase index. Reads use a read-only connection; ``index`` opens a writer on demand.
 

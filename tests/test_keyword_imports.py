@@ -40,7 +40,6 @@ NOT_FOR_KEYWORD = (
     "kbase.notes.resolve",
     "kbase.search.semantic",
     "kbase.search.hybrid",
-    "kbase.handoff",  # (a hybrid search's)
     "kbase.records.ingest",  # the records of the ingest steps and of the other calls (reports):
     "kbase.records.reports",  # their dataclasses cost ~1 ms each to define
 )
@@ -128,3 +127,5 @@ def test_keyword_mode_on_an_embedded_index_loads_no_model(tmp_path, vault):
     names, out = imported("--db", str(path), "search", "-m", "keyword", "tomatoes")
     assert "Garden.md" in out
     assert heavy(names) == []
+    # (without -m keyword the search is first offered to a running kbase: kbase.handoff)
+    assert "kbase.handoff" not in names

@@ -307,12 +307,11 @@ class _Answered:
 
 
 def _handed_off(path: Path, params: dict[str, Any]) -> _Answered | None:
-    """The search as a running kbase that serves ``path`` answers it (kbase.handoff), or None:
-    none does, or ``-m keyword`` was asked for (searched here: it needs no model)."""
+    """The search as a running kbase that serves ``path`` answers it (kbase.api.ask_running), or
+    None: none does, or ``-m keyword`` was asked for (searched here: it needs no model)."""
     if params["mode"] == "keyword":
         return None
-    from kbase import handoff
-    from kbase.search import SEARCH_TIMEOUT
+    from kbase.api import ask_running
 
     args = {
         "query": " ".join(params["query"]),
@@ -325,7 +324,7 @@ def _handed_off(path: Path, params: dict[str, Any]) -> _Answered | None:
         "exclude": list(params["exclude"]),
         "correct": not params["no_correct"],
     }
-    answered = handoff.ask_about(path, args, SEARCH_TIMEOUT)
+    answered = ask_running(path, args)
     if answered is None:
         return None
     try:
