@@ -1,7 +1,7 @@
 """Issue 28 item 11, side by side: how long ``kbase`` takes to start, against a base revision and
 against ripgrep over the same notes.
 
-    python -m bench.startup [--rev REV] [--rounds 15] [--notes 10000] [--vault DIR ...]
+    python -m bench.startup [--rev REV] [--rounds 15] [--notes 10000] [--vault DIR ...] [--qmd]
 
 Each round runs, alternating the order: ``kbase --version``, ``kbase --help`` and ``kbase search
 -m keyword QUERY`` with the base revision (A, ``git archive REV``) and with this checkout (B),
@@ -12,6 +12,10 @@ wrapper: ``import re, sys`` and the ``[project.scripts]`` entry point), with a b
 .pyc files), warmed before anything is timed. Medians of wall and CPU time (user + sys of the
 child) are printed with the load average before and after; results go to
 bench/out/startup.json.
+
+``--qmd``: qmd's ``search`` (BM25, bun; bench/install_qmd.sh installs it) on the same vault
+joins each search's rotation, from a collection made beforehand in a private HOME (issue 36:
+keyword ``kbase search`` no slower than qmd's).
 
 Vaults: the shared vaults (../shared/data/vaults, each indexed keyword-only) and a generated
 vault of ``--notes`` notes (bench/gen_vault.py), so that the comparison with rg shows how each
@@ -88,7 +92,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--notes", type=int, default=10000, help="generated vault size (0: none)")
     ap.add_argument("--vault", action="append", type=Path, help="vaults (default: the shared)")
+    ap.add_argument("--qmd", action="store_true", help="qmd's search beside (bench/install_qmd.sh)")
+    ap.add_argument(
+        "--qmd-dir",
+        type=Path,
+        default=Path(os.environ.get("QMD_DIR", "~/.cache/kbase-bench/qmd")).expanduser(),
+    )
     a = ap.parse_args()
+    qmd = None
+    if a.qmd:
+        from bench.run import find_qmd
+
+        qmd = find_qmd(a.qmd_dir)
+        if qmd is None:
+            raise SystemExit(f"qmd not found in {a.qmd_dir}: run bench/install_qmd.sh first")
     if shutil.which("rg") is None:
         raise SystemExit("ripgrep (rg) is not installed: apt-get install ripgrep")
     work = Path(tempfile.mkdtemp(prefix="kbase-startup-"))
@@ -132,11 +149,23 @@ def main() -> None:
             capture_output=True,
         )
         indexes[v] = db
+    envs["qmd"] = {}
+    if qmd:
+        from bench.run import qmd_env
+
+        envs["qmd"] = qmd_env(qmd, str(work / "qmd-home"), work)
+        for i, v in enumerate(indexes):
+            subprocess.run(
+                [*qmd, "collection", "add", str(v), "--name", f"v{i}"],
+                env=envs["qmd"],
+                check=True,
+                capture_output=True,
+            )
     cases: dict[str, dict[str, list[str] | None]] = {
         "--version": {k: [sys.executable, "-c", scripts[k], "--version"] for k in sides},
         "--help": {k: [sys.executable, "-c", scripts[k], "--help"] for k in sides},
     }
-    for v, db in indexes.items():
+    for i, (v, db) in enumerate(indexes.items()):
         q = QUERIES.get(v.name, "note")
         cases[f"search -m keyword {q!r} ({v.name})"] = {
             **{
@@ -144,11 +173,16 @@ def main() -> None:
                 for k in sides
             },
             "rg": ["rg", "-i", "-l", q, str(v)],
+            **({"qmd": [*qmd, "search", "-c", f"v{i}", q, "-n", "10"]} if qmd else {}),
         }
     for case in cases.values():  # warm: bytecode caches, the page cache
         for cmd in case.values():
             for _ in range(2):
-                subprocess.run(cmd, env=envs["B"] if cmd[0] == "rg" else None, capture_output=True)
+                subprocess.run(
+                    cmd,
+                    env=envs["qmd"] if qmd and cmd[0] == qmd[0] else envs["B"],
+                    capture_output=True,
+                )
         for k in sides:
             subprocess.run(case[k], env=envs[k], cwd=work, check=True, capture_output=True)
     times: dict[str, dict[str, list[tuple[float, float]]]] = {
@@ -159,7 +193,7 @@ def main() -> None:
         for c, case in cases.items():
             order = list(case) if r % 2 == 0 else list(reversed(case))
             for k in order:
-                env = None if k == "rg" else envs[k]
+                env = None if k == "rg" else envs[k] or None
                 times[c][k].append(run(case[k], env, work))
     load_after = load()
     result = {"rev": a.rev, "rounds": a.rounds, "load": [load_before, load_after], "cases": {}}
