@@ -8,7 +8,6 @@ import threading
 import weakref
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import PurePosixPath
 
 import apsw
 
@@ -181,7 +180,7 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
     ).fetchall()
     tiers = {}
     for doc_id, title, path, aliases in rows:
-        stem = PurePosixPath(path).stem
+        stem = _stem(path)
         names = [stem, *((aliases or "").split("\x1f"))]
         if _words(title) == _words(stem) or not _shared_title(con, title):
             names.insert(0, title)
@@ -201,6 +200,14 @@ def _name_tiers(con: apsw.Connection, query, where: str, args: list) -> dict[int
         if best:
             tiers[doc_id] = best
     return tiers
+
+
+def _stem(path: str) -> str:
+    """``PurePosixPath(path).stem`` of an indexed note's path (a normalised relative path),
+    without making a path object for each of the thousands of names a prefix matches."""
+    name = path.rpartition("/")[2]
+    i = name.rfind(".")
+    return name[:i] if 0 < i < len(name) - 1 else name
 
 
 def _shared_title(con: apsw.Connection, title: str) -> bool:
