@@ -2,6 +2,7 @@
 memory), at 10,000 notes, this checkout against another revision, alternating (issue 36 part 4).
 
     python -m bench.mcp_cpu [--rev main] [--rounds 4] [--queries 60] [--work DIR] [--parts]
+                            [--exclusions]
 
 The index is bench/mcp_latency.py's (the generated vault, synthetic vectors recorded as the
 model's; the query embeds with the real model). Each round runs one process per revision (the
@@ -9,7 +10,9 @@ order reversed every other round: A B B A ...): it opens the index as ``kbase mc
 (``KB(path)``), searches a few queries to load the model and the vectors, then times every query
 of bench/run.py's mix (without exclusions, which the revision before this one could not search
 at this size) in ``--mode`` (hybrid), CPU (``time.process_time``) beside wall. ``--parts``: where
-this checkout's time goes (the engine's functions, timed in place).
+this checkout's time goes (the engine's functions, timed in place). ``--exclusions``: the mix's
+exclusions too (every revision since f9ba3c8 searches them). The mean CPU of each kind of query
+is printed for both sides.
 """
 
 from __future__ import annotations
@@ -91,11 +94,14 @@ def main() -> None:
     ap.add_argument("--mode", default="hybrid", choices=("hybrid", "keyword", "semantic"))
     ap.add_argument("--work", type=Path, help="the vault and index (reused when present)")
     ap.add_argument("--parts", action="store_true", help="where B's time goes")
+    ap.add_argument("--exclusions", action="store_true", help="the mix's exclusions too")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="kbase-mcp-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     vault, db = build(work, a.notes)
-    queries = [q for kind, q in make_queries(vault, a.queries, seed=3) if kind != "exclusion"]
+    mix = [(k, q) for k, q in make_queries(vault, a.queries, seed=3)]
+    mix = [(k, q) for k, q in mix if a.exclusions or k != "exclusion"]
+    queries = [q for _, q in mix]
     base = export_revision(a.rev, Path(tempfile.mkdtemp(prefix="kbase-rev-")), "kbase")
     sides = {"A": base, "B": REPO}
     cpu: dict[str, list[float]] = {"A": [], "B": []}
@@ -127,6 +133,12 @@ def main() -> None:
             "mean": ms(statistics.fmean(wall[side])),
             "median": ms(statistics.median(wall[side])),
         }
+    for side in ("A", "B"):  # (each side's list: its rounds' queries in the mix's order)
+        kinds: dict[str, list[float]] = {}
+        for i, x in enumerate(cpu[side]):
+            kinds.setdefault(mix[i % len(mix)][0], []).append(x)
+        by_kind = {k: ms(statistics.fmean(v)) for k, v in kinds.items()}
+        out[side + " cpu ms by kind (mean)"] = by_kind
     if parts:
         out["B parts, CPU ms a call"] = {k: ms(statistics.fmean(v)) for k, v in parts.items()}
     print(json.dumps(out, indent=2))
