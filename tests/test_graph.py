@@ -62,6 +62,21 @@ def test_links_resolve_with_anchors_aliases_and_attachments(tmp_path, vault):
         assert body[start:end].lstrip("!").startswith("[")
 
 
+def test_links_resolved_all_at_once_are_the_same_and_keep_their_index(tmp_path, vault, monkeypatch):
+    from kbase.indexer import writes
+
+    one_by_one = db.connect(tmp_path / "a.db", create=True)
+    pipeline.index(one_by_one, [vault])
+    monkeypatch.setattr(writes, "MASS_UPDATE", 1)  # the target index rebuilt after the update
+    at_once = db.connect(tmp_path / "b.db", create=True)
+    pipeline.index(at_once, [vault])
+    assert graph_rows(at_once) == graph_rows(one_by_one)
+    index = "SELECT sql FROM sqlite_schema WHERE name = 'links_target'"
+    assert at_once.execute(index).get == one_by_one.execute(index).get is not None
+    plan = "EXPLAIN QUERY PLAN SELECT id FROM links WHERE target_id = 1"
+    assert "links_target" in str(at_once.execute(plan).fetchall())
+
+
 def test_graph_follows_files_coming_and_going(tmp_path, vault):
     con = db.connect(tmp_path / "g.db", create=True)
     pipeline.index(con, [vault])
