@@ -304,7 +304,8 @@ def embed_missing(
 ) -> EmbedReport:
     """Embed the chunks that have no vector yet, the newest notes (by file time) first, one
     committed batch at a time (``batch`` chunks; by default ``STEP_BATCHES`` of the model's
-    batches per core it uses): an interruption loses at most the batch in flight.
+    batches per core it uses), the next batch already queued for the model while one is stored
+    (an embedder with ``embed_stream``): an interruption loses at most the two batches in flight.
 
     ``limit`` (chunks) and ``should_stop`` (asked between batches) end the run early;
     a long-lived process embeds this way when it is idle, a little at a time. A vector already
