@@ -1,7 +1,7 @@
 """Embedding throughput and memory, and hybrid query latency at 100,000 chunks.
 
     python -m bench.embedding [--chunks 400] [--scale 100000]
-    python -m bench.embedding --parts limit [--notes 60] [--rounds 2]   # issue 36: the limit
+    python -m bench.embedding --parts limit [--notes 60] [--rounds 2] [--base REV]   # issue 36
 
 0. The limit (``--parts limit``, issue 36): real chunks (the first ``--notes`` notes, spread over
    the shared vaults obsidian-tasks-docs, foam-docs and rust-book; synthetic ones without them),
@@ -16,7 +16,7 @@
    with the model's own int8 weights (VNNI/AMX kernels; rejected below cosine 0.999). Then
    kbase's own pipeline on the same chunks: ``kbase embed`` on the keyword-only index, and
    ``kbase index`` of the vault from nothing (reading, parsing, writing and embedding), as
-   processes. Each row: chunks/s by wall, CPU ms a chunk, padding share, lowest cosine against
+   processes (and, with ``--base REV``, ``kbase embed`` as committed at REV). Each row: chunks/s by wall, CPU ms a chunk, padding share, lowest cosine against
    the int8 file's vectors (today's). The limit is the fastest row with cosine >= 0.999.
 1. Throughput: the same chunk texts embedded by the model directly (``embed_batch`` on all of
    them, batch 8, what kbase uses) and through ``kbase embed`` (reading chunks, reuse lookups,
