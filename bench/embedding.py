@@ -16,8 +16,9 @@
    with the model's own int8 weights (VNNI/AMX kernels; rejected below cosine 0.999). Then
    kbase's own pipeline on the same chunks: ``kbase embed`` on the keyword-only index, and
    ``kbase index`` of the vault from nothing (reading, parsing, writing and embedding), as
-   processes (and, with ``--base REV``, ``kbase embed`` as committed at REV). Each row: chunks/s by wall, CPU ms a chunk, padding share, lowest cosine against
-   the int8 file's vectors (today's). The limit is the fastest row with cosine >= 0.999.
+   processes (and, with ``--base REV``, ``kbase embed`` as committed at REV). Each row:
+   chunks/s by wall, CPU ms a chunk, padding share, lowest cosine against the int8 file's
+   vectors (today's). The limit is the fastest row with cosine >= 0.999.
 1. Throughput: the same chunk texts embedded by the model directly (``embed_batch`` on all of
    them, batch 8, what kbase uses) and through ``kbase embed`` (reading chunks, reuse lookups,
    writing vec0 rows); the ratio should be within 10%. (bench/speed.py compares revisions.)
