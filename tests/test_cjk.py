@@ -463,3 +463,51 @@ def test_what_an_index_is_written_in(kb):
     found = cjk.languages(kb.reader)
     assert set(found) == {"Chinese", "Japanese", "Korean", "Thai"}
     assert found["Chinese"] == max(found.values())  # three notes of eight
+
+
+# Two paragraphs of one article (XQuAD-R zh, Super Bowl 50): the question copies the first one's
+# wording but two of its words are not the note's (分区赛 for 分区轮, 打败 for 击败).
+GAME_NOTES = {
+    "p002.md": "野马队在分区轮以 23–16 击败了匹兹堡钢人队，在比赛的最后三分钟拿下 11 分。\n",
+    "p003.md": "过去的记录是由约翰·埃尔维保持的，他在 38岁时带领野马队赢得第 33 届超级碗。\n",
+    "p004.md": "黑豹队的防守在本赛季只让对手得到 308 分。\n",
+}
+
+
+@pytest.fixture
+def game(tmp_path):
+    k = kbase.open(tmp_path / "game.db")
+    k.index([write(tmp_path / "v", GAME_NOTES)], embed=False)
+    yield k
+    k.close()
+
+
+def test_a_word_no_note_holds_is_cut_into_the_pieces_the_notes_hold(game):
+    con = game.reader
+    assert cjk.occurs(con, "分区") and not cjk.occurs(con, "分区赛")
+    assert cjk.cut_by_index(con, "分区赛") == ["分区"]
+    assert cjk.cut_by_index(con, "黑豹队钢人队") == ["黑豹队", "钢人队"]
+    assert cjk.cut_by_index(con, "飞机场") == []  # no piece of it in any note
+    seg = cjk.segmented(parse_query("野马队在分区赛中打败了谁"))
+    assert seg is not None
+    words = [t.words[0] for c in cjk.recut(con, seg).clauses for t in c]
+    assert "分区赛" not in words and "分区" in words and "野马" in words
+
+
+def test_a_question_in_the_words_of_its_paragraph_finds_it_first(game, monkeypatch):
+    question = "野马队在分区赛中打败了谁？"
+    assert paths(game, question)[0] == "p002.md"
+    # Without the re-cut and the bigram count, the shorter paragraph that also names 野马 won.
+    from kbase.search import keyword
+
+    monkeypatch.setattr(cjk, "recut", lambda con, seg: seg)
+    monkeypatch.setattr(keyword, "PAIR_WEIGHT", 0.0)
+    assert paths(game, question)[0] == "p003.md"
+
+
+def test_the_bigram_count_orders_notes_below_all_words_only(game):
+    hits = game.search("野马队在分区赛中打败了谁？", mode="keyword")
+    assert hits[0].explain["tier"] in ("all words, apart", "some words")
+    # A query every word of which is in one note keeps that note first, whatever its pairs.
+    assert paths(game, "超级碗")[0] == "p003.md"
+    assert game.search("超级碗", mode="keyword")[0].explain["tier"] == "all words"

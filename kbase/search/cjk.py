@@ -87,6 +87,44 @@ def segmented(query: Query) -> Query | None:
     return replace(query, clauses=tuple(clauses)) if changed else None
 
 
+def occurs(con: apsw.Connection, run: str) -> bool:
+    """Does some chunk hold ``run`` (a run of these scripts) as written?"""
+    expr = Term(tuple(pairs(run))).fts()
+    row = con.execute(f"SELECT 1 FROM {TABLE} WHERE {TABLE} MATCH ? LIMIT 1", (expr,)).fetchone()
+    return row is not None
+
+
+def cut_by_index(con: apsw.Connection, run: str) -> list[str]:
+    """``run`` cut into the longest pieces of two characters or more that some chunk holds, left
+    to right (a character no piece holds is left out): the index as the dictionary."""
+    out, i = [], 0
+    while i < len(run) - 1:
+        j = next((j for j in range(len(run), i + 1, -1) if occurs(con, run[i:j])), None)
+        if j is None:
+            i += 1
+        else:
+            out.append(run[i:j])
+            i = j
+    return out
+
+
+def recut(con: apsw.Connection, seg: Query) -> Query:
+    """``seg`` (segmented's query) with each word of three characters or more that no chunk
+    holds cut again by cut_by_index: a word the segmenter did not know (黑豹队擒杀: 黑豹队 and
+    擒杀 are in the note), or spelt otherwise in the notes (分区赛 for the note's 分区轮: 分区),
+    or with a particle it did not cut (라이브러리끼리: 라이브러리), is looked for as what the
+    notes hold of it rather than not at all."""
+    clauses: list[tuple[Term, ...]] = []
+    for clause in seg.clauses:
+        t = clause[0]
+        word = t.words[0] if len(clause) == 1 and len(t.words) == 1 else ""
+        if t.quoted or t.prefix or len(word) < 3 or not RUN.fullmatch(word) or occurs(con, word):
+            clauses.append(clause)
+            continue
+        clauses.extend((Term((piece,)),) for piece in cut_by_index(con, word))
+    return replace(seg, clauses=tuple(clauses)) if clauses else seg
+
+
 def _weak(clause: tuple[Term, ...]) -> bool:
     """A clause of a pair query that is one character alone (every pair it starts)."""
     return (
