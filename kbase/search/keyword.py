@@ -323,7 +323,7 @@ def _cjk_found(
                 _ranked_docs(con, chars.to_fts(match_any=True), where, args, n, cjk.TABLE),
             )
     elif PAIR_WEIGHT and not chars.empty:
-        found = _with_pairs(con, found, chars.to_fts(match_any=True), where, args)
+        found = _with_pairs(con, found, chars.to_fts(match_any=True))
     return found
 
 
@@ -336,21 +336,27 @@ def _cjk_found(
 PAIR_WEIGHT = 0.1
 
 
-def _with_pairs(
-    con: apsw.Connection, found: list[tuple], pairs_match: str, where: str, args: list
-) -> list[tuple]:
+def _with_pairs(con: apsw.Connection, found: list[tuple], pairs_match: str) -> list[tuple]:
     """``found`` with the bm25 of the rows below TIER_ALL raised by PAIR_WEIGHT x the bm25 of
     their note's best chunk for ``pairs_match`` (the query's pairs, any of them)."""
     ids = [r[0] for tier, r in found if tier < TIER_ALL]
     if not ids:
         return found
     marks = ",".join("?" * len(ids))
-    bag = {
-        r[0]: r[2]
-        for r in _ranked_docs(
-            con, pairs_match, f"{where} AND d.id IN ({marks})", [*args, *ids], len(ids), cjk.TABLE
-        )
-    }
+    w = ", ".join(str(x) for x in BM25_WEIGHTS)
+    # bm25 for the chunks of these notes only: ``+rowid`` keeps the filter out of FTS5 (which
+    # would run the query again for each rowid), so FTS5 walks the matches once and scores the
+    # rows the filter keeps (the pairs match much of the index, the notes are a hundred at most).
+    bag = dict(
+        con.execute(
+            f"""WITH m AS MATERIALIZED (
+                SELECT rowid AS cid, bm25({cjk.TABLE}, {w}) AS s FROM {cjk.TABLE}
+                WHERE {cjk.TABLE} MATCH ? AND +rowid IN (
+                    SELECT id FROM chunks WHERE doc_id IN ({marks})))
+            SELECT c.doc_id, min(m.s) FROM m JOIN chunks AS c ON c.id = m.cid GROUP BY c.doc_id""",
+            [pairs_match, *ids],
+        ).fetchall()
+    )
     return [
         (tier, (r[0], r[1], r[2] + PAIR_WEIGHT * bag.get(r[0], 0.0), *r[3:]))
         if tier < TIER_ALL
