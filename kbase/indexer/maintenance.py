@@ -17,7 +17,7 @@ from kbase.embed import catalog, vectors
 from kbase.errors import InputError
 from kbase.indexer import writes
 from kbase.ingest import canvas, pdf
-from kbase.ingest.canvas import Canvas, Card, Edge
+from kbase.ingest.canvas import Canvas, Edge
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, default_counter
 from kbase.ingest.derive import derive
 from kbase.ingest.parse import parse
@@ -336,10 +336,9 @@ def stored_document(con: apsw.Connection, doc_id: int, body: str, name: str) -> 
         )
         return pdf.document(body, pages, name, info, pdf.page_warnings(body, pages), headings)
     if kind == "canvas":
-        cards = tuple(
-            Card(*row)
-            for row in con.execute(
-                "SELECT seq, card_id, kind, start_char, end_char, file, subpath, url, x, y, width,"
+        cards = canvas.stored_cards(
+            con.execute(
+                "SELECT card_id, kind, start_char, end_char, file, subpath, url, x, y, width,"
                 " height, color FROM canvas_cards WHERE doc_id = ? ORDER BY seq",
                 (doc_id,),
             )

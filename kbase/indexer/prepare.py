@@ -148,14 +148,14 @@ def _prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCoun
             f" kbase indexes lines up to {MAX_LINE_CHARS:,}"
         )
     if is_canvas(name):
+        encoding, warnings = decoded.encoding, decoded.warnings
         try:
             parsed = canvas.parse_canvas(decoded.text)
         except canvas.CanvasError as e:
             return str(e)
-        doc = canvas.document(parsed, name, decoded.warnings)
-    else:
-        doc = parse_decoded(decoded, name)
-    return decoded.encoding, derive(doc, settings, counter)
+        del decoded  # the JSON (68 MB for a million cards) is not needed once it is read
+        return encoding, derive(canvas.document(parsed, name, warnings), settings, counter)
+    return decoded.encoding, derive(parse_decoded(decoded, name), settings, counter)
 
 
 def is_pdf(name: str) -> bool:

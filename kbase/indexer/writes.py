@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from kbase.embed import vectors
+from kbase.ingest.columns import chunk_columns, field
 from kbase.ingest.links import Resolver, anchor_ok
 from kbase.ingest.parse import frontmatter_diagnostics, frontmatter_json
 from kbase.records import Heading, ParsedDoc
@@ -163,38 +164,34 @@ def write_document(
         # took 30 us a row instead of 2.
         (first,) = con.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()
         ids = range(first, first + len(chunks))
-        # Rows are made one at a time here and below (generators): a canvas of 1,000,000 cards
-        # has as many chunks, and each list of rows held hundreds of MB.
+        # Rows are made one at a time here and below (generators), from the chunks' columns: a
+        # canvas of 1,000,000 cards has as many chunks, and a list of rows, or a Chunk a row,
+        # held hundreds of MB.
+        cols = chunk_columns(chunks)
+        starts, ends, paths = cols.column("start"), cols.column("end"), cols.column("heading_path")
         con.executemany(
             "INSERT INTO chunks (id, doc_id, seq, start_char, end_char, line, end_line,"
             " heading_path, kind, tokens, flags, embed_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                (
-                    cid,
-                    doc_id,
-                    c.seq,
-                    c.start,
-                    c.end,
-                    c.line,
-                    c.end_line,
-                    c.heading_path,
-                    c.kind,
-                    c.tokens,
-                    c.flags,
-                    h,
-                )
-                for cid, c, h in zip(ids, chunks, hashes)
+            zip(
+                ids,
+                repeat(doc_id),
+                *map(cols.column, ("seq", "start", "end", "line", "end_line", "heading_path")),
+                *map(cols.column, ("kind", "tokens", "flags")),
+                hashes,
             ),
         )
         # The keyword index rows, with exactly the values of the chunks_fts_content view (the
         # delete trigger reads them from there).
         if chunks:
             title = fts_names(con, doc_id, doc.title, path, bool(doc.aliases), pdf_names)
+            headings = partial(fts_headings, doc.title)
 
             def rows():
-                return (
-                    (cid, title, fts_headings(doc.title, c.heading_path), text[c.start : c.end])
-                    for cid, c in zip(ids, chunks)
+                return zip(
+                    ids,
+                    repeat(title),
+                    map(headings, paths),
+                    map(text.__getitem__, map(slice, starts, ends)),
                 )
 
             con.executemany(
@@ -270,6 +267,10 @@ PDF_INFO_COLUMNS = (
 )
 
 
+# canvas_cards' columns after doc_id, as Card's fields
+CARD_COLUMNS = "seq id kind start end file subpath url x y width height color".split()
+
+
 def _write_segments(con: apsw.Connection, doc_id: int, doc: ParsedDoc) -> str:
     """A PDF's pages and document information, a canvas's cards and edges; returns what the
     keyword index's title column adds (pdf_info.names)."""
@@ -297,19 +298,21 @@ def _write_segments(con: apsw.Connection, doc_id: int, doc: ParsedDoc) -> str:
         )
         return names
     if doc.kind == "canvas":
+        cards = doc.cards
         con.executemany(
             "INSERT INTO canvas_cards (doc_id, seq, card_id, kind, start_char, end_char, file,"
             " subpath, url, x, y, width, height, color) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                (doc_id, c.seq, c.id, c.kind, c.start, c.end, c.file, c.subpath, c.url)
-                + (c.x, c.y, c.width, c.height, c.color)
-                for c in doc.cards
-            ),
+            zip(repeat(doc_id), *(field(cards, n) for n in CARD_COLUMNS)),
         )
+        edges = doc.edges
         con.executemany(
             "INSERT INTO canvas_edges (doc_id, seq, edge_id, from_card, to_card, label)"
             " VALUES (?,?,?,?,?,?)",
-            [(doc_id, i, e.id, e.from_id, e.to_id, e.label) for i, e in enumerate(doc.edges)],
+            zip(
+                repeat(doc_id),
+                range(len(edges)),
+                *(field(edges, n) for n in ("id", "from_id", "to_id", "label")),
+            ),
         )
     return ""
 

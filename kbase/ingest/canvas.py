@@ -15,8 +15,11 @@ import json
 import math
 import re
 import sys
-from dataclasses import dataclass, replace
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 
+from kbase.ingest.columns import Floats, Records, Spans, Strings, field, ints
 from kbase.records import Block, Heading, ParsedDoc
 from kbase.text import one_line
 
@@ -63,9 +66,62 @@ class Edge:
 @dataclass(frozen=True)
 class Canvas:
     text: str
-    cards: tuple[Card, ...]  # nodes in file order, then labelled edges
-    edges: tuple[Edge, ...]
+    cards: Sequence[Card]  # nodes in file order, then labelled edges (Records: columns)
+    edges: Sequence[Edge]
     warnings: tuple[str, ...] = ()
+
+
+class _Cards:
+    """The cards of a canvas as they are read, column by column (a canvas may hold a million:
+    as Card objects they took 240 bytes each, to make, to send from a worker, to read back)."""
+
+    def __init__(self) -> None:
+        self.starts, self.ends = array("q"), array("q")
+        self.strings: dict[str, list[str | None]] = {f: [] for f in _CARD_STRINGS}
+        self.floats = {f: array("d") for f in _CARD_FLOATS}
+
+    def add(self, start: int, end: int, **fields) -> None:
+        self.starts.append(start)
+        self.ends.append(end)
+        for f, col in self.strings.items():
+            col.append(fields.get(f))
+        for f, nums in self.floats.items():
+            v = fields.get(f)
+            nums.append(math.nan if v is None else v)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def records(self) -> Records[Card]:
+        n = len(self)
+        starts, ends = ints(self.starts), ints(self.ends)
+        cols: dict[str, Sequence] = {"seq": range(n), "start": starts, "end": ends}
+        for f in _CARD_STRINGS:
+            cols[f] = Strings(self.strings.pop(f))
+        for f in _CARD_FLOATS:
+            cols[f] = Floats(self.floats.pop(f))
+        return Records(Card, [cols[f.name] for f in fields(Card)])
+
+
+_CARD_STRINGS = ("id", "kind", "file", "subpath", "url", "color", "from_id", "to_id")
+_CARD_FLOATS = ("x", "y", "width", "height")
+
+
+def stored_cards(rows: Iterable[tuple]) -> Records[Card]:
+    """Cards from their rows in the index (canvas_cards: card_id, kind, start_char, end_char,
+    file, subpath, url, x, y, width, height, color), in order."""
+    cards = _Cards()
+    names = ("id", "kind", "file", "subpath", "url", "x", "y", "width", "height", "color")
+    for card_id, kind, start, end, *rest in rows:
+        cards.add(start, end, **dict(zip(names, (card_id, kind, *rest))))
+    return cards.records()
+
+
+def card_spans(cards: Sequence[Card]) -> Spans:
+    """The cards' ``(start, end)``: for Records, read from their own columns (none made)."""
+    if isinstance(cards, Records):
+        return Spans(cards.column("start"), cards.column("end"))
+    return Spans.of((c.start, c.end) for c in cards)
 
 
 def _str(value) -> str:
@@ -117,18 +173,18 @@ def parse_canvas(source: str) -> Canvas:
     if not isinstance(nodes, list) or not isinstance(edges, list):
         raise CanvasError("not a canvas ('nodes' and 'edges' must be lists)")
     parts: list[str] = []
-    cards: list[Card] = []
+    cards = _Cards()
     warnings: list[str] = []
     pos = 0
     bad = 0
 
     def add(text: str, **fields) -> None:
         nonlocal pos
-        if cards:
+        if len(cards):
             parts.append(FORM_FEED)
             pos += 1
         parts.append(text)
-        cards.append(Card(len(cards), start=pos, end=pos + len(text), **fields))
+        cards.add(pos, pos + len(text), **fields)
         pos += len(text)
 
     # Each node's JSON is let go once its card is made: the JSON of a million cards and their
@@ -167,20 +223,28 @@ def parse_canvas(source: str) -> Canvas:
         else:
             text = _str(node.get("text")) or _str(node.get("label"))
             add(clean(text), id=node_id, kind="text" if kind == "text" else kind, **geometry)
-    out_edges = []
-    for edge in edges:
+    out_edges: dict[str, list[str | None]] = {f.name: [] for f in fields(Edge)}
+    edges.reverse()
+    while edges:
+        edge = edges.pop()
         if not isinstance(edge, dict):
             bad += 1
             continue
         a, b = _str(edge.get("fromNode")), _str(edge.get("toNode"))
         label = _str(edge.get("label")).strip() or None
         edge_id = _str(edge.get("id"))
-        out_edges.append(Edge(edge_id, a, b, label))
+        for col, v in zip(out_edges.values(), (edge_id, a, b, label)):
+            col.append(v)
         if label:
             add(clean(label), id=edge_id, kind="edge", from_id=a or None, to_id=b or None)
     if bad:
         warnings.append(f"{bad} canvas entries that are not JSON objects left out")
-    return Canvas("".join(parts), tuple(cards), tuple(out_edges), tuple(warnings))
+    return Canvas(
+        "".join(parts),
+        cards.records(),
+        Records(Edge, [Strings(col) for col in out_edges.values()]),
+        tuple(warnings),
+    )
 
 
 _ONE_LINE_OF_TEXT = re.compile(r"[^\W\d_][^\r\n]*(?:\r\n|\r|\n)?\Z")
@@ -200,18 +264,18 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
     blocks: list[Block] = []
     headings: list[Heading] = []
     tags: dict[str, tuple[str, str]] = {}
-    for card in canvas.cards:
-        a = card.start
-        source = text[card.start : card.end]
+    cards = canvas.cards
+    for kind, a, b in zip(field(cards, "kind"), field(cards, "start"), field(cards, "end")):
+        source = text[a:b]
         if not source.strip():
             continue
-        if card.kind != "text" or _ONE_LINE_OF_TEXT.match(source):
+        if kind != "text" or _ONE_LINE_OF_TEXT.match(source):
             # A line that opens with a letter can only be a paragraph (every other block opens
             # with a mark, a digit or a space, or takes two lines): not parsed (1,000,000 cards
             # of a few words each took 1.2 GB and minutes, parsed as a note each).
             end = a + len(source.rstrip())
             blocks.append(Block("paragraph", a, end))
-            if card.kind == "text" and "#" in source:
+            if kind == "text" and "#" in source:
                 for tag in inline_tags(text, [Block("paragraph", a, end)]):
                     tags.setdefault(tag.lower(), (tag, "inline"))
             continue
@@ -247,7 +311,7 @@ def document(canvas: Canvas, name: str, warnings: tuple[str, ...] = ()) -> Parse
         headings=tuple(headings),
         blocks=tuple(blocks),
         warnings=canvas.warnings + warnings,
-        segments=tuple((c.start, c.end) for c in canvas.cards),
+        segments=card_spans(canvas.cards),
         cards=canvas.cards,
         edges=canvas.edges,
     )
@@ -264,7 +328,12 @@ def links(doc: ParsedDoc):
     found = parse_links(replace(doc, kind="markdown", frontmatter=None))
     # The cards' spans are in text order and do not overlap: the one a link may lie in is the
     # last that starts at or before it (a scan of every card for each link was quadratic).
-    files = [(c.start, c.end) for c in doc.cards if c.kind == "file"]
+    cards = doc.cards
+    files = [
+        (a, b)
+        for kind, a, b in zip(field(cards, "kind"), field(cards, "start"), field(cards, "end"))
+        if kind == "file"
+    ]
     if not files:
         return found
     starts = [a for a, _ in files]

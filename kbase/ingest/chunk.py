@@ -30,14 +30,16 @@ from __future__ import annotations
 import functools
 import json
 import re
+from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbase.errors import InputError
 from kbase.ingest import junk
+from kbase.ingest.columns import Records, Strings, ints
 from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
@@ -272,7 +274,7 @@ class ChunkSettings:
 
 @dataclass
 class Chunking:
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]  # a list, or columns (kbase.ingest.derive.chunk_columns)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
@@ -622,29 +624,33 @@ class _Chunker:
     # --- finishing -----------------------------------------------------------------------------
     def finish(self) -> Chunking:
         spans = self.merge_small(self.spans)
+        self.spans = []
         if self.junk:
             spans = [piece for sp in spans for piece in self.without_junk(sp)]
-        starts = line_starts(self.text)
-        chunks = []
-        for seq, sp in enumerate(spans):
-            chunks.append(
-                Chunk(
-                    seq=seq,
-                    start=sp.start,
-                    end=sp.end,
-                    line=line_of(starts, sp.start),
-                    heading_path=sp.path,
-                    kind=_chunk_kind(sp.kinds),
-                    tokens=sp.tokens,
-                    flags=sp.flags,
-                    end_line=line_of(starts, max(sp.start, sp.end - 1)),
-                )
-            )
-        if not chunks and self.doc.kind == "pdf":
+        if not spans and self.doc.kind == "pdf":
             # A PDF without any text (scanned pages) still answers to its names and metadata: one
             # chunk holds its keyword row, over the whole (blank) text; it may be empty.
-            end = len(self.text)
-            chunks.append(Chunk(0, 0, end, 1, "", "prose", 0, 0, line_of(starts, max(0, end - 1))))
+            spans = [_Span(0, len(self.text), "", frozenset(("prose",)), 0)]
+        starts = line_starts(self.text)
+        # Columns, each span let go once read: a canvas of 1,000,000 cards has as many chunks,
+        # and a Chunk each beside its span held 200 MB.
+        cols: dict[str, array] = {f: array("q") for f in _CHUNK_INTS}
+        paths: list[str] = []
+        kinds: list[str] = []
+        spans.reverse()
+        while spans:
+            sp = spans.pop()
+            cols["start"].append(sp.start)
+            cols["end"].append(sp.end)
+            cols["line"].append(line_of(starts, sp.start))
+            cols["end_line"].append(line_of(starts, max(sp.start, sp.end - 1)))
+            cols["tokens"].append(sp.tokens)
+            cols["flags"].append(sp.flags)
+            paths.append(sp.path)
+            kinds.append(_chunk_kind(sp.kinds))
+        columns: dict[str, Sequence] = {f: ints(c) for f, c in cols.items()}
+        columns.update(seq=range(len(paths)), heading_path=Strings(paths), kind=Strings(kinds))
+        chunks = Records(Chunk, [columns[f] for f in _CHUNK_FIELDS])
         return Chunking(chunks, self.diagnostics)
 
     def merge_small(self, spans: list[_Span]) -> list[_Span]:
@@ -705,6 +711,10 @@ class _Chunker:
             b.hard_break_after,
             a.only_headings and b.only_headings,
         )
+
+
+_CHUNK_FIELDS = [f.name for f in fields(Chunk)]
+_CHUNK_INTS = ("start", "end", "line", "end_line", "tokens", "flags")
 
 
 def _page_paths(doc: ParsedDoc) -> list[str]:

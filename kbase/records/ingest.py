@@ -3,6 +3,7 @@ diagnostics (see kbase.records)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -55,10 +56,11 @@ class ParsedDoc:
     diagnostics: tuple[Diagnostic, ...] = ()  # structures too large to parse whole (cut)
     # PDFs: each page's [start, end) in ``text`` (page n is segments[n - 1]); canvases: each
     # card's (see ``cards``). Segments are separated by a form feed; a chunk prefers to end at one.
-    segments: tuple[tuple[int, int], ...] = ()
+    # A million of them, or of cards, are columns (kbase.ingest.columns): read them as sequences.
+    segments: Sequence[tuple[int, int]] = ()
     pdf: dict | None = None  # a PDF's document information (kbase.ingest.pdf.info_record)
-    cards: tuple = ()  # a canvas's cards (kbase.ingest.canvas.Card), one per segment
-    edges: tuple = ()  # a canvas's edges (kbase.ingest.canvas.Edge)
+    cards: Sequence = ()  # a canvas's cards (kbase.ingest.canvas.Card), one per segment
+    edges: Sequence = ()  # a canvas's edges (kbase.ingest.canvas.Edge)
 
 
 @dataclass(frozen=True, slots=True)  # slots: a canvas or a long note may have a million
