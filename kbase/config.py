@@ -69,23 +69,66 @@ def load_vault(root: str | os.PathLike[str]) -> Config:
     return _load(root / VAULT_FILE, VAULT_KEYS)
 
 
-def _load(path: Path, keys: dict[str, str]) -> Config:
-    import tomllib
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few lines; a vault's may be anything
+
+
+def _read(path: Path) -> str | None:
+    """The file's text; None if there is none. Only a regular file of at most MAX_CONFIG_BYTES
+    is read (a FIFO waited for ever, /dev/zero grew without end), without waiting to open it."""
+    import stat
 
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        return Config()
+        return None
     except OSError as e:
         raise ConfigError(
             f"cannot read config {path}: {e.strerror}", "check its permissions"
         ) from e
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(
+                f"config {path} is not a regular file", "make it a file of key = value lines"
+            )
+        try:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as e:
+            raise ConfigError(f"cannot read config {path}: {e.strerror}", "check the file") from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config {path} is larger than {MAX_CONFIG_BYTES >> 20} MB",
+            'a config file holds a few key = value lines, e.g. model = "..."',
+        )
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"config {path} is not UTF-8 text", "save it as UTF-8") from e
+
+
+def _load(path: Path, keys: dict[str, str]) -> Config:
+    import tomllib
+
+    text = _read(path)
+    if text is None:
+        return Config()
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(
             f"config {path} is not valid TOML: {e}", 'write key = value lines, e.g. model = "..."'
         ) from e
+    except (RecursionError, ValueError) as e:  # arrays nested thousands deep; 5,000-digit numbers
+        what = (
+            "nested too deeply"
+            if isinstance(e, RecursionError)
+            else "a number too long"
+            if "digits" in str(e)
+            else str(e).splitlines()[0][:200]
+        )
+        raise ConfigError(
+            f"config {path} is not TOML kbase can read ({what})",
+            'write key = value lines, e.g. model = "..."',
+        ) from None
     unknown = sorted(set(data) - set(keys))
     if unknown:
         raise ConfigError(

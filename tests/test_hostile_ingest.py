@@ -5,6 +5,7 @@ binary. The hostile files are made by small generators here; bench/hostile.py ru
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -821,3 +822,41 @@ def test_a_name_of_megabytes_is_refused_at_once_alike_by_every_face(tmp_path):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 2 and "100,000 characters long" in lines[0], lines
         assert all(len(line) < 300 for line in lines), lines
+
+
+# --- new attacks: a vault's .kbase.toml --------------------------------------------------------
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda p: os.mkfifo(p), "is not a regular file"),  # waited for ever
+        (lambda p: p.symlink_to("/dev/zero"), "is not a regular file"),  # grew without end
+        (lambda p: p.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n"), "nested too deeply"),
+        (lambda p: p.write_text("x = " + "1" * 5000 + "\n"), "a number too long"),  # traceback
+        (lambda p: p.write_text("# " + "x" * (1 << 20) + "\n"), "larger than 1 MB"),
+    ],
+    ids=["fifo", "dev-zero", "nested", "digits", "huge"],
+)
+def test_a_vault_config_of_any_kind_is_one_line_at_once(tmp_path, make, needle):
+    """A vault's .kbase.toml that is a FIFO hung kbase index, one that is /dev/zero read until
+    memory ran out, arrays nested 5,000 deep or a 5,000-digit number gave a traceback; each is
+    now the config's one line (nothing indexed, as for any bad config), read in a thread here so
+    that a hang fails the test instead of stalling it."""
+    from kbase.config import ConfigError, load_vault
+
+    vault = write(tmp_path / "v", {"a.md": "# A\n"})
+    make(vault / ".kbase.toml")
+    said: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_vault(vault)
+        except BaseException as e:  # (the test reports what it was)
+            said.append(e)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "reading the config hung"
+    (e,) = said
+    assert isinstance(e, ConfigError) and needle in str(e), repr(e)
+    assert str(vault / ".kbase.toml") in str(e) and len(str(e)) < 300
