@@ -860,3 +860,47 @@ def test_a_vault_config_of_any_kind_is_one_line_at_once(tmp_path, make, needle):
     (e,) = said
     assert isinstance(e, ConfigError) and needle in str(e), repr(e)
     assert str(vault / ".kbase.toml") in str(e) and len(str(e)) < 300
+
+
+# --- new attacks: docs-site syntax and Markdown rendering on long lines -------------------------
+HOSTILE_LINES = {
+    "blanks then a brace": "a" + " " * 100_000 + "}",  # heading_attributes, '## close' marks
+    "tabs then a mark": "a" + "\t" * 100_000 + "x#",
+    "brackets": "[" * 100_000,  # links, wikilinks, references scanned to the line's end
+    "wikilinks opened": "[[a" * 33_000,
+    "images opened": "![" * 50_000,
+    "footnotes opened": "[^" * 50_000,
+    "destinations opened": "[a](" * 25_000,
+    "autolinks opened": "<a:" * 33_000,
+    "directives opened": "{{<" * 33_000,
+    "callouts opened": "> [!" * 25_000,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", list(HOSTILE_LINES.values()), ids=list(HOSTILE_LINES))
+def test_a_long_line_of_markup_is_read_in_time_linear_in_it(tmp_path, line):
+    """A heading of 100,000 blanks before a '}' took heading_attributes 25 s (a search from each
+    blank); rendering a line of 100,000 '[' (a title, a heading's id, a snippet) took minutes:
+    each of many patterns scanned from every '[' to the line's end. A line of a MB took hours,
+    with no time limit on a note. Each is parsed, titled and rendered here in a thread that must
+    end within a minute (it took a few seconds on a loaded machine; the old code, hours)."""
+    from kbase.ingest.derive import derive
+    from kbase.ingest.markup import plain, render
+    from kbase.ingest.parse import heading_attributes, parse
+
+    done: list[object] = []
+
+    def work() -> None:
+        heading_attributes(line)
+        rendered, source = render(line)
+        assert len(source) == len(rendered)
+        doc = parse(f"# {line}\n\n## {line}\n\n{line}\n", "a-slug-name.md")  # titled by it
+        derive(doc)
+        done.append(plain(line))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "still reading after a minute"
+    assert done, "failed (see the thread's traceback above)"

@@ -26,6 +26,8 @@ FENCED = (
     r"(?:(?:\r\n?|\n)[ \t]*(?:>[ \t]*)*(?P=fence_mark)[`~]*[ \t]*(?=[\r\n]|\Z)|\Z)"
 )
 _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
+# A link's destination: no line break, parentheses one level deep ('.../Foo_(bar)').
+_DEST = r"(?:[^()\r\n]|\([^()\r\n]*\))*+"
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
@@ -39,18 +41,21 @@ _PATTERN = re.compile(
             rf"(?P<fence>{FENCED})",
             # on one line
             r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",
-            r"(?P<embed>!\[\[(?P<embed_target>[^\]|#\r\n]*)[^\]\r\n]*\]\])",
-            r"(?P<wiki>\[\[(?P<wiki_target>[^\]|\r\n]*)(?:\|(?P<wiki_alias>[^\]\r\n]*))?\]\])",
-            r"(?P<image>!\[(?P<image_alt>[^\]\r\n]*)\]\([^)\r\n]*\))",
-            r"(?P<link>\[(?P<link_text>[^\]\r\n]+)\]\([^)\r\n]*\))",
+            # (A bracket's scan stops at the next '[', a destination's at a '(' not closed in
+            # it, an autolink's at a '<', a directive's at a '{{': scanned to the line's end
+            # from each of them, a line of '[[[[' or '[a](' was quadratic, hours for 1 MB.)
+            r"(?P<embed>!\[\[(?P<embed_target>[^\[\]|#\r\n]*)[^\[\]\r\n]*\]\])",
+            r"(?P<wiki>\[\[(?P<wiki_target>[^\[\]|\r\n]*)(?:\|(?P<wiki_alias>[^\[\]\r\n]*))?\]\])",
+            rf"(?P<image>!\[(?P<image_alt>[^\[\]\r\n]*)\]\({_DEST}\))",
+            rf"(?P<link>\[(?P<link_text>[^\[\]\r\n]+)\]\({_DEST}\))",
             # A link reference definition line '[label]: dest "title"' goes whole; a reference
             # link '[text][label]' shows its text.
             r"(?P<linkdef>^[ ]{0,3}\[(?!\^)[^\]\r\n]+\]:[ \t]*[^\s][^\r\n]*(?:\r\n?|\n)?)",
-            r"(?P<reflink>\[(?P<ref_text>[^\]\r\n]+)\]\[[^\]\r\n]*\])",
-            r"(?P<footnote>\[\^[^\]\r\n]+\])",
+            r"(?P<reflink>\[(?P<ref_text>[^\[\]\r\n]+)\]\[[^\[\]\r\n]*\])",
+            r"(?P<footnote>\[\^[^\[\]\r\n]+\])",
             # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".
-            r"(?P<orphan>!?\[\[|\]\]|\]\([^)\s]*\)|``+)",
-            r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^>\s]+)>)",
+            r"(?P<orphan>!?\[\[|\]\]|\]\([^()\s]*\)|``+)",
+            r"(?P<autolink><(?P<url>[a-z][a-z0-9+.-]*:[^<>\s]+)>)",
             r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
             # Line starts, inside quotes too (a chunk may begin after a quote's '>').
             r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
@@ -62,13 +67,14 @@ _PATTERN = re.compile(
             r"(?:[ \t]+[\w-]+)*(?:[ \t]+\"(?P<admonition_title>[^\"\r\n]*)\")?[ \t]*(?=\r|\n|$))",
             # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
             # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
-            r"(?P<directive>\{\{[<%].*?[%>]\}\}|\{\{#[A-Za-z_]+[^}\r\n]*\}\})",
+            r"(?P<directive>\{\{[<%](?:(?!\{\{).)*?[%>]\}\}|\{\{#[A-Za-z_]+[^{}\r\n]*\}\})",
             r"(?P<attr_list>(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
             r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$)))",
             r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
-            r"(?P<heading_close>[ \t]+#+[ \t]*(?=\r|$))",  # before CRLF and CR too
+            # (from the first blank of a run: tried at each, a long run was quadratic)
+            r"(?P<heading_close>(?<![ \t])[ \t]+#+[ \t]*(?=\r|$))",  # before CRLF and CR too
             r"(?P<rule>^[ \t]*(?:(?:[-=_*][ \t]*){3,}"
             r"|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?)[ \t]*$)",
             r"(?P<edge_pipe>^[ \t]*\||\|[ \t]*$)",

@@ -108,8 +108,8 @@ _ATTR_ITEM = (
     r"""(?:\#[^\s{}#"'=]+|\.[^\s{}#."'=]+"""
     r"""|[A-Za-z_][\w.:-]*(?:=(?:"[^"]*"|'[^']*'|[^\s{}"']+))?|-)"""
 )
-_HEADING_ATTRS = re.compile(
-    rf"[ \t]*\{{(?P<colon>:)?(?P<pad>[ \t]*)"
+_HEADING_ATTRS = re.compile(  # (from its '{': spaces before it made a search quadratic)
+    rf"\{{(?P<colon>:)?(?P<pad>[ \t]*)"
     rf"(?P<items>{_ATTR_ITEM}(?:[ \t]+{_ATTR_ITEM})*)[ \t]*\}}[ \t]*$"
 )
 # The id: '#id', or attr_list's 'id=x' / 'id="x"' ('### 9.7.0 { id="9.7.0" }').
