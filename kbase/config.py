@@ -108,11 +108,11 @@ def _read(path: Path) -> str | None:
 def _load(path: Path, keys: dict[str, str]) -> Config:
     import tomllib
 
-    text = _read(path)
-    if text is None:
+    source = _read(path)
+    if source is None:
         return Config()
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(
             f"config {path} is not valid TOML: {e}", 'write key = value lines, e.g. model = "..."'
