@@ -343,6 +343,17 @@ def open_index(coll: Collection, model: str | None, rebuild: bool) -> kbase.KB:
     fresh = not db.exists()
     kb = kbase.open(db)
     t0 = time.perf_counter()
+    # The collection's folder is its index's one root. Material in the repository has another
+    # path in each worktree: a second root would hold every note twice (react-docs-th: 146 for
+    # 73 notes), so the old root moves to this folder (its vectors kept) or, if both are there,
+    # is forgotten.
+    folder = str(coll.folder.resolve())
+    others = [r.path for r in kb.roots() if r.path != folder]
+    for old in others:
+        if folder in {r.path for r in kb.roots()}:
+            kb.remove_root(old)
+        else:
+            kb.move_root(old, folder)
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 256 < 32:
