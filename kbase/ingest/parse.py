@@ -17,7 +17,7 @@ from bisect import bisect_right
 from pathlib import PurePosixPath
 from typing import Any, cast
 
-from kbase.ingest.markup import plain
+from kbase.ingest.markup import plain, render
 from kbase.records import Block, Diagnostic, Heading, ParsedDoc
 from kbase.text import LINE_BREAK, line_of, line_starts
 
@@ -244,7 +244,7 @@ def _shows_nothing(text: str, block: Block) -> bool:
     source = text[block.start : block.end]
     if block.kind == "html" and "<" in source:
         source = _HIDDEN_ELEMENT.sub("", source)
-    return not plain(source).strip()
+    return not render(source, offsets=False)[0].strip()  # (as plain's, without its words)
 
 
 # Containers docs sites write, taken as callouts are (a titled block, kept whole when it fits):
