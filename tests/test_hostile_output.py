@@ -5,6 +5,7 @@ space and kbase_search() answers what the CLI answers (10); status says why the 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import kbase
 from kbase.cli.app import cli
 from kbase.text import printable
 from tests.conftest import write
@@ -602,3 +604,47 @@ def test_e5s_graph_in_an_unwritable_cache_is_one_clear_error(tmp_path):
     blocked.write_text("not a folder")
     with pytest.raises(ModelUnavailable, match="cannot be written"):
         e5.derived_graph(blocked / "models")
+
+
+@pytest.mark.slow
+def test_datasettes_kbase_search_names_a_blob_and_outlives_its_worker(tmp_path):
+    """Datasette's kbase_search(x'00ff') raised 'user-defined function raised exception' (the
+    blob could not go to the worker as JSON) instead of the error kbase sql gives; and once the
+    worker died (killed, out of memory), every call said it had stopped until Datasette was
+    restarted. Now a blob gets kbase's own error and a dead worker is started again."""
+    import signal
+
+    sqlite3 = pytest.importorskip("pysqlite3", reason="Datasette's sqlite3 with extensions")
+    pytest.importorskip("datasette", reason="the kbase[datasette] extra is not installed")
+    from kbase.datasette import plugin
+
+    vault = write(tmp_path / "v", {"a.md": "# Alpha\n\nalpha words\n"})
+    db = tmp_path / "kb.db"
+    with kbase.open(db) as k:
+        k.index([vault], embed=False)
+
+    class Served:
+        databases = {"kb": type("Db", (), {"path": str(db)})()}
+
+    conn = sqlite3.connect(str(db))
+    try:
+        plugin.prepare_connection(conn, "kb", Served())
+
+        def search(arg) -> list:
+            return json.loads(conn.execute("SELECT kbase_search(?)", (arg,)).fetchone()[0])
+
+        (row,) = search(b"\x00\xff")
+        assert "must be text" in row["error"] and row["hint"]
+        assert search("alpha")[0]["path"] == "a.md"
+        worker = plugin._workers[str(db)]
+        assert worker is not None
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        worker.proc.wait()
+        assert search("alpha")[0]["path"] == "a.md"  # a new worker answers
+    finally:
+        conn.close()
+        for w in plugin._workers.values():
+            if w is not None and w.proc.stdin:
+                w.proc.stdin.close()
+                w.proc.wait(10)
+        plugin._workers.clear()

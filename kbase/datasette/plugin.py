@@ -52,9 +52,16 @@ class _Worker:
         with self.lock:
             if self.proc.poll() is not None or not self.proc.stdin or not self.proc.stdout:
                 return {"error": "kbase's search worker for this index has stopped", "hint": None}
-            self.proc.stdin.write(json.dumps({"fn": fn, "args": list(args)}) + "\n")
+            # (a blob goes as base64: the worker's own check then names it, as kbase sql's does)
+            self.proc.stdin.write(json.dumps({"fn": fn, "args": list(args)}, default=_blob) + "\n")
             self.proc.stdin.flush()
             return json.loads(self.proc.stdout.readline() or '{"error": "no answer"}')
+
+
+def _blob(value: object) -> dict:
+    if isinstance(value, bytes):
+        return {"blob": base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"cannot send a {type(value).__name__}")
 
 
 _workers: dict[str, _Worker | None] = {}  # index path -> its worker (None: no kbase index)
@@ -64,7 +71,10 @@ def _worker(path: str | None) -> _Worker | None:
     if not path:
         return None  # an in-memory database (Datasette's _internal, --memory)
     with _lock:
-        if path not in _workers:
+        w = _workers.get(path)
+        if path not in _workers or (w is not None and w.proc.poll() is not None):
+            # (a worker that died, killed or out of memory, is started again: kbase_search
+            # answered 'has stopped' until Datasette was restarted)
             w = _Worker(path)
             _workers[path] = w if w.ready else None
         return _workers[path]
@@ -96,15 +106,22 @@ def _database_path(datasette: Any, database: str) -> str | None:
     return getattr(db, "path", None) if db is not None else None
 
 
-def _functions(worker: _Worker):
+def _ask(path: str, fn: str, *args: Any) -> dict:
+    worker = _worker(path)
+    if worker is None:
+        return {"error": "kbase's search worker for this index could not start", "hint": None}
+    return worker.ask(fn, *args)
+
+
+def _functions(path: str):
     def kbase_search(query=None, mode=None, lim=None) -> str:
-        answer = worker.ask("search", query, mode, lim)
+        answer = _ask(path, "search", query, mode, lim)
         if "error" in answer:
             return json.dumps([answer], ensure_ascii=False)
         return json.dumps(answer["rows"], ensure_ascii=False)
 
     def kbase_embed(text=None) -> bytes:
-        answer = worker.ask("embed", text)
+        answer = _ask(path, "embed", text)
         if "error" in answer:  # Datasette logs it; the page says the function raised
             raise ValueError(answer["error"])
         return base64.b64decode(answer["vector"])
@@ -115,10 +132,10 @@ def _functions(worker: _Worker):
 @hookimpl
 def prepare_connection(conn: Any, database: str, datasette: Any) -> None:
     _load_sqlite_vec(conn)
-    worker = _worker(_database_path(datasette, database))
-    if worker is None:
+    path = _database_path(datasette, database)
+    if path is None or _worker(path) is None:
         return
-    search, embed = _functions(worker)
+    search, embed = _functions(path)
     for n in (1, 2, 3):
         conn.create_function("kbase_search", n, search)
     conn.create_function("kbase_embed", 1, embed, deterministic=True)

@@ -21,7 +21,10 @@ from kbase.errors import KbaseError
 
 
 def _answer(kb: KB, request: dict) -> dict:
-    args = request.get("args") or []
+    args = [
+        base64.b64decode(a["blob"]) if isinstance(a, dict) and set(a) == {"blob"} else a
+        for a in request.get("args") or []
+    ]
     if request.get("fn") == "search":
         return {"rows": kb.sql_search(*args[:3])}
     if request.get("fn") == "embed":
