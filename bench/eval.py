@@ -348,7 +348,7 @@ def open_index(coll: Collection, model: str | None, rebuild: bool) -> kbase.KB:
     # 73 notes), so the old root moves to this folder (its vectors kept) or, if both are there,
     # is forgotten.
     folder = str(coll.folder.resolve())
-    others = [r.path for r in kb.roots() if r.path != folder]
+    others = [] if fresh else [r.path for r in kb.roots() if r.path != folder]
     for old in others:
         if folder in {r.path for r in kb.roots()}:
             kb.remove_root(old)
