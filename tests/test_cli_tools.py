@@ -259,6 +259,7 @@ def test_watch_json_events(db, vault):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
     )
     events: list[dict] = []
 

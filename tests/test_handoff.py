@@ -107,6 +107,10 @@ def _start(db: Path, *command: str) -> tuple[subprocess.Popen, Path]:
             stdout=subprocess.DEVNULL,
             stderr=err,
             cwd=REPO,
+            # as from a terminal: a process started with SIGINT ignored (an xdist worker after
+            # some tests) passes that on, and kbase watch then keeps Ctrl-C ignored, as a job
+            # started in the background does (tests/test_watch.py)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     _served(db, proc, log)
     return proc, log
