@@ -166,7 +166,8 @@ def test_a_damaged_graph_is_rebuilt(tmp_path, monkeypatch):
         f.truncate(st.st_size - 10)
     e = embedder.MiniLMEmbedder()
     assert built == [1, 1] and cosine(e.embed_query("hello"), REFERENCE["vectors"][0]) >= 0.9999
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [graph.parent.name]  # no leftovers
+    left = [p.name for p in (tmp_path / "cache").iterdir() if "query-tokens" not in p.name]
+    assert left == [graph.parent.name]  # no leftovers (beside kbase.embed.wordpiece's tables)
 
 
 @pytest.mark.slow

@@ -241,7 +241,10 @@ def main(argv: Sequence[str]) -> int | None:
     try:
         try:
             path = index_path(Path(db) if db is not None else None)
-            kb = _handed_off(path, params) or open_index(path, echo)
+            kb = _handed_off(path, params)
+            if kb is None:
+                kb = open_index(path, echo)
+                kb.hand_off = params["mode"] == "keyword"  # (asked already: none serves it)
             hits = find(
                 kb,
                 echo,

@@ -14,9 +14,9 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from kbase.paths import data_dir
+from kbase.paths import TOKENIZER_DIR, data_dir
 from kbase.text import latin_share
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
@@ -96,9 +96,16 @@ class MiniLMEmbedder:
         self.threads = threads or os.cpu_count() or 1
         # Built from the verified model file on first use (a few seconds), then loaded; the model
         # file itself where the cache cannot be written (``notice`` says so).
-        self.graph, self.notice = onnx_graph.graph_or_model(MODEL_SHA256, model_cache_dir())
+        cached = onnx_graph.cached_graph(MODEL_SHA256, model_cache_dir())
+        self.graph, self.notice = (
+            (cached, None)
+            if cached is not None
+            else onnx_graph.graph_or_model(MODEL_SHA256, model_cache_dir())
+        )
         self._sessions: dict[str, object] = {}
         self._tokenizer = None
+        self._oneshot: Any = None  # (see ``_query_alone``; False: not here)
+        self._preparing: Any = None  # the thread of ``prepare_query``
         # A long-lived process (KB with its vectors in memory sets it): queries run on a session
         # with pre-packed weights, 7 ms a query instead of 20, after 65 ms to make it once.
         self.many_queries = False
@@ -151,9 +158,79 @@ class MiniLMEmbedder:
         )
 
     def embed_query(self, text: str) -> bytes:
+        if not (self._sessions or self.many_queries) and (quick := self._query_alone(text)):
+            return quick
         return _vectors(self._query_session(), self.tokenizer.encode_batch([well_formed(text)]))[
             0
         ].tobytes()
+
+    def prepare_query(self) -> None:
+        """Load what ``embed_query`` will need in a one-shot process (``_query_alone``) on a
+        thread of its own, while the caller goes on: onnxruntime's session is made in C, without
+        the GIL, so on a second core (kbase.search.run calls this before its imports and the
+        spelling correction)."""
+        if self._oneshot is not None or self._preparing or self._sessions or self.many_queries:
+            return
+        import threading
+
+        from kbase.embed import capi, wordpiece  # noqa: F401  (imported here, not in the thread)
+
+        self._preparing = threading.Thread(target=self._load_alone, name="kbase-model")
+        self._preparing.start()
+
+    def _load_alone(self) -> None:
+        """``_oneshot``: the WordPiece tables and the C session, or False where they cannot be
+        had (then the usual way)."""
+        from kbase.embed import capi, wordpiece
+        from kbase.embed.onnx_graph import load_tokenizer
+
+        try:
+            library = capi.library()
+            if capi.api().version != capi.library_version(library):
+                raise capi.Unavailable("the C library is not the graph's onnxruntime")
+            self._oneshot = (
+                wordpiece.QueryWordPiece(
+                    model_cache_dir(), TOKENIZER_DIR / "tokenizer.json", load_tokenizer
+                ),
+                capi.Session(
+                    self.graph,
+                    ("input_ids", "attention_mask", "token_type_ids"),
+                    "last_hidden_state",
+                ),
+            )
+        except (capi.Unavailable, OSError, ValueError, KeyError):
+            self._oneshot = False
+
+    def _query_alone(self, text: str) -> bytes | None:
+        """The query's vector in a process that has loaded nothing of the model (a search from
+        the shell) through onnxruntime's C library and kbase's own WordPiece
+        (kbase.embed.capi, kbase.embed.wordpiece): numpy, tokenizers and the Python binding
+        (0.2 s of CPU to import) are never loaded, and the vector is the same, bit for bit.
+        None where that cannot be done (then the usual way)."""
+        if self.notice is not None:
+            return None
+        if self._preparing is not None:
+            self._preparing.join()
+            self._preparing = None
+        elif self._oneshot is None:
+            self._load_alone()
+        if not self._oneshot:
+            return None
+        from kbase.embed import capi
+
+        try:
+            words, session = self._oneshot
+            ids = words.ids(well_formed(text))
+            if ids is None:
+                return None  # (for the real tokenizer)
+            n = len(ids)
+            dims, hidden = session.run(
+                {"input_ids": ids, "attention_mask": [1] * n, "token_type_ids": [0] * n}
+            )
+            return capi.mean_pooled(dims, hidden)
+        except (capi.Unavailable, OSError, ValueError, KeyError):
+            self._oneshot = False
+            return None
 
     def _query_session(self):
         """The session for one query: the bulk session if this process has one, else one with

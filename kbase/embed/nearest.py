@@ -370,13 +370,13 @@ def nearest_oneshot(con: apsw.Connection, vector: bytes, k: int) -> list[tuple[i
     Hamming shortlist, ranked again by ``sign_scores``, the best of it scored exactly from
     chunks_vec. None when the index is smaller than ``QUANTIZE_FROM`` or has no codes (then
     sqlite-vec's exact k-NN is the way)."""
-    import numpy as np
-
     if con.execute("SELECT 1 FROM sqlite_schema WHERE name = 'chunks_codes'").fetchone() is None:
         return None
     n = con.execute("SELECT coalesce(sum(length(ids)), 0) / 8 FROM chunks_codes").fetchone()[0]
     if n < QUANTIZE_FROM:
         return None
+    import numpy as np  # (only now: a one-shot query below QUANTIZE_FROM needs none)
+
     ids: list = []
     blocks: list = []
     for id_blob, code_blob in con.execute("SELECT ids, codes FROM chunks_codes"):

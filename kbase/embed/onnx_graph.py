@@ -29,8 +29,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from kbase.errors import KbaseError
@@ -85,6 +83,22 @@ def graph_or_model(
             f"the model cache {cache_dir} cannot be written ({reason[:200]}): using the model"
             " file as it is (a second more to load; set KBASE_MODEL_CACHE to a writable folder)"
         )
+
+
+def cached_graph(sha256: str, cache_dir: Path) -> Path | None:
+    """model.onnx of the derived graph if it is cached and intact (sizes and times), found
+    without importing onnxruntime (0.2 s with numpy): its version is read from the name of its
+    C library (kbase.embed.capi.library_version); else None (then ``graph_or_model``)."""
+    from kbase.embed import capi
+
+    try:
+        version = capi.library_version(capi.library())
+    except capi.Unavailable:
+        return None
+    folder = cache_dir / f"minilm-{sha256[:16]}-ort{version}-v{GRAPH_VERSION}"
+    if version is None or not folder.is_dir() or not intact(folder, False):
+        return None
+    return folder / "model.onnx"
 
 
 def derived_graph(sha256: str, cache_dir: Path, *, verify: bool = False) -> Path:
@@ -178,6 +192,8 @@ def write_manifest(folder: Path, manifest: dict) -> None:
 
 
 def remove_graph(folder: Path) -> None:
+    import shutil
+
     aside = folder.with_name(f".old-{folder.name}-{os.getpid()}")
     try:
         os.rename(folder, aside)
@@ -188,6 +204,9 @@ def remove_graph(folder: Path) -> None:
 
 # --- building -------------------------------------------------------------------------------------
 def _build(sha256: str, folder: Path) -> None:
+    import shutil
+    import tempfile
+
     import onnxruntime as ort
 
     source = source_model(sha256)

@@ -92,6 +92,11 @@ def search(
         without=parsed.excluded,  # a note holding one anywhere is left out, in every mode
     )
     started = time.monotonic()  # one time limit for the correction and the search
+    with con:
+        mode = mode or default_mode(con)
+    model = embedder() if mode != "keyword" and not parsed.filters_only else None
+    if model is not None and hasattr(model, "prepare_query"):
+        model.prepare_query()  # (a one-shot process: the model loads meanwhile, on another core)
     corrected = None
     if correct and not parsed.empty:
         from kbase.search import spell
@@ -101,9 +106,8 @@ def search(
                 corrected = spell.correct(con, query)
     text = corrected.text if corrected else query
     meaning = parse_query(text).text  # what the model reads: the words, not the operators
-    with con:
-        mode = mode or default_mode(con)
-    model = embedder() if mode != "keyword" and not parsed.filters_only else None
+    if model is not None:
+        from kbase.search import hybrid, semantic  # noqa: F401  (imported while the model loads)
     vector = b"" if model is None else query_vector(con, model, meaning)
     left = max(0.001, timeout - (time.monotonic() - started))
     with _time_limit(con, left, timeout):
