@@ -244,7 +244,7 @@ def main(argv: Sequence[str]) -> int | None:
             kb = _handed_off(path, params)
             if kb is None:
                 kb = open_index(path, echo)
-                kb.hand_off = params["mode"] == "keyword"  # (asked already: none serves it)
+                kb.hand_off = False  # (asked already: none serves it)
             hits = find(
                 kb,
                 echo,
