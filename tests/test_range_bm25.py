@@ -85,3 +85,41 @@ def test_it_forgets_its_counts_when_the_index_changes(index):
     after, theirs = range_bm25(con, '"garden" OR "sun"', rs), c_bm25(con, '"garden" OR "sun"', rs)
     assert list(after.values()) == pytest.approx(list(theirs.values()), abs=1e-9)
     assert after != before  # (the counts and the average length moved)
+
+
+def test_it_scores_the_pair_index_as_fts5_does(tmp_path):
+    """For a note found by character pairs (kbase.search.cjk), hybrid's passages score the pair
+    index's rows: the same bm25 as FTS5's, its counts kept apart from chunks_fts's."""
+    from kbase.search import cjk
+
+    rnd = random.Random(11)
+    words = ["同步", "设置", "笔记", "手机", "电脑", "garden", "sun"]
+    notes = {
+        f"n{i}.md": f"# 笔记 {i}\n\n"
+        + "\n\n## 部分\n\n".join(
+            "".join(rnd.choice(words) for _ in range(rnd.randint(3, 30)))
+            for _ in range(rnd.randint(1, 4))
+        )
+        for i in range(30)
+    }
+    kb = kbase.open(tmp_path / "k.db")
+    kb.index([write(tmp_path / "v", notes)], embed=False)
+    con = kb.reader
+    rs = ranges(con, 8, 5)
+    for match in ('"同步" OR "设置"', '"手机" AND "电脑"', '"笔记" OR "garden"', '"sun"'):
+        mine = range_bm25(con, match, rs, cjk.TABLE)
+        theirs = {
+            rowid: score
+            for lo, hi in rs
+            for rowid, score in con.execute(
+                f"SELECT rowid, -bm25({cjk.TABLE}, 1.0, 1.0, 1.0) FROM {cjk.TABLE}"
+                f" WHERE {cjk.TABLE} MATCH ? AND rowid BETWEEN ? AND ?",
+                (match, lo, hi),
+            )
+        }
+        assert mine.keys() == theirs.keys() and mine, match
+        assert list(mine.values()) == pytest.approx(list(theirs.values()), abs=1e-9), match
+    # the same phrase in the other table: its own counts ("garden" is one word in chunks_fts,
+    # inside a run in none of chunks_fts's rows but as itself in chunks_cjk's)
+    assert range_bm25(con, '"garden"', rs) == c_bm25(con, '"garden"', rs)
+    kb.close()

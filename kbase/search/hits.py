@@ -112,13 +112,21 @@ def hit(
         if unmarked != text:  # cannot happen with external content; never show wrong highlights
             ranges = []
     markdown = kind in ("markdown", "canvas")
-    # The snippet starts at the passage (sentence, line) that holds the most of the query's words.
-    focus = snippets.best_passage(text, ranges)
-    snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=markdown, focus=focus)
+    # The snippet starts at the passage (sentence, line) from which it shows the most of the
+    # query's words, and its line is that of the passage in view that holds the most of them.
+    shown = None
+    if ranges and len(text) <= snippets.RENDER_WHOLE:
+        shown = snippets.Shown.of(text, markdown)
+    focus, line_at = snippets.focus(text, ranges, shown) or (None, None)
+    snippet, highlights, anchor = snippets.snippet(
+        text, ranges, markdown=markdown, focus=focus, anchor_at=line_at, shown=shown
+    )
     if markdown and not snippet.strip() and text.strip():
         # All of the passage renders to nothing (an HTML comment, a bare image or tag): show its
         # source rather than an empty line (rust-book-ja keeps the English original in comments).
-        snippet, highlights, anchor = snippets.snippet(text, ranges, markdown=False, focus=focus)
+        snippet, highlights, anchor = snippets.snippet(
+            text, ranges, markdown=False, focus=focus, anchor_at=line_at
+        )
     page, card = segment_at(con, doc_id, kind, start + anchor)
     root = located_root(root, relpath, con.filename)  # moved along with the index?
     abspath = os.path.join(root, path) if path else root

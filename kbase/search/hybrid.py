@@ -8,6 +8,7 @@ import apsw
 
 from kbase.embed.nearest import VectorCache
 from kbase.records import Hit
+from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, reading
 from kbase.search.hits import Ranked, hit
@@ -15,6 +16,8 @@ from kbase.search.keyword import keyword_ranked, range_bm25
 from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
 from kbase.text import latin_share
+
+FTS = "chunks_fts"
 
 
 def hybrid_search(
@@ -56,6 +59,7 @@ def hybrid_search(
         highlight,
         query_vector if read else None,
         {f.key: passage_meaning(f, params, tier.get(f.key)) for f in page},
+        {r.doc_id: r.match for r in kw if r.match and cjk.is_pair_match(r.match)},
     )
     hits = []
     for f in page:
@@ -104,31 +108,37 @@ def passage_chunks(
     match: str | None,
     query_vector: bytes | None,
     meaning_weight: float | Mapping[int, float] = 0.5,
+    pair_matches: Mapping[int, str] | None = None,
 ) -> dict[int, int]:
     """For each document, its chunk that best answers the query, meaning weighing
     ``meaning_weight`` beside words (one for all, or per document: fusion.passage_meaning): two
-    queries for the whole page, one for the words, one for the meaning."""
+    queries for the whole page, one for the words, one for the meaning. The words are ``match``
+    in chunks_fts, or for a document in ``pair_matches`` (the keyword list found it by the
+    character pairs of words without spaces: kbase.search.cjk) that expression in chunks_cjk,
+    as keyword mode scores its chunks (chunks_fts cannot see a word inside such a run)."""
     if not doc_ids:
         return {}
     marks = ",".join("?" * len(doc_ids))
-    words: dict[int, float] = {}
-    if match:
-        # Each note's range of chunk ids: FTS5 then scores those rows only (a rowid IN (...) list
-        # made it score every match in the index first: 34 ms against 0.8); bm25's statistics are
-        # the whole index's either way (range_bm25: worked out once); rows of other notes in a
-        # range are ignored below.
-        words = range_bm25(
-            con,
-            match,
-            [
-                (lo, hi)
-                for _doc_id, lo, hi in con.execute(
-                    f"SELECT doc_id, min(id), max(id) FROM chunks WHERE doc_id IN ({marks})"
-                    " GROUP BY doc_id",
-                    doc_ids,
-                )
-            ],
-        )
+    # Each note's range of chunk ids: FTS5 then scores those rows only (a rowid IN (...) list
+    # made it score every match in the index first: 34 ms against 0.8); bm25's statistics are
+    # the whole index's either way (range_bm25: worked out once); rows of other notes in a
+    # range are ignored below.
+    pair_matches = pair_matches or {}
+    scored_by: dict[int, tuple[str, str]] = {}  # document -> (expression, table) of its words
+    ranges: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for doc_id, lo, hi in con.execute(
+        f"SELECT doc_id, min(id), max(id) FROM chunks WHERE doc_id IN ({marks}) GROUP BY doc_id",
+        doc_ids,
+    ):
+        if doc_id in pair_matches:
+            key = (pair_matches[doc_id], cjk.TABLE)
+        elif match:
+            key = (match, FTS)
+        else:
+            continue
+        scored_by[doc_id] = key
+        ranges.setdefault(key, []).append((lo, hi))
+    scored = {key: range_bm25(con, key[0], spans, key[1]) for key, spans in ranges.items()}
     meaning: dict[int, float] = {}
     if (
         query_vector
@@ -142,9 +152,12 @@ def passage_chunks(
             ).fetchall()
         )
     per_doc: dict[int, list[int]] = {}
+    words: dict[int, float] = {}
     for cid, doc_id in con.execute(
         f"SELECT id, doc_id FROM chunks WHERE doc_id IN ({marks}) ORDER BY doc_id, seq", doc_ids
     ):
+        if doc_id in scored_by and cid in scored[scored_by[doc_id]]:
+            words[cid] = scored[scored_by[doc_id]][cid]
         if cid in words or cid in meaning:
             per_doc.setdefault(doc_id, []).append(cid)
     out = {}

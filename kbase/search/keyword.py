@@ -470,10 +470,11 @@ class _Bm25:
     def __init__(self) -> None:
         self.lock = threading.Lock()  # (one statement's state at a time)
         self.stamp: tuple[int, int] | None = None
-        self.hits: dict[str, int] = {}  # phrase expression -> rows that match it
+        self.hits: dict[tuple[str, str], int] = {}  # (table, phrase) -> rows that match it
         self.phrases: list[str] = []  # the phrases of the statement running, in FTS5's order
         self.counted: dict[int, float] = {}  # phrase number -> its idf, for this statement
         self.con: apsw.Connection | None = None
+        self.table = "chunks_fts"  # the table of the statement running
 
     def __call__(self, api: apsw.FTS5ExtensionApi, *weights: apsw.SQLiteValue) -> float:
         n_row = api.row_count
@@ -498,13 +499,13 @@ class _Bm25:
         idf = self.counted.get(i)
         if idf is None:
             if len(self.phrases) == api.phrase_count and self.con is not None:
-                phrase = self.phrases[i]
-                hits = self.hits.get(phrase)
+                key = (self.table, self.phrases[i])
+                hits = self.hits.get(key)
                 if hits is None:
                     (hits,) = self.con.execute(
-                        "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+                        f"SELECT count(*) FROM {self.table} WHERE {self.table} MATCH ?", (key[1],)
                     ).fetchone()
-                    self.hits[phrase] = hits
+                    self.hits[key] = hits
             else:  # (phrases this module did not read: FTS5 counts them, as bm25 does)
                 rows = [0]
                 api.query_phrase(i, lambda _api, n: n.__setitem__(0, n[0] + 1), rows)
@@ -518,13 +519,17 @@ _bm25: weakref.WeakKeyDictionary[apsw.Connection, _Bm25] = weakref.WeakKeyDictio
 
 
 def range_bm25(
-    con: apsw.Connection, match: str, ranges: Iterable[tuple[int, int]]
+    con: apsw.Connection,
+    match: str,
+    ranges: Iterable[tuple[int, int]],
+    table: str = "chunks_fts",
 ) -> dict[int, float]:
-    """-bm25 (BM25_WEIGHTS) of the chunks_fts rows that ``match`` finds with a rowid in one of
-    ``ranges`` ((lo, hi), inclusive): what ``-bm25(chunks_fts, ...)`` gives them, within float
-    rounding (tests/test_search.py compares), at the cost of one pass per phrase for all the
-    ranges, and none while the index is unchanged. An expression with more than phrases joined
-    by AND, OR, NOT and brackets (a column filter, NEAR, ^) is scored by FTS5's own bm25."""
+    """-bm25 (BM25_WEIGHTS) of the ``table`` rows (chunks_fts, or cjk.TABLE for a pair match)
+    that ``match`` finds with a rowid in one of ``ranges`` ((lo, hi), inclusive): what
+    ``-bm25(table, ...)`` gives them, within float rounding (tests/test_range_bm25.py compares),
+    at the cost of one pass per phrase for all the ranges, and none while the index is
+    unchanged. An expression with more than phrases joined by AND, OR, NOT and brackets (a
+    column filter, NEAR, ^) is scored by FTS5's own bm25."""
     ranges = list(ranges)
     w = ", ".join(str(x) for x in BM25_WEIGHTS)
     if not ranges:
@@ -534,8 +539,8 @@ def range_bm25(
             rowid: score
             for lo, hi in ranges
             for rowid, score in con.execute(
-                f"SELECT rowid, -bm25(chunks_fts, {w}) FROM chunks_fts"
-                " WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                f"SELECT rowid, -bm25({table}, {w}) FROM {table}"
+                f" WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?",
                 (match, lo, hi),
             )
         }
@@ -549,11 +554,12 @@ def range_bm25(
         if scorer.stamp != stamp:
             scorer.stamp, scorer.hits = stamp, {}
         scorer.con, scorer.phrases, scorer.counted = con, _PHRASE.findall(match), {}
+        scorer.table = table
         for lo, hi in ranges:
             out.update(
                 con.execute(
-                    f"SELECT rowid, -kbase_bm25(chunks_fts, {w}) FROM chunks_fts"
-                    " WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                    f"SELECT rowid, -kbase_bm25({table}, {w}) FROM {table}"
+                    f" WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?",
                     (match, lo, hi),
                 ).fetchall()
             )

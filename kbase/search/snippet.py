@@ -5,8 +5,9 @@
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kbase.ingest.markup import FENCED, render
 
@@ -86,23 +87,32 @@ def snippet(
     ranges: Sequence[tuple[int, int]] = (),
     markdown: bool = True,
     focus: int | None = None,
+    *,
+    anchor_at: int | None = None,
+    shown: Shown | None = None,
 ) -> tuple[str, tuple[tuple[int, int], ...], int]:
     """A one-line reading snippet of ``text`` (rendered if ``markdown``) around the first visible
-    match, or starting at ``focus`` (an offset in ``text``: the passage that answers, see
-    best_passage) when given.
+    match, or starting at ``focus`` (an offset in ``text``: where the passages that answer
+    start, see focus) when given; ``anchor_at`` (at or after ``focus``): the passage whose first
+    match gives the line (default: ``focus``). ``shown``: ``text`` as rendered already (Shown),
+    not rendered again.
 
     ``ranges`` are match ranges in ``text``. Returns (snippet, highlight ranges in the snippet,
-    offset in ``text`` of the focus, or of the first visible match, or of the first match, or 0):
-    the caller turns that offset into the file's line number.
+    offset in ``text`` of the anchor's first visible match, or of the focus, or of the first
+    visible match, or of the first match, or 0): the caller turns that offset into the file's
+    line number.
     """
     lo, hi = 0, len(text)
     at = focus if focus is not None else (min(ranges)[0] if ranges else None)
-    if at is not None and hi > WINDOW_AFTER:  # a long chunk: render only the lines around it
-        lo = max(text.rfind("\n", 0, max(0, at - WINDOW_BEFORE)) + 1, 0)
-        end = text.find("\n", at + WINDOW_AFTER)
-        hi = hi if end < 0 else end
-        lo = _outside_fence(text, lo)
-    rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
+    if shown is not None:
+        rendered, source = shown.rendered, shown.source
+    else:
+        if at is not None and hi > WINDOW_AFTER:  # a long chunk: render only the lines around it
+            lo = max(text.rfind("\n", 0, max(0, at - WINDOW_BEFORE)) + 1, 0)
+            end = text.find("\n", at + WINDOW_AFTER)
+            hi = hi if end < 0 else end
+            lo = _outside_fence(text, lo)
+        rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
     heading_ends = _heading_ends(text, rendered, source) if markdown else frozenset()
     # Output positions of each match that is still visible after rendering: the output characters
     # that come from inside it (``source`` never decreases), without the spaces at its ends.
@@ -123,7 +133,13 @@ def snippet(
         # past the snippet's width starts a little before the match instead.
         start = i
         first = next((a for a, _ in marks if a >= i), None)
-        anchor = source[first] if first is not None else (source[i] if i < len(source) else focus)
+        at_line = bisect_left(source, anchor_at) if anchor_at is not None else i
+        line_mark = next((a for a, _ in marks if a >= at_line), first)
+        anchor = (
+            source[line_mark]
+            if line_mark is not None
+            else (source[i] if i < len(source) else focus)
+        )
         if first is not None and first - start > SNIPPET_WIDTH - SNIPPET_BEFORE:
             start = first - SNIPPET_BEFORE
             space = rendered.find(" ", start, first)
@@ -238,14 +254,81 @@ def _word_key(word: str) -> str:
     return _ENDING.sub("", w) if len(w) > 4 else w
 
 
-def best_passage(text: str, ranges: Sequence[tuple[int, int]]) -> int | None:
-    """The start of the passage of ``text`` that holds the most distinct matched words (the text
-    of ``ranges``, case and endings aside), the first of equals; None without matches."""
-    if not ranges:
-        return None
-    best, best_count = None, 0
+# A chunk up to this long is rendered whole to choose where its snippet starts (most chunks are a
+# few hundred characters; the snippet of one up to WINDOW_AFTER reuses that rendering); a longer
+# one is measured in its source characters, Markdown syntax counted as text.
+RENDER_WHOLE = 4 * WINDOW_AFTER
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A chunk's text as its snippet reads it: ``rendered`` (Markdown removed, kbase.ingest.markup)
+    and for each of its characters the offset in the text it comes from (``source``); the runs
+    of whitespace that the snippet folds to one space (their starts, ends, and the characters
+    folding has removed by the end of each)."""
+
+    rendered: str
+    source: Sequence[int]
+    starts: tuple[int, ...] = ()
+    ends: tuple[int, ...] = ()
+    removed: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, text: str, markdown: bool = True) -> Shown:
+        rendered, source = render(text) if markdown else (text, range(len(text)))
+        runs = [m.span() for m in re.finditer(r"\s{2,}", rendered)]
+        removed, gone = [], 0
+        for a, b in runs:
+            gone += b - a - 1
+            removed.append(gone)
+        return cls(
+            rendered, source, tuple(a for a, _ in runs), tuple(b for _, b in runs), tuple(removed)
+        )
+
+    def column(self, offset: int) -> int:
+        """The position in the snippet's reading (rendered, whitespace folded) of the text's
+        character at ``offset`` (of the next one shown, for one that rendering hides)."""
+        i = bisect_left(self.source, offset)
+        k = bisect_right(self.starts, i) - 1
+        if k < 0:
+            return i
+        before = self.removed[k - 1] if k else 0
+        return i - before - max(0, min(i, self.ends[k]) - self.starts[k] - 1)
+
+    def visible(self, a: int, b: int) -> bool:
+        """True when some of ``text[a:b]`` is shown (a link's target, say, is not)."""
+        return bisect_left(self.source, a) < bisect_left(self.source, b)
+
+
+def focus(
+    text: str, ranges: Sequence[tuple[int, int]], shown: Shown | None = None
+) -> tuple[int, int] | None:
+    """Where the snippet of ``text`` starts and which passage gives its line, from the matched
+    words (``ranges``; distinct ones, case and endings aside) a reader sees:
+
+    - the start: the passage from which the snippet (the passage, and at least SNIPPET_WIDTH
+      characters of the text as read) shows the most of them, the first of equals;
+    - the line: the passage in that snippet's width that holds the most of them itself, the
+      first of equals.
+
+    Only a passage (see passages) that holds a match counts, and only a match that stays
+    visible; None without one. ``shown``: ``text`` as read (without it, a long chunk: widths in
+    the source's characters, Markdown syntax counted)."""
+    column = shown.column if shown is not None else (lambda offset: offset)
+    found = [(a, b) for a, b in ranges if shown is None or shown.visible(a, b)]
+    words = [(a, b, column(a), _word_key(text[a:b])) for a, b in found]
+    views = []  # (passage start, its column, its end's column, distinct words it holds)
     for a, b in passages(text):
-        words = {_word_key(text[x:y]) for x, y in ranges if a <= x and y <= b}
-        if len(words) > best_count:
-            best, best_count = a, len(words)
-    return best
+        held = {w for x, y, _, w in words if a <= x and y <= b}
+        if held:
+            views.append((a, column(a), column(b), len(held)))
+    best, best_count = None, 0
+    for a, col, end, _ in views:
+        seen = len({w for _, _, c, w in words if col <= c < max(end, col + SNIPPET_WIDTH)})
+        if seen > best_count:
+            best, best_count = (a, col), seen
+    if best is None:
+        return None
+    start, col = best
+    line = max((n, -a) for a, c, _, n in views if col <= c < col + SNIPPET_WIDTH)
+    return start, -line[1]
