@@ -60,10 +60,63 @@ def ask_running(
     """``KB.search(**args)`` on the index file ``path`` as a running kbase that serves it answers
     it (kbase.handoff.ask_about: the hits, the notices the search gave, and what the server says
     of the index: its default mode and coverage), or None when none does: for a one-shot
-    process that has not opened the index (kbase.cli.quick)."""
+    process that has not opened the index."""
     from kbase import handoff
 
     return handoff.ask_about(path, args, SEARCH_TIMEOUT)
+
+
+def read_running(answer: Any) -> tuple[Hits, list[str], dict[str, Any]] | None:
+    """``ask_running``'s result from an answer kbase.handoff_client.exchange received (asked
+    with ``about``; kbase.cli.quick asks without importing kbase.api first), or None."""
+    from kbase import handoff
+
+    return handoff.read_about(answer)
+
+
+# What a running kbase prints for a search a shell hands it (kbase.cli.quick.printed), when the
+# command line that started it says (``print_handed_searches``); else it answers hits.
+_printer: Callable[[HandedSearch, dict[str, Any], dict[str, Any]], Any] | None = None
+
+
+def print_handed_searches(
+    printer: Callable[[HandedSearch, dict[str, Any], dict[str, Any]], Any],
+) -> None:
+    """Let the servers this process starts (``KB.serve_searches``) print a search for the shell
+    that hands it over: ``printer(kb, args, options)`` gives (lines: (on stderr?, text) each,
+    exit status) for KB.search's ``args`` and the shell's ``options`` (fmt, color, explain). The
+    command line sets it (kbase watch, mcp, browse): the shell then prints what it receives,
+    having imported almost nothing (kbase.handoff_client)."""
+    global _printer
+    _printer = printer
+
+
+class HandedSearch:
+    """A KB as a search handed over from the shell uses it (``print_handed_searches``): the
+    search runs in this process, each notice it gives passed to ``on_notice``."""
+
+    def __init__(self, kb: KB) -> None:
+        self.kb = kb
+        self.on_notice: Callable[[str], None] | None = None
+
+    def search(self, query: str, **options: Any) -> Hits:
+        before = len(self.kb.notices)
+        hits = self.kb._search_here(query, **options)
+        for message in self.kb.notices[before:]:
+            if self.on_notice is not None:
+                self.on_notice(message)
+        return hits
+
+    def default_mode(self) -> str:
+        return self.kb.default_mode()
+
+    def coverage(self) -> tuple[int, int]:
+        return self.kb.coverage()
+
+    def filters_that_keep_nothing(
+        self, *, path: str | None = None, tags: Sequence[str] = ()
+    ) -> list[str]:
+        return self.kb.filters_that_keep_nothing(path=path, tags=tags)
 
 
 class KB:
@@ -638,7 +691,19 @@ class KB:
             with use() as kb:
                 return {"default_mode": kb.default_mode(), "coverage": list(kb.coverage())}
 
-        server = handoff.Server(self.path, search, cleanup=cleanup, about=about)
+        def printed(args: dict[str, Any], options: dict[str, Any]) -> Any:
+            assert printer is not None
+            with use() as kb:
+                return printer(HandedSearch(kb), args, options)
+
+        printer = _printer
+        server = handoff.Server(
+            self.path,
+            search,
+            cleanup=cleanup,
+            about=about,
+            printer=printed if printer is not None else None,
+        )
         if not server.start():
             if cleanup is not None:
                 cleanup()

@@ -19,36 +19,52 @@ loading them itself (about 0.3 s of imports and model load, BENCHMARKS.md sectio
   that stopped answering, a reply it cannot read, ``KBASE_HANDOFF=0``) and ``ask`` returns None:
   the caller searches in its own process, as if no server had been running.
 
-``ask`` is the client (``KB.search`` calls it for a one-shot KB, see ``KB.hand_off``), ``Server``
-the side that answers (``KB.serve_searches`` starts one).
+- **What is printed.** A shell's ``kbase search`` (kbase.cli.quick) asks the server to print:
+  the request says how (``print``: the format, colour, ``--explain``), and a server whose command
+  line gave it a printer (kbase.api.print_handed_searches: kbase watch, mcp, browse) answers the
+  lines the search command prints and its exit status, from the command's own code; the shell
+  writes them out having imported only kbase.handoff_client (os, socket, json). A server without
+  a printer answers the hits.
+
+``ask`` is the client (``KB.search`` calls it for a one-shot KB, see ``KB.hand_off``; the socket
+and the exchange are kbase.handoff_client's), ``Server`` the side that answers
+(``KB.serve_searches`` starts one). A request must arrive whole within ``REQUEST_TIMEOUT`` (a
+deadline, however slowly its bytes come).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
-import stat
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from kbase import errors
+from kbase import errors, handoff_client
+from kbase.handoff_client import (
+    ACK_TIMEOUT,
+    ANSWER_SLACK,
+    CONNECT_TIMEOUT,
+    SUPPORTED,
+    VERSION,
+    identity,
+    peer_is_us,
+    private,
+)
 from kbase.records import Hit, Hits
 
-VERSION = 1
-CONNECT_TIMEOUT = 0.5  # seconds to connect
-ACK_TIMEOUT = 1.0  # seconds until the server says it serves this index
-ANSWER_SLACK = 5.0  # seconds past the search's own time limit before the client gives up
+__all__ = ["ACK_TIMEOUT", "ANSWER_SLACK", "CONNECT_TIMEOUT", "SUPPORTED", "VERSION", "private"]
+
 MAX_REQUEST = 1 << 20  # bytes: a request is a query (bounded to a few KB) and its filters
 MAX_CLIENTS = 8  # connections served at once; more are closed (those clients search themselves)
 ACCEPT_POLL = 0.5  # seconds between the accepting thread's looks at close()
-REQUEST_TIMEOUT = 2.0  # seconds a connected client has to send its request
+REQUEST_TIMEOUT = 2.0  # seconds a connected client has, in all, to send its request
 _ARGS: dict[str, tuple[type, ...]] = {  # KB.search's arguments, and the types each may be
     "query": (str,),
     "mode": (str, type(None)),
@@ -60,79 +76,18 @@ _ARGS: dict[str, tuple[type, ...]] = {  # KB.search's arguments, and the types e
     "exclude": (list,),
     "correct": (bool,),
 }
+_PRINT: dict[str, tuple[type, ...]] = {"fmt": (str,), "color": (bool,), "explain": (bool,)}
 _HIT_FIELDS = tuple(f.name for f in fields(Hit))
 
 # (arguments) -> (hits, notices the search gave)
 Search = Callable[[dict[str, Any]], tuple[Hits, list[str]]]
-
-
-# Unix sockets and user ids: not on Windows (there every search runs in its own process).
-SUPPORTED = hasattr(socket, "AF_UNIX") and hasattr(os, "geteuid")
-
-
-def runtime_dir() -> Path:
-    """The directory of the sockets (see the module docstring)."""
-    explicit = os.environ.get("KBASE_RUNTIME_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "kbase"
-    # $TMPDIR or /tmp, not tempfile.gettempdir(): the same folder for every process of the
-    # user, whatever each can write to (and tempfile's imports cost a one-shot search 6 ms)
-    return Path(os.environ.get("TMPDIR") or "/tmp") / f"kbase-{os.geteuid()}"
+# (arguments, how to print them) -> (what the shell prints: (on stderr?, line) each; exit status)
+Printer = Callable[[dict[str, Any], dict[str, Any]], tuple[list[tuple[bool, str]], int]]
 
 
 def socket_path(index: str | os.PathLike[str]) -> Path:
     """The socket of the index file ``index`` (any path to the same file names the same one)."""
-    key = hashlib.sha256(os.path.realpath(index).encode("utf-8", "surrogateescape")).hexdigest()
-    return runtime_dir() / f"{key[:24]}.sock"
-
-
-def private(directory: Path, *, create: bool = False) -> bool:
-    """Whether ``directory`` is a real directory (not a link) of this user that nobody else may
-    enter; with ``create``, made (mode 0700) if missing, and its mode narrowed if it is ours."""
-    if create:
-        try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:
-            return False
-    try:
-        st = os.lstat(directory)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        return False
-    if st.st_mode & 0o077:
-        if not create:
-            return False
-        try:
-            os.chmod(directory, 0o700)
-        except OSError:
-            return False
-    return True
-
-
-def _peer_is_us(sock: socket.socket) -> bool:
-    """The other end of a connected Unix socket runs as this user (where the system says)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:  # (macOS: the directory's and the socket's owner are checked instead)
-        return True
-    import struct
-
-    try:
-        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, 12))
-    except OSError:
-        return False
-    return uid == os.geteuid()
-
-
-def _identity(index: str | os.PathLike[str]) -> tuple[str, int, int] | None:
-    try:
-        st = os.stat(index)
-    except OSError:
-        return None
-    return os.path.realpath(index), st.st_dev, st.st_ino
+    return Path(handoff_client.socket_path(index))
 
 
 # --- the client --------------------------------------------------------------------------------
@@ -143,7 +98,7 @@ def ask(
     notices the search gave there, or None when none can (see the module docstring). The
     ``KbaseError`` the search raised there is raised here (a bad query is a bad query either
     way); ``timeout`` is the search's own time limit."""
-    answer = _exchange(index, args, timeout)
+    answer = handoff_client.exchange(index, args, timeout + ANSWER_SLACK)
     if answer is None:
         return None
     try:
@@ -158,9 +113,14 @@ def ask_about(
     """``ask``, and what the server says of the index as it searched it (``Server``'s ``about``:
     its default mode and how much of it is embedded), for a client that has not opened the index
     itself (kbase.cli.quick). None also from a server that does not say it."""
-    answer = _exchange(index, {**args, "about": True}, timeout)
+    answer = handoff_client.exchange(index, {**args, "about": True}, timeout + ANSWER_SLACK)
     if answer is None:
         return None
+    return read_about(answer)
+
+
+def read_about(answer: Any) -> tuple[Hits, list[str], dict[str, Any]] | None:
+    """``ask_about``'s result from the server's answer, or None."""
     try:
         hits, notices = _read_answer(answer)
         about = answer["about"]
@@ -168,39 +128,6 @@ def ask_about(
             return None
         return hits, notices, about
     except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _exchange(index: str | os.PathLike[str], args: dict[str, Any], timeout: float) -> Any:
-    """The server's answer to a request of ``args`` (JSON), or None."""
-    if not SUPPORTED or os.environ.get("KBASE_HANDOFF", "1") == "0":
-        return None
-    identity = _identity(index)
-    path = socket_path(index)
-    if identity is None or not private(path.parent):
-        return None
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
-        return None
-    request = {"v": VERSION, "index": list(identity), **args}
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(CONNECT_TIMEOUT)
-            sock.connect(str(path))
-            if not _peer_is_us(sock):
-                return None
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            sock.settimeout(ACK_TIMEOUT)
-            reader = sock.makefile("rb")
-            ack = json.loads(reader.readline() or b"null")
-            if not isinstance(ack, dict) or ack.get("v") != VERSION or not ack.get("serving"):
-                return None
-            sock.settimeout(timeout + ANSWER_SLACK)
-            return json.loads(reader.readline() or b"null")
-    except (OSError, ValueError):  # gone, stale, stopped answering, or a reply not ours
         return None
 
 
@@ -268,10 +195,12 @@ class Server:
         *,
         cleanup: Callable[[], None] | None = None,
         about: Callable[[], dict[str, Any]] | None = None,
+        printer: Printer | None = None,
     ) -> None:
         self.index = Path(index)
         self.search = search
         self.about = about  # what a client that asks is told of the index (ask_about)
+        self.printer = printer  # what the shell prints, for a client that asks (kbase.cli.quick)
         self.cleanup = cleanup  # called by close (e.g. the KB the searches ran on)
         self.serving = False
         self.path = socket_path(index) if SUPPORTED else Path(os.devnull)
@@ -376,20 +305,23 @@ class Server:
     def _serve(self, conn: socket.socket) -> None:
         try:
             with conn:
-                if not _peer_is_us(conn):
+                if not peer_is_us(conn):
                     return
-                conn.settimeout(REQUEST_TIMEOUT)
-                line = conn.makefile("rb").readline(MAX_REQUEST + 1)
-                args = self._request(line)
+                args = self._request(_read_line(conn, REQUEST_TIMEOUT, MAX_REQUEST))
                 if args is None:
                     return  # not ours to answer: the client searches itself
                 about = args.pop("about") and self.about is not None
+                printing = args.pop("print")
                 conn.sendall(json.dumps({"v": VERSION, "serving": True}).encode() + b"\n")
                 try:
-                    hits, notices = self.search(args)
-                    answer = _answer(hits, notices)
-                    if about:
-                        answer["about"] = self.about()  # type: ignore[misc]
+                    if printing is not None and self.printer is not None:
+                        printed, status = self.printer(args, printing)
+                        answer = {"printed": [[e, t] for e, t in printed], "status": status}
+                    else:
+                        hits, notices = self.search(args)
+                        answer = _answer(hits, notices)
+                        if about:
+                            answer["about"] = self.about()  # type: ignore[misc]
                 except errors.KbaseError as e:
                     kind = type(e).__name__
                     answer = {"error": {"kind": kind, "message": e.message, "hint": e.hint}}
@@ -403,8 +335,8 @@ class Server:
         finally:
             self._clients.release()
 
-    def _request(self, line: bytes) -> dict[str, Any] | None:
-        if len(line) > MAX_REQUEST or not line.endswith(b"\n"):
+    def _request(self, line: bytes | None) -> dict[str, Any] | None:
+        if line is None:
             return None
         try:
             request = json.loads(line)
@@ -412,7 +344,7 @@ class Server:
             return None
         if not isinstance(request, dict) or request.get("v") != VERSION:
             return None
-        mine = _identity(self.index)
+        mine = identity(self.index)
         if mine is None or request.get("index") != list(mine):
             return None  # another file (or this one rebuilt under the same name)
         args = {k: request[k] for k in _ARGS if k in request}
@@ -423,4 +355,37 @@ class Server:
             return None
         if not all(isinstance(t, str) for t in (*args["tags"], *args["exclude"])):
             return None
-        return {**args, "about": request.get("about") is True}
+        printing = request.get("print")
+        if printing is not None and not (
+            isinstance(printing, dict)
+            and set(printing) == set(_PRINT)
+            and all(isinstance(printing[k], _PRINT[k]) for k in _PRINT)
+        ):
+            return None
+        return {**args, "about": request.get("about") is True, "print": printing}
+
+
+def _read_line(conn: socket.socket, seconds: float, limit: int) -> bytes | None:
+    """One line (with its newline) of at most ``limit`` bytes, all of it within ``seconds``
+    (however slowly the client sends it: a deadline for the request, not for each read), or
+    None."""
+    deadline = time.monotonic() + seconds
+    data = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        conn.settimeout(left)
+        try:
+            part = conn.recv(65536)
+        except TimeoutError:
+            return None
+        if not part:
+            return None  # closed before the line ended
+        end = part.find(b"\n")
+        if end >= 0:
+            data += part[: end + 1]
+            return bytes(data) if len(data) <= limit + 1 else None
+        data += part
+        if len(data) > limit:
+            return None

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import kbase
-from kbase import handoff
+from kbase import handoff, handoff_client
 from kbase.errors import InputError
 from tests.conftest import write
 
@@ -225,6 +225,90 @@ def test_a_stopped_server_is_given_up_on_at_once(embedded, runtime):
         _stop(proc)
 
 
+# What a shell's process imports while it waits for a running kbase's answer (kbase.cli.quick,
+# kbase.handoff_client): none of kbase's engine, records or API, nor typing, pathlib, hashlib.
+NOT_WHILE_HANDED = {
+    "typing",
+    "pathlib",
+    "dataclasses",
+    "hashlib",
+    "threading",
+    "apsw",
+    "kbase.api",
+    "kbase.records",
+    "kbase.handoff",
+    "kbase.text",
+    "kbase.errors",
+}
+
+CASES = (
+    ("database logging",),
+    ("--explain", "tomatos"),  # corrected: a line on stderr
+    ("--csv", "garden"),
+    ("--json", "-n", "2", "-m", "semantic", "bread flour"),
+    ("--path", "nosuch/", "garden"),  # no hit: why, on stderr
+    ("--tag", "kitchen", "bread"),
+    ("--since", "not a date", "garden"),  # an error: its lines and exit status
+    ("-n", "0", "garden"),
+    ("--", "!!!"),
+)
+
+
+def _printed(db: Path, *args: str, env: dict | None = None) -> tuple[int, str, str]:
+    r = subprocess.run(
+        [sys.executable, "-m", "kbase", "--db", str(db), "search", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.mark.slow
+def test_the_shell_prints_what_the_running_kbase_printed(embedded, runtime):
+    """Handed over, the shell's process imports almost nothing (NOT_WHILE_HANDED) and prints the
+    bytes the server's kbase.cli.quick.printed gave: those a search in the shell's own process
+    prints, stdout, stderr and exit status, whatever the format, notice or error."""
+    proc, log = _start(embedded, "watch")
+    try:
+        _cli(embedded, "search", "warm up")
+        _, names = _cli(embedded, "search", "database logging")
+        assert not _model_loaded(names) and "kbase.handoff_client" in names
+        assert not names & NOT_WHILE_HANDED, names & NOT_WHILE_HANDED
+        for case in CASES:
+            handed = _printed(embedded, *case)
+            here = _printed(embedded, *case, env={"KBASE_HANDOFF": "0"})
+            assert handed == here, case
+        assert handed[0] != 0 and "no words to search for" in handed[2]  # (the last case)
+    finally:
+        _stop(proc)
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.slow
+def test_a_server_that_does_not_print_answers_hits(embedded, runtime, monkeypatch):
+    """A server started by a script (KB.serve_searches, no command line to say how to print)
+    answers the hits, and the shell prints them itself: the same output."""
+    import kbase.api
+
+    monkeypatch.setattr(kbase.api, "_printer", None)
+    with kbase.open(embedded) as kb, kb.serve_searches() as server:
+        assert server.printer is None
+        for case in CASES[:3]:
+            out, names = _cli(embedded, "search", *case)
+            assert not _model_loaded(names) and "kbase.records" in names
+            here = _printed(embedded, *case, env={"KBASE_HANDOFF": "0"})
+            assert (0, out) == here[:2], case
+
+
+def test_the_shell_waits_as_long_as_a_search_may_take():
+    from kbase.search import SEARCH_TIMEOUT
+
+    assert handoff_client.ANSWER_TIMEOUT == SEARCH_TIMEOUT + handoff_client.ANSWER_SLACK
+
+
 def _model_loaded(names: set[str]) -> bool:
     """Whether a process loaded the model (searched itself): onnxruntime's Python binding, or its
     C library for one query (kbase.embed.capi)."""
@@ -315,7 +399,9 @@ def test_only_the_owner_is_talked_to(small, runtime):
             os.chmod(path.parent.parent, 0o711)  # (the test's own folder)
             os.chmod(path.parent, 0o711)
             os.chmod(path, 0o666)
-            request = json.dumps({"v": 1, "index": list(handoff._identity(small)), **_args("x")})
+            request = json.dumps(
+                {"v": 1, "index": list(handoff_client.identity(small)), **_args("x")}
+            )
             assert _as_nobody(path, request) == b""  # connected, and closed without a word
             os.chmod(path.parent, 0o700)
         os.chown(path.parent, 65534, 65534)
@@ -407,6 +493,35 @@ def test_a_client_that_never_asks_does_not_hold_the_server(small, runtime, monke
             assert handoff.ask(small, _args("tomatoes"), 10.0) is not None
         finally:
             for s in idle:
+                s.close()
+
+
+def test_a_client_that_trickles_its_request_is_cut_off_at_the_deadline(small, runtime, monkeypatch):
+    """The request has REQUEST_TIMEOUT in all, not for each read: a byte every 0.2 s (each read
+    well within the limit) does not hold one of the server's MAX_CLIENTS places."""
+    monkeypatch.setattr(handoff, "REQUEST_TIMEOUT", 0.6)
+    with kbase.open(small) as kb, kb.serve_searches() as server:
+        slow = [socket.socket(socket.AF_UNIX) for _ in range(handoff.MAX_CLIENTS)]
+        try:
+            for s in slow:
+                s.connect(str(server.path))
+            t0 = time.monotonic()
+            cut = set()
+            while time.monotonic() - t0 < 3 and len(cut) < len(slow):
+                for i, s in enumerate(slow):
+                    if i in cut:
+                        continue
+                    try:
+                        s.sendall(b"{")  # never a whole line
+                    except OSError:  # closed by the server
+                        cut.add(i)
+                time.sleep(0.2)
+            waited = time.monotonic() - t0
+            assert len(cut) == len(slow), "a trickling client kept its place"
+            assert waited < handoff.REQUEST_TIMEOUT + 1.5
+            assert handoff.ask(small, _args("tomatoes"), 10.0) is not None  # places free again
+        finally:
+            for s in slow:
                 s.close()
 
 

@@ -47,8 +47,10 @@ def browse(ctx):
             "kbase browse needs a terminal (its input or output is a pipe or a file)",
             "run it in a terminal; in scripts use kbase search",
         )
+    from kbase.cli.quick import print_handed_searches
     from kbase.tui.app import run
 
+    print_handed_searches()
     run(index_file(ctx))
 
 
@@ -90,7 +92,10 @@ def mcp(ctx, http, token, watch, no_embed, poll, budget):
         from kbase.mcp.transport import check_exposure, parse_http
 
         check_exposure(parse_http(http)[0], token)
+    from kbase.cli.quick import print_handed_searches
     from kbase.mcp.server import serve
+
+    print_handed_searches()
 
     if (
         http is None

@@ -11,16 +11,17 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a hand-off needs none)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+    from typing import Any
 
     from kbase.api import KB
     from kbase.errors import KbaseError
 
-Echo = Callable[..., None]  # echo(message, err=False)
+    Echo = Callable[..., None]  # echo(message, err=False)
 
 
 def dumps(value, **options) -> str:
@@ -109,7 +110,7 @@ def error_lines(e: KbaseError) -> list[str]:
     return lines
 
 
-def none_found(kb: KB, none: str, path: str | None, tags) -> str:
+def none_found(kb: Any, none: str, path: str | None, tags) -> str:
     """``none`` ("No orphans"), and why when --path or --tag keeps no note at all (a typo)."""
     why = kb.filters_that_keep_nothing(path=path, tags=tags) if path or tags else []
     return printable(f"{none}: {'; '.join(why)}." if why else f"{none}.")

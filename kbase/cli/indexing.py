@@ -319,6 +319,9 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             " (kbase embed embeds it and turns embedding on)",
             err=True,
         )
+    from kbase.cli.quick import print_handed_searches
+
+    print_handed_searches()
     try:
         # No bars; a line on stderr when one file takes long (not with --json: stdout is events).
         # A kbase search meanwhile is handed to this process (its model and vectors loaded).

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-from kbase.cli.common import Echo, echo, error_lines, index_path, none_found, open_index
+from kbase.cli.common import echo, error_lines, index_path, none_found, open_index
 from kbase.cli.common import printable as _printable
 
+TYPE_CHECKING = False  # (typing costs a hand-off more than its exchange with the server)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
+    from typing import Any
 
-    from kbase.api import KB
+    from kbase.api import KB, HandedSearch
+    from kbase.cli.common import Echo
     from kbase.records import Hits
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -150,7 +152,7 @@ def _value(param: str, value: str) -> Any:
 
 
 def find(
-    kb: KB,
+    kb: KB | HandedSearch | _Answered,
     echo: Echo,
     *,
     query: Sequence[str],
@@ -201,7 +203,7 @@ def find(
 
 
 def show(
-    kb: KB,
+    kb: KB | HandedSearch | _Answered,
     echo: Echo,
     hits: Hits,
     *,
@@ -232,6 +234,18 @@ def main(argv: Sequence[str]) -> int | None:
     db = db or os.environ.get("KBASE_DB") or None  # (click reads an empty KBASE_DB as unset)
     if db is not None and os.path.isdir(db):
         return None  # click's message: the index is a file
+    try:  # a running kbase first (nothing of kbase's engine is imported for it)
+        answer = _ask_running(db, params) if db is not None else None
+        if isinstance(answer, dict) and "printed" in answer:
+            status = _replay(answer)
+            if status is not None:
+                return status
+    except KeyboardInterrupt:
+        echo("Interrupted.", err=True)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
     from pathlib import Path
 
     from kbase.cli.common import use_color
@@ -241,7 +255,9 @@ def main(argv: Sequence[str]) -> int | None:
     try:
         try:
             path = index_path(Path(db) if db is not None else None)
-            kb = _handed_off(path, params)
+            if db is None:
+                answer = _ask_running(str(path), params)
+            kb = _answered(path, answer)
             if kb is None:
                 kb = open_index(path, echo)
                 kb.hand_off = False  # (asked already: none serves it)
@@ -309,14 +325,30 @@ class _Answered:
         pass
 
 
-def _handed_off(path: Path, params: dict[str, Any]) -> _Answered | None:
-    """The search as a running kbase that serves ``path`` answers it (kbase.api.ask_running), or
-    None: none does, or ``-m keyword`` was asked for (searched here: it needs no model)."""
+def _ask_running(path: str, params: dict[str, Any]) -> Any:
+    """The answer of a running kbase that serves the index file ``path`` to this search: what it
+    would print (a server of today: kbase.cli.app's watch, mcp, browse) or its hits; None when
+    none does, or for ``-m keyword`` (searched here: it needs no model). Only os, socket and json
+    are imported before the answer (kbase.handoff_client)."""
     if params["mode"] == "keyword":
         return None
-    from kbase.api import ask_running
+    from kbase import handoff_client
 
-    args = {
+    if handoff_client.serving(path) is None:
+        return None
+    from kbase.cli.common import use_color
+
+    request = {
+        **_search_args(params),
+        "about": True,  # (for a server that cannot print: the index's mode and coverage)
+        "print": {"fmt": params["fmt"], "color": use_color(), "explain": params["explain"]},
+    }
+    return handoff_client.exchange(path, request, handoff_client.ANSWER_TIMEOUT)
+
+
+def _search_args(params: dict[str, Any]) -> dict[str, Any]:
+    """KB.search's arguments for the search command's parameters."""
+    return {
         "query": " ".join(params["query"]),
         "mode": params["mode"],
         "limit": params["limit"],
@@ -327,13 +359,95 @@ def _handed_off(path: Path, params: dict[str, Any]) -> _Answered | None:
         "exclude": list(params["exclude"]),
         "correct": not params["no_correct"],
     }
-    answered = ask_running(path, args)
+
+
+def _replay(answer: dict) -> int | None:
+    """Print what the server printed for this search (``printed``) and give its exit status, or
+    None when the answer is not that."""
+    printed, status = answer.get("printed"), answer.get("status")
+    if not (
+        isinstance(printed, list)
+        and isinstance(status, int)
+        and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], bool) and isinstance(p[1], str)
+            for p in printed
+        )
+    ):
+        return None
+    for err, text in printed:
+        echo(text, err=err)
+    return status
+
+
+def _answered(path: Path, answer: Any) -> _Answered | None:
+    """The running kbase's hits as ``find`` and ``show`` use them (a server that answers hits,
+    not what to print), or None."""
+    if answer is None or (isinstance(answer, dict) and "printed" in answer):
+        return None
+    from kbase.api import read_running
+
+    answered = read_running(answer)
     if answered is None:
         return None
     try:
         return _Answered(path, *answered)
     except (KeyError, TypeError, ValueError):
         return None  # (not what this kbase asked for: searched here)
+
+
+def print_handed_searches() -> None:
+    """This process's hand-off servers (kbase watch, mcp, browse) print the searches the shell
+    hands them (``printed``): called by those commands before they start."""
+    from kbase.api import print_handed_searches
+
+    print_handed_searches(printed)
+
+
+def printed(
+    kb: HandedSearch, args: dict[str, Any], options: dict[str, Any]
+) -> tuple[list[tuple[bool, str]], int]:
+    """What ``kbase search`` prints for KB.search's ``args`` (each line: on stderr?, text) and its
+    exit status, with ``options`` (fmt, color, explain) as the shell's process asked: a running
+    kbase prints this for the shell that handed it the search (kbase.api.print_handed_searches),
+    so that both print the same bytes, from the same code."""
+    from kbase.errors import KbaseError
+
+    lines: list[tuple[bool, str]] = []
+
+    def capture(message: str, err: bool = False) -> None:
+        lines.append((bool(err), message))
+
+    kb.on_notice = lambda message: capture(_printable(f"note: {message}"), err=True)
+    try:
+        hits = find(
+            kb,
+            capture,
+            query=(args["query"],),
+            mode=args["mode"],
+            no_correct=not args["correct"],
+            limit=args["limit"],
+            path_glob=args["path"],
+            exclude=args["exclude"],
+            tags=args["tags"],
+            since=args["since"],
+            until=args["until"],
+            fmt=options["fmt"],
+        )
+        show(
+            kb,
+            capture,
+            hits,
+            fmt=options["fmt"],
+            color=options["color"],
+            explain=options["explain"],
+            path_glob=args["path"],
+            tags=args["tags"],
+        )
+    except KbaseError as e:
+        for line in error_lines(e):
+            capture(line, err=True)
+        return lines, 1
+    return lines, 0
 
 
 def _plain(stream: Any) -> bool:
