@@ -279,6 +279,27 @@ def test_hybrid_fuses_evidence_and_a_name_step_but_no_all_words_step(names, monk
     assert got[0].score == pytest.approx(0.4 * (PARAMS.step("name") + 1))
 
 
+def test_a_whole_name_a_typo_away_outranks_a_longer_name_the_query_begins():
+    """typos-obsidian-tasks-docs, 'Recurring Task': the keyword list has 'Recurring Tasks' (near
+    name) and 'Recurring Tasks and Custom Statuses' (name prefix) level, and the longer note's
+    passages are nearer in meaning (its explain: cos 0.782 against 0.760). The near name stays
+    first, and an exact name stays above a near one."""
+    from kbase.search.fusion import fuse
+
+    def kw(doc, tier, score):
+        return hits.Ranked(doc, doc, score, 1, None, {"tier": tier, "bm25": 4.5, "chunks": 20})
+
+    def sem(doc, cos):
+        return hits.Ranked(doc, doc, cos, 1, None, {"similarity": cos, "second": cos - 0.05})
+
+    near, prefix, other = 1, 2, 3
+    meaning = [sem(prefix, 0.782), sem(near, 0.760), sem(other, 0.729)]
+    fused = fuse([kw(near, "near name", 4.31), kw(prefix, "name prefix", 4.31)], meaning)
+    assert [f.key for f in fused][:2] == [near, prefix]
+    fused = fuse([kw(prefix, "name", 5.31), kw(near, "near name", 4.31)], meaning)
+    assert [f.key for f in fused][:2] == [prefix, near]
+
+
 def test_a_renamed_note_is_found_by_its_new_name_and_titled_by_it(tmp_path):
     v = write(
         tmp_path / "v",
