@@ -242,6 +242,54 @@ def test_no_links_in_code():
     assert sources(text) == ["[[kept 1]]", "[[kept 2]]", "[[kept 3]]", "[z](z.md)"]
 
 
+def test_code_nested_in_lists_and_quotes_is_found_without_markdown_it_py():
+    """markdown-it-pyrs finds the nested code blocks, as markdown-it-py does; the slow parser
+    (70-250 ms of CPU to import, in each worker) is not loaded for it."""
+    import subprocess
+    import sys
+
+    text = (
+        "- item\n  ```\n  [[in a list]]\n  ```\n- [[kept 1]]\n\n      [[indented in a list]]\n"
+        "\n> quote [[kept 2]]\n> ```\n> [[in a quote]]\n> ```\n>\n>     [[indented]]\n"
+    )
+    code = (
+        "import sys\n"
+        "from kbase.ingest.links import parse_links\n"
+        "from kbase.ingest.parse import parse\n"
+        f"ls = parse_links(parse({text!r}, 'n.md'))\n"
+        "print([ls.text[a:b] for a, b in zip(ls.starts, ls.ends)], 'markdown_it' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['[[kept 1]]', '[[kept 2]]'] False"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- a\n\n  ```\n  code\n  ```\n- b\n\n      indented\n",
+        "> q\n> ```py\n> x\n> ```\n>\n>     four\n",
+        "1. one\n   ~~~\n   x\n   ~~~\n   - nested\n\n         deep\n",
+        "- \u00e9 \u00fc\n  ```\n  \u00e9\n  ```\r\n- x\r\n\r\n      y\r\n",
+        "> - li\n>   ```\n>   c\n>   ```\n> > ```\n> > d\n> > ```\n",
+    ],
+)
+def test_nested_code_lines_agree_with_markdown_it_py(text):
+    from markdown_it import MarkdownIt
+
+    from kbase.ingest.parse import code_block_lines
+
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])
+    expected = [tuple(t.map) for t in md.parse(text) if t.type in ("fence", "code_block") and t.map]
+    assert expected and code_block_lines(text) == expected
+
+
+def test_nested_code_lines_leave_what_the_fast_parser_may_get_wrong_to_the_other():
+    from kbase.ingest.parse import code_block_lines
+
+    assert code_block_lines("> a\n2) b\n") is None  # markdown-it-pyrs parts from -py here
+    assert code_block_lines("- a\n\n  $$\n  x\n  $$\n") is None  # math
+
+
 def test_backticks_that_do_not_close_are_literal():
     # CommonMark: a run of two backticks needs a run of exactly two to close.
     assert sources("``a ` [[x]] and ```[[y]]``\n\n`unclosed [[z]]\n") == ["[[z]]"]

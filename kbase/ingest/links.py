@@ -66,6 +66,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from kbase.ingest.markup import plain
+from kbase.ingest.parse import code_block_lines
 from kbase.records import Heading, ParsedDoc
 
 __all__ = [
@@ -611,13 +612,19 @@ def _minus_nested_code(text: str, start: int, end: int) -> list[tuple[int, int]]
     chunk = text[start:end]
     lines = [0] + [m.end() for m in _LINE_BREAK.finditer(chunk)]
     out, pos = [], 0
-    for tok in _markdown().parse(chunk):
-        if tok.type in ("fence", "code_block") and tok.map:
-            a = lines[tok.map[0]]
-            b = lines[tok.map[1]] if tok.map[1] < len(lines) else len(chunk)
-            if a > pos:
-                out.append((start + pos, start + a))
-            pos = max(pos, b)
+    maps = code_block_lines(chunk)  # markdown-it-pyrs where it agrees, which loads in no time
+    if maps is None:
+        maps = [
+            (tok.map[0], tok.map[1])
+            for tok in _markdown().parse(chunk)
+            if tok.type in ("fence", "code_block") and tok.map
+        ]
+    for first, stop in maps:
+        a = lines[first]
+        b = lines[stop] if stop < len(lines) else len(chunk)
+        if a > pos:
+            out.append((start + pos, start + a))
+        pos = max(pos, b)
     if pos < len(chunk):
         out.append((start + pos, end))
     return out

@@ -675,6 +675,39 @@ def _fast_blocks(
     return blocks, headings
 
 
+def code_block_lines(text: str) -> list[tuple[int, int]] | None:
+    """Every code block of ``text`` (fenced or indented), at any depth (inside lists and quotes
+    too), as [first line, last line + 1), 0-based, as markdown-it-py's token maps give them; None
+    where markdown-it-pyrs, which this uses, might part from markdown-it-py (``_needs_py``).
+    markdown-it-py costs 70-250 ms of CPU to import, in each worker process that needs it."""
+    if _needs_py(text) or not _encodable(text):
+        return None
+    data = text.encode("utf-8")
+    bstarts = [0] + [m.end() for m in _BYTE_LINE_BREAK.finditer(data)]
+    out = []
+    todo = list(reversed(_fast_markdown().tree(text).children))
+    while todo:  # depth first, in document order
+        node = todo.pop()
+        if node.name in ("fence", "code_block"):
+            if node.srcmap is not None:
+                a, b = node.srcmap
+                out.append((bisect_right(bstarts, a) - 1, bisect_right(bstarts, max(a, b - 1))))
+        else:
+            todo.extend(reversed(node.children))
+    return out
+
+
+def _encodable(text: str) -> bool:
+    """Can ``text`` go to Rust as UTF-8 (no lone surrogate)?"""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _children(
     tokens, i: int, text: str, starts: list[int], first_line: int
 ) -> tuple[tuple[int, int], ...]:
