@@ -21,6 +21,11 @@ CHARS = (
     "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff"
 )
 RUN = re.compile(f"[{CHARS}]+")
+# No character of CHARS is below U+0E00 or in U+2000-U+2E7F. Python's re searches a class of many
+# ranges at some 70 ns a character (1.7 ms for a 25 KB English note), a plain negated class a
+# thousand times faster: has_runs looks for the characters those ranges leave out first, and tries
+# RUN only where one is (typographic quotes, dashes, arrows and symbols are skipped).
+_PAST = re.compile("[^\x00-\u0dff\u2000-\u2e7f]")
 
 TABLE = "chunks_cjk"
 # The same columns and bm25 weights as chunks_fts (schema.sql creates it). Contentless: the pair
@@ -43,7 +48,15 @@ def pairs_function(text: object) -> str | None:
 
 
 def has_runs(text: str) -> bool:
-    return RUN.search(text) is not None
+    if text.isascii():
+        return False
+    match, high = RUN.match, _PAST.search
+    m = high(text)
+    while m is not None:
+        if match(text, m.start()):
+            return True
+        m = high(text, m.end())
+    return False
 
 
 def pairs(run: str) -> list[str]:
