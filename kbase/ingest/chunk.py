@@ -89,6 +89,8 @@ _IDEOGRAPHS = (
 )
 # Runs that tokenize alike alone and in context: an ideograph, word characters, other symbols.
 _TOKEN_RUN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+|[^\w\s{_IDEOGRAPHS}]+")
+# The same runs of an ASCII word, found without the ideographs' ranges (twice as fast).
+_ASCII_TOKEN_RUN = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_\s]+")
 # A blank line. (A CR must not pair with the LF of the same CRLF into a "blank line".)
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)\s*")
 # A sentence ends at . ! ? … (and CJK 。！？), maybe followed by closing quotes or brackets, then
@@ -179,12 +181,17 @@ class ModelTokenCounter:
         if len(cache) > self.CACHE_LIMIT:
             cache.clear()
         tok = self._tok
-        encode, wordpiece, findall = tok.encode, tok.model.tokenize, _TOKEN_RUN.findall
+        encode, wordpiece = tok.encode, tok.model.tokenize
+        findall, ascii_findall = _TOKEN_RUN.findall, _ASCII_TOKEN_RUN.findall
         for w in words:
             if w in known:
                 continue
             total = 0
-            for r in (w,) if w.isascii() and w.isalnum() else findall(w):
+            if w.isascii():
+                runs = (w,) if w.isalnum() else ascii_findall(w)
+            else:
+                runs = findall(w)
+            for r in runs:
                 n = cache.get(r)
                 if n is None:
                     if r.isascii() and r.isalnum():
