@@ -174,11 +174,11 @@ def _minified(
         inside = sum(min(y, b) - max(x, a) for x, y in found if x < b and y > a)
         size = len(line) - inside
         if size < MIN_MINIFIED or (
-            not line.isascii() and sum(c.isascii() for c in line) < 0.9 * len(line)
+            not line.isascii() and sum(map(str.isascii, line)) < 0.9 * len(line)
         ):
             continue  # Chinese, Japanese: no spaces between words
-        spaces = sum(c.isspace() for c in line)
-        marks = sum(c in ";{}()=,:" for c in line)
+        spaces = len(line) - sum(map(len, line.split()))  # (what str.isspace calls a space)
+        marks = sum(map(line.count, ";{}()=,:"))
         if spaces <= MAX_MINIFIED_SPACE * size and marks >= MIN_CODE_MARKS * size:
             out.append((a + len(line) - len(line.lstrip()), a + len(line.rstrip())))
     return out
