@@ -53,8 +53,6 @@ CHUNKSIZE = 16
 def note_pool(files: int, size: int, counter: TokenCounter):
     """Worker processes for parsing and chunking, or None to do it here (little to parse, one
     core, a custom token counter, or no fork on this platform)."""
-    import multiprocessing
-
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     )
@@ -64,6 +62,8 @@ def note_pool(files: int, size: int, counter: TokenCounter):
         or counter is not default_counter()
     ):
         return None
+    import multiprocessing  # (30 ms, with what it imports: for a pool only)
+
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
     from concurrent.futures import ProcessPoolExecutor
