@@ -232,3 +232,54 @@ def test_windowed_parsing_gives_the_same_blocks_as_parsing_whole(monkeypatch):
         assert (doc.blocks, doc.headings) == (whole[f].blocks, whole[f].headings), f
         same += 1
     assert same > 350 and cut < 40, (same, cut)
+
+
+# Front matter read without PyYAML's parser (the commonest kind) must read as PyYAML reads it.
+SIMPLE_FRONT_MATTER = [
+    "title: Zifohex schema object\ntags: [baizokeel]\ndate: 2020-09-02\n",
+    "a: yes\nb: No\nc: null\nd: ~\ne: 1_000\nf: 0x1f\ng: 1.5\nh: .inf\ni: 017\n",
+    "list: [yes, 1, 2020-01-01, C++, don't]\nempty: []\n",
+    "title: Café 日本 (draft)!\nnone:\nsame: 1\nsame: 2\n",
+]
+
+
+@pytest.mark.parametrize("raw", SIMPLE_FRONT_MATTER)
+def test_simple_front_matter_reads_as_pyyaml_reads_it(raw):
+    import yaml
+
+    from kbase.ingest.parse import _jsonable, _simple_front_matter
+
+    fast = _simple_front_matter(raw)
+    slow = yaml.load(raw, Loader=yaml.CSafeLoader)
+    assert fast is not None
+    assert list(fast) == list(slow)
+    assert _jsonable(fast, [100]) == _jsonable(slow, [100])
+    assert [type(v) for v in fast.values()] == [type(v) for v in slow.values()]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "a: b: c\n",  # PyYAML's error
+        "a: 10:30\n",  # a colon: YAML 1.1's base 60
+        "a: 'quoted'\n",
+        "a: x #comment\n",
+        "yes: 1\n",  # a key that is not a string
+        "a:b\n",  # one scalar
+        "tags:\n  - a\n",  # a block list
+        "a: [b, [c]]\n",
+        "a: 2024-02-30\n",  # the constructor's error: PyYAML's warning
+        "a: *ref\n",
+        "a:\tb\n",
+    ],
+)
+def test_other_front_matter_is_left_to_pyyaml(raw):
+    from kbase.ingest.parse import _simple_front_matter
+
+    assert _simple_front_matter(raw) is None
+
+
+def test_an_impossible_date_in_simple_front_matter_is_pyyamls_warning():
+    doc = parse("---\ntitle: T\ndate: 2024-02-30\n---\nbody\n", "n.md")
+    assert doc.frontmatter is None
+    assert any("malformed front matter" in w for w in doc.warnings)
