@@ -482,10 +482,11 @@ def setup_kbase(rev: str | None, work: Path) -> str:
     global kbase
     ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     ENV["PYTHONPYCACHEPREFIX"] = str(OUT / "pycache")
-    if rev:
-        src = export_revision(rev, work / "src", "kbase", "schema.sql")
-        sys.path.insert(0, str(src))
-        ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), ENV.get("PYTHONPATH")]))
+    # The kbase processes import this checkout's kbase (or --rev's), not the one the
+    # environment's kbase script was installed from (an editable install points at another).
+    src = export_revision(rev, work / "src", "kbase", "schema.sql") if rev else REPO
+    sys.path.insert(0, str(src))
+    ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), ENV.get("PYTHONPATH")]))
     import kbase as kb
 
     kbase = kb
