@@ -415,3 +415,51 @@ def test_grouping_a_filtered_search_in_numpy_gives_the_rows_of_the_plain_groupin
     plain, _ = semantic._group_nearest(con, cache.nearest(con, q, len(chunks), chunks))
     for n in (1, 5, len(docs) + 3):
         assert cache.nearest_in_documents(con, q, docs, n) == plain[:n]
+
+
+class NearModel(UnitModel):
+    """UnitModel's vectors, pulled towards one direction for a text that says "near" (its
+    chunks are nearer the query than any other note's)."""
+
+    fingerprint = '{"model": "near"}'
+
+    def embed_batch(self, texts):
+        out = []
+        for t, raw in zip(texts, super().embed_batch(texts)):
+            v = list(struct.unpack("<384f", raw))
+            if "near" in t:
+                v = [x * 0.05 + (1.0 if i == 0 else 0.0) for i, x in enumerate(v)]
+            norm = sum(x * x for x in v) ** 0.5
+            out.append(struct.pack("<384f", *(x / norm for x in v)))
+        return out
+
+
+def test_grouping_keeps_ties_and_documents_of_many_close_chunks(tmp_path):
+    """Notes of identical chunks (equal similarities: ties broken by the lower row, as the
+    plain grouping breaks them) and a note of many chunks nearer the query than any other's,
+    which fill the first rows looked at: the grouping looks further until it has ``n`` notes,
+    and each note's chunk count and second chunk are its own."""
+    from kbase.search import semantic
+
+    same = "## Part\n\n" + " ".join(f"beans{w}" for w in range(120))
+    files = {f"twin{i}.md": f"# Twin\n\n{same}\n\n{same}\n" for i in range(12)}  # (the same)
+    files["many.md"] = "# Many\n\n" + "\n\n".join(
+        f"## Part {j}\n\n" + " ".join(f"near{j}x{w}" for w in range(150)) for j in range(120)
+    )
+    files.update({f"other{i}.md": f"# Other {i}\n\nlettuce {i} and kale\n" for i in range(30)})
+    k = kbase.open(tmp_path / "t.db", embedder=NearModel())
+    k.index([write(tmp_path / "v", files)], embed=False)
+    k.embed()
+    con, cache, q = k.reader, k.vector_cache, NearModel().embed_query("near")
+    for keep in ("1", "id % 2 = 0", "id % 3 != 1", "path != 'many.md'"):
+        docs = [d for (d,) in con.execute(f"SELECT id FROM documents WHERE {keep}")]
+        chunks = [
+            c
+            for (c,) in con.execute(
+                f"SELECT id FROM chunks WHERE doc_id IN (SELECT id FROM documents WHERE {keep})"
+            )
+        ]
+        plain, _ = semantic._group_nearest(con, cache.nearest(con, q, len(chunks), chunks))
+        assert len({round(r[2], 9) for r in plain}) < len(plain)  # (ties: the twins)
+        for n in (1, 3, 10, 40, len(docs) + 1):
+            assert cache.nearest_in_documents(con, q, docs, n) == plain[:n], (keep, n)
