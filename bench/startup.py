@@ -17,6 +17,10 @@ bench/out/startup.json.
 joins each search's rotation, from a collection made beforehand in a private HOME (issue 36:
 keyword ``kbase search`` no slower than qmd's).
 
+``--hybrid DB``: a hybrid ``kbase search QUERY`` (``--hybrid-query``) on a copy of the embedded
+index DB, cold (no running kbase: ``KBASE_HANDOFF=0``), A beside B in the same rotation (issue 36:
+<= 0.25 s on a quiet machine). The model's cached graph is built during the warm-up.
+
 Vaults: the shared vaults (../shared/data/vaults, each indexed keyword-only) and a generated
 vault of ``--notes`` notes (bench/gen_vault.py), so that the comparison with rg shows how each
 grows with the size of the notes.
@@ -98,6 +102,8 @@ def main() -> None:
         type=Path,
         default=Path(os.environ.get("QMD_DIR", "~/.cache/kbase-bench/qmd")).expanduser(),
     )
+    ap.add_argument("--hybrid", type=Path, help="an embedded index: cold hybrid searches too")
+    ap.add_argument("--hybrid-query", default="what is a lifetime")
     a = ap.parse_args()
     qmd = None
     if a.qmd:
@@ -175,6 +181,16 @@ def main() -> None:
             "rg": ["rg", "-i", "-l", q, str(v)],
             **({"qmd": [*qmd, "search", "-c", f"v{i}", q, "-n", "10"]} if qmd else {}),
         }
+    if a.hybrid is not None:
+        copy = work / "hybrid.db"
+        shutil.copyfile(a.hybrid, copy)
+        q = a.hybrid_query
+        cases[f"search {q!r} (hybrid, cold; {a.hybrid.name})"] = {
+            k: [sys.executable, "-c", scripts[k], "--db", str(copy), "search", "-n", "5", q]
+            for k in sides
+        }
+        for k in sides:
+            envs[k]["KBASE_HANDOFF"] = "0"
     for case in cases.values():  # warm: bytecode caches, the page cache
         for cmd in case.values():
             for _ in range(2):

@@ -55,6 +55,14 @@ def test_prepared_on_a_thread_gives_the_same(usual):
     assert alone._preparing is not None
     assert alone.embed_query(TEXTS[0]) == usual.embed_query(TEXTS[0])
     assert alone._preparing is None and alone._oneshot
+    # the query embedded ahead, on the thread: taken when it is the one asked, else embedded
+    for guess, asked in ((TEXTS[0], TEXTS[0]), (TEXTS[0], TEXTS[3])):
+        ahead = embedder.MiniLMEmbedder()
+        ahead.prepare_query(guess)
+        ahead._preparing.join()
+        assert ahead._ahead is not None and ahead._ahead[0] == guess
+        assert ahead.embed_query(asked) == usual.embed_query(asked)
+        assert ahead._ahead is None
 
 
 def test_a_long_lived_process_uses_the_python_session():

@@ -106,6 +106,7 @@ class MiniLMEmbedder:
         self._tokenizer = None
         self._oneshot: Any = None  # (see ``_query_alone``; False: not here)
         self._preparing: Any = None  # the thread of ``prepare_query``
+        self._ahead: tuple[str, bytes] | None = None  # (text, vector) it embedded
         # A long-lived process (KB with its vectors in memory sets it): queries run on a session
         # with pre-packed weights, 7 ms a query instead of 20, after 65 ms to make it once.
         self.many_queries = False
@@ -164,23 +165,26 @@ class MiniLMEmbedder:
             0
         ].tobytes()
 
-    def prepare_query(self) -> None:
+    def prepare_query(self, text: str | None = None) -> None:
         """Load what ``embed_query`` will need in a one-shot process (``_query_alone``) on a
         thread of its own, while the caller goes on: onnxruntime's session is made in C, without
         the GIL, so on a second core (kbase.search.run calls this before its imports and the
-        spelling correction)."""
+        spelling correction); then embed ``text`` there too, the query as it will most likely
+        be asked (``embed_query`` of that text takes the vector; of another, embeds it)."""
         if self._oneshot is not None or self._preparing or self._sessions or self.many_queries:
             return
         import threading
 
         from kbase.embed import capi, wordpiece  # noqa: F401  (imported here, not in the thread)
 
-        self._preparing = threading.Thread(target=self._load_alone, name="kbase-model")
+        self._preparing = threading.Thread(
+            target=self._load_alone, args=(text,), name="kbase-model"
+        )
         self._preparing.start()
 
-    def _load_alone(self) -> None:
+    def _load_alone(self, text: str | None = None) -> None:
         """``_oneshot``: the WordPiece tables and the C session, or False where they cannot be
-        had (then the usual way)."""
+        had (then the usual way); with ``text``, its vector (``_ahead``)."""
         from kbase.embed import capi, wordpiece
         from kbase.embed.onnx_graph import load_tokenizer
 
@@ -200,6 +204,11 @@ class MiniLMEmbedder:
             )
         except (capi.Unavailable, OSError, ValueError, KeyError):
             self._oneshot = False
+            return
+        if text is not None:
+            vector = self._run_alone(text)
+            if vector is not None:
+                self._ahead = (text, vector)
 
     def _query_alone(self, text: str) -> bytes | None:
         """The query's vector in a process that has loaded nothing of the model (a search from
@@ -216,6 +225,13 @@ class MiniLMEmbedder:
             self._load_alone()
         if not self._oneshot:
             return None
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == text:
+            return ahead[1]
+        return self._run_alone(text)
+
+    def _run_alone(self, text: str) -> bytes | None:
+        """``text``'s vector on ``_oneshot``'s session, or None (then the usual way)."""
         from kbase.embed import capi
 
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -102,18 +103,21 @@ def keyword_ranked(
     for doc_id in near:
         names.setdefault(doc_id, TIER_NAME_PREFIX)
     position = {r[0]: i for i, (_, r) in enumerate(found)}
+    # (each note's first chunk, in one statement: a prefix names hundreds of notes)
+    firsts = _first_chunks(
+        con,
+        [d for d, tier in names.items() if tier == TIER_NAME or d in near or d not in position],
+    )
     for doc_id, tier in names.items():
         # A note asked for by name, or by its name with a typo, shows its beginning; one whose
         # name merely starts with the query keeps its best chunk, if its words match one.
         old = found[position[doc_id]][1] if doc_id in position else None
         if tier == TIER_NAME or doc_id in near or old is None:
-            first = con.execute(
-                "SELECT id FROM chunks WHERE doc_id = ? ORDER BY seq LIMIT 1", (doc_id,)
-            ).fetchone()
+            first = firsts.get(doc_id)
             if first is None:
                 continue
             bm25, count = (old[2], old[3]) if old else (0.0, 1)
-            row = (doc_id, first[0], bm25, count, query.to_fts(match_any=True))
+            row = (doc_id, first, bm25, count, query.to_fts(match_any=True))
         else:
             row = old
         if doc_id in position:
@@ -144,6 +148,20 @@ def keyword_ranked(
         )
     out.sort(key=lambda r: -r.score)
     return out[:n]
+
+
+def _first_chunks(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
+    """doc id -> its first chunk (lowest seq) of each of ``doc_ids`` that has one."""
+    if not doc_ids:
+        return {}
+    return {
+        doc_id: cid
+        for doc_id, cid, _ in con.execute(
+            "SELECT doc_id, id, min(seq) FROM chunks"
+            " WHERE doc_id IN (SELECT value FROM json_each(?)) GROUP BY doc_id",
+            (json.dumps(doc_ids),),
+        )
+    }
 
 
 def _words(text: str) -> list[str]:

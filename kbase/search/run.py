@@ -96,7 +96,8 @@ def search(
         mode = mode or default_mode(con)
     model = embedder() if mode != "keyword" and not parsed.filters_only else None
     if model is not None and hasattr(model, "prepare_query"):
-        model.prepare_query()  # (a one-shot process: the model loads meanwhile, on another core)
+        # (a one-shot process: the model loads and embeds the query meanwhile, on another core)
+        model.prepare_query(parsed.text)  # (the words as typed: rarely corrected)
     corrected = None
     if correct and not parsed.empty:
         from kbase.search import spell
