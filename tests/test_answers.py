@@ -197,6 +197,12 @@ def test_the_snippet_starts_where_it_shows_the_most_query_words():
     start, line = snippet.focus(far, _ranges(far, words))
     assert far[start:].startswith("To turn off spell check") and line == start
     assert snippet.focus(near, []) is None
+    # a heading is shown beside the snippet (the heading path): the text under it comes first
+    headed = "## Turn off spell check\n\nIn Editor settings, switch spell check off.\n"
+    start, line = snippet.focus(headed, _ranges(headed, words))
+    assert headed[start:].startswith("In Editor settings") and line == start
+    heading_only = "## Turn off spell check\n\nNothing else here.\n"
+    assert snippet.focus(heading_only, _ranges(heading_only, words)) is None
 
 
 def test_what_rendering_hides_does_not_choose_the_start():

@@ -311,16 +311,17 @@ def focus(
     - the line: the passage in that snippet's width that holds the most of them itself, the
       first of equals.
 
-    Only a passage (see passages) that holds a match counts, and only a match that stays
-    visible; None without one. ``shown``: ``text`` as read (without it, a long chunk: widths in
-    the source's characters, Markdown syntax counted)."""
+    Only a passage (see passages) that holds a match counts, not a heading (a hit shows its
+    heading path beside the snippet; a heading's words count from a passage before it), and
+    only a match that stays visible; None without one. ``shown``: ``text`` as read (without it,
+    a long chunk: widths in the source's characters, Markdown syntax counted)."""
     column = shown.column if shown is not None else (lambda offset: offset)
     found = [(a, b) for a, b in ranges if shown is None or shown.visible(a, b)]
     words = [(a, b, column(a), _word_key(text[a:b])) for a, b in found]
     views = []  # (passage start, its column, its end's column, distinct words it holds)
     for a, b in passages(text):
         held = {w for x, y, _, w in words if a <= x and y <= b}
-        if held:
+        if held and not _HEADING_LINE.match(text, a):  # (every face shows the heading path)
             views.append((a, column(a), column(b), len(held)))
     best, best_count = None, 0
     for a, col, end, _ in views:
