@@ -418,6 +418,8 @@ class VectorCache:
         top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")]
         ids = self._ids[top] if rows is None else self._ids[rows[top]]
+        if self._matrix is not None:  # exact: already in order (what _order would give)
+            return list(zip(ids.tolist(), (np.float32(1) - sims[top]).tolist()))
         scores = dict(zip(ids.tolist(), sims[top].tolist()))
         if self._matrix is None:  # the best get their exact cosine; the rest keep the int8 estimate
             scores.update(exact_similarities(con, ids[:RESCORE].tolist(), q))
