@@ -115,9 +115,9 @@ def search(
     with_passage = min(passages, len(page))
     if with_passage:  # each takes its share of what the snippets of the page leave
         rest = sum(tokens(render.search_hit(h)) + 2 for h in page)
-        share = (budget - RESERVE - 100 - rest) * 4 // with_passage  # in characters
+        share = (budget - RESERVE - 100 - rest) // with_passage  # in tokens
         for item, h in zip(page[:with_passage], shown, strict=False):
-            _add_passage(kb, item, h, min(PASSAGE_CHARS, share))
+            _add_passage(kb, item, h, share)
     out = s.SearchResult(
         query=clip(query, 500),  # (the text's; the structured form leaves the request's out)
         mode=used,
@@ -169,11 +169,14 @@ def search(
     return Reply(out, text, log)
 
 
-def _add_passage(kb: KB, item: s.SearchHit, hit: Any, chars: int) -> None:
-    """The hit's passage (its chunk's lines, from its beginning or, when cut to ``chars`` or
-    ``PASSAGE_LINES``, from a few lines before the match) in place of its snippet."""
-    if chars < 200:
+def _add_passage(kb: KB, item: s.SearchHit, hit: Any, room: int) -> None:
+    """The hit's passage (its chunk's lines, from its beginning or, when cut to ``room`` tokens,
+    PASSAGE_CHARS or ``PASSAGE_LINES``, from a few lines before the match) in place of its
+    snippet. Measured in tokens as the budget counts them: a CJK character is one, not a
+    quarter (a Japanese passage cut to characters took 2,425 tokens of a 2,000 budget)."""
+    if room < 50:
         return
+    chars = min(PASSAGE_CHARS, 4 * room)
     try:
         c = kb.chunk(hit.chunk_id)
         first, last = c.line, min(c.end_line, c.line + 4 * PASSAGE_LINES)
@@ -182,11 +185,11 @@ def _add_passage(kb: KB, item: s.SearchHit, hit: Any, chars: int) -> None:
         return
     start, end = 0, len(lines)  # lines[start:end] are shown
 
-    def size(a: int, b: int) -> int:
-        return sum(len(line) + 1 for line in lines[a:b])
+    def fits(text: str) -> bool:
+        return len(text) <= chars and tokens(text) <= room
 
     match = min(max(hit.line - first, 0), len(lines) - 1) if lines else 0
-    while end - start > PASSAGE_LINES or size(start, end) > chars:
+    while end - start > PASSAGE_LINES or not fits("\n".join(lines[start:end])):
         if match - start > PASSAGE_BEFORE:  # what comes before the match goes first
             start += 1
         elif end - 1 > match:
@@ -198,7 +201,7 @@ def _add_passage(kb: KB, item: s.SearchHit, hit: Any, chars: int) -> None:
     text = "\n".join(lines[start:end])
     if not text.strip():
         return
-    item.passage = clip(text, chars) if len(text) > chars else text
+    item.passage = text if fits(text) else longest_prefix(text, lambda t: fits(t + "…")) + "…"
     item.lines = [first + start, first + end - 1]
     item.snippet = ""
 
