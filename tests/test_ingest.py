@@ -486,12 +486,15 @@ def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, al
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
     from kbase.cli import progress
 
     vault = write(tmp_path / "v", {"a.md": "# A\n\nsmall\n"})
+    # Long enough to be slow after a loaded machine's worker start-up (which a.md may wait for
+    # and be named by): 2,000 nested levels, seconds of parsing.
     (vault / "slow.md").write_text(
-        "".join("> " * i + f"[!note] level {i}\n" for i in range(1, 1201)), encoding="utf-8"
+        "".join("> " * i + f"[!note] level {i}\n" for i in range(1, 2001)), encoding="utf-8"
     )
     monkeypatch.setattr(progress.Bars, "SLOW_FILE_S", 0.05)
     monkeypatch.setattr(progress.Bars, "POLL_S", 0.02)
