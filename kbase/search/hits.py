@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +64,46 @@ def chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
     )
 
 
+# A MATCH expression holding a phrase of several words ('"the value"'): FTS5 checks the
+# phrase's positions at every row that holds all of its words, so one statement over all of its
+# matches costs more than one per row or range; for any other (words, prefixes) one statement
+# for a whole page costs less, and much less for a prefix, which FTS5 expands over the whole
+# vocabulary in every statement (BENCHMARKS.md section 24).
+_SEVERAL_WORDS = re.compile(r'"(?:[^"]|"")*[^\w"*](?:[^"]|"")*"')
+
+
+def one_pass(match: str) -> bool:
+    """Is one statement over all of ``match``'s rows cheaper than one per row (see above)?"""
+    return _SEVERAL_WORDS.search(match) is None
+
+
+def highlighted(
+    con: apsw.Connection, wanted: Iterable[tuple[str | None, int]]
+) -> dict[tuple[str, int], str | None]:
+    """chunks_fts's highlight() (hit's markers) of each (match, chunk id) of ``wanted``, for the
+    expressions that ``one_pass`` finds cheaper in one statement for all their chunks (a page's
+    hits), None for a chunk the expression does not match; the others are left to ``hit``."""
+    by_match: dict[str, list[int]] = {}
+    for match, chunk_id in wanted:
+        if match is not None and one_pass(match) and not cjk.is_pair_match(match):
+            by_match.setdefault(match, []).append(chunk_id)
+    out: dict[tuple[str, int], str | None] = {}
+    for match, ids in by_match.items():
+        if len(ids) < 2:
+            continue  # (hit's own statement for one row)
+        marks = ",".join("?" * len(ids))
+        # ``+rowid``: the filter stays out of FTS5, which walks the matches once
+        for rowid, marked in con.execute(
+            "SELECT rowid, highlight(chunks_fts, 0, char(2), char(3)) FROM chunks_fts"
+            f" WHERE chunks_fts MATCH ? AND +rowid IN ({marks})",
+            [match, *ids],
+        ):
+            out[(match, rowid)] = marked
+        for chunk_id in ids:
+            out.setdefault((match, chunk_id), None)
+    return out
+
+
 def hit(
     con: apsw.Connection,
     doc_id: int,
@@ -70,12 +112,15 @@ def hit(
     n: int,
     match: str | None = None,
     explain: dict | None = None,
+    page_marks: Mapping[tuple[str, int], str | None] | None = None,
 ) -> Hit:
     """A Hit for a document and its chunk: a reading snippet (Markdown syntax removed) around the
-    first match of ``match`` that stays visible, if any, and that match's line in the file."""
+    first match of ``match`` that stays visible, if any, and that match's line in the file.
+    ``page_marks``: highlighted's answers for the page, where it has this one's."""
     pair_match = match if match is not None and cjk.is_pair_match(match) else None
     if pair_match is not None:
         match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
+    known = page_marks is not None and match is not None and (match, chunk_id) in page_marks
     row = con.execute(
         """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line,
                   c.start_char, c.heading_path,
@@ -87,7 +132,7 @@ def hit(
            FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id
                 JOIN roots AS r ON r.id = d.root_id
            WHERE c.id = ?2""",
-        (match, chunk_id),
+        (None if known else match, chunk_id),
     ).fetchone()
     (
         path,
@@ -104,6 +149,9 @@ def hit(
         marked,
         tags,
     ) = row
+    if known:
+        assert page_marks is not None and match is not None
+        marked = page_marks[(match, chunk_id)]
     ranges: list[tuple[int, int]] = []
     if pair_match is not None:
         marked = cjk.highlighted(con, chunk_id, text, pair_match)

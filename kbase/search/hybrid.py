@@ -11,7 +11,7 @@ from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, reading
-from kbase.search.hits import Ranked, hit
+from kbase.search.hits import Ranked, highlighted, hit
 from kbase.search.keyword import keyword_ranked, range_bm25
 from kbase.search.query import parse_query
 from kbase.search.semantic import semantic_ranked
@@ -61,15 +61,18 @@ def hybrid_search(
         {f.key: passage_meaning(f, params, tier.get(f.key)) for f in page},
         {r.doc_id: r.match for r in kw if r.match and cjk.is_pair_match(r.match)},
     )
-    hits = []
+    shown = []  # (the page's hits: document, its ranked row, chunk, expression to highlight)
     for f in page:
+        r = by_list["keyword"].get(f.key) or by_list["semantic"][f.key]
+        match = by_list["keyword"][f.key].match if f.key in by_list["keyword"] else None
+        shown.append((f, r, chunks.get(f.key, r.chunk_id), match or highlight))
+    marks = highlighted(con, [(match, chunk) for _, _, chunk, match in shown])
+    hits = []
+    for f, r, chunk, match in shown:
         explain = {
             name: {**part, **by_list[name][f.key].explain} for name, part in f.explain.items()
         }
-        r = by_list["keyword"].get(f.key) or by_list["semantic"][f.key]
-        match = by_list["keyword"][f.key].match if f.key in by_list["keyword"] else None
-        chunk = chunks.get(f.key, r.chunk_id)
-        hits.append(hit(con, f.key, chunk, f.score, r.matched, match or highlight, explain))
+        hits.append(hit(con, f.key, chunk, f.score, r.matched, match, explain, marks))
     return hits
 
 
@@ -119,10 +122,10 @@ def passage_chunks(
     if not doc_ids:
         return {}
     marks = ",".join("?" * len(doc_ids))
-    # Each note's range of chunk ids: FTS5 then scores those rows only (a rowid IN (...) list
-    # made it score every match in the index first: 34 ms against 0.8); bm25's statistics are
-    # the whole index's either way (range_bm25: worked out once); rows of other notes in a
-    # range are ignored below.
+    # Each note's range of chunk ids: only those rows are scored (bm25() with a rowid IN (...)
+    # list scored every match in the index first: 34 ms against 0.8); bm25's statistics are
+    # the whole index's either way (range_bm25: worked out once, the ranges in one statement);
+    # rows of other notes in a range are ignored below.
     pair_matches = pair_matches or {}
     scored_by: dict[int, tuple[str, str]] = {}  # document -> (expression, table) of its words
     ranges: dict[tuple[str, str], list[tuple[int, int]]] = {}

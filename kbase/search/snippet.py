@@ -43,6 +43,7 @@ _HEADING_LINE = re.compile(r"[ \t]*(?:>[ \t]*)*#{1,6}(?:[ \t]|$)")
 
 
 FENCED_BLOCK = re.compile(FENCED, re.S | re.M)
+_BREAKS = re.compile(r"[\r\n]+")
 
 
 def _heading_ends(text: str, rendered: str, source: Sequence[int]) -> frozenset[int]:
@@ -54,16 +55,16 @@ def _heading_ends(text: str, rendered: str, source: Sequence[int]) -> frozenset[
         if source and ("```" in text or "~~~" in text)
         else []
     )
-    for i, ch in enumerate(rendered):
-        if ch in "\r\n" and (i == 0 or rendered[i - 1] not in "\r\n"):
-            at = source[i]
-            if any(a <= at < b for a, b in code):
-                continue
-            line = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
-            if _HEADING_LINE.match(text, line):
-                while i > 0 and rendered[i - 1] in " \t":
-                    i -= 1
-                ends.add(i)
+    for m in _BREAKS.finditer(rendered):  # (each run of line breaks, at its first)
+        i = m.start()
+        at = source[i]
+        if any(a <= at < b for a, b in code):
+            continue
+        line = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+        if _HEADING_LINE.match(text, line):
+            while i > 0 and rendered[i - 1] in " \t":
+                i -= 1
+            ends.add(i)
     return frozenset(ends)
 
 

@@ -24,6 +24,7 @@ of its own) and for ``kbase show``'s "did you mean".
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import re
@@ -240,7 +241,7 @@ class NearName:
     distance: int  # edits between it and what was asked
 
 
-_names: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple, list[str], list[tuple]]] = (
+_names: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple, list[str], list[tuple], tuple]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -248,10 +249,18 @@ _names: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple, list[str], list[
 def _all_names(con: apsw.Connection) -> tuple[list[str], list[tuple[int, str]]]:
     """(keys, [(doc_id, name)]) for every title, file name and alias, kept per connection until
     the index changes (a long-lived process asks again and again)."""
+    _, keys, owners, _ = _name_table(con)
+    return keys, owners
+
+
+def _name_table(con: apsw.Connection) -> tuple[tuple, list[str], list[tuple[int, str]], tuple]:
+    """(the index's stamp, _all_names's keys and owners, the keys sorted by length, stably: their
+    lengths, each one's index in the keys, the keys), kept per connection until the index
+    changes."""
     stamp = (con.execute("PRAGMA data_version").fetchone()[0], con.total_changes())
     cached = _names.get(con)
     if cached is not None and cached[0] == stamp:
-        return cached[1], cached[2]
+        return cached
     owners: list[tuple[int, str]] = []
     for doc_id, title, path, aliases in con.execute(
         "SELECT d.id, d.title, d.path,"
@@ -263,8 +272,10 @@ def _all_names(con: apsw.Connection) -> tuple[list[str], list[tuple[int, str]]]:
             if name:
                 owners.append((doc_id, name))
     keys = [name_key(n) for _, n in owners]
-    _names[con] = (stamp, keys, owners)
-    return keys, owners
+    order = sorted(range(len(keys)), key=lambda i: len(keys[i]))
+    table = (stamp, keys, owners, ([len(keys[i]) for i in order], order, [keys[i] for i in order]))
+    _names[con] = table
+    return table
 
 
 def near_names(con: apsw.Connection, asked: str, budget: int | None = None) -> list[NearName]:
@@ -278,9 +289,17 @@ def near_names(con: apsw.Connection, asked: str, budget: int | None = None) -> l
         budget = edit_budget(key)
     if not key or budget == 0:
         return []
-    keys, owners = _all_names(con)
+    _, _, owners, (lengths, order, by_length) = _name_table(con)
+    # A name more than ``budget`` characters longer or shorter is more than ``budget`` edits
+    # away: only names of the lengths in between are compared (12,010 names: 1.9 -> 0.3 ms),
+    # in the order rapidfuzz gives for the whole list (fewest edits, then the list's order).
+    lo = bisect.bisect_left(lengths, len(key) - budget)
+    hi = bisect.bisect_right(lengths, len(key) + budget)
+    found = process.extract(
+        key, by_length[lo:hi], scorer=OSA.distance, score_cutoff=budget, limit=None
+    )
     best: dict[int, NearName] = {}
-    for _, d, i in process.extract(key, keys, scorer=OSA.distance, score_cutoff=budget, limit=None):
+    for d, i in sorted((d, order[lo + j]) for _, d, j in found):
         doc_id, name = owners[i]
         if doc_id not in best or d < best[doc_id].distance:
             best[doc_id] = NearName(doc_id, name, int(d))
