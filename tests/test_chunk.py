@@ -309,6 +309,9 @@ def model_counter():
         "x" * 300,
         "a.b.c/d-e_f:g;h",
         "[[t123456]] [[T999999|Alias]] ABC123def " + "Q" * 100 + " " + "z9" * 60,
+        # New runs are tokenized together, joined by spaces: each run's own count comes back.
+        "ガギグ・データベース、「所有権」とは？ ガギグ・データベース Ünïcödé—naïve…«ok»",
+        "\u0301x é\u0301 ＡＢＣ１２３ ﬁne ½ ⁵ x\u200by 한국어 문장 Ελληνικά русский",
     ],
 )
 def test_model_counter_matches_the_tokenizer(model_counter, text):
