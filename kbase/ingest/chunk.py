@@ -183,7 +183,7 @@ class ModelTokenCounter:
         tok = self._tok
         wordpiece = tok.model.tokenize
         findall, ascii_findall = _TOKEN_RUN.findall, _ASCII_TOKEN_RUN.findall
-        new: list[tuple[str, tuple[str, ...] | list[str]]] = []  # words, their runs
+        new: list[tuple[str, Sequence[str]]] = []  # words, their runs
         pending: dict[str, None] = {}  # runs for the tokenizer itself, in order
         for w in words:
             if w in known:
@@ -205,8 +205,8 @@ class ModelTokenCounter:
             known[w] = -1  # a word twice in ``words`` is counted once
         if pending:
             self._encode_runs(list(pending), cache)
-        for w, runs in new:
-            known[w] = sum(map(cache.__getitem__, runs))
+        for w, word_runs in new:
+            known[w] = sum(map(cache.__getitem__, word_runs))
 
     def _encode_runs(self, runs: list[str], cache: dict[str, int]) -> None:
         """Each run's tokens, from one call of the tokenizer on the runs joined by spaces: a
