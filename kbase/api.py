@@ -973,14 +973,25 @@ class KB:
         """A writing connection, under the writer lock unless ``lock`` is false, closed after; an
         SQLite error becomes kbase's one-line error. ``check``: kbase check's (see
         ``db.connect_for_check``)."""
-        con = db.connect_for_check(self.path) if check else db.connect(self.path, create=create)
+        # A writer locks the file before SQLite opens it: of two first runs at once, the one
+        # refused must not have written a schema meanwhile (that made the other's writes BUSY).
+        # Where the file cannot be opened yet, SQLite opens it first and says why.
+        early = lock and db.lockable(self.path, create=create)
         try:
-            with db.writer_lock(self.path) if lock else contextlib.nullcontext():
+            with contextlib.ExitStack() as held:
+                if early:
+                    held.enter_context(db.writer_lock(self.path))
+                con = (
+                    db.connect_for_check(self.path)
+                    if check
+                    else db.connect(self.path, create=create)
+                )
+                held.callback(con.close)
+                if lock and not early:
+                    held.enter_context(db.writer_lock(self.path))
                 yield con
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
-        finally:
-            con.close()
 
     def _write(self, fn: Callable[..., R], *args: Any, lock: bool = True) -> R:
         """``fn(connection, *args)`` on a writing connection (see ``_connection``)."""

@@ -428,6 +428,20 @@ def remove_index(path: str | os.PathLike[str]) -> None:
             os.remove(name)
 
 
+def lockable(path: str | os.PathLike[str], create: bool = False) -> bool:
+    """Can a writer lock ``path`` before SQLite opens it? ``create`` makes a missing one (an empty
+    file, in its folders) for a first run; False where it cannot be opened (``connect`` then says
+    why)."""
+    try:
+        if create and not os.path.exists(path):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(os.open(path, os.O_RDONLY))
+    except OSError:
+        return False
+    return True
+
+
 # Descriptors holding writer locks in this process. A forked worker closes its copies, so that
 # the lock goes when this process goes, even if it is killed while a worker still runs.
 HELD_LOCKS: set[int] = set()

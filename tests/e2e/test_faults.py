@@ -690,6 +690,38 @@ def test_two_writers_creating_the_same_new_index_at_once(tmp_path):
         assert index_state(dbp)["documents"] == 5
 
 
+def test_a_first_run_waiting_on_the_lock_never_opens_the_new_index(tmp_path):
+    """The lock comes before SQLite: a first run refused because another first run holds the new
+    file writes nothing to it (no schema, no -wal), so it cannot make the other's writes BUSY
+    (both runs failed under load when the loser wrote the schema before asking for the lock)."""
+    import fcntl
+
+    vault = make_vault(tmp_path / "v", 3, seed=4)
+    dbp = tmp_path / "new.db"
+    fd = os.open(dbp, os.O_RDONLY | os.O_CREAT, 0o644)  # the other first run: file made, locked
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = subprocess.run(
+            [*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 1
+        one_error(r.stderr, "another kbase process is already writing")
+        assert dbp.stat().st_size == 0 and not Path(f"{dbp}-wal").exists()
+    finally:
+        os.close(fd)
+    r = subprocess.run(
+        [*KBASE, "--db", str(dbp), "index", str(vault), "--no-embed", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert index_state(dbp)["documents"] == 3
+
+
 # --- 4. a read-only index and a first run on a full disk, through every face (CLI, MCP, TUI) ---
 def _run(prefix: list[str], dbp: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
