@@ -505,9 +505,42 @@ def test_a_question_in_the_words_of_its_paragraph_finds_it_first(game, monkeypat
     assert paths(game, question)[0] == "p003.md"
 
 
-def test_the_bigram_count_orders_notes_below_all_words_only(game):
+def test_the_bigram_count_orders_notes_inside_their_tier(game):
     hits = game.search("野马队在分区赛中打败了谁？", mode="keyword")
     assert hits[0].explain["tier"] in ("all words, apart", "some words")
     # A query every word of which is in one note keeps that note first, whatever its pairs.
     assert paths(game, "超级碗")[0] == "p003.md"
     assert game.search("超级碗", mode="keyword")[0].explain["tier"] == "all words"
+
+
+# XQuAD-R zh's paragraph 5 (CC-BY-SA-4.0, as GAME_NOTES): it holds more of the question's words
+# (野马队, 比赛 twice, 最终, 比分) than p002 does; p002 holds what the question says side by side
+# (钢人队 in 匹兹堡钢人队, 比赛的最, ...): the question's pairs.
+SCORE_NOTE = (
+    "当比赛还剩 4 分 51 秒时，卡罗莱纳在自己的 24 码线上拿到了球，他们本有机会获得一记制胜球，"
+    "但很快就面临第三档和第九档进攻。在接下里的比赛中，米勒把球从牛顿手中拍掉，几名球员扑过去后，"
+    "球长时间向后弹回并被沃德夺回，沃德把球扔回距离黑豹队 4 码线五码的位置。"
+    "尽管有几名球员冲进人堆里试图重新接球，但牛顿并没有这样做，他缺乏攻击性的行为后来招致了严厉的批评。与此同时，丹佛的进攻"
+    "有三次都被挡在了禁区之外，但角卫约什·诺曼的拉人犯规给了野马队新一轮的进攻机会。接着安德森在 2 "
+    "码线触地得分，曼宁将球传给本尼·福勒进行两分转换，帮助丹佛在比赛还剩 3 分 08 秒时以 24-10 "
+    "领先，最终将比分拉开。卡罗莱纳还有两次以上击球，但未能在每次击球获得第一档进攻。\n"
+)
+
+
+def test_an_unspaced_question_whose_paragraph_only_its_pairs_rank_first(tmp_path, monkeypatch):
+    from kbase.search import keyword
+
+    k = kbase.open(tmp_path / "score.db")
+    k.index([write(tmp_path / "v", {**GAME_NOTES, "p005.md": SCORE_NOTE})], embed=False)
+    question = "野马队和钢人队比赛的最终比分是多少？"
+    try:
+        hits = k.search(question, mode="keyword")
+        assert [h.path for h in hits[:2]] == ["p002.md", "p005.md"]
+        assert hits[0].explain["tier"] == hits[1].explain["tier"] == "some words"
+        # the same first hits whatever the limit
+        assert [h.path for h in k.search(question, mode="keyword", limit=1)] == ["p002.md"]
+        # by its words alone (no bigram count), the paragraph holding more of them came first
+        monkeypatch.setattr(keyword, "PAIR_WEIGHT", 0.0)
+        assert paths(k, question)[:2] == ["p005.md", "p002.md"]
+    finally:
+        k.close()

@@ -143,9 +143,11 @@ def required(pq: Query) -> Query:
     return replace(pq, clauses=strong) if len(strong) >= 2 else pq
 
 
-def pairs_query(query: Query) -> Query:
+def pairs_query(query: Query, other_words: int = 0) -> Query:
     """Every character pair of the query's runs typed without quotes as a clause of its own (the
-    any-word expression ranks chunks by how many of them they hold), or an empty query."""
+    any-word expression ranks chunks by how many of them they hold), and the first
+    ``other_words`` of its other words (those without a run: ``Rust``, ``API``) whole, or an
+    empty query."""
     seen = dict.fromkeys(
         p
         for clause in query.clauses
@@ -155,6 +157,17 @@ def pairs_query(query: Query) -> Query:
         for run in RUN.findall(w)
         for p in pairs(run)
     )
+    if other_words:
+        others = dict.fromkeys(
+            piece.casefold()
+            for clause in query.clauses
+            for t in clause
+            if not t.quoted
+            for w in t.words
+            for piece in RUN.split(w)
+            if piece and not piece.isspace()
+        )
+        seen.update(dict.fromkeys(list(others)[:other_words]))
     return pair_query(Query(clauses=tuple((Term((p,)),) for p in seen), excluded=query.excluded))
 
 

@@ -340,32 +340,41 @@ def _cjk_found(
     latin = cjk.latin_query(query)
     if len(found) < fill_to and not latin.empty:
         more(TIER_SOME, _ranked_docs(con, latin.to_fts(match_any=True), where, args, n))
-    chars = cjk.pairs_query(query)
     if not found:
         # No word of the query is in any note (a word the segmenter cut wrongly, or one spelled
         # differently): the notes that share its character pairs, the most first.
+        chars = cjk.pairs_query(query)
         if not chars.empty:
             more(
                 TIER_SOME,
                 _ranked_docs(con, chars.to_fts(match_any=True), where, args, n, cjk.TABLE),
             )
-    elif PAIR_WEIGHT and not chars.empty:
-        found = _with_pairs(con, found, chars.to_fts(match_any=True))
+    elif PAIR_WEIGHT:
+        chars = cjk.pairs_query(query, OTHER_WORD_PAIRS)
+        if not chars.empty:
+            found = _with_pairs(con, found, chars.to_fts(match_any=True))
     return found
 
 
-# Below the all-words tier, a note's bm25 (its best chunk's, for the words the query is cut into)
-# gains PAIR_WEIGHT times the bm25 of its best chunk for every character pair of the query's runs
-# (a bigram count): a word cut wrongly, or written a little differently in the note (旭烈兀汗 for
-# 旭烈兀可汗), and words that stand side by side in the note as in the question still count.
-# Chosen leave-one-collection-out over the CJK and Thai collections (BENCHMARKS.md, "Keyword mode
-# and a bigram count"): XQuAD-R zh 0.943 -> 0.950 MRR@10 held out.
-PAIR_WEIGHT = 0.1
+# Below the all-words tier, a note's evidence is its words' bm25 (its best chunk's, for the words
+# the query is cut into) mixed with a bigram count: the bm25 of its best chunk for the query's
+# character pairs (each run as its overlapping pairs, with the first OTHER_WORD_PAIRS other words
+# whole), each divided by the best of its kind, weighing 1 and PAIR_WEIGHT. A word cut wrongly,
+# or written a little differently in the note (旭烈兀汗 for 旭烈兀可汗), and words that stand side
+# by side in the note as in the question still count, and the tiers stay as they are (all words
+# in one chunk, each word already a phrase of its pairs, stay ranked by their bm25). Measured on
+# the CJK and Thai collections of bench.eval (BENCHMARKS.md, "Keyword mode and a bigram count"):
+# XQuAD-R zh 0.950 -> 0.959 MRR@10 (bigram BM25 0.959); 1.5 is the pick of every held-out fit
+# that includes XQuAD zh, the one collection that asks for more than 1.
+PAIR_WEIGHT = 1.5
+OTHER_WORD_PAIRS = 4
 
 
 def _with_pairs(con: apsw.Connection, found: list[tuple], pairs_match: str) -> list[tuple]:
-    """``found`` with the bm25 of the rows below TIER_ALL raised by PAIR_WEIGHT x the bm25 of
-    their note's best chunk for ``pairs_match`` (the query's pairs, any of them)."""
+    """``found`` with the bm25 of each row below TIER_ALL mixed with its note's best chunk's bm25
+    for ``pairs_match`` (the query's pairs, any of them): each divided by the best of its kind
+    (the list's best words, the best pairs of the rows mixed), weights 1 and PAIR_WEIGHT, and
+    brought back to the words' scale."""
     ids = [r[0] for tier, r in found if tier < TIER_ALL]
     if not ids:
         return found
@@ -384,8 +393,12 @@ def _with_pairs(con: apsw.Connection, found: list[tuple], pairs_match: str) -> l
             [pairs_match, *ids],
         ).fetchall()
     )
+    words_best = min(r[2] for _, r in found) or -1.0  # (bm25 is negative: the least is best)
+    pairs_best = min(bag.values(), default=0.0) or -1.0
+    share = PAIR_WEIGHT / (1 + PAIR_WEIGHT)
+    scale = words_best / pairs_best
     return [
-        (tier, (r[0], r[1], r[2] + PAIR_WEIGHT * bag.get(r[0], 0.0), *r[3:]))
+        (tier, (r[0], r[1], (1 - share) * r[2] + share * scale * bag.get(r[0], 0.0), *r[3:]))
         if tier < TIER_ALL
         else (tier, r)
         for tier, r in found
