@@ -244,7 +244,8 @@ def test_search_for_a_footnote_shows_the_marker(tmp_path):
 
 def test_a_passage_that_renders_to_nothing_shows_its_source(tmp_path):
     """A chunk that is one HTML comment (rust-book-ja keeps the English original so) renders to
-    nothing; its hit shows the comment, not an empty line."""
+    nothing; its hit shows the comment's source from the line of the first match, not an empty
+    line."""
     from tests.conftest import write
 
     comment = "<!--\n" + "The variants of the enum are namespaced under its name.\n" * 20 + "-->"
@@ -252,5 +253,5 @@ def test_a_passage_that_renders_to_nothing_shows_its_source(tmp_path):
     k = kbase.open(tmp_path / "e.db")
     k.index([write(tmp_path / "v", {"Enum.md": body})], embed=False)
     hit = k.search("namespaced", mode="keyword")[0]
-    assert hit.snippet.startswith("<!-- The variants of the enum are namespaced")
-    assert hit.line == 6  # the first match
+    assert hit.snippet.startswith("…The variants of the enum are namespaced")
+    assert hit.highlights and hit.line == 6  # the first match

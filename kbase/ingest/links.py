@@ -12,8 +12,9 @@ Parsing (``parse_links``) finds, in a ParsedDoc:
 * wikilinks inside front matter string values (``related: "[[X]]"``), as Obsidian's
   ``frontmatterLinks``; an unquoted ``[[X]]`` is a YAML list, not a link, in Obsidian too;
 * reference-style links (CommonMark): ``[text][label]``, ``[label][]`` and ``[label]`` (and
-  their images ``![alt][label]``) where a link reference definition line
-  ``[label]: dest "title"`` (between blocks, outside code) defines the label; labels compare
+  their images ``![alt][label]``) where a link reference definition
+  ``[label]: dest "title"`` (between blocks, outside code; its destination and its title may
+  each be on the next line) defines the label; labels compare
   case-insensitively with whitespace collapsed, the first definition wins; the link's offsets
   are those of ``[text][label]`` as written, its target and anchor come from ``dest`` (local
   files only, as inline links). mdBook vaults (the Rust books) link this way.
@@ -22,8 +23,8 @@ Skipped, as Obsidian skips them: fenced and indented code blocks (nested in list
 too), inline code spans of any backtick count, HTML comments ``<!-- -->``, an unclosed ``[[``,
 and a ``[[`` escaped with a backslash. Links inside ``%% comments %%`` are kept: Obsidian's
 metadata cache records them. Links never overlap: of ``[![img](a.png)](b.md)`` only the
-outer link is kept. Not handled: math; a definition inside a list or quote, or whose title is on
-the next line.
+outer link is kept. Not handled: math; a definition inside a list or quote, or whose label or
+title spans lines.
 
 Resolution (``Resolver``) follows Obsidian's ``MetadataCache.getLinkpathDest``: files are
 looked up by lowercased file name (the target with its extension if it has one, else with
@@ -65,7 +66,7 @@ from itertools import accumulate, chain, repeat
 from typing import Any
 from urllib.parse import unquote
 
-from kbase.ingest.markup import plain
+from kbase.ingest.markup import DEF_TAIL, plain
 from kbase.ingest.parse import code_block_lines
 from kbase.records import Heading, ParsedDoc
 
@@ -297,14 +298,9 @@ _REF = re.compile(
     \](?:\[(?P<label>(?:[^\[\]\\\r\n]|\\.)*+)\])?""",
     re.X,
 )
-# A link reference definition on one line: [label]: <dest> or dest, then maybe a title.
-_REF_DEF = re.compile(
-    r"""^[ ]{0,3}\[(?P<label>(?:[^\[\]\\\r\n]|\\.){1,999})\]:[ \t]*
-    (?:<(?P<angle>(?:[^<>\\\r\n]|\\.)*)>|(?P<bare>[^\x00-\x20<][^\x00-\x20]*))
-    (?:[ \t]+(?:"(?:[^"\\\r\n]|\\.)*"|'(?:[^'\\\r\n]|\\.)*'|\((?:[^()\\\r\n]|\\.)*\)))?
-    [ \t]*$""",
-    re.X | re.M,
-)
+# A link reference definition: [label]: <dest> or dest (on that line or the next), then maybe a
+# title (markup.DEF_TAIL, the shape the display hides).
+_REF_DEF = re.compile(r"^[ ]{0,3}\[(?P<label>(?:[^\[\]\\\r\n]|\\.){1,999})\]:" + DEF_TAIL, re.M)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _SIZE = re.compile(r"\d+(?:x\d+)?")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: backslash before ASCII punctuation
@@ -386,7 +382,7 @@ def _inline_links(text: str, body: _Body, links: Links) -> None:
 
 @dataclass(frozen=True)
 class _Definition:
-    start: int  # of the definition line (its '[')
+    start: int  # of the definition (its '[')
     end: int
     dest: str  # as written: unescaped, still percent-encoded
 
@@ -420,7 +416,7 @@ def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
             if label.startswith("^") or not label.strip():  # '[^1]: ...' is a footnote
                 continue
             key = _label_key(label)
-            dest = m["angle"] if m["angle"] is not None else m["bare"]
+            dest = m["def_angle"] if m["def_angle"] is not None else m["def_bare"]
             if key not in defs:
                 defs[key] = _Definition(
                     m.start() + len(m[0]) - len(m[0].lstrip(" ")), m.end(), dest

@@ -28,6 +28,18 @@ FENCED = (
 _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # A link's destination: no line break, parentheses one level deep ('.../Foo_(bar)').
 _DEST = r"(?:[^()\r\n]|\([^()\r\n]*\))*+"
+# A link reference definition (CommonMark): '[label]:', its destination on that line or the next,
+# then maybe a title ("...", '...' or (...), on one line) after a blank or on the next line; the
+# definition ends its line, else a title on the next line is not its title and '[Note]: some
+# words' is a paragraph, not a definition. links.py reads the same shape for the link graph.
+DEF_TITLE = r"""(?:"(?:[^"\\\r\n]|\\.)*"|'(?:[^'\\\r\n]|\\.)*'|\((?:[^()\\\r\n]|\\.)*\))"""
+_LINE_END = r"[ \t]*(?=\r|\n|\Z)"
+DEF_TAIL = (
+    r"[ \t]*(?:\r\n?|\n)?[ \t]*(?:<(?P<def_angle>(?:[^<>\\\r\n]|\\.)*)>"
+    r"|(?P<def_bare>[^\x00-\x20<][^\x00-\x20]*))"
+    rf"(?:[ \t]+{DEF_TITLE}(?={_LINE_END})|[ \t]*(?:\r\n?|\n)[ \t]*{DEF_TITLE}(?={_LINE_END}))?"
+    + _LINE_END
+)
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
@@ -50,7 +62,7 @@ _PATTERN = re.compile(
             rf"(?P<link>\[(?P<link_text>[^\[\]\r\n]+)\]\({_DEST}\))",
             # A link reference definition line '[label]: dest "title"' goes whole; a reference
             # link '[text][label]' shows its text.
-            r"(?P<linkdef>^[ ]{0,3}\[(?!\^)[^\]\r\n]+\]:[ \t]*[^\s][^\r\n]*(?:\r\n?|\n)?)",
+            rf"(?P<linkdef>^[ ]{{0,3}}\[(?!\^)[^\]\r\n]+\]:{DEF_TAIL}(?:\r\n?|\n)?)",
             r"(?P<reflink>\[(?P<ref_text>[^\[\]\r\n]+)\]\[[^\[\]\r\n]*\])",
             r"(?P<footnote>\[\^[^\[\]\r\n]+\])",
             # Halves of a link cut by a chunk's edge: "…target|alias]] more" or "[[target…".

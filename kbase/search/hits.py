@@ -169,9 +169,13 @@ def hit(
     snippet, highlights, anchor = snippets.snippet(
         text, ranges, markdown=markdown, focus=focus, anchor_at=line_at, shown=shown
     )
-    if markdown and not snippet.strip() and text.strip():
-        # All of the passage renders to nothing (an HTML comment, a bare image or tag): show its
-        # source rather than an empty line (rust-book-ja keeps the English original in comments).
+    if markdown and text.strip() and (not snippet.strip() or (ranges and not highlights)):
+        # All of the passage renders to nothing (an HTML comment, a bare image or tag), or every
+        # match is in what rendering hides (a link's destination, a definition line): show the
+        # source, from the line of the first match (rust-book-ja keeps the English original in
+        # comments; mdBook's definitions hold the words of the pages they link to).
+        if ranges:
+            focus = line_at = text.rfind("\n", 0, min(ranges)[0]) + 1
         snippet, highlights, anchor = snippets.snippet(
             text, ranges, markdown=False, focus=focus, anchor_at=line_at
         )
