@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import queue
 import subprocess
 import sys
 import threading
@@ -31,10 +32,20 @@ from datasette import hookimpl
 _lock = threading.Lock()
 
 
+# How long the plugin waits for a worker: to start (it loads the embedding model), and for an
+# answer. A worker that gives none in time is stuck (or stopped): it is killed, the query gets an
+# error, and the next query starts a new one; without a limit one stuck worker held every later
+# query of its index, and Datasette's thread, forever (Datasette's own time limit interrupts
+# SQLite's statements, not a function waiting on a pipe).
+START_TIMEOUT = 120.0
+ANSWER_TIMEOUT = 30.0
+
+
 class _Worker:
     """kbase.datasette.worker for one index, started on first use and kept."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kbase.datasette.worker", path],
@@ -43,19 +54,50 @@ class _Worker:
             text=True,
             encoding="utf-8",
         )
-        first = self.proc.stdout.readline() if self.proc.stdout else ""
-        self.ready = bool(first) and json.loads(first).get("ready", False)
+        self.lines: queue.Queue[str] = queue.Queue()  # its output, read by a thread of its own
+        threading.Thread(target=self._read, daemon=True).start()
+        first = self._line(START_TIMEOUT)
+        self.ready = bool(first) and json.loads(first or "{}").get("ready", False)
         if not self.ready:
-            self.proc.wait()
+            self._stop()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # its output closed
+
+    def _line(self, timeout: float) -> str | None:
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
     def ask(self, fn: str, *args: Any) -> dict:
         with self.lock:
-            if self.proc.poll() is not None or not self.proc.stdin or not self.proc.stdout:
+            if self.proc.poll() is not None or not self.proc.stdin:
                 return {"error": "kbase's search worker for this index has stopped", "hint": None}
             # (a blob goes as base64: the worker's own check then names it, as kbase sql's does)
-            self.proc.stdin.write(json.dumps({"fn": fn, "args": list(args)}, default=_blob) + "\n")
-            self.proc.stdin.flush()
-            return json.loads(self.proc.stdout.readline() or '{"error": "no answer"}')
+            try:
+                self.proc.stdin.write(
+                    json.dumps({"fn": fn, "args": list(args)}, default=_blob) + "\n"
+                )
+                self.proc.stdin.flush()
+            except OSError:  # it ended since (a broken pipe)
+                return {"error": "kbase's search worker for this index has stopped", "hint": None}
+            line = self._line(ANSWER_TIMEOUT)
+            if line is None:
+                self._stop()  # (its answer, if it ever came, would be taken for the next one's)
+                return {
+                    "error": f"kbase's search worker for {self.path} gave no answer in"
+                    f" {ANSWER_TIMEOUT:g} s; it was stopped, the next query starts a new one",
+                    "hint": None,
+                }
+            return json.loads(line or '{"error": "no answer"}')
 
 
 def _blob(value: object) -> dict:

@@ -5,8 +5,10 @@ serves hybrid search over HTTP."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -342,3 +344,36 @@ def test_datasette_reads_vectors_and_views(served):
     assert nearest[0]["path"] == "SQLite WAL mode.md"
     notes = httpx.get(f"{served}/kb/notes.json", params={"_shape": "array"}, timeout=30).json()
     assert any(n["path"] == "SQLite WAL mode.md" for n in notes)
+
+
+def test_a_stuck_search_worker_is_stopped_and_replaced(tmp_path, monkeypatch):
+    """A worker that gives no answer (here stopped with SIGSTOP) costs one query an error after
+    plugin.ANSWER_TIMEOUT, not every later query of its index (and Datasette's thread) forever;
+    the next query gets a new worker and its answer."""
+    pytest.importorskip("datasette", reason="the kbase[datasette] extra is not installed")
+    from kbase.datasette import plugin
+
+    k = kbase.open(tmp_path / "kb.db")
+    k.index([REPO / "examples" / "notes"], embed=False)  # keyword: the worker loads no model
+    k.close()
+    path = str(tmp_path / "kb.db")
+    monkeypatch.setattr(plugin, "ANSWER_TIMEOUT", 1.0)
+    monkeypatch.setattr(plugin, "_workers", {})
+    search, _ = plugin._functions(path)
+
+    def first(answer: str) -> dict:
+        return json.loads(answer)[0]
+
+    try:
+        assert first(search("write-ahead log", "keyword", 3))["path"] == "SQLite WAL mode.md"
+        stuck = plugin._workers[path]
+        assert stuck is not None
+        os.kill(stuck.proc.pid, signal.SIGSTOP)
+        answer = first(search("write-ahead log", "keyword", 3))
+        assert "gave no answer in 1 s" in answer["error"] and stuck.proc.poll() is not None
+        assert first(search("write-ahead log", "keyword", 3))["path"] == "SQLite WAL mode.md"
+        assert plugin._workers[path] is not stuck
+    finally:
+        for w in plugin._workers.values():
+            if w is not None and w.proc.poll() is None:
+                w.proc.kill()
