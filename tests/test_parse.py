@@ -283,3 +283,13 @@ def test_an_impossible_date_in_simple_front_matter_is_pyyamls_warning():
     doc = parse("---\ntitle: T\ndate: 2024-02-30\n---\nbody\n", "n.md")
     assert doc.frontmatter is None
     assert any("malformed front matter" in w for w in doc.warnings)
+
+
+@pytest.mark.parametrize("lines", [" \x1f", "    \x1c\x1d", "\x1e"])
+def test_a_block_of_what_python_counts_as_blanks_is_no_block(lines):
+    """U+001C-U+001F are text to markdown-it and blanks to str.isspace: such a line made a
+    block of no characters, from which no chunk can be cut."""
+    text = f"First paragraph.\n\n{lines}\n\nLast paragraph.\n"
+    for doc in (parse(text, "n.md"), parse(text + "\n> quote\n\n1) one\n", "n.md")):
+        assert all(b.end > b.start for b in doc.blocks), doc.blocks
+        assert [text[b.start : b.end] for b in doc.blocks][:1] == ["First paragraph."]

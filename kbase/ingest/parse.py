@@ -582,6 +582,8 @@ def _py_blocks(
         kind = _BLOCK_KINDS[tok.type]
         first = first_line + tok.map[0]
         start, end = _span(text, starts, first, first_line + tok.map[1] - 1)
+        if end <= start:
+            continue  # only what Python counts as blanks (' \x1f'): nothing to hold
         if kind == "heading":
             level = int(tok.tag[1])
             blocks.append(Block(kind, start, end, level))
@@ -644,6 +646,8 @@ def _fast_blocks(
             continue  # link reference definitions
         first, last = lines(node)
         start, end = _span(text, starts, first, last)
+        if end <= start:
+            continue  # as in _py_blocks
         if kind == "heading":
             level = node.meta["level"]
             blocks.append(Block(kind, start, end, level))
