@@ -163,3 +163,23 @@ def test_a_grid_is_fields_of_the_fusion_constants():
     }
     with pytest.raises(SystemExit, match="field of FusionParams"):
         loco.parse_grid(["nonsense=1"])
+
+
+def test_the_pair_mix_is_picked_on_the_other_collections():
+    from bench import pairs
+
+    def per(*mains):
+        return [{"main": m, "top1": m} for m in mains]
+
+    results = {  # settings "0.5/4" and "1.5/4"; bigram BM25 as "bm25"
+        "docs": {"0.5/4": per(0.9, 0.9), "1.5/4": per(0.7, 0.7), "bm25": per(0.6, 0.6)},
+        "notes": {"0.5/4": per(0.8), "1.5/4": per(0.7), "bm25": per(0.5)},
+        "squad": {"0.5/4": per(0.94), "1.5/4": per(0.96), "bm25": per(0.95)},
+    }
+    keys = ["0.5/4", "1.5/4"]
+    pick, measures = pairs.picker(results, keys, "mean")
+    assert pick(["docs", "notes"]) == "0.5/4" and pick(["squad"]) == "1.5/4"
+    assert pick(list(results)) == "0.5/4"  # the mean of the three, each weighing the same
+    assert measures["squad"]["bm25"] == pytest.approx(0.95)
+    worst, _ = pairs.picker(results, keys, "worst")
+    assert worst(["docs", "squad"]) == "1.5/4"  # the best worst margin: squad's +0.01
