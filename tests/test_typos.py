@@ -315,3 +315,18 @@ def test_a_name_with_one_typo_comes_first_in_hybrid_mode_too(tmp_path, notes):
     ):
         assert k.search(query)[0].path == first, query
     k.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a/b.md", "Note.MD", ".hidden", "a/.hidden", "a/b.", "a/b..", "x/..", "a/b/", "a/.", "a//b.md",
+     "./a.md", "a/./b.md", "/", ".", "..", ".a.", "dir.d/file", "a/b.tar.gz", "ü/é.md", "a\\b.md"],
+)  # fmt: skip
+def test_the_file_name_of_a_note_is_read_as_pathlib_reads_it(path: str) -> None:
+    # (the name table reads every note's file name without pathlib, for a cold search's speed)
+    assert spell._file_stem(path) == PurePosixPath(path).stem
+
+
+@pytest.mark.parametrize("name", ["Tasks-API", "Straße  ΣΊΣΥΦΟΣ", "İstanbul’s ﬃ_x", "", "--"])
+def test_a_name_is_compared_by_its_words_each_casefolded(name: str) -> None:
+    assert spell.name_key(name) == " ".join(w.casefold() for w in spell._WORD.findall(name))

@@ -231,7 +231,17 @@ def _subsequence(short: str, long: str) -> bool:
 # --- names ----------------------------------------------------------------------------------------
 def name_key(name: str) -> str:
     """A name as compared: its words, casefolded, one space apart ('Tasks-API' -> 'tasks api')."""
-    return " ".join(w.casefold() for w in _WORD.findall(name))
+    # (casefold maps each character on its own, so folding the joined words is folding each)
+    return " ".join(_WORD.findall(name)).casefold()
+
+
+def _file_stem(path: str) -> str:
+    """``PurePosixPath(path).stem``, 10x quicker: a cold search reads every note's name."""
+    name = path.rpartition("/")[2]
+    if name in ("", "."):  # (a trailing '/' or '/.': pathlib's own reading)
+        return PurePosixPath(path).stem
+    i = name.rfind(".")
+    return name[:i] if 0 < i < len(name) - 1 else name
 
 
 @dataclass(frozen=True)
@@ -262,18 +272,26 @@ def _name_table(con: apsw.Connection) -> tuple[tuple, list[str], list[tuple[int,
     if cached is not None and cached[0] == stamp:
         return cached
     owners: list[tuple[int, str]] = []
+    add = owners.append
     for doc_id, title, path, aliases in con.execute(
         "SELECT d.id, d.title, d.path,"
         " (SELECT group_concat(alias, char(31)) FROM aliases WHERE doc_id = d.id)"
         " FROM documents AS d"
     ):
-        stem = PurePosixPath(path).stem if path else ""
-        for name in dict.fromkeys((title, stem, *((aliases or "").split("\x1f")))):
-            if name:
-                owners.append((doc_id, name))
+        stem = _file_stem(path) if path else ""
+        if aliases:
+            for name in dict.fromkeys((title, stem, *aliases.split("\x1f"))):
+                if name:
+                    add((doc_id, name))
+        else:  # (most notes: the title, and the file name when it is another name)
+            if title:
+                add((doc_id, title))
+            if stem and stem != title:
+                add((doc_id, stem))
     keys = [name_key(n) for _, n in owners]
-    order = sorted(range(len(keys)), key=lambda i: len(keys[i]))
-    table = (stamp, keys, owners, ([len(keys[i]) for i in order], order, [keys[i] for i in order]))
+    lengths = [len(k) for k in keys]
+    order = sorted(range(len(keys)), key=lengths.__getitem__)
+    table = (stamp, keys, owners, ([lengths[i] for i in order], order, [keys[i] for i in order]))
     _names[con] = table
     return table
 
