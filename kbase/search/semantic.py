@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import apsw
 
-from kbase.embed.nearest import VectorCache, nearest_oneshot
+from kbase.embed.nearest import VectorCache, knn, nearest_oneshot
 from kbase.records import Hit
 from kbase.search.filters import Filters
 from kbase.search.hits import CANDIDATES, RERANK_SLACK, Ranked, chunk_counts, hit, length_units
@@ -121,10 +121,7 @@ def _semantic_docs(
                 nearest, limit = coded, None
             else:
                 k = min(k, KNN_MAX)
-                nearest = con.execute(
-                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
-                    (query_vector, k),
-                ).fetchall()
+                nearest = knn(con, query_vector, k)
             docs, farthest = _group_nearest(con, nearest, doc_of)
             if len(docs) >= n or len(nearest) < k or (limit is not None and k >= limit):
                 break
