@@ -468,9 +468,9 @@ _VEC0_BOUNDS_FROM = (0, 1, 7)
 def _knn_bound(con: apsw.Connection, vector: bytes, k: int) -> float | None:
     """A cosine distance that the ``k`` nearest of chunks_vec are likely within: the distance of
     the sample's ``j``-th nearest, ``j`` its expected share of the k nearest and some more.
-    None where a bound would not pay (fewer than 8k vectors, or ``KNN_BOUND_FROM``) or cannot be had (an older
-    sqlite-vec, another storage layout): then the plain k-NN. A bound that is too tight costs a
-    second query, never another answer (``knn``)."""
+    None where a bound would not pay (fewer than 8k vectors, or than ``KNN_BOUND_FROM`` / k) or
+    cannot be had (an older sqlite-vec, another storage layout): then the plain k-NN. A bound
+    that is too tight costs a second query, never another answer (``knn``)."""
     try:
         version = con.execute("SELECT vec_version()").fetchone()[0]
         if tuple(int(x) for x in version.lstrip("v").split("-")[0].split(".")) < _VEC0_BOUNDS_FROM:
