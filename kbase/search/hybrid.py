@@ -23,7 +23,7 @@ FTS = "chunks_fts"
 def hybrid_search(
     con: apsw.Connection,
     text: str,
-    query_vector: bytes,
+    query_vector: bytes | Callable[[], bytes],
     *,
     limit: int = 10,
     filters: Filters = Filters(),
@@ -41,6 +41,9 @@ def hybrid_search(
     ``reads``: how much of a text the index's model reads (kbase.embed.embedder.reader; None:
     all of every text): the semantic list is left out for a query it reads less than
     ``params.min_read`` of, and weighs by the share it reads (fusion.reading).
+
+    ``query_vector``: the vector, or a function that gives it (called when it is needed, after
+    the keyword list: a one-shot search loads its model meanwhile; called again, the same).
     """
     kw, sem = candidates(con, text, query_vector, limit, filters, params, cache, reads)
     params = reading(params, read_share(text, reads))
@@ -57,7 +60,7 @@ def hybrid_search(
         con,
         [f.key for f in page if f.key not in named],
         highlight,
-        query_vector if read else None,
+        _vector(query_vector) if read else None,
         {f.key: passage_meaning(f, params, tier.get(f.key)) for f in page},
         {r.doc_id: r.match for r in kw if r.match and cjk.is_pair_match(r.match)},
     )
@@ -79,7 +82,7 @@ def hybrid_search(
 def candidates(
     con: apsw.Connection,
     text: str,
-    query_vector: bytes,
+    query_vector: bytes | Callable[[], bytes],
     limit: int = 10,
     filters: Filters = Filters(),
     params: FusionParams = PARAMS,
@@ -95,8 +98,12 @@ def candidates(
     kw = keyword_ranked(con, text, n, filters, fill_to=params.depth)
     sem: list[Ranked] = []
     if read_share(text, reads) >= params.min_read:
-        sem = semantic_ranked(con, query_vector, n, filters, cache)
+        sem = semantic_ranked(con, _vector(query_vector), n, filters, cache)
     return kw, sem
+
+
+def _vector(query_vector: bytes | Callable[[], bytes]) -> bytes:
+    return query_vector() if callable(query_vector) else query_vector
 
 
 def read_share(text: str, reads: Callable[[str], float] | None) -> float:

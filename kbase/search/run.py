@@ -6,6 +6,7 @@ and makes this one call."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -109,7 +110,13 @@ def search(
     meaning = parse_query(text).text  # what the model reads: the words, not the operators
     if model is not None:
         from kbase.search import hybrid, semantic  # noqa: F401  (imported while the model loads)
-    vector = b"" if model is None else query_vector(con, model, meaning)
+    vector: bytes | Callable[[], bytes] = b""
+    if model is not None:
+        check_vectors(con, model)
+        # The query's vector when the search needs it: a hybrid search ranks the keyword list
+        # first while the model (prepare_query) is still loading on the other core. The wait
+        # counts against the time limit as it did before the search.
+        vector = functools.cache(functools.partial(model.embed_query, meaning))
     left = max(0.001, timeout - (time.monotonic() - started))
     with _time_limit(con, left, timeout):
         with con:  # one snapshot for the whole search, even while a writer commits
@@ -129,7 +136,7 @@ def _ranked(
     parsed,
     text: str,
     mode: str,
-    vector: bytes,
+    vector: bytes | Callable[[], bytes],
     model: Embedder | None,
     limit: int,
     filters: Filters,
@@ -145,6 +152,8 @@ def _ranked(
     if mode == "semantic":
         from kbase.search import semantic
 
+        if callable(vector):
+            vector = vector()
         return semantic.semantic_search(con, vector, limit=limit, filters=filters, cache=cache)
     from kbase.embed.embedder import reader
     from kbase.search import hybrid
@@ -172,6 +181,12 @@ def default_mode(con: apsw.Connection) -> str:
 
 def query_vector(con: apsw.Connection, embedder: Embedder, query: str) -> bytes:
     """The query's embedding, after checking the index was embedded with the same model."""
+    check_vectors(con, embedder)
+    return embedder.embed_query(query)
+
+
+def check_vectors(con: apsw.Connection, embedder: Embedder) -> None:
+    """Raise unless the index has vectors, made by ``embedder``'s model."""
     from kbase.embed import vectors
 
     with con:
@@ -179,7 +194,6 @@ def query_vector(con: apsw.Connection, embedder: Embedder, query: str) -> bytes:
         if stored is None:
             raise InputError("this index has no embeddings yet", "run: kbase embed")
         vectors.check_fingerprint(con, embedder)
-    return embedder.embed_query(query)
 
 
 @contextlib.contextmanager
