@@ -83,6 +83,33 @@ def test_hybrid_is_the_default_with_vectors_and_explains(kb):
     )
 
 
+def test_hybrid_takes_the_query_vector_when_it_needs_it(kb, model, monkeypatch):
+    # (a one-shot search hands hybrid a function: the keyword list is ranked first, while the
+    # model loads on the other core; the hits are those of the vector itself)
+    from kbase.search import hybrid
+
+    events: list[str] = []
+    ranked = hybrid.keyword_ranked
+    monkeypatch.setattr(
+        hybrid, "keyword_ranked", lambda *a, **k: events.append("keyword") or ranked(*a, **k)
+    )
+
+    def later(text: str) -> bytes:
+        events.append("vector")
+        return model.embed_query(text)
+
+    con = kb.reader
+    for q in ("sqlite readers", "how to make a loaf", "garden"):
+        with con:
+            given = hybrid.hybrid_search(con, q, model.embed_query(q))
+            events.clear()
+            lazy = hybrid.hybrid_search(con, q, lambda q=q: later(q))
+        assert events[:2] == ["keyword", "vector"]
+        assert [(h.doc_id, h.chunk_id, h.score, h.snippet) for h in lazy] == [
+            (h.doc_id, h.chunk_id, h.score, h.snippet) for h in given
+        ]
+
+
 def test_cache_and_sqlite_vec_agree(tmp_path, vault, model):
     cached = kbase.open(tmp_path / "s.db", embedder=model)
     cached.index([vault])
