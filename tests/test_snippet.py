@@ -255,3 +255,24 @@ def test_a_passage_that_renders_to_nothing_shows_its_source(tmp_path):
     hit = k.search("namespaced", mode="keyword")[0]
     assert hit.snippet.startswith("…The variants of the enum are namespaced")
     assert hit.highlights and hit.line == 6  # the first match
+
+
+def test_a_link_whose_long_destination_the_chunk_leaves_out_shows_its_text(tmp_path):
+    """Vue's docs end each example with '[Try it in the Playground](https://play.vuejs.org/#...)',
+    a URL of hundreds of characters the index leaves out of its chunks: the chunk ends at '](',
+    and its snippet showed '[Try it in the Playground](' (118 chunks of vue-docs-en end so)."""
+    from tests.conftest import write
+
+    url = "https://play.vuejs.org/#eNp9Us1Og0AQfpUJF5ZYqV4JNTaNxyYmVi" + "x7Q2aB" * 120 + "="
+    body = (
+        '# Models\n\n```vue\n<input v-model="x" />\n```\n\n'
+        f"[Try it in the Playground]({url})\n\n</details>\n\nModifiers come as a prop.\n"
+    )
+    k = kbase.open(tmp_path / "p.db")
+    k.index([write(tmp_path / "v", {"m.md": body})], embed=False)
+    (hit,) = k.search("playground", mode="keyword")
+    assert body.find("](") + 2 in {end for (end,) in k.sql("SELECT end_char FROM chunks").rows}
+    assert hit.snippet.endswith("Try it in the Playground") and "](" not in hit.snippet
+    assert [hit.snippet[a:b] for a, b in hit.highlights] == ["Playground"]
+    assert render("[Try it](https://x.org/#abc")[0] == "Try it"  # cut anywhere after '](':
+    assert render("[Try it](https://x.org/#abc\nmore")[0] == "[Try it](https://x.org/#abc\nmore"

@@ -60,6 +60,9 @@ _PATTERN = re.compile(
             r"(?P<wiki>\[\[(?P<wiki_target>[^\[\]|\r\n]*)(?:\|(?P<wiki_alias>[^\[\]\r\n]*))?\]\])",
             rf"(?P<image>!\[(?P<image_alt>[^\[\]\r\n]*)\]\({_DEST}\))",
             rf"(?P<link>\[(?P<link_text>[^\[\]\r\n]+)\]\({_DEST}\))",
+            # A link whose destination the text's end cuts off (a chunk ends before a long URL,
+            # which the index leaves out: Vue's '[Try it in the Playground](https://play...'.
+            r"(?P<cut_link>!?\[(?P<cut_text>[^\[\]\r\n]*)\]\([^()\s]*\Z)",
             # A link reference definition line '[label]: dest "title"' goes whole; a reference
             # link '[text][label]' shows its text.
             rf"(?P<linkdef>^[ ]{{0,3}}\[(?!\^)[^\]\r\n]+\]:{DEF_TAIL}(?:\r\n?|\n)?)",
@@ -197,6 +200,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
     "wiki": _wiki,
     "image": lambda m: [m.span("image_alt")] if m.group("image_alt").strip() else [],
     "link": lambda m: [m.span("link_text")],
+    "cut_link": lambda m: [m.span("cut_text")] if m.group("cut_text").strip() else [],
     "reflink": lambda m: [m.span("ref_text")],
     "autolink": lambda m: [m.span("url")],
     "pipe": lambda m: [(" · ", m.start())],
@@ -208,7 +212,9 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 # Pieces that hold Markdown of their own ([**bold** link](url), [[a|*alias*]]) are rendered too.
 # Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
 # are what the note quotes, and often what was searched for).
-_NESTED = frozenset({"wiki", "link", "reflink", "image", "callout", "container", "admonition"})
+_NESTED = frozenset(
+    {"wiki", "link", "cut_link", "reflink", "image", "callout", "container", "admonition"}
+)
 
 
 def render(
@@ -272,6 +278,8 @@ _ALTERNATIVES = tuple(
             "wiki_alias",
             "image_alt",
             "link_text",
+            "cut_text",
+            "def_",
             "ref_text",
             "url",
             "callout_type",
