@@ -13,11 +13,9 @@ from pathlib import Path
 
 import apsw
 
-from kbase.embed import catalog, vectors
+from kbase.embed import vectors
 from kbase.errors import InputError
 from kbase.indexer import writes
-from kbase.ingest import canvas, pdf
-from kbase.ingest.canvas import Canvas, Edge
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, default_counter
 from kbase.ingest.derive import derive
 from kbase.ingest.parse import parse
@@ -112,6 +110,8 @@ def check(con: apsw.Connection) -> list[Problem]:
                 )
             )
         stored = vectors.stored_fingerprint(con)
+        from kbase.embed import catalog
+
         if stored is not None and not catalog.known(catalog.name_of(stored)):
             problems.append(
                 Problem(
@@ -313,6 +313,8 @@ def stored_document(con: apsw.Connection, doc_id: int, body: str, name: str) -> 
     PDF with its pages and document information, a canvas with its cards, from their rows."""
     (kind,) = con.execute("SELECT kind FROM documents WHERE id = ?", (doc_id,)).fetchone()
     if kind == "pdf":
+        from kbase.ingest import pdf
+
         pages = tuple(
             con.execute(
                 "SELECT start_char, end_char FROM pages WHERE doc_id = ? ORDER BY page", (doc_id,)
@@ -336,6 +338,9 @@ def stored_document(con: apsw.Connection, doc_id: int, body: str, name: str) -> 
         )
         return pdf.document(body, pages, name, info, pdf.page_warnings(body, pages), headings)
     if kind == "canvas":
+        from kbase.ingest import canvas
+        from kbase.ingest.canvas import Canvas, Edge
+
         cards = canvas.stored_cards(
             con.execute(
                 "SELECT card_id, kind, start_char, end_char, file, subpath, url, x, y, width,"

@@ -30,6 +30,7 @@ from kbase.indexer.maintenance import follow_moved_roots, rechunk_all, rederive,
 from kbase.indexer.prepare import (
     CHUNKSIZE,
     VANISHED,
+    LazyPool,
     PdfJobs,
     hash_file,
     is_canvas,
@@ -41,6 +42,7 @@ from kbase.indexer.prepare import (
     prepare,
     prepare_item,
     prepare_pdf,
+    wants_pool,
 )
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import UndecodableError, decode
@@ -393,7 +395,13 @@ def _index_scope(
 
     total = len(todo)
     texts = [c for c in todo if not is_pdf(c.abspath)]
-    pool = note_pool(len(texts), sum(c.size for c in texts), counter)
+    files, size = len(texts), sum(c.size for c in texts)
+    # The workers start once the first files are read (prepare.LazyPool says why).
+    pool = (
+        LazyPool(files, size, counter, lambda *a: note_pool(*a))
+        if wants_pool(files, size, counter)
+        else None
+    )
     pdfs = PdfJobs(
         settings,
         max_size,

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbase.indexer import writes
-from kbase.ingest import canvas, pdf
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, chunk, default_counter
 from kbase.ingest.decode import Decoded, UndecodableError, decode
 from kbase.ingest.derive import Derived, derive
 from kbase.ingest.discover import (
+    CANVAS_EXTENSIONS,
     PDF_EXTENSIONS,
     Candidate,
     outside_reason,
@@ -31,6 +31,7 @@ from kbase.text import LINE_BREAK, one_line
 
 if TYPE_CHECKING:
     from kbase.indexer.workers import Workers
+    from kbase.ingest import pdf
 
 
 # Longer lines are not notes but data (minified code, base64, logs): such files are skipped.
@@ -50,17 +51,27 @@ POOL_MIN_BYTES = 256 * 1024
 CHUNKSIZE = 16
 
 
-def note_pool(files: int, size: int, counter: TokenCounter):
-    """Worker processes for parsing and chunking, or None to do it here (little to parse, one
-    core, a custom token counter, or no fork on this platform)."""
-    cores = (
+def _cores() -> int:
+    return (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     )
-    if (
-        (files < POOL_MIN_FILES and size < POOL_MIN_BYTES)
-        or cores < 2
-        or counter is not default_counter()
-    ):
+
+
+def wants_pool(files: int, size: int, counter: TokenCounter) -> bool:
+    """Whether note_pool would start workers for this much work (it may still find no fork)."""
+    return (
+        (files >= POOL_MIN_FILES or size >= POOL_MIN_BYTES)
+        and _cores() >= 2
+        and counter is default_counter()
+    )
+
+
+def note_pool(files: int, size: int, counter: TokenCounter, front_matter: bool = True):
+    """Worker processes for parsing and chunking, or None to do it here (little to parse, one
+    core, a custom token counter, or no fork on this platform). ``front_matter``: some of the
+    notes have front matter (PyYAML is then loaded here, once for every worker; else a worker
+    that meets some loads it itself)."""
+    if not wants_pool(files, size, counter):
         return None
     import multiprocessing  # (30 ms, with what it imports: for a pool only)
 
@@ -69,17 +80,50 @@ def note_pool(files: int, size: int, counter: TokenCounter):
     from concurrent.futures import ProcessPoolExecutor
 
     # Load the parsers and the tokenizer once, here, for every worker (each loaded its own: 40 ms).
-    chunk(parse("---\na: 1\n---\n# Warm up\n", "warm-up.md"), counter)
+    warm_up = f"{WARM_UP_FRONT_MATTER if front_matter else ''}# Warm up\n"
+    chunk(parse(warm_up, "warm-up.md"), counter)
     # What each worker runs first is loaded here, before the fork, not in each worker.
     import kbase.indexer.workers
     import kbase.store.db  # noqa: F401
 
     return ProcessPoolExecutor(
-        cores,
+        _cores(),
         mp_context=multiprocessing.get_context("fork"),
         initializer=_worker_init,
         initargs=(os.getpid(),),
     )
+
+
+WARM_UP_FRONT_MATTER = "---\na: 1\n---\n"
+
+
+def has_front_matter(data: bytes) -> bool:
+    """Whether a note's bytes (UTF-8, maybe with a BOM) open with a front matter line."""
+    return data.startswith((b"---", b"\xef\xbb\xbf---"))
+
+
+class LazyPool:
+    """note_pool's workers, started by the first map() once the first files are read: PyYAML is
+    loaded before the fork only if one of them has front matter (none of the books' notes does:
+    14 ms of a 100-note index's start-up)."""
+
+    def __init__(self, files: int, size: int, counter: TokenCounter, start=None) -> None:
+        self.args = (files, size, counter)
+        self.start = start or note_pool
+        self.executor = None
+        self.started = False
+
+    def map(self, fn, jobs, chunksize: int = 1):
+        if not self.started:
+            self.started = True
+            self.executor = self.start(*self.args, any(has_front_matter(job[1]) for job in jobs))
+        if self.executor is None:  # no fork here after all: in this process
+            return map(fn, jobs)
+        return self.executor.map(fn, jobs, chunksize=chunksize)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 def _worker_init(parent: int) -> None:
@@ -148,6 +192,8 @@ def _prepare(name: str, data: bytes, settings: ChunkSettings, counter: TokenCoun
             f" kbase indexes lines up to {MAX_LINE_CHARS:,}"
         )
     if is_canvas(name):
+        from kbase.ingest import canvas  # (for canvases only)
+
         encoding, warnings = decoded.encoding, decoded.warnings
         try:
             parsed = canvas.parse_canvas(decoded.text)
@@ -163,7 +209,7 @@ def is_pdf(name: str) -> bool:
 
 
 def is_canvas(name: str) -> bool:
-    return name.lower().endswith(canvas.CANVAS_EXTENSIONS)
+    return name.lower().endswith(CANVAS_EXTENSIONS)
 
 
 def prepare_pdf(
@@ -178,6 +224,8 @@ def prepare_pdf(
     """Read, extract, and chunk one PDF: (sha256 of the bytes read, prepare()'s tuple), or the
     reason to skip it. Runs in a worker process (kbase.indexer.workers), under a time limit. With
     ``bounds``, a file found outside them once opened (a symlink swapped in) is not read."""
+    from kbase.ingest import pdf  # (for PDFs only; PdfJobs loads it before its workers fork)
+
     cap = size_cap(abspath, max_size)
     try:
         with open(abspath, "rb", opener=open_nonblocking) as f:
@@ -303,6 +351,7 @@ class PdfJobs:
         if self._workers is None:
             import pypdfium2  # noqa: F401  (here, before the fork: see below)
 
+            import kbase.ingest.pdf  # noqa: F401
             from kbase.indexer.workers import Workers  # multiprocessing: 12 ms, for PDFs only
 
             # The workers are forked, maybe from a thread (kbase watch in the TUI or the MCP

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 
 from kbase.ingest.columns import Floats, Records, Spans, Strings, field, ints
+from kbase.ingest.discover import CANVAS_EXTENSIONS  # noqa: F401  (canvas.CANVAS_EXTENSIONS)
 from kbase.records import Block, Heading, ParsedDoc
 from kbase.text import one_line
 
 FORM_FEED = "\f"
-CANVAS_EXTENSIONS = (".canvas",)
 NODE_KINDS = ("text", "file", "link", "group")
 
 

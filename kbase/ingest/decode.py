@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -135,20 +136,27 @@ def _mostly_utf8(data: bytes) -> Decoded | None:
 # byte order is almost nothing else; with the wrong one, CJK text spreads over every block
 # (unassigned, private use, surrogates). BOM-less UTF-16 is taken when one byte order gives at
 # least PLAUSIBLE_UTF16 of these and the other clearly less.
-_COMMON = re.compile(
+_COMMON_CHARS = (
     "[\t\n\r\x20-\x7e\xa0-\u024f\u0370-\u052f\u0590-\u06ff\u0900-\u0dff\u0e00-\u0eff"
     "\u1100-\u11ff\u1e00-\u1fff\u2000-\u206f\u2100-\u27bf\u2e80-\u2fdf\u3000-\u31ff"
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
     "\U00010000-\U0010ffff]"
 )
+
+
+@functools.cache
+def _common():  # compiled when first needed (2 ms: its ranges), not at every start
+    return re.compile(_COMMON_CHARS)
+
+
 PLAUSIBLE_UTF16 = 0.97
 UTF16_MARGIN = 0.05  # Japanese read in the wrong byte order: 0.89 of them
 UTF16_SAMPLE = 65536  # bytes
 
 
 def _plausible_utf16(data: bytes) -> str | None:
-    """utf_16_le or utf_16_be when the bytes read as text in one byte order only (see _COMMON):
-    CJK text, whose NUL bytes do not sit in every other byte as ASCII's do."""
+    """utf_16_le or utf_16_be when the bytes read as text in one byte order only (see
+    _COMMON_CHARS): CJK text, whose NUL bytes do not sit in every other byte as ASCII's do."""
     if len(data) % 2 or len(data) < 16:
         return None
     sample = data[:UTF16_SAMPLE]
@@ -162,7 +170,7 @@ def _plausible_utf16(data: bytes) -> str | None:
             text = sample[: e.start].decode(codec)  # a pair cut by the sample's end
         if not text or "\x00" in text:
             continue
-        scores[codec] = (len(_COMMON.findall(text)) / len(text), text)
+        scores[codec] = (len(_common().findall(text)) / len(text), text)
     if not scores:
         return None
     best = max(scores, key=lambda c: scores[c][0])

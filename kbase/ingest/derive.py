@@ -7,7 +7,6 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbase.ingest import canvas
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk
 from kbase.ingest.columns import Bytes, Spans, chunk_columns
 from kbase.ingest.embed_text import chunk_hashes
@@ -34,7 +33,12 @@ def derive(
 ) -> Derived:
     """Chunk ``doc`` and find its links and block ids. Pure: it runs in ingest's workers."""
     chunking = chunk(doc, counter, settings)
-    links = canvas.links(doc) if doc.kind == "canvas" else parse_links(doc)
+    if doc.kind == "canvas":
+        from kbase.ingest import canvas  # (canvases only)
+
+        links = canvas.links(doc)
+    else:
+        links = parse_links(doc)
     hashes = Bytes(chunk_hashes(doc, chunking.chunks), width=8)
     chunking = Chunking(chunk_columns(chunking.chunks), chunking.diagnostics)
     if doc.segments and not isinstance(doc.segments, Spans):  # a PDF's pages

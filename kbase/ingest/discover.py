@@ -31,6 +31,7 @@ DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # bytes; larger files are skipped: notes ar
 # indexer's memory.
 PDF_MAX_SIZE = 512 * 1024 * 1024
 PDF_EXTENSIONS = (".pdf",)
+CANVAS_EXTENSIONS = (".canvas",)  # (kbase.ingest.canvas reads them: here, for a cheap test)
 
 
 def size_cap(name: str, max_size: int | None) -> int:
