@@ -42,6 +42,7 @@ NOT_FOR_KEYWORD = (
     "kbase.search.hybrid",
     "kbase.records.ingest",  # the records of the ingest steps and of the other calls (reports):
     "kbase.records.reports",  # their dataclasses cost ~1 ms each to define
+    "kbase.records.runs",
 )
 
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from itertools import repeat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
@@ -19,23 +20,18 @@ from kbase.indexer import writes
 from kbase.ingest.chunk import ChunkSettings, TokenCounter, default_counter
 from kbase.ingest.derive import derive
 from kbase.ingest.parse import parse
-from kbase.records import (
-    CompactReport,
-    FrontmatterWarning,
-    Heading,
-    ParsedDoc,
-    Problem,
-    RootInfo,
-    RootMove,
-    RootRemoval,
-    Status,
-)
+from kbase.records import Heading, ParsedDoc, RootInfo, RootMove
 from kbase.store import cjk_table, db
 from kbase.store.db import located_root, meta_set
+
+if TYPE_CHECKING:  # (loaded where they are made: an index run makes none of them)
+    from kbase.records import CompactReport, FrontmatterWarning, Problem, RootRemoval, Status
 
 
 def check(con: apsw.Connection) -> list[Problem]:
     """SQLite's integrity check plus kbase's own invariants; an empty list means healthy."""
+    from kbase.records import Problem
+
     problems: list[Problem] = []
     one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
     result = [r[0] for r in con.execute("PRAGMA integrity_check")]
@@ -260,6 +256,8 @@ def keyword_index_matches(con: apsw.Connection) -> bool:
 
 def frontmatter_warnings(con: apsw.Connection) -> list[FrontmatterWarning]:
     """Notes indexed without their front matter because it could not be read: path, line, why."""
+    from kbase.records import FrontmatterWarning
+
     return [
         FrontmatterWarning(*row)
         for row in con.execute(
@@ -492,6 +490,8 @@ def wal_waiting(con: apsw.Connection) -> int:
 
 def compact(con: apsw.Connection, path: str | os.PathLike[str]) -> CompactReport:
     """Merge the keyword index, rebuild the vector table without its dead space, VACUUM."""
+    from kbase.records import CompactReport
+
     before = file_bytes(path)
     with con:
         con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
@@ -587,6 +587,8 @@ def remove_root(con: apsw.Connection, name: str) -> RootRemoval:
     """Forget a root and every document indexed from it, in one transaction (nothing on disk
     is touched): their chunks, keyword rows, vectors, tags, links and attachments go with them;
     links from elsewhere to them turn unresolved."""
+    from kbase.records import RootRemoval
+
     root_id, path = find_root(con, name)
     with con:
         n = con.execute("SELECT count(*) FROM documents WHERE root_id = ?", (root_id,)).fetchone()
@@ -607,6 +609,8 @@ def follow_moved_roots(con: apsw.Connection, db_path: str | os.PathLike[str]) ->
 
 def status(con: apsw.Connection, db_path: str | os.PathLike[str]) -> Status:
     """Counts and sizes for ``kbase status``."""
+    from kbase.records import Status
+
     one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
     db_bytes = file_bytes(db_path)
     chunker = con.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchone()

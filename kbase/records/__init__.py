@@ -2,10 +2,10 @@
 chunker's defaults (kbase.records.defaults), which the CLI's --help shows.
 
 ``from kbase.records import X`` for any of them. A search's (``Hit``, ``HIT_FIELDS``, ``Hits``:
-kbase.records.search) load with this package; the ingest steps' (kbase.records.ingest) and the
-other calls' reports (kbase.records.reports) on first use: each dataclass compiles its methods
-when it is defined, about a millisecond apiece, and a search from the shell needs none of them
-(BENCHMARKS.md section 23).
+kbase.records.search) load with this package; the ingest steps' (kbase.records.ingest), an index
+run's reports (kbase.records.runs) and the other calls' (kbase.records.reports) on first use:
+each dataclass compiles its methods when it is defined, about a millisecond apiece, and a search
+from the shell needs none of them (BENCHMARKS.md section 23), an index run few.
 """
 
 from __future__ import annotations
@@ -21,20 +21,17 @@ if TYPE_CHECKING:
         CheckReport,
         CompactReport,
         DocRef,
-        EmbedReport,
         FrontmatterWarning,
-        IndexReport,
         ModelHint,
         ModelInfo,
         NoteEntry,
         Problem,
         RelatedResult,
-        RootInfo,
-        RootMove,
         RootRemoval,
         SqlResult,
         Status,
     )
+    from kbase.records.runs import EmbedReport, IndexReport, RootInfo, RootMove
 
 _WHERE = {
     "Heading": "ingest",
@@ -42,13 +39,13 @@ _WHERE = {
     "ParsedDoc": "ingest",
     "Chunk": "ingest",
     "Diagnostic": "ingest",
-    "EmbedReport": "reports",
+    "EmbedReport": "runs",
     "ModelInfo": "reports",
-    "IndexReport": "reports",
+    "IndexReport": "runs",
     "ModelHint": "reports",
-    "RootMove": "reports",
+    "RootMove": "runs",
     "RootRemoval": "reports",
-    "RootInfo": "reports",
+    "RootInfo": "runs",
     "Problem": "reports",
     "FrontmatterWarning": "reports",
     "CheckReport": "reports",
