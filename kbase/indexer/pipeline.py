@@ -29,7 +29,9 @@ from kbase.indexer import writes
 from kbase.indexer.maintenance import follow_moved_roots, rechunk_all, rederive, stored_document
 from kbase.indexer.prepare import (
     CHUNKSIZE,
+    SMALL_TASKS,
     VANISHED,
+    WINDOW,
     LazyPool,
     PdfJobs,
     hash_file,
@@ -585,10 +587,6 @@ def _reader(package: str) -> str:
 # Ctrl-C between two documents commits the ones complete, Ctrl-C while one is being written rolls
 # back the batch it is in. Either way every document is all or nothing.
 COMMIT_EVERY_SECONDS = 0.5
-# Files read ahead and handed to the workers at a time (bounds memory), in tasks of CHUNKSIZE
-# files: fewer, larger messages between the processes (10k notes in-process, four runs each:
-# 9.9 s against 11.2 s for 64 files in tasks of 4; through the CLI the gap was within the noise).
-WINDOW = 128
 
 
 class _Batches:
@@ -705,7 +703,7 @@ def _prepared(
         ]
         if pool is not None and jobs:
             results = pool.map(
-                prepare_item, jobs, chunksize=CHUNKSIZE
+                prepare_item, jobs, chunksize=CHUNKSIZE if len(todo) > WINDOW else SMALL_TASKS
             )  # submitted now, collected later
         else:
             results = (prepare(*job) for job in jobs)

@@ -49,7 +49,17 @@ POOL_MIN_FILES = 200
 POOL_MIN_BYTES = 256 * 1024
 
 
+# Files read ahead and handed to the workers at a time (bounds memory; kbase.indexer.pipeline),
+# in tasks of CHUNKSIZE files: fewer, larger messages between the processes (10k notes
+# in-process, four runs each: 9.9 s against 11.2 s for 64 files in tasks of 4; through the CLI
+# the gap was within the noise).
+WINDOW = 128
 CHUNKSIZE = 16
+# A run of one window has one worker fewer, and its tasks are smaller: this process takes back
+# the tasks no worker has begun while it waits (LazyPool); with 16 files a task (110 ms of
+# rust-book-ja) it could still be parsing its last one after the worker had finished. A longer run
+# keeps a worker a core: on a loaded machine, a process fewer is a smaller share of its time.
+SMALL_TASKS = 4
 
 
 def _cores() -> int:
@@ -87,8 +97,10 @@ def note_pool(files: int, size: int, counter: TokenCounter, front_matter: bool =
     import kbase.indexer.workers
     import kbase.store.db  # noqa: F401
 
+    # A run of one window leaves one core to this process: it writes, and parses what the worker
+    # has not begun while it waits for it (LazyPool).
     return ProcessPoolExecutor(
-        _cores(),
+        max(1, _cores() - 1) if files <= WINDOW else _cores(),
         mp_context=multiprocessing.get_context("fork"),
         initializer=_worker_init,
         initargs=(os.getpid(),),
@@ -120,22 +132,52 @@ class LazyPool:
             self.executor = self.start(*self.args, any(has_front_matter(job[1]) for job in jobs))
         if self.executor is None:  # no fork here after all: in this process
             return map(fn, jobs)
+        tasks = [jobs[i : i + chunksize] for i in range(0, len(jobs), chunksize)]
         if self.forked:
-            return self.executor.map(fn, jobs, chunksize=chunksize)
-        # The workers fork with the first jobs submitted. Objects frozen out of the collector
-        # meanwhile are not written to by a collection in a worker, so their pages stay shared
-        # (2-7 % fewer page faults in the workers, 2 % less CPU on the 10,000-note vault); this
-        # process collects them again once the workers are made.
-        self.forked = True
-        gc.freeze()
-        try:
-            return self.executor.map(fn, jobs, chunksize=chunksize)
-        finally:
-            gc.unfreeze()
+            futures = [self.executor.submit(_run_task, fn, task) for task in tasks]
+        else:
+            # The workers fork with the first task submitted. Objects frozen out of the collector
+            # meanwhile are not written to by a collection in a worker, so their pages stay
+            # shared (2-7 % fewer page faults in the workers, 2 % less CPU on the 10,000-note
+            # vault); this process collects them again once the workers are made.
+            self.forked = True
+            gc.freeze()
+            try:
+                futures = [self.executor.submit(_run_task, fn, task) for task in tasks]
+            finally:
+                gc.unfreeze()
+        return _results(fn, tasks, futures)
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
         if self.executor is not None:
             self.executor.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _run_task(fn, jobs) -> list:
+    """A task of the note workers: its files' results, in order."""
+    return [fn(job) for job in jobs]
+
+
+def _results(fn, tasks, futures) -> Iterator:
+    """The results of ``tasks`` (submitted as ``futures``), in order. While the one needed next
+    is not ready, this process takes back the last task no worker has begun and does it itself:
+    the writer would only wait, and a worker fewer (note_pool) is a fork, its copied pages and
+    its pickling fewer. A task is taken back by cancelling its future, which only succeeds before
+    the pool hands it to a worker; it hands them over in order, so once one cannot be, none
+    before it can."""
+    stolen: dict[int, list] = {}
+    back = len(futures) - 1  # the last task that may still be taken back
+    for i, future in enumerate(futures):
+        if i in stolen:
+            yield from stolen.pop(i)
+            continue
+        while back > i and not future.done():
+            if futures[back].cancel():
+                stolen[back] = _run_task(fn, tasks[back])
+                back -= 1
+            else:
+                back = i
+        yield from future.result()
 
 
 def _worker_init(parent: int) -> None:
