@@ -523,3 +523,40 @@ def test_two_copies_of_a_moved_file_one_takes_the_move_the_other_is_new(tmp_path
     assert sorted(h.path for h in kb.search("tomatoes", mode="keyword")) == ["b.md", "c.md"]
     assert sorted(h.path for h in kb.search("cucumbers", mode="keyword")) == ["q.pdf", "r.pdf"]
     kb.close()
+
+
+_RELEASE = None  # an Event the first task waits for until this process has taken one back
+
+
+def _job_where(job):
+    """(job, the pid that ran it); the worker's first job waits until a job runs here."""
+    if job == 0:
+        assert _RELEASE is not None and _RELEASE.wait(60)
+    elif os.getpid() == _PARENT:
+        assert _RELEASE is not None
+        _RELEASE.set()
+    return job, os.getpid()
+
+
+_PARENT = os.getpid()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the note workers fork")
+def test_the_writer_does_the_tasks_no_worker_has_begun_and_keeps_the_order():
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from kbase.indexer import prepare
+
+    global _RELEASE
+    ctx = multiprocessing.get_context("fork")
+    _RELEASE = ctx.Event()
+    jobs = list(range(12))
+    tasks = [jobs[i : i + 2] for i in range(0, len(jobs), 2)]
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        futures = [pool.submit(prepare._run_task, _job_where, t) for t in tasks]
+        results = list(prepare._results(_job_where, tasks, futures))
+    assert [job for job, _ in results] == jobs  # in order, each once
+    where = dict(results)
+    assert where[0] != os.getpid()  # the worker's, which waited for the writer to take one back
+    assert where[11] == os.getpid()  # the last task, which no worker had begun
