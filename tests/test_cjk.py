@@ -134,6 +134,19 @@ def test_pair_queries():
     assert not cjk.applies(parse_query("sync -同步"))
 
 
+def test_index_text_is_each_run_as_its_pairs_between_spaces():
+    """index_text must write what it always wrote (chunks_cjk is rebuilt only by a migration):
+    each run as " ".join(pairs(run)) between spaces, over mixed scripts, astral ideographs,
+    single characters and runs at either end."""
+    rnd = random.Random(5)
+    chars = [chr(c) for c in [*range(0x20, 0x7F), *range(0x3000, 0x3100), *range(0x4E00, 0x4E10)]]
+    chars += ["\U00020000", "\U0003ffff", "\U00040000", "\u0e00", "\u0e31", "\uac00", "\uff66"]
+    for _ in range(5000):
+        text = "".join(rnd.choice(chars) for _ in range(rnd.randint(0, 25)))
+        want = cjk_table.RUN.sub(lambda m: " " + " ".join(cjk_table.pairs(m.group())) + " ", text)
+        assert cjk_table.index_text(text) == want, text
+
+
 @pytest.mark.slow
 def test_hybrid_does_not_push_keyword_hits_down_for_a_query_the_model_cannot_read(tmp_path):
     k = kbase.open(tmp_path / "h.db")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from operator import add
 
 import apsw
 
@@ -66,7 +67,14 @@ def pairs(run: str) -> list[str]:
 
 def index_text(text: str) -> str:
     """What chunks_cjk indexes for ``text``: each run replaced by its pairs, the rest kept."""
-    return RUN.sub(lambda m: " " + " ".join(pairs(m.group(0))) + " ", text)
+    return RUN.sub(_spaced_pairs, text)
+
+
+def _spaced_pairs(m: re.Match[str]) -> str:
+    """A run as index_text writes it: " " + " ".join(pairs(run)) + " ", its pairs made by adding
+    each character to the next (in C; a fifth of the writer's time on rust-book-ja was here)."""
+    run = m.group()
+    return f" {' '.join(map(add, run, run[1:]))} " if len(run) > 1 else f" {run} "
 
 
 def write_rows(con: apsw.Connection, rows: Iterable[tuple[int, str, str, str]]) -> None:
