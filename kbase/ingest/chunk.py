@@ -189,7 +189,13 @@ class ModelTokenCounter:
             if w in known:
                 continue
             if w.isascii():
-                runs = (w,) if w.isalnum() else ascii_findall(w)
+                if w.isalnum():  # the commonest new word: a run of its own, counted at once
+                    c = cache.get(w)
+                    if c is None:
+                        c = cache[w] = len(wordpiece(w.lower()))
+                    known[w] = c
+                    continue
+                runs = ascii_findall(w)
             else:
                 runs = findall(w)
             for r in runs:
