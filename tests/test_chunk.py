@@ -457,3 +457,26 @@ def test_a_chunk_ends_at_a_page_break():
         assert page(c.start) == page(c.end - 1), "a chunk never spans two pages"
     # without the page breaks the same text would be cut elsewhere: pages are what decides
     assert {page(c.start) for c in chunks.chunks} == {1, 2, 3, 4, 5}
+
+
+def test_abbreviation_check_reads_the_word_before_the_dot_as_it_always_did():
+    """_is_abbreviation looks back only as far as the longest abbreviation: the same answers as
+    walking back to the last whitespace, on mixed text with and without spaces."""
+    import random
+
+    from kbase.ingest import chunk as C
+
+    def walking_back(text, start, dot):
+        word_start = dot
+        while word_start > start and not text[word_start - 1].isspace():
+            word_start -= 1
+        word = text[word_start:dot].rstrip(".\"')]”’").lower()
+        return word in C._ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+    rnd = random.Random(11)
+    pieces = [*"abcegimnoprstvxEGIMPRSİ.\"')]”’ \t\n\u3000。日本ａ", "e.g", "etc", "approx", "Mr"]
+    for _ in range(20_000):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 20)))
+        for dot in range(len(text) + 1):
+            start = rnd.randint(0, dot)
+            assert C._is_abbreviation(text, start, dot) == walking_back(text, start, dot), text

@@ -97,6 +97,8 @@ _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)\s
 # whitespace; or right after CJK full stops. Common abbreviations do not end sentences.
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])\s*)(?=\S)")
 _ABBREVIATIONS = frozenset("e.g i.e etc vs mr mrs ms dr prof fig no st cf al approx".split())
+_LONGEST_ABBREVIATION = max(map(len, _ABBREVIATIONS))
+_CLOSING = ".\"')]”’"  # taken off the end of the word before a full stop
 _LINE_END = re.compile(r"(?:\r\n|\r|\n)\s*(?=\S)")
 _SPACE_RUN = re.compile(r"\s+(?=\S)")
 _PROMPT = re.compile(
@@ -793,10 +795,21 @@ def _sentence_boundaries(text: str, start: int, end: int) -> Iterator[int]:
 
 
 def _is_abbreviation(text: str, start: int, dot: int) -> bool:
-    word_start = dot
-    while word_start > start and not text[word_start - 1].isspace():
+    """Is the word before the sentence end at ``dot`` (from the last whitespace after ``start``,
+    without closing marks) a common abbreviation, or one letter? Only as many characters are
+    looked at as the longest abbreviation has: text without spaces (Chinese, Japanese) has its
+    last whitespace a paragraph back, and walking there at every full stop cost a tenth of
+    rust-book-ja's chunking."""
+    end = dot
+    while end > start and text[end - 1] in _CLOSING:  # what the word ends with is not the word
+        end -= 1
+    word_start = end
+    limit = max(start, end - _LONGEST_ABBREVIATION - 1)
+    while word_start > limit and not text[word_start - 1].isspace():
         word_start -= 1
-    word = text[word_start:dot].rstrip(".\"')]”’").lower()
+    if word_start > start and not text[word_start - 1].isspace():
+        return False  # longer than any abbreviation (lower() never shortens it), not one letter
+    word = text[word_start:end].lower()
     return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
 
 
