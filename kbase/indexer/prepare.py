@@ -58,7 +58,9 @@ CHUNKSIZE = 16
 # A run of one window has one worker fewer, and its tasks are smaller: this process takes back
 # the tasks no worker has begun while it waits (LazyPool); with 16 files a task (110 ms of
 # rust-book-ja) it could still be parsing its last one after the worker had finished. A longer run
-# keeps a worker a core: on a loaded machine, a process fewer is a smaller share of its time.
+# keeps a worker a core and this process to writing: on the 10k vault, taking tasks back made its
+# writes the bottleneck (median wall 5.50 -> 6.27 s, CPU 9.71 -> 10.14 s, 3 rounds), and with a
+# worker fewer a loaded machine gave it a smaller share (17.0 / 20.1 against 16.7 / 16.9 s).
 SMALL_TASKS = 4
 
 
@@ -118,7 +120,8 @@ def has_front_matter(data: bytes) -> bool:
 class LazyPool:
     """note_pool's workers, started by the first map() once the first files are read: PyYAML is
     loaded before the fork only if one of them has front matter (none of the books' notes does:
-    14 ms of a 100-note index's start-up)."""
+    14 ms of a 100-note index's start-up). In a run of one window (SMALL_TASKS) the writer also
+    does the tasks no worker has begun while it waits (_results)."""
 
     def __init__(self, files: int, size: int, counter: TokenCounter, start=None) -> None:
         self.args = (files, size, counter)
@@ -146,6 +149,8 @@ class LazyPool:
                 futures = [self.executor.submit(_run_task, fn, task) for task in tasks]
             finally:
                 gc.unfreeze()
+        if self.args[0] > WINDOW:  # (the writer has plenty to do: see SMALL_TASKS)
+            return (result for future in futures for result in future.result())
         return _results(fn, tasks, futures)
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
