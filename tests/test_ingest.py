@@ -487,7 +487,6 @@ def test_keyword_title_column_is_what_the_view_says(title, folder, stem, ext, al
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_one_slow_file_says_what_is_being_worked_on(tmp_path, monkeypatch):
     from kbase.cli import progress
 

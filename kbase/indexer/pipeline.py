@@ -703,7 +703,11 @@ def _prepared(
         ]
         if pool is not None and jobs:
             results = pool.map(
-                prepare_item, jobs, chunksize=CHUNKSIZE if len(todo) > WINDOW else SMALL_TASKS
+                prepare_item,
+                jobs,
+                chunksize=CHUNKSIZE if len(todo) > WINDOW else SMALL_TASKS,
+                # (a file the writer parses itself while it waits is the one being worked on)
+                working=None if progress is None else lambda name: progress(done, len(todo), name),
             )  # submitted now, collected later
         else:
             results = (prepare(*job) for job in jobs)

@@ -9,7 +9,7 @@ import dataclasses
 import gc
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,13 +129,15 @@ class LazyPool:
         self.executor = None
         self.started = self.forked = False
 
-    def map(self, fn, jobs, chunksize: int = 1):
+    def map(self, fn, jobs, chunksize: int = 1, working: Callable[[str], None] | None = None):
+        """``fn`` over ``jobs`` (name, bytes, ...) in the workers, results in order. ``working``:
+        told the first name of each task this process takes back, before it parses it."""
         if not self.started:
             self.started = True
             self.executor = self.start(*self.args, any(has_front_matter(job[1]) for job in jobs))
         if self.executor is None:  # no fork here after all: in this process
             return map(fn, jobs)
-        tasks = [jobs[i : i + chunksize] for i in range(0, len(jobs), chunksize)]
+        tasks = _tasks(jobs, chunksize)
         if self.forked:
             futures = [self.executor.submit(_run_task, fn, task) for task in tasks]
         else:
@@ -151,11 +153,33 @@ class LazyPool:
                 gc.unfreeze()
         if self.args[0] > WINDOW:  # (the writer has plenty to do: see SMALL_TASKS)
             return (result for future in futures for result in future.result())
-        return _results(fn, tasks, futures)
+        return _results(fn, tasks, futures, working)
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
         if self.executor is not None:
             self.executor.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+# A file this large goes to the workers in a task of its own: the writer takes a task's results
+# together, so a slow file's wait was said to be for the first file of its task ('still working
+# on a.md' while a worker parsed slow.md); alone, the file being waited for is the one named.
+ALONE_FROM = POOL_MIN_BYTES
+
+
+def _tasks(jobs: list, size: int) -> list[list]:
+    """``jobs`` in tasks of ``size``, in order, each of a file of ALONE_FROM bytes or more alone."""
+    tasks: list[list] = []
+    task: list = []
+    for job in jobs:
+        if len(job[1]) >= ALONE_FROM:
+            tasks.extend([task, [job]] if task else [[job]])
+            task = []
+        else:
+            task.append(job)
+            if len(task) == size:
+                tasks.append(task)
+                task = []
+    return [*tasks, task] if task else tasks
 
 
 def _run_task(fn, jobs) -> list:
@@ -163,7 +187,7 @@ def _run_task(fn, jobs) -> list:
     return [fn(job) for job in jobs]
 
 
-def _results(fn, tasks, futures) -> Iterator:
+def _results(fn, tasks, futures, working=None) -> Iterator:
     """The results of ``tasks`` (submitted as ``futures``), in order. While the one needed next
     is not ready, this process takes back the last task no worker has begun and does it itself:
     the writer would only wait, and a worker fewer (note_pool) is a fork, its copied pages and
@@ -178,6 +202,8 @@ def _results(fn, tasks, futures) -> Iterator:
             continue
         while back > i and not future.done():
             if futures[back].cancel():
+                if working is not None:  # (the wait is this task's now)
+                    working(tasks[back][0][0])
                 stolen[back] = _run_task(fn, tasks[back])
                 back -= 1
             else:
