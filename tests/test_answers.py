@@ -5,6 +5,8 @@ on a shared vault and on long notes written here."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import kbase
@@ -66,6 +68,48 @@ def test_without_a_semantic_list_hybrid_keeps_the_keyword_order(two_notes, monke
     monkeypatch.setattr(hybrid, "keyword_ranked", lambda *x, **k: kw)
     monkeypatch.setattr(hybrid, "semantic_ranked", lambda *x, **k: [])
     assert [h.doc_id for h in hybrid.hybrid_search(con, "x", b"", limit=2)] == [a, b]
+
+
+def test_a_query_the_model_reads_in_part_weighs_its_meaning_by_the_square_of_that_part():
+    """blind/react-docs-th, "เขียนonclickหรือonClick" (write onclick or onClick): the English
+    model reads 2/3 of its letters, and its nearest passages (cosine 0.33) are about components
+    and forms. The keyword list's all-words note, handling-events, stays ahead of the notes the
+    model's reading of "onclick onClick" prefers (the lists as kbase made them, top 6)."""
+
+    def kw(doc, tier, score, bm25):
+        return hits.Ranked(doc, doc, score, 1, None, {"tier": tier, "bm25": bm25, "chunks": 20})
+
+    def sem(doc, cos, second):
+        return hits.Ranked(doc, doc, cos, 1, None, {"similarity": cos, "second": second})
+
+    tutorial, events, conditional, lifting, forms, props = range(1, 7)
+    words = [
+        kw(tutorial, "all words, apart", 2.460, 9.15),
+        kw(events, "all words, apart", 2.419, 7.21),
+        kw(conditional, "some words", 1.364, 5.73),
+        kw(lifting, "some words", 1.348, 5.34),
+        kw(forms, "some words", 1.348, 5.34),
+        kw(props, "some words", 1.343, 5.22),
+    ]
+    meaning = [
+        sem(tutorial, 0.345, 0.339),
+        sem(props, 0.332, 0.288),
+        sem(forms, 0.304, 0.296),
+        sem(lifting, 0.260, 0.213),
+        sem(conditional, 0.240, 0.200),
+    ]
+    # the rest of the lists, to each list's span: notes holding some words, a little near
+    words += [kw(100 + i, "some words", 1.34 - 0.002 * i, 4.0) for i in range(44)]
+    meaning += [sem(100 + i, 0.235 - 0.003 * i, 0.235 - 0.003 * i) for i in range(15)]
+    share = 2 / 3
+    fused = fusion.fuse(words, meaning, fusion.reading(fusion.PARAMS, share))
+    assert [f.key for f in fused][:2] == [tutorial, events]
+    assert fused[0].explain["semantic"]["contribution"] == pytest.approx(0.5 * share**2)
+    # weighed by the share itself, the model's reading moved events down to fourth
+    linear = fusion.fuse(words, meaning, replace(fusion.PARAMS, alpha=0.5 * share))
+    assert [f.key for f in linear].index(events) == 3
+    # a query it reads whole is fused as before
+    assert fusion.reading(fusion.PARAMS, 1.0) is fusion.PARAMS
 
 
 def test_semantic_explain_gives_the_second_nearest_passage(tmp_path):

@@ -155,11 +155,11 @@ def test_hybrid_does_not_push_keyword_hits_down_for_a_query_the_model_cannot_rea
         for q in ("同步", "서울", "所有権", "ภาษา"):
             assert [h.path for h in k.search(q, mode="hybrid")] == paths(k, q)
         # A query most of whose letters are Latin still fuses both lists, the semantic one
-        # weighing the share the English model reads (8 of 10 letters): alpha 0.5 * 0.8.
+        # weighing by the share the English model reads (8 of 10 letters): alpha 0.5 * 0.8².
         hits = {h.path: h for h in k.search("Obsidian 同步", mode="hybrid")}
         assert "semantic" in hits["en/Sync.md"].explain
         kw = hits["zh/同步.md"].explain["keyword"]
-        assert kw["contribution"] == pytest.approx(0.6 * kw["normalised"], abs=1e-5)
+        assert kw["contribution"] == pytest.approx(0.68 * kw["normalised"], abs=1e-5)
     finally:
         k.close()
 
