@@ -36,12 +36,7 @@ def features(lists: ev.Lists, params: fusion.FusionParams) -> tuple[list[int], n
     sem = [r for r in sem if r.explain["similarity"] >= params.min_similarity or r.doc_id in in_kw]
     words = fusion.spanned({r.doc_id: r.score % 1 for r in kw}, params.keyword_span)
     meaning = fusion.spanned(
-        {
-            r.doc_id: r.score
-            + params.second_passage * r.explain.get("second", r.explain["similarity"])
-            for r in sem
-        },
-        params.semantic_span,
+        {r.doc_id: fusion.note_meaning(r, params) for r in sem}, params.semantic_span
     )
     kr = {r.doc_id: i for i, r in enumerate(kw, 1)}
     sr = {r.doc_id: i for i, r in enumerate(sem, 1)}

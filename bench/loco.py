@@ -5,6 +5,7 @@ but one, score on the one left out, and judge by the worst held-out collection.
     python -m bench.loco --quick              # 40 queries per collection
     python -m bench.loco --grid alpha=0.4,0.5,0.6 --grid second_passage=0,0.3
     python -m bench.loco --fit worst          # choose by the worst of the others, not their mean
+    python -m bench.loco --xquad-queries 0    # every XQuAD-R question (400 a language by default)
     python -m bench.eval --loco               # after the evaluation, the same
 
 Each query's raw keyword and semantic candidate lists (bench/eval.py's cache: ids, ranks,
@@ -252,6 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="embedding model of the indexes (default: kbase's default)")
     ap.add_argument("--grid", action="append", help="FIELD=V1,V2,... (repeatable)")
     ap.add_argument("--fit", choices=("mean", "worst"), default="mean")
+    ap.add_argument(
+        "--xquad-queries",
+        type=int,
+        default=XQUAD_QUERIES,
+        help=f"XQuAD-R questions per language, spread (default {XQUAD_QUERIES}; 0: all 1,190)",
+    )
     ap.add_argument("--out", type=Path, help="folder for loco.json and loco.md")
     args = ap.parse_args(argv)
     try:
@@ -269,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("error: leave-one-collection-out needs two collections or more")
     scored = []
     for coll in found:
-        n = ev.QUICK if args.quick else XQUAD_QUERIES if coll.name.startswith("xquad") else None
+        xquad = coll.name.startswith("xquad") and args.xquad_queries
+        n = ev.QUICK if args.quick else args.xquad_queries if xquad else None
         queries = ev.sample(coll.queries, n) if n else coll.queries
         print(f"{coll.name}: {len(queries)} queries", file=sys.stderr)
         scored.append(load(coll, queries, args.model))

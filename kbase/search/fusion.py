@@ -93,9 +93,18 @@ class FusionParams:
     # may set its own (kbase.embed: ``min_similarity``; multilingual-e5-small's is 0.8). On
     # SciFact floors 0 / 0.25 / 0.3 give nDCG@10 0.716 / 0.716 / 0.714.
     min_similarity: float = 0.3
-    # A note's second-nearest passage counts this much beside its nearest: a note that answers
-    # a question usually has more than one passage about it, one that mentions it has one.
-    second_passage: float = 0.3
+    # A note's second-nearest passage counts this much beside its nearest, and its similarity
+    # as a whole note (the query against the mean of its chunk vectors, semantic.
+    # note_similarities) note_vector: a note that answers a question usually has more than one
+    # passage about it, one that mentions it has one. Leave-one-collection-out over 22
+    # collections (note_vector 0 / 0.1 / 0.15 / 0.2 / 0.3, second passage 0 / 0.15 / 0.3): 0.2
+    # and 0.15 in every fold, the worst held-out margin over the better half and naive RRF
+    # -0.001 -> +0.000 (MRR@10; top-1 +0.000 both), SciFact nDCG@10 0.729 -> 0.730,
+    # blind/vue-docs-en 0.860 -> 0.892, blind/foam-docs 0.840 -> 0.853; foam-docs 0.838 ->
+    # 0.836, blind/rust-book 0.864 -> 0.859 (BENCHMARKS.md section 18). Before: second 0.3 alone
+    # (0 / 0.3 / 0.5 on the vaults' questions: top-1 0.616 / 0.663 / 0.663 on obsidian-tasks).
+    second_passage: float = 0.15
+    note_vector: float = 0.2
     # The keyword tiers that stay steps in the fusion (in units of a list's best evidence): a
     # note the query names comes first, then one whose whole name is a typo away from it, then
     # one whose name starts with it ("Recurring Task" means the note "Recurring Tasks" more than
@@ -188,8 +197,8 @@ def fuse(
     Semantic candidates below ``min_similarity`` are left out unless the keyword list holds the
     note too (a list without the model's reading of the query is passed empty). The keyword
     evidence is a note's bm25 fraction scaled between the list's best and its keyword_span-th,
-    plus its name step; the semantic evidence is the nearest passage's similarity plus
-    second_passage times the second's, scaled between the best and the semantic_span-th; weights
+    plus its name step; the semantic evidence is ``note_meaning`` (the nearest passage, the
+    second, the whole note), scaled between the best and the semantic_span-th; weights
     ``1 - alpha`` and ``alpha``. Without a semantic list, the keyword order stands (every tier a
     step)."""
     from kbase.search.keyword import TIER_SOME
@@ -197,10 +206,7 @@ def fuse(
     in_kw = {r.doc_id for r in kw}
     sem = [r for r in sem if r.explain["similarity"] >= params.min_similarity or r.doc_id in in_kw]
     words = {r.doc_id: r.score % 1 for r in kw}
-    meaning = {
-        r.doc_id: r.score + params.second_passage * r.explain.get("second", r.explain["similarity"])
-        for r in sem
-    }
+    meaning = {r.doc_id: note_meaning(r, params) for r in sem}
     evidence = {
         "keyword": spanned(words, params.keyword_span),
         "semantic": spanned(meaning, params.semantic_span),
@@ -216,6 +222,19 @@ def fuse(
             "semantic": sorted(evidence["semantic"].items(), key=lambda kv: -kv[1]),
         },
         {"keyword": 1 - params.alpha, "semantic": params.alpha},
+    )
+
+
+def note_meaning(r: Ranked, params: FusionParams = PARAMS) -> float:
+    """A semantic candidate's evidence before scaling: its nearest passage's similarity (less
+    the length prior: ``r.score``), plus second_passage times its second-nearest passage's,
+    plus note_vector times its similarity as a whole note (``explain["note"]``; a list made
+    without it counts the nearest passage's)."""
+    sim = r.explain["similarity"]
+    return (
+        r.score
+        + params.second_passage * r.explain.get("second", sim)
+        + params.note_vector * r.explain.get("note", sim)
     )
 
 

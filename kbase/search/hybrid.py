@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import apsw
 
@@ -14,7 +15,7 @@ from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, rea
 from kbase.search.hits import Ranked, highlighted, hit
 from kbase.search.keyword import keyword_ranked, range_bm25
 from kbase.search.query import parse_query
-from kbase.search.semantic import semantic_ranked
+from kbase.search.semantic import note_similarities, semantic_ranked
 from kbase.text import latin_share
 
 FTS = "chunks_fts"
@@ -92,13 +93,22 @@ def candidates(
     """The two lists hybrid search fuses, ``max(limit, params.depth)`` deep: keyword_ranked's
     (its "some words" pass when fewer than ``params.depth`` notes hold every word, whatever the
     limit) and semantic_ranked's (empty when the model reads less than ``params.min_read`` of
-    the query; see hybrid_search), before the similarity floor. What an evaluation caches to
-    fuse again."""
+    the query; see hybrid_search), before the similarity floor, each of its notes with its
+    similarity as a whole note (``explain["note"]``: semantic.note_similarities). What an
+    evaluation caches to fuse again."""
     n = max(limit, params.depth)
     kw = keyword_ranked(con, text, n, filters, fill_to=params.depth)
     sem: list[Ranked] = []
     if read_share(text, reads) >= params.min_read:
-        sem = semantic_ranked(con, _vector(query_vector), n, filters, cache)
+        vector = _vector(query_vector)
+        sem = semantic_ranked(con, vector, n, filters, cache)
+        notes = note_similarities(con, vector, [r.doc_id for r in sem])
+        sem = [
+            replace(r, explain={**r.explain, "note": round(notes[r.doc_id], 4)})
+            if r.doc_id in notes
+            else r
+            for r in sem
+        ]
     return kw, sem
 
 

@@ -70,6 +70,34 @@ def semantic_ranked(
     return out[:n]
 
 
+def note_similarities(
+    con: apsw.Connection, query_vector: bytes, doc_ids: list[int]
+) -> dict[int, float]:
+    """Each document's similarity to the query as a whole note: the cosine of the query vector
+    with the mean of the note's chunk vectors (note-level evidence beside its nearest passages:
+    a note about the question has many passages near it, one that mentions it has one). One
+    statement for all of ``doc_ids``; a document without vectors is absent."""
+    if not doc_ids or not query_vector:
+        return {}
+    import numpy as np
+
+    rows = con.execute(
+        "SELECT c.doc_id, v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+        " WHERE c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY c.doc_id",
+        (json.dumps(doc_ids),),
+    ).fetchall()
+    if not rows:
+        return {}
+    docs = np.fromiter((d for d, _ in rows), dtype=np.int64, count=len(rows))
+    vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
+    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+    sums = np.add.reduceat(vectors, starts, axis=0)
+    norms = np.linalg.norm(sums, axis=1)
+    q = np.frombuffer(query_vector, dtype=np.float32)
+    sims = (sums @ q) / np.where(norms > 0, norms, 1.0)
+    return {int(d): float(s) for d, s in zip(docs[starts], sims, strict=True)}
+
+
 def _semantic_docs(
     con: apsw.Connection,
     query_vector: bytes,
