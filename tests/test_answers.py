@@ -130,6 +130,63 @@ def test_semantic_explain_gives_the_second_nearest_passage(tmp_path):
     kb.close()
 
 
+def test_a_note_near_the_question_as_a_whole_outranks_one_with_a_single_near_passage():
+    """Note-level evidence: two notes whose nearest and second passages are equally near; the
+    one whose passages together (the mean of its chunk vectors) are nearer ranks first."""
+    about, mentions = 1, 2
+    sem = [
+        hits.Ranked(mentions, 20, 0.62, 2, None, {"similarity": 0.62, "second": 0.4, "note": 0.3}),
+        hits.Ranked(about, 10, 0.62, 2, None, {"similarity": 0.62, "second": 0.4, "note": 0.55}),
+        hits.Ranked(3, 30, 0.4, 1, None, {"similarity": 0.4, "second": 0.4, "note": 0.4}),
+    ]
+    assert [f.key for f in fusion.fuse([], sem)][:2] == [about, mentions]
+    no_note = replace(fusion.PARAMS, note_vector=0.0)
+    assert [f.key for f in fusion.fuse([], sem, no_note)][:2] == [mentions, about]  # first seen
+
+
+def test_a_notes_similarity_as_a_whole_is_the_query_against_its_mean_chunk_vector(tmp_path):
+    import numpy as np
+
+    model = embedder.default_embedder()
+    v = write(
+        tmp_path / "v",
+        {
+            "Bread.md": "# Bread\n\n"
+            + "\n\n".join(
+                f"## {part}\n\n" + f"Sourdough bread: {part.lower()}, step by step. " * 30
+                for part in ("Starter", "Dough", "Proofing", "Baking")
+            ),
+            "Travel.md": "# Travel\n\n"
+            + "\n\n".join(
+                f"## Day {i}\n\n" + f"Trains and museums, day {i}. " * 30 for i in range(3)
+            )
+            + "\n\n## Food\n\nWe ate sourdough bread in San Francisco.\n",
+            "Short.md": "# Short\n\nOne line about sourdough bread.\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "n.db", embedder=model)
+    kb.index([v])
+    try:
+        got = {h.path: h.explain["semantic"] for h in kb.search("how to bake sourdough bread")}
+        assert got["Bread.md"]["note"] > got["Travel.md"]["note"]  # all of it is about bread
+        assert got["Short.md"]["note"] == pytest.approx(got["Short.md"]["similarity"], abs=2e-4)
+        con = kb.reader
+        doc = dict(con.execute("SELECT path, id FROM documents").fetchall())
+        q = np.frombuffer(kb.query_vector("how to bake sourdough bread"), dtype=np.float32)
+        rows = con.execute(
+            "SELECT v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+            " WHERE c.doc_id = ?",
+            (doc["Travel.md"],),
+        ).fetchall()
+        mean = np.mean([np.frombuffer(r[0], dtype=np.float32) for r in rows], axis=0)
+        assert len(rows) > 1
+        assert got["Travel.md"]["note"] == pytest.approx(
+            float(q @ mean / np.linalg.norm(mean)), abs=2e-4
+        )
+    finally:
+        kb.close()
+
+
 ENGLISH_SETS = ("foam-docs",)
 
 
