@@ -321,8 +321,9 @@ def test_english_model_drops_the_semantic_list_for_cjk_but_a_multilingual_one_ke
 
 
 def test_the_semantic_list_weighs_by_the_share_of_the_query_the_model_reads(tmp_path):
-    """A question half in Japanese: the English model reads part of it, so its list weighs that
-    share of alpha beside the keyword list (the rest); an English query's weighs alpha. Every
+    """A question half in Japanese: the English model reads part of it, so its list weighs alpha
+    times that share squared (FusionParams.read_power) beside the keyword list (the rest); an
+    English query's weighs alpha. Every
     note stays a candidate of both lists: a Japanese note whose passage names `String` is found
     by meaning too (blind vue-docs-ko: the answer, first by keyword and by meaning, was dropped
     from the meaning list for its Korean passage and fell out of the first ten)."""
@@ -339,7 +340,7 @@ def test_the_semantic_list_weighs_by_the_share_of_the_query_the_model_reads(tmp_
     assert embedder.reader(kb.embedder)("Stringの所有権") == 0.6
     for query, share in (("String ownership", 1.0), ("Stringの所有権", 0.6)):
         hits = kb.search(query)
-        alpha = PARAMS.alpha * share
+        alpha = PARAMS.alpha * share**PARAMS.read_power
         for h in hits:
             sem, kw = h.explain.get("semantic"), h.explain.get("keyword")
             if sem:
