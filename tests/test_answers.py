@@ -183,6 +183,16 @@ def test_a_notes_similarity_as_a_whole_is_the_query_against_its_mean_chunk_vecto
         assert got["Travel.md"]["note"] == pytest.approx(
             float(q @ mean / np.linalg.norm(mean)), abs=2e-4
         )
+        # the vectors in memory (a KB's cache) and one statement over chunks_vec agree
+        from kbase.search.semantic import note_similarities
+
+        ids = list(doc.values())
+        held = note_similarities(con, q.tobytes(), ids, kb.vector_cache)
+        assert kb.vector_cache is not None and kb.vector_cache.note_similarities(
+            con, q.tobytes(), ids
+        )
+        assert held == pytest.approx(note_similarities(con, q.tobytes(), ids), abs=1e-5)
+        assert set(held) == set(ids)
     finally:
         kb.close()
 

@@ -192,6 +192,7 @@ class VectorCache:
         )
         self._doc_of: dict[int, int] | None = None  # chunk id -> document id (when asked for)
         self._by_doc: Any = None  # see _rows_by_document
+        self._notes: Any = None  # see note_similarities: (documents, their first rows, norms)
         self._product_cache: Any = None  # (query vector, its product with every vector)
 
     @property
@@ -205,7 +206,7 @@ class VectorCache:
         if key == self._key and self._ids is not None:
             return
         self._matrix = self._words = self._int8 = self._scale = self._docs = None
-        self._doc_of = self._by_doc = self._product_cache = None
+        self._doc_of = self._by_doc = self._product_cache = self._notes = None
         n = con.execute("SELECT count(*) FROM chunks WHERE embedded").fetchone()[0]
         if n < max(self.quantize_from, 1):
             rows = con.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
@@ -360,6 +361,38 @@ class VectorCache:
             every = self._matrix @ np.frombuffer(vector, dtype="<f4")
         self._product_cache = (bytes(vector), every)
         return every
+
+    def note_similarities(
+        self, con: apsw.Connection, vector: bytes, documents: Collection[int]
+    ) -> dict[int, float] | None:
+        """Each of ``documents``' cosine with ``vector`` as a whole note: with the mean of its
+        chunk vectors (kbase.search.semantic.note_similarities), as the sum of its chunks'
+        products with the query (the product with every vector a search has made already)
+        over the norm of its vector sum (worked out once per load). None above
+        ``quantize_from`` (the int8 vectors are not exact); a document without vectors is
+        absent."""
+        import numpy as np
+
+        self._load(con)
+        if self._matrix is None:
+            return None
+        self.arrays(con)  # (the document of each row)
+        if not len(self._ids) or not documents:
+            return {}
+        docs, order = self._rows_by_document()
+        if self._notes is None:
+            starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+            sums = np.add.reduceat(self._matrix[order], starts, axis=0)
+            self._notes = (docs[starts], starts, np.linalg.norm(sums, axis=1))
+        ids, starts, norms = self._notes
+        dots = np.add.reduceat(self._product(vector)[order], starts)
+        wanted = np.fromiter(documents, dtype=np.int64, count=len(documents))
+        at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+        found = (ids[at] == wanted) & (wanted >= 0)
+        return {
+            int(d): float(dots[i] / norms[i]) if norms[i] > 0 else 0.0
+            for d, i in zip(wanted[found], at[found], strict=True)
+        }
 
     def _kept_rows(self, documents: Collection[int]):
         """A boolean per row: its document is one of ``documents`` (a lookup table by document

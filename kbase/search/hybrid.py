@@ -102,7 +102,7 @@ def candidates(
     if read_share(text, reads) >= params.min_read:
         vector = _vector(query_vector)
         sem = semantic_ranked(con, vector, n, filters, cache)
-        notes = note_similarities(con, vector, [r.doc_id for r in sem])
+        notes = note_similarities(con, vector, [r.doc_id for r in sem], cache)
         sem = [
             replace(r, explain={**r.explain, "note": round(notes[r.doc_id], 4)})
             if r.doc_id in notes

@@ -71,14 +71,20 @@ def semantic_ranked(
 
 
 def note_similarities(
-    con: apsw.Connection, query_vector: bytes, doc_ids: list[int]
+    con: apsw.Connection,
+    query_vector: bytes,
+    doc_ids: list[int],
+    cache: VectorCache | None = None,
 ) -> dict[int, float]:
     """Each document's similarity to the query as a whole note: the cosine of the query vector
     with the mean of the note's chunk vectors (note-level evidence beside its nearest passages:
-    a note about the question has many passages near it, one that mentions it has one). One
-    statement for all of ``doc_ids``; a document without vectors is absent."""
+    a note about the question has many passages near it, one that mentions it has one). From
+    the ``cache``'s vectors in memory where it holds them exactly, else one statement for all of
+    ``doc_ids``; a document without vectors is absent."""
     if not doc_ids or not query_vector:
         return {}
+    if cache is not None and (held := cache.note_similarities(con, query_vector, doc_ids)):
+        return held
     import numpy as np
 
     rows = con.execute(
