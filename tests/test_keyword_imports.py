@@ -130,3 +130,16 @@ def test_keyword_mode_on_an_embedded_index_loads_no_model(tmp_path, vault):
     assert heavy(names) == []
     # (without -m keyword the search is first offered to a running kbase: kbase.handoff)
     assert "kbase.handoff" not in names
+
+
+def test_a_hybrid_search_of_a_small_index_loads_no_numpy(tmp_path, vault):
+    """A one-shot hybrid search embeds its query through onnxruntime's C library and ranks a
+    small index's vectors in SQLite: numpy (100 ms of CPU to import, its BLAS threads) is not
+    needed, the whole-note similarities of the fusion included (kbase.search.semantic)."""
+    import kbase
+
+    path = tmp_path / "h.db"
+    assert kbase.open(path).index([vault]).embedding.embedded > 0  # the real model
+    names, out = imported("--db", str(path), "search", "--json", "what grows in the garden")
+    assert "Garden.md" in out and "kbase.search.hybrid" in names
+    assert "numpy" not in names

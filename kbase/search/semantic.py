@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
+from array import array
 from collections.abc import Mapping
+from itertools import groupby
+from operator import add, itemgetter, mul
 
 import apsw
 
@@ -85,23 +89,26 @@ def note_similarities(
         return {}
     if cache is not None and (held := cache.note_similarities(con, query_vector, doc_ids)):
         return held
-    import numpy as np
-
-    rows = con.execute(
-        "SELECT c.doc_id, v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
-        " WHERE c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY c.doc_id",
-        (json.dumps(doc_ids),),
-    ).fetchall()
-    if not rows:
-        return {}
-    docs = np.fromiter((d for d, _ in rows), dtype=np.int64, count=len(rows))
-    vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
-    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
-    sums = np.add.reduceat(vectors, starts, axis=0)
-    norms = np.linalg.norm(sums, axis=1)
-    q = np.frombuffer(query_vector, dtype=np.float32)
-    sims = (sums @ q) / np.where(norms > 0, norms, 1.0)
-    return {int(d): float(s) for d, s in zip(docs[starts], sims, strict=True)}
+    # Summed here without numpy: a one-shot search from the shell imports none (100 ms of CPU
+    # at start-up) for a few hundred chunks' vectors.
+    query = array("f", query_vector)
+    out: dict[int, float] = {}
+    for doc, rows in groupby(
+        con.execute(
+            "SELECT c.doc_id, v.embedding FROM chunks AS c JOIN chunks_vec AS v ON v.rowid = c.id"
+            " WHERE c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY c.doc_id",
+            (json.dumps(doc_ids),),
+        ),
+        key=itemgetter(0),
+    ):
+        total: list[float] | None = None
+        for _, blob in rows:
+            vector = array("f", blob)
+            total = list(vector) if total is None else list(map(add, total, vector))
+        assert total is not None
+        norm = math.sqrt(sum(map(mul, total, total)))
+        out[doc] = sum(map(mul, total, query)) / norm if norm > 0 else 0.0
+    return out
 
 
 def _semantic_docs(
