@@ -482,10 +482,14 @@ def naive_rrf(lists: Lists) -> list[int]:
 
 
 def lists_key(coll: Collection, model: str | None) -> str:
-    """The raw lists' cache key: the index and the source of the search code that makes them."""
+    """The raw lists' cache key: the index and the source of the code that makes them (the
+    search; the vectors' side, kbase.embed: the k-NN, the note similarities, the model's reader;
+    kbase.text: the share of a query the model reads)."""
     h = hashlib.sha1(f"{index_key(coll, model)} lists {LISTS_VERSION}".encode())
-    for f in sorted((REPO / "kbase" / "search").glob("*.py")):
-        h.update(f.name.encode() + f.read_bytes())
+    kbase_dir = REPO / "kbase"
+    sources = [*(kbase_dir / "search").glob("*.py"), *(kbase_dir / "embed").glob("*.py")]
+    for f in sorted([*sources, kbase_dir / "text.py"]):
+        h.update(f.relative_to(kbase_dir).as_posix().encode() + f.read_bytes())
     return h.hexdigest()[:10]
 
 

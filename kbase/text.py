@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import re
+import unicodedata
 from bisect import bisect_right
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -17,14 +18,17 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 MAX_NAME_CHARS = 4096
 
 
-_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+# Latin letters, and the combining accents that decomposed Latin text puts after them.
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f\u0300-\u036f]")
 
 
 def latin_share(text: str) -> float:
     """The share of ``text``'s letters that are Latin (1 for a text without letters): how much of
     it an English embedding model reads. A Thai or Chinese question that names one English term
-    ("stateกับpropsต่างกันอย่างไร": 0.43, "Rust有没有三元运算符": 0.33) is mostly not."""
-    letters = sum(ch.isalpha() for ch in text)
+    ("stateกับpropsต่างกันอย่างไร": 0.37, "Rust有没有三元运算符": 0.33) is mostly not. A letter
+    is what str.isalpha says, and a combining mark too: Thai writes its vowel signs and tone
+    marks so ("ต่าง", 4 letters), which counted the Thai of a question short."""
+    letters = sum(ch.isalpha() or unicodedata.category(ch)[0] == "M" for ch in text)
     return len(_LATIN.findall(text)) / letters if letters else 1.0
 
 
