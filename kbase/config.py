@@ -106,11 +106,11 @@ def _read(path: Path) -> str | None:
 
 
 def _load(path: Path, keys: dict[str, str]) -> Config:
-    import tomllib
-
     source = _read(path)
     if source is None:
         return Config()
+    import tomllib  # (4 ms: only for a file there is)
+
     try:
         data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as e:

@@ -102,14 +102,15 @@ class Bars:
     def _watch_slow(self, stop: threading.Event) -> None:
         import time
 
-        told = None
+        told = None  # the file last named: once is enough (a file the writer parsed itself and
+        # then writes is the current one twice over)
         while not stop.wait(self.POLL_S):
             current = self._current
-            if current is None or current is told:
+            if current is None or current[0] == told:
                 continue
             seconds = time.monotonic() - current[1]
             if seconds >= self.SLOW_FILE_S:
-                told = current
+                told = current[0]
                 message = printable(f"still working on {current[0]} ({seconds:.0f} s so far)")
                 if self._progress is not None:
                     self._progress.console.print(message, style="dim", markup=False)

@@ -940,6 +940,7 @@ def _shortest_first(item: tuple[str, str]) -> tuple[int, str]:
 # --------------------------------------------------------------------------------- anchors
 
 
+@lru_cache(maxsize=1 << 16)  # resolving a root's links asks for each heading's once per link to it
 def heading_slug(text: str) -> str:
     """The key Obsidian compares heading anchors by: ``stripHeading`` (punctuation to spaces,
     whitespace collapsed, trimmed), lowercased."""
@@ -982,6 +983,7 @@ _DASHES = re.compile(r"-{2,}")
 _NOT_WORD = re.compile(r"[^\w]+")
 
 
+@lru_cache(maxsize=1 << 14)
 def _html_ids(h: Heading) -> tuple[str, ...]:
     """The ids a site gives heading ``h``: the one its attribute list names (``{#props}``),
     alone; else the ones made from its text: as mdBook and GitHub make it, as MkDocs

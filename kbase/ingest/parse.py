@@ -386,13 +386,17 @@ def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int
 # Where markdown-it-pyrs (0.4) parts from markdown-it-py, such notes go to markdown-it-py: a line
 # opening an ordered list that does not start at 1 right after a line of text, a table or a quote
 # ("> a\n2) b": markdown-it-py takes it in as the text's continuation), and a table or a number
-# among the lazy continuation lines of a quote. Both patterns err on the safe side.
+# among the lazy continuation lines of a quote (a table: a line with '|' over a line of dashes,
+# colons and pipes; a wikilink's '[[note|alias]]' alone starts none, and sent a quarter of
+# obsidian-tasks-docs' callouts to the slow parser). Both patterns err on the safe side.
 # (Patterns start at a line break: Python's re finds those fast, a "^" under re.M slowly.)
 _ORDERED_NOT_ONE = re.compile(r"[\r\n][ \t]*(?!1[.)])\d{1,9}[.)](?=[ \t\r\n]|\Z)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d+[.)])(?:[ \t]|$)")
 _QUOTE_LINE = re.compile(r"(?:\A|[\r\n])[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
 _BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)|\Z")
-_LAZY_TROUBLE = re.compile(r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|)")
+_LAZY_TROUBLE = re.compile(
+    r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|[^\r\n]*(?:\r\n?|\n)[ \t|:]*-[ \t|:-]*(?=[\r\n]|\Z))"
+)
 # markdown-it-pyrs recurses once a container level and overflows the stack (the process dies) past
 # some 100,000 levels ('> > > ...'). Each level takes a character, a '>' or a list marker with its
 # space or tab: a note shorter than this, or with fewer of those, goes nowhere near that.
