@@ -20,15 +20,29 @@ def main() -> None:
 
         sys.stdout.write(f"kbase, version {__version__}\n")
         return
-    if "search" in sys.argv[1:4]:  # (after --db FILE at most)
-        from kbase.cli import quick
+    try:
+        if "search" in sys.argv[1:4]:  # (after --db FILE at most)
+            from kbase.cli import quick
 
-        code = quick.main(sys.argv[1:])
-        if code is not None:
-            sys.exit(code)
-    from kbase.cli.app import cli
+            code = quick.main(sys.argv[1:])
+            if code is not None:
+                sys.exit(code)
+        from kbase.cli.app import cli
 
-    cli(prog_name="kbase")
+        cli(prog_name="kbase")
+    finally:
+        _leave_to_the_os()
+
+
+def _leave_to_the_os() -> None:
+    """The objects still alive once a command is done are left to the operating system: the
+    interpreter's last collection would walk every one of them (the parsed notes, the token
+    counts, the tokenizer) only to free what exiting frees anyway, 15-30 ms of a fresh index
+    of a hundred notes. Files and the index are closed by then (with blocks, click's context);
+    exit hooks still run."""
+    import gc
+
+    gc.freeze()
 
 
 def __getattr__(name: str):
