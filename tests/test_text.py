@@ -37,3 +37,15 @@ def test_latin_share_counts_the_marks_thai_writes_above_and_below_as_letters():
     assert latin_share("Rust有没有三元运算符") == pytest.approx(4 / 12)
     assert latin_share("cafe\u0301 au lait") == latin_share("café au lait") == 1.0  # NFD accents
     assert latin_share("42 + 7") == 1.0  # no letters
+
+
+@given(st.text(alphabet="ab\r\n\u2028é", max_size=40))
+def test_line_starts_follow_every_line_break_lf_cr_or_crlf(text):
+    from kbase.text import line_starts
+
+    ends = [
+        i + 1
+        for i, c in enumerate(text)
+        if c == "\n" or (c == "\r" and text[i + 1 : i + 2] != "\n")
+    ]
+    assert line_starts(text) == [0, *ends]
