@@ -186,12 +186,12 @@ class ModelTokenCounter:
         if len(text) > PRIME_CHARS:
             return
         known = self._words
-        new = [w for w in dict.fromkeys(text.split()) if w not in known]
+        new = set(text.split()).difference(known)  # (in C; the order does not matter)
         if not new or len(new) > PRIME_WORDS:
             return
         if len(known) + len(new) > self.CACHE_LIMIT:
             known.clear()
-        self._learn(new)
+        self._learn(list(new))
 
     def _learn(self, words: list[str]) -> None:
         """Count the tokens of the words not known yet, run by run."""
