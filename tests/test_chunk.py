@@ -1,3 +1,4 @@
+import random
 import re
 
 import pytest
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from kbase.ingest import pdf
 from kbase.ingest.chunk import (
     _TOKEN_RUN,
+    _UNSURE,
     OVERSIZED,
     ChunkSettings,
     ModelTokenCounter,
@@ -354,6 +356,89 @@ def test_model_counter_takes_cjk_ideographs_one_by_one_as_the_tokenizer_does(mod
         if padded != alone:
             differ.append(f"U+{c:04X}")
     assert not differ, differ[:20]
+
+
+def _run_counts(counter, runs):
+    """The counter's count of each run (the runs of words it has not met), against the
+    tokenizer's own: len(encode(run))."""
+    cache: dict[str, int] = {}
+    counter._count_runs(dict.fromkeys(runs), cache)
+    encodings = counter._tok.encode_batch(list(runs), add_special_tokens=False)
+    expected = {r: len(e.ids) for r, e in zip(runs, encodings, strict=True)}
+    return [(r, cache[r], expected[r]) for r in runs if cache[r] != expected[r]]
+
+
+_EVERY_CHARACTER = "".join(chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF)
+
+
+def test_model_counter_counts_every_character_as_the_tokenizer_does(model_counter):
+    # Runs are counted without the tokenizer's encode: normalised and split character by
+    # character (kbase.ingest.chunk._Pieces), then cut into word pieces. Every code point below
+    # U+30000 alone, then in runs of four with its neighbours in code point order (marks of one
+    # script together, whose order NFD would change) and in a shuffled order.
+    chars = _EVERY_CHARACTER
+    shuffled = list(chars)
+    random.Random(36).shuffle(shuffled)
+    mixed = "".join(shuffled)
+    runs = list(chars) + [chars[i : i + 4] for i in range(0, len(chars), 4)]
+    runs += [mixed[i : i + 4] for i in range(0, len(mixed), 4)]
+    differ = _run_counts(model_counter, list(dict.fromkeys(runs)))
+    assert not differ, differ[:10]
+    # Most characters are counted so; the rest (unassigned code points, combining marks that
+    # NFD could reorder) are left to the tokenizer.
+    pieces = model_counter._pieces
+    unsure = sum(1 for c in chars if c.translate(pieces) == _UNSURE)
+    assert 0 < unsure < len(chars) / 3
+    assert all(c.translate(pieces) != _UNSURE for c in "あデータ漢字한국어éÅßΣσ«»。、！？")
+
+
+@pytest.mark.slow
+def test_model_counter_counts_every_character_between_others_as_the_tokenizer_does(
+    model_counter,
+):
+    runs = []
+    for c in _EVERY_CHARACTER:
+        runs += [c * 2, "a" + c, c + "a", "あ" + c + "ア", "é" + c + "x", "\u0301" + c + "\u3099"]
+    differ = _run_counts(model_counter, list(dict.fromkeys(runs)))
+    assert not differ, differ[:10]
+
+
+@settings(
+    max_examples=examples(2000),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.lists(
+        st.text(max_size=12)
+        | st.text(
+            st.characters(categories=["Mn", "Mc", "Me", "Lo", "Lm", "P", "S", "Cf", "Zs"]),
+            max_size=12,
+        )
+        | st.text(
+            st.sampled_from("データがパ゙ゔ\u0301\u0308\u302e\u302f\u0f39IİΣςaé漢字_・ー"),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_model_counter_counts_any_run_as_the_tokenizer_does(model_counter, runs):
+    assert not _run_counts(model_counter, list(dict.fromkeys(runs)))
+
+
+@pytest.mark.parametrize(
+    "name", ["rust-book", "rust-book-ja", "rust-book-zh", "obsidian-tasks-docs", "foam-docs"]
+)
+def test_model_counter_counts_every_run_of_the_real_vaults_as_the_tokenizer_does(name):
+    # A fresh counter, which meets each run as it would while indexing the vault.
+    folder = shared("vaults", name)
+    runs: dict[str, None] = {}
+    for path in sorted(folder.rglob("*.md")):
+        for w in path.read_text(encoding="utf-8").split():
+            runs.update(dict.fromkeys(_TOKEN_RUN.findall(w)))
+    assert len(runs) > 1000
+    assert not _run_counts(ModelTokenCounter(), list(runs))
 
 
 def test_default_budget_fits_the_model_with_its_context(model_counter):
