@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from kbase.ingest import pdf
 from kbase.ingest.chunk import (
+    _IDEOGRAPHS,
     _TOKEN_RUN,
     _UNSURE,
     OVERSIZED,
@@ -431,14 +432,30 @@ def test_model_counter_counts_any_run_as_the_tokenizer_does(model_counter, runs)
     "name", ["rust-book", "rust-book-ja", "rust-book-zh", "obsidian-tasks-docs", "foam-docs"]
 )
 def test_model_counter_counts_every_run_of_the_real_vaults_as_the_tokenizer_does(name):
-    # A fresh counter, which meets each run as it would while indexing the vault.
+    # A fresh counter, which meets each run as it would while indexing the vault; and each word's
+    # count is the sum of its runs' (an ideograph's found without a run of its own).
     folder = shared("vaults", name)
-    runs: dict[str, None] = {}
+    words: dict[str, None] = {}
     for path in sorted(folder.rglob("*.md")):
-        for w in path.read_text(encoding="utf-8").split():
-            runs.update(dict.fromkeys(_TOKEN_RUN.findall(w)))
-    assert len(runs) > 1000
-    assert not _run_counts(ModelTokenCounter(), list(runs))
+        words.update(dict.fromkeys(path.read_text(encoding="utf-8").split()))
+    runs = {w: _TOKEN_RUN.findall(w) for w in words}
+    every_run = list(dict.fromkeys(r for w in words for r in runs[w]))
+    assert len(every_run) > 1000
+    counter = ModelTokenCounter()
+    assert not _run_counts(counter, every_run)
+    encodings = counter._tok.encode_batch(every_run, add_special_tokens=False)
+    tokens = {r: len(e.ids) for r, e in zip(every_run, encodings, strict=True)}
+    counter = ModelTokenCounter()
+    differ = [w for w in words if counter.count(w) != sum(tokens[r] for r in runs[w])]
+    assert not differ, differ[:10]
+
+
+def test_model_counter_takes_each_cjk_ideograph_for_one_token(model_counter):
+    ideographs = re.findall(f"[{_IDEOGRAPHS}]", _EVERY_CHARACTER)
+    assert len(ideographs) > 80_000
+    encodings = model_counter._tok.encode_batch(ideographs, add_special_tokens=False)
+    assert {len(e.ids) for e in encodings} == {1}
+    assert model_counter.count("".join(ideographs[::7])) == len(ideographs[::7])
 
 
 def test_default_budget_fits_the_model_with_its_context(model_counter):

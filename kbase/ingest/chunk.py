@@ -90,6 +90,9 @@ _IDEOGRAPHS = (
 )
 # Runs that tokenize alike alone and in context: an ideograph, word characters, other symbols.
 _TOKEN_RUN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+|[^\w\s{_IDEOGRAPHS}]+")
+# The runs that are not an ideograph (twice as fast to find in Chinese text, with a tenth of the
+# runs; ModelTokenCounter counts each ideograph of a word as one token).
+_OTHER_RUN = re.compile(rf"[^\W{_IDEOGRAPHS}]+|[^\w\s{_IDEOGRAPHS}]+")
 # The same runs of an ASCII word, found without the ideographs' ranges (twice as fast).
 _ASCII_TOKEN_RUN = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_\s]+")
 # A blank line. (A CR must not pair with the LF of the same CRLF into a "blank line".)
@@ -194,9 +197,9 @@ class ModelTokenCounter:
             cache.clear()
         tok = self._tok
         wordpiece = tok.model.tokenize
-        findall, ascii_findall = _TOKEN_RUN.findall, _ASCII_TOKEN_RUN.findall
-        new: list[tuple[str, Sequence[str]]] = []  # words, their runs
-        pending: dict[str, None] = {}  # runs for the tokenizer itself, in order
+        findall, ascii_findall = _OTHER_RUN.findall, _ASCII_TOKEN_RUN.findall
+        new: list[tuple[str, int, Sequence[str]]] = []  # words, their ideographs, their other runs
+        pending: dict[str, None] = {}  # runs for _count_runs, in order
         for w in words:
             if w in known:
                 continue
@@ -208,8 +211,12 @@ class ModelTokenCounter:
                     known[w] = c
                     continue
                 runs = ascii_findall(w)
+                ideographs = 0
             else:
+                # An ideograph is a run of one token (tests check each), counted without a list
+                # of them: what the other runs leave of the word (Chinese text: a tenth of runs).
                 runs = findall(w)
+                ideographs = len(w) - sum(map(len, runs))
             for r in runs:
                 if r not in cache and r not in pending:
                     if r.isascii() and r.isalnum():
@@ -219,12 +226,12 @@ class ModelTokenCounter:
                         cache[r] = len(wordpiece(r.lower()))
                     else:
                         pending[r] = None
-            new.append((w, runs))
+            new.append((w, ideographs, runs))
             known[w] = -1  # a word twice in ``words`` is counted once
         if pending:
             self._count_runs(pending, cache)
-        for w, word_runs in new:
-            known[w] = sum(map(cache.__getitem__, word_runs))
+        for w, ideographs, word_runs in new:
+            known[w] = ideographs + sum(map(cache.__getitem__, word_runs))
 
     def _count_runs(self, runs: dict[str, None], cache: dict[str, int]) -> None:
         """Each run's tokens, as the tokenizer counts the run alone: its characters normalised
