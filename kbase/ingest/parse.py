@@ -390,8 +390,11 @@ def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int
 # (Patterns start at a line break: Python's re finds those fast, a "^" under re.M slowly.)
 _ORDERED_NOT_ONE = re.compile(r"[\r\n][ \t]*(?!1[.)])\d{1,9}[.)](?=[ \t\r\n]|\Z)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d+[.)])(?:[ \t]|$)")
-_QUOTE_LINE = re.compile(r"(?:\A|[\r\n])[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
-_BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)|\Z")
+# A quote's first line, after a line break, or at the start of the body (a pattern of its own:
+# one that could also start at \A is tried at every character, three times as slow).
+_QUOTE_LINE = re.compile(r"[\r\n][ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
+_QUOTE_AT_START = re.compile(r"[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
+_BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)")
 _LAZY_TROUBLE = re.compile(r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|)")
 # markdown-it-pyrs recurses once a container level and overflows the stack (the process dies) past
 # some 100,000 levels ('> > > ...'). Each level takes a character, a '>' or a list marker with its
@@ -410,15 +413,18 @@ def _needs_py(body: str) -> bool:
     for m in _ORDERED_NOT_ONE.finditer(body):
         if not _in_list_item(body, m.start()):
             return True
-    if ">" not in body:
-        return False
-    pos = 0
-    while quote := _QUOTE_LINE.search(body, pos):
+    return ">" in body and _quote_trouble(body)
+
+
+def _quote_trouble(body: str) -> bool:
+    """Is there a table or a number among the lazy continuation lines of a quote?"""
+    quote = _QUOTE_AT_START.match(body) or _QUOTE_LINE.search(body)
+    while quote:
         blank = _BLANK_LINE.search(body, quote.end())
         end = blank.start() if blank else len(body)  # the quote's paragraph ends there
         if _LAZY_TROUBLE.search(body, quote.end(), end):
             return True
-        pos = max(end, quote.end())
+        quote = _QUOTE_LINE.search(body, max(end, quote.end()))
     return False
 
 
