@@ -328,3 +328,14 @@ def test_a_block_of_what_python_counts_as_blanks_is_no_block(lines):
     for doc in (parse(text, "n.md"), parse(text + "\n> quote\n\n1) one\n", "n.md")):
         assert all(b.end > b.start for b in doc.blocks), doc.blocks
         assert [text[b.start : b.end] for b in doc.blocks][:1] == ["First paragraph."]
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.text(st.sampled_from("a é東\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"), max_size=40))
+def test_byte_line_starts_are_those_of_the_text_lines(text):
+    # Lines break at LF, CRLF and a lone CR only (kbase.text), never at \v, \x85 or U+2028.
+    from kbase.ingest.parse import _byte_line_starts
+    from kbase.text import line_starts
+
+    data = text.encode("utf-8")
+    assert _byte_line_starts(data) == [len(text[:s].encode("utf-8")) for s in line_starts(text)]

@@ -14,6 +14,7 @@ import functools
 import json
 import re
 from bisect import bisect_right
+from itertools import accumulate
 from pathlib import PurePosixPath
 from typing import Any, cast
 
@@ -621,7 +622,19 @@ _FAST_KINDS = {
     "heading": "heading",
     "lheading": "heading",
 }
-_BYTE_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def _byte_line_starts(data: bytes) -> list[int]:
+    """Offsets where each line of ``data`` starts (line breaks LF, CRLF or a lone CR: those
+    bytes.splitlines splits at), from the lengths of its lines: four times as fast as a pattern's
+    matches."""
+    lines = data.splitlines(True)
+    starts = [0, *accumulate(map(len, lines))]
+    if lines and not lines[-1].endswith((b"\n", b"\r")):
+        starts.pop()  # the end of the last line, which has no line break
+    return starts
+
+
 _CR = re.compile(r"\r\n?")
 
 
@@ -636,7 +649,7 @@ def _fast_blocks(
         stop = bisect_right(starts, base + len(body), first_line)
         bstarts = [s - base for s in starts[first_line:stop]]
     else:
-        bstarts = [0] + [m.end() for m in _BYTE_LINE_BREAK.finditer(data)]
+        bstarts = _byte_line_starts(data)
 
     def lines(node) -> tuple[int, int]:
         a, b = node.srcmap
@@ -693,7 +706,7 @@ def code_block_lines(text: str) -> list[tuple[int, int]] | None:
     if _needs_py(text) or not _encodable(text):
         return None
     data = text.encode("utf-8")
-    bstarts = [0] + [m.end() for m in _BYTE_LINE_BREAK.finditer(data)]
+    bstarts = _byte_line_starts(data)
     out = []
     todo = list(reversed(_fast_markdown().tree(text).children))
     while todo:  # depth first, in document order
