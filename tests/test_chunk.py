@@ -10,12 +10,14 @@ from kbase.ingest.chunk import (
     _IDEOGRAPHS,
     _TOKEN_RUN,
     _UNSURE,
+    IN_LONGER_TOKENS,
     OVERSIZED,
     ChunkSettings,
     ModelTokenCounter,
     WordCounter,
     _junk,
     chunk,
+    in_longer_tokens,
 )
 from kbase.ingest.parse import parse
 from tests.conftest import examples, shared
@@ -315,6 +317,9 @@ def model_counter():
         # New runs are tokenized together, joined by spaces: each run's own count comes back.
         "ガギグ・データベース、「所有権」とは？ ガギグ・データベース Ünïcödé—naïve…«ok»",
         "\u0301x é\u0301 ＡＢＣ１２３ ﬁne ½ ⁵ x\u200by 한국어 문장 Ελληνικά русский",
+        # Kana, a token each, but a word with one not in the vocabulary (わ, ソ) is one [UNK],
+        # and so is a word of over 100 characters.
+        "あ" * 100 + " " + "ア" * 101 + " わたし ソース データ がぎぐ ーー・ー",
     ],
 )
 def test_model_counter_matches_the_tokenizer(model_counter, text):
@@ -448,6 +453,14 @@ def test_model_counter_counts_every_run_of_the_real_vaults_as_the_tokenizer_does
     counter = ModelTokenCounter()
     differ = [w for w in words if counter.count(w) != sum(tokens[r] for r in runs[w])]
     assert not differ, differ[:10]
+
+
+def test_the_characters_of_longer_tokens_are_the_vocabularys(model_counter):
+    # The counter takes a piece of other characters (kana, Hangul) one character at a time, as
+    # WordPiece does when no token of two characters or more holds them.
+    found = in_longer_tokens(model_counter._tok)
+    assert found == IN_LONGER_TOKENS
+    assert "ß" in found and "あ" not in found and "한" not in found
 
 
 def test_model_counter_takes_each_cjk_ideograph_for_one_token(model_counter):

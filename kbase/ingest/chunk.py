@@ -164,7 +164,9 @@ class ModelTokenCounter:
     @property
     def _pieces(self) -> _Pieces:
         if self._pieces_table is None:
-            self._pieces_table = _Pieces(self._tok)
+            tok = self._tok
+            in_longer = IN_LONGER_TOKENS if self._dir == TOKENIZER_DIR else in_longer_tokens(tok)
+            self._pieces_table = _Pieces(tok, in_longer)
         return self._pieces_table
 
     @property
@@ -238,9 +240,10 @@ class ModelTokenCounter:
         and split one by one as the tokenizer does (_Pieces), then each piece cut into word pieces
         by the model itself; five times as fast as the tokenizer's ``encode``. A run with a
         character whose treatment could depend on its neighbours is left to ``encode``."""
+        if self._pieces_table is not None and len(self._pieces_table) > self.CACHE_LIMIT:
+            self._pieces_table = None
         pieces = self._pieces
-        if len(pieces) > self.CACHE_LIMIT:
-            pieces.clear()
+        alone, first, later, longest = pieces.alone, pieces.first, pieces.later, pieces.longest
         wordpiece = self._tok.model.tokenize
         rest = []
         for r in runs:
@@ -249,8 +252,16 @@ class ModelTokenCounter:
                 rest.append(r)
                 continue
             c = 0
-            for piece in n.split():  # a piece of one character is one token, or [UNK]
-                c += 1 if len(piece) == 1 else len(wordpiece(piece))
+            for piece in n.split():
+                if len(piece) == 1:  # one token, or [UNK]
+                    c += 1
+                elif len(piece) <= longest and alone.issuperset(piece):
+                    # Characters that no longer token holds (kana, Hangul): a token each, or one
+                    # [UNK] if one is not in the vocabulary (as WordPiece counts it, without the
+                    # token objects that were half of the time on rust-book-ja).
+                    c += len(piece) if piece[0] in first and later.issuperset(piece[1:]) else 1
+                else:
+                    c += len(wordpiece(piece))
             cache[r] = c
         if rest:
             self._encode_runs(rest, cache)
@@ -276,6 +287,22 @@ class ModelTokenCounter:
             cache[r] = c
 
 
+def in_longer_tokens(tok: Tokenizer) -> frozenset[str]:
+    """The characters, not ASCII, of the vocabulary's tokens of two characters or more (without
+    the "##" of a word's later pieces)."""
+    prefix = tok.model.continuing_subword_prefix
+    out: set[str] = set()
+    for token in tok.get_vocab():
+        token = token.removeprefix(prefix)
+        if len(token) > 1 and not token.isascii():
+            out.update(c for c in token if not c.isascii())
+    return frozenset(out)
+
+
+# in_longer_tokens of the model's own tokenizer (TOKENIZER_DIR; a test compares): reading the
+# vocabulary took 10 ms a process.
+IN_LONGER_TOKENS = frozenset("£°²³´¹ßøłʻαηιοςυавеикночяابدن⁄₂₄−")
+
 # Stands for a character that _Pieces leaves to the tokenizer. (No character becomes a NUL: the
 # normaliser drops it.)
 _UNSURE = "\x00"
@@ -295,10 +322,28 @@ class _Pieces(dict[int, str]):
     mark of a class other than 0 (or one Python's Unicode does not know, whose class it cannot
     tell), and one whose normalised form Python would split differently, maps to _UNSURE."""
 
-    def __init__(self, tok: Tokenizer) -> None:
+    def __init__(self, tok: Tokenizer, in_longer: frozenset[str]) -> None:
         super().__init__()
         self._normalize = tok.normalizer.normalize_str
         self._pre_tokenize = tok.pre_tokenizer.pre_tokenize_str
+        self._token_id = tok.token_to_id
+        self._prefix: str = tok.model.continuing_subword_prefix
+        self._in_longer = in_longer
+        # The characters of pieces met, not ASCII, that no token of two characters or more holds
+        # (in_longer_tokens): WordPiece takes a piece of them one character at a time. Those of
+        # them that are a token at a word's start, and those that are one after it ("##x").
+        self.alone: set[str] = set()
+        self.first: set[str] = set()
+        self.later: set[str] = set()
+        self.longest: int = tok.model.max_input_chars_per_word  # a longer word is one [UNK]
+
+    def _learn_alone(self, x: str) -> None:
+        if not x.isascii() and x not in self._in_longer:
+            self.alone.add(x)
+            if self._token_id(x) is not None:
+                self.first.add(x)
+            if self._token_id(self._prefix + x) is not None:
+                self.later.add(x)
 
     def __missing__(self, code: int) -> str:
         try:
@@ -313,6 +358,7 @@ class _Pieces(dict[int, str]):
                     raise ValueError(x)
                 elif len(split) == 1:  # part of a word
                     out.append(x)
+                    self._learn_alone(x)
                 elif len(split) == 3 and split[1][0] == x:  # punctuation: a piece of its own
                     out.append(f" {x} ")
                 else:
