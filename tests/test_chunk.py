@@ -20,6 +20,7 @@ from kbase.ingest.chunk import (
     in_longer_tokens,
 )
 from kbase.ingest.parse import parse
+from kbase.text import line_of, line_starts
 from tests.conftest import examples, shared
 from tests.pdfgen import make_pdf
 
@@ -42,10 +43,12 @@ def check_invariants(doc, result, s: ChunkSettings, counter=WORDS):
             b.start < a.end
         ):  # overlap: only between prose chunks, never more than the overlap budget
             assert counter.count(text[b.start : a.end]) <= s.overlap_tokens
+    starts = line_starts(text)
     for c in chunks:
         piece = text[c.start : c.end]
         assert piece and piece == piece.strip() or c.kind in ("code", "mixed")
-        assert c.end_line >= c.line
+        assert c.line == line_of(starts, c.start)
+        assert c.end_line == line_of(starts, max(c.start, c.end - 1)) >= c.line
     # every non-blank character outside front matter, thematic breaks and runs that are not
     # text (kbase.ingest.junk) is in a chunk; no chunk holds any of such a run; beside one, only
     # what has no letter or digit (a link's ')') may be left out

@@ -45,7 +45,7 @@ from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.records.defaults import MAX_TOKENS, MIN_TOKENS, OVERLAP_RATIO
-from kbase.text import line_of, line_starts
+from kbase.text import lines_of
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -800,7 +800,6 @@ class _Chunker:
             # A PDF without any text (scanned pages) still answers to its names and metadata: one
             # chunk holds its keyword row, over the whole (blank) text; it may be empty.
             spans = [_Span(0, len(self.text), "", frozenset(("prose",)), 0)]
-        starts = line_starts(self.text)
         # Columns, each span let go once read: a canvas of 1,000,000 cards has as many chunks,
         # and a Chunk each beside its span held 200 MB.
         cols: dict[str, array] = {f: array("q") for f in _CHUNK_INTS}
@@ -811,12 +810,15 @@ class _Chunker:
             sp = spans.pop()
             cols["start"].append(sp.start)
             cols["end"].append(sp.end)
-            cols["line"].append(line_of(starts, sp.start))
-            cols["end_line"].append(line_of(starts, max(sp.start, sp.end - 1)))
             cols["tokens"].append(sp.tokens)
             cols["flags"].append(sp.flags)
             paths.append(sp.path)
             kinds.append(_chunk_kind(sp.kinds))
+        # Lines from the offsets in order (counted, without a table of every line's start).
+        starts, ends = cols["start"], cols["end"]
+        cols["line"].extend(lines_of(self.text, starts))
+        last = array("q", map(max, starts, map((1).__rsub__, ends)))  # max(start, end - 1)
+        cols["end_line"].extend(lines_of(self.text, last))
         columns: dict[str, Sequence] = {f: ints(c) for f, c in cols.items()}
         columns.update(seq=range(len(paths)), heading_path=Strings(paths), kind=Strings(kinds))
         chunks = Records(Chunk, [columns[f] for f in _CHUNK_FIELDS])
