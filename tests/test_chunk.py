@@ -1,3 +1,4 @@
+import json
 import random
 import re
 
@@ -20,6 +21,7 @@ from kbase.ingest.chunk import (
     in_longer_tokens,
 )
 from kbase.ingest.parse import parse
+from kbase.paths import TOKENIZER_DIR
 from kbase.text import line_of, line_starts
 from tests.conftest import examples, shared
 from tests.pdfgen import make_pdf
@@ -464,6 +466,22 @@ def test_the_characters_of_longer_tokens_are_the_vocabularys(model_counter):
     found = in_longer_tokens(model_counter._tok)
     assert found == IN_LONGER_TOKENS
     assert "ß" in found and "あ" not in found and "한" not in found
+
+
+def test_a_tokenizer_other_than_berts_has_each_run_counted_by_its_encode(tmp_path):
+    # The counter's table of characters holds for BERT's normalizer and pre-tokenizer only:
+    # with another normaliser, every run is left to the tokenizer's encode, as before the table.
+    config = json.loads((TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
+    config["normalizer"] = {"type": "NFC"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(config), encoding="utf-8")
+    counter = ModelTokenCounter(tmp_path)
+    text = "データ e\u0301 東京の所有権 Ünïcödé «ok» ガギグ"
+    tok = counter._tok
+    runs = [r for w in text.split() for r in _TOKEN_RUN.findall(w)]
+    expected = sum(len(tok.encode(r, add_special_tokens=False).ids) for r in runs)
+    assert counter.count(text) == expected
+    assert all(c.translate(counter._pieces) == _UNSURE for c in "データé")
+    assert ModelTokenCounter().count(text) != expected  # BERT's lowercases and drops accents
 
 
 def test_model_counter_takes_each_cjk_ideograph_for_one_token(model_counter):

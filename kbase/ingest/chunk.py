@@ -290,7 +290,7 @@ class ModelTokenCounter:
 def in_longer_tokens(tok: Tokenizer) -> frozenset[str]:
     """The characters, not ASCII, of the vocabulary's tokens of two characters or more (without
     the "##" of a word's later pieces)."""
-    prefix = tok.model.continuing_subword_prefix
+    prefix = getattr(tok.model, "continuing_subword_prefix", "##")
     out: set[str] = set()
     for token in tok.get_vocab():
         token = token.removeprefix(prefix)
@@ -323,11 +323,20 @@ class _Pieces(dict[int, str]):
     tell), and one whose normalised form Python would split differently, maps to _UNSURE."""
 
     def __init__(self, tok: Tokenizer, in_longer: frozenset[str]) -> None:
+        from tokenizers import models, normalizers, pre_tokenizers
+
         super().__init__()
-        self._normalize = tok.normalizer.normalize_str
-        self._pre_tokenize = tok.pre_tokenizer.pre_tokenize_str
+        # What this table knows holds for BERT's normalizer, pre-tokenizer and WordPiece only:
+        # with another tokenizer every character is left to it.
+        self._bert = (
+            isinstance(tok.normalizer, normalizers.BertNormalizer)
+            and isinstance(tok.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
+            and isinstance(tok.model, models.WordPiece)
+        )
+        self._normalize = tok.normalizer.normalize_str if self._bert else None
+        self._pre_tokenize = tok.pre_tokenizer.pre_tokenize_str if self._bert else None
         self._token_id = tok.token_to_id
-        self._prefix: str = tok.model.continuing_subword_prefix
+        self._prefix: str = tok.model.continuing_subword_prefix if self._bert else "##"
         self._in_longer = in_longer
         # The characters of pieces met, not ASCII, that no token of two characters or more holds
         # (in_longer_tokens): WordPiece takes a piece of them one character at a time. Those of
@@ -335,7 +344,8 @@ class _Pieces(dict[int, str]):
         self.alone: set[str] = set()
         self.first: set[str] = set()
         self.later: set[str] = set()
-        self.longest: int = tok.model.max_input_chars_per_word  # a longer word is one [UNK]
+        # A longer word is one [UNK].
+        self.longest: int = tok.model.max_input_chars_per_word if self._bert else 0
 
     def _learn_alone(self, x: str) -> None:
         if not x.isascii() and x not in self._in_longer:
@@ -347,6 +357,8 @@ class _Pieces(dict[int, str]):
 
     def __missing__(self, code: int) -> str:
         try:
+            if self._normalize is None or self._pre_tokenize is None:
+                raise ValueError("not BERT's tokenizer")
             out = []
             for x in self._normalize(chr(code)):
                 if x == _UNSURE or unicodedata.combining(x) or unicodedata.category(x) == "Cn":
