@@ -5,10 +5,13 @@ values and paths made fit to print."""
 from __future__ import annotations
 
 import base64
+import operator
 import re
 import unicodedata
 from bisect import bisect_right
-from itertools import accumulate
+from collections.abc import Iterator, Sequence
+from functools import partial
+from itertools import accumulate, chain, islice, repeat
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -44,6 +47,15 @@ def line_starts(text: str) -> list[int]:
 def line_of(starts: list[int], offset: int) -> int:
     """1-based line number of ``offset``, given ``line_starts``."""
     return bisect_right(starts, offset)
+
+
+def lines_of(text: str, offsets: Sequence[int]) -> Iterator[int]:
+    """The 1-based line of each of ``offsets`` (a million links'), in C: offsets in order in a
+    text without a CR count the LFs between each and the one before; else the line table."""
+    if "\r" not in text and all(map(operator.le, offsets, islice(offsets, 1, None))):
+        counts = map(text.count, repeat("\n"), chain((0,), offsets), offsets)
+        return islice(accumulate(chain((1,), counts)), 1, None)
+    return map(partial(line_of, line_starts(text)), offsets)
 
 
 def excerpt(text: str, span: tuple[int, int], width: int) -> str:

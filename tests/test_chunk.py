@@ -1,3 +1,5 @@
+import json
+import random
 import re
 
 import pytest
@@ -6,15 +8,21 @@ from hypothesis import strategies as st
 
 from kbase.ingest import pdf
 from kbase.ingest.chunk import (
+    _IDEOGRAPHS,
     _TOKEN_RUN,
+    _UNSURE,
+    IN_LONGER_TOKENS,
     OVERSIZED,
     ChunkSettings,
     ModelTokenCounter,
     WordCounter,
     _junk,
     chunk,
+    in_longer_tokens,
 )
 from kbase.ingest.parse import parse
+from kbase.paths import TOKENIZER_DIR
+from kbase.text import line_of, line_starts
 from tests.conftest import examples, shared
 from tests.pdfgen import make_pdf
 
@@ -37,10 +45,12 @@ def check_invariants(doc, result, s: ChunkSettings, counter=WORDS):
             b.start < a.end
         ):  # overlap: only between prose chunks, never more than the overlap budget
             assert counter.count(text[b.start : a.end]) <= s.overlap_tokens
+    starts = line_starts(text)
     for c in chunks:
         piece = text[c.start : c.end]
         assert piece and piece == piece.strip() or c.kind in ("code", "mixed")
-        assert c.end_line >= c.line
+        assert c.line == line_of(starts, c.start)
+        assert c.end_line == line_of(starts, max(c.start, c.end - 1)) >= c.line
     # every non-blank character outside front matter, thematic breaks and runs that are not
     # text (kbase.ingest.junk) is in a chunk; no chunk holds any of such a run; beside one, only
     # what has no letter or digit (a link's ')') may be left out
@@ -312,6 +322,9 @@ def model_counter():
         # New runs are tokenized together, joined by spaces: each run's own count comes back.
         "ガギグ・データベース、「所有権」とは？ ガギグ・データベース Ünïcödé—naïve…«ok»",
         "\u0301x é\u0301 ＡＢＣ１２３ ﬁne ½ ⁵ x\u200by 한국어 문장 Ελληνικά русский",
+        # Kana, a token each, but a word with one not in the vocabulary (わ, ソ) is one [UNK],
+        # and so is a word of over 100 characters.
+        "あ" * 100 + " " + "ア" * 101 + " わたし ソース データ がぎぐ ーー・ー",
     ],
 )
 def test_model_counter_matches_the_tokenizer(model_counter, text):
@@ -354,6 +367,129 @@ def test_model_counter_takes_cjk_ideographs_one_by_one_as_the_tokenizer_does(mod
         if padded != alone:
             differ.append(f"U+{c:04X}")
     assert not differ, differ[:20]
+
+
+def _run_counts(counter, runs):
+    """The counter's count of each run (the runs of words it has not met), against the
+    tokenizer's own: len(encode(run))."""
+    cache: dict[str, int] = {}
+    counter._count_runs(dict.fromkeys(runs), cache)
+    encodings = counter._tok.encode_batch(list(runs), add_special_tokens=False)
+    expected = {r: len(e.ids) for r, e in zip(runs, encodings, strict=True)}
+    return [(r, cache[r], expected[r]) for r in runs if cache[r] != expected[r]]
+
+
+_EVERY_CHARACTER = "".join(chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF)
+
+
+def test_model_counter_counts_every_character_as_the_tokenizer_does(model_counter):
+    # Runs are counted without the tokenizer's encode: normalised and split character by
+    # character (kbase.ingest.chunk._Pieces), then cut into word pieces. Every code point below
+    # U+30000 alone, then in runs of four with its neighbours in code point order (marks of one
+    # script together, whose order NFD would change) and in a shuffled order.
+    chars = _EVERY_CHARACTER
+    shuffled = list(chars)
+    random.Random(36).shuffle(shuffled)
+    mixed = "".join(shuffled)
+    runs = list(chars) + [chars[i : i + 4] for i in range(0, len(chars), 4)]
+    runs += [mixed[i : i + 4] for i in range(0, len(mixed), 4)]
+    differ = _run_counts(model_counter, list(dict.fromkeys(runs)))
+    assert not differ, differ[:10]
+    # Most characters are counted so; the rest (unassigned code points, combining marks that
+    # NFD could reorder) are left to the tokenizer.
+    pieces = model_counter._pieces
+    unsure = sum(1 for c in chars if c.translate(pieces) == _UNSURE)
+    assert 0 < unsure < len(chars) / 3
+    assert all(c.translate(pieces) != _UNSURE for c in "あデータ漢字한국어éÅßΣσ«»。、！？")
+
+
+@pytest.mark.slow
+def test_model_counter_counts_every_character_between_others_as_the_tokenizer_does(
+    model_counter,
+):
+    runs = []
+    for c in _EVERY_CHARACTER:
+        runs += [c * 2, "a" + c, c + "a", "あ" + c + "ア", "é" + c + "x", "\u0301" + c + "\u3099"]
+    differ = _run_counts(model_counter, list(dict.fromkeys(runs)))
+    assert not differ, differ[:10]
+
+
+@settings(
+    max_examples=examples(2000),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.lists(
+        st.text(max_size=12)
+        | st.text(
+            st.characters(categories=["Mn", "Mc", "Me", "Lo", "Lm", "P", "S", "Cf", "Zs"]),
+            max_size=12,
+        )
+        | st.text(
+            st.sampled_from("データがパ゙ゔ\u0301\u0308\u302e\u302f\u0f39IİΣςaé漢字_・ー"),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_model_counter_counts_any_run_as_the_tokenizer_does(model_counter, runs):
+    assert not _run_counts(model_counter, list(dict.fromkeys(runs)))
+
+
+@pytest.mark.parametrize(
+    "name", ["rust-book", "rust-book-ja", "rust-book-zh", "obsidian-tasks-docs", "foam-docs"]
+)
+def test_model_counter_counts_every_run_of_the_real_vaults_as_the_tokenizer_does(name):
+    # A fresh counter, which meets each run as it would while indexing the vault; and each word's
+    # count is the sum of its runs' (an ideograph's found without a run of its own).
+    folder = shared("vaults", name)
+    words: dict[str, None] = {}
+    for path in sorted(folder.rglob("*.md")):
+        words.update(dict.fromkeys(path.read_text(encoding="utf-8").split()))
+    runs = {w: _TOKEN_RUN.findall(w) for w in words}
+    every_run = list(dict.fromkeys(r for w in words for r in runs[w]))
+    assert len(every_run) > 1000
+    counter = ModelTokenCounter()
+    assert not _run_counts(counter, every_run)
+    encodings = counter._tok.encode_batch(every_run, add_special_tokens=False)
+    tokens = {r: len(e.ids) for r, e in zip(every_run, encodings, strict=True)}
+    counter = ModelTokenCounter()
+    differ = [w for w in words if counter.count(w) != sum(tokens[r] for r in runs[w])]
+    assert not differ, differ[:10]
+
+
+def test_the_characters_of_longer_tokens_are_the_vocabularys(model_counter):
+    # The counter takes a piece of other characters (kana, Hangul) one character at a time, as
+    # WordPiece does when no token of two characters or more holds them.
+    found = in_longer_tokens(model_counter._tok)
+    assert found == IN_LONGER_TOKENS
+    assert "ß" in found and "あ" not in found and "한" not in found
+
+
+def test_a_tokenizer_other_than_berts_has_each_run_counted_by_its_encode(tmp_path):
+    # The counter's table of characters holds for BERT's normalizer and pre-tokenizer only:
+    # with another normaliser, every run is left to the tokenizer's encode, as before the table.
+    config = json.loads((TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
+    config["normalizer"] = {"type": "NFC"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(config), encoding="utf-8")
+    counter = ModelTokenCounter(tmp_path)
+    text = "データ e\u0301 東京の所有権 Ünïcödé «ok» ガギグ"
+    tok = counter._tok
+    runs = [r for w in text.split() for r in _TOKEN_RUN.findall(w)]
+    expected = sum(len(tok.encode(r, add_special_tokens=False).ids) for r in runs)
+    assert counter.count(text) == expected
+    assert all(c.translate(counter._pieces) == _UNSURE for c in "データé")
+    assert ModelTokenCounter().count(text) != expected  # BERT's lowercases and drops accents
+
+
+def test_model_counter_takes_each_cjk_ideograph_for_one_token(model_counter):
+    ideographs = re.findall(f"[{_IDEOGRAPHS}]", _EVERY_CHARACTER)
+    assert len(ideographs) > 80_000
+    encodings = model_counter._tok.encode_batch(ideographs, add_special_tokens=False)
+    assert {len(e.ids) for e in encodings} == {1}
+    assert model_counter.count("".join(ideographs[::7])) == len(ideographs[::7])
 
 
 def test_default_budget_fits_the_model_with_its_context(model_counter):

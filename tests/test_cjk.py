@@ -5,6 +5,7 @@ import json
 import random
 from pathlib import Path
 
+import apsw
 import pytest
 
 import kbase
@@ -145,6 +146,24 @@ def test_index_text_is_each_run_as_its_pairs_between_spaces():
         text = "".join(rnd.choice(chars) for _ in range(rnd.randint(0, 25)))
         want = cjk_table.RUN.sub(lambda m: " " + " ".join(cjk_table.pairs(m.group())) + " ", text)
         assert cjk_table.index_text(text) == want, text
+
+
+def test_write_rows_writes_a_row_for_each_chunk_with_a_run_in_any_value():
+    # The values each chunks_cjk row gets are index_text of the three, for exactly the chunks
+    # that have a run in one of them (titles and headings are made once, for many chunks).
+    rnd = random.Random(7)
+    values = ["", "Rust", "所有権", "Rust の所有権", "# 同步 > Sync", "서울", "ภาษา", "a。b"]
+    rows = [(i, *(rnd.choice(values) for _ in range(3))) for i in range(1, 400)]
+    want = [
+        (cid, *map(cjk_table.index_text, (body, title, headings)))
+        for cid, title, headings, body in rows
+        if any(map(cjk_table.has_runs, (title, headings, body)))
+    ]
+    assert 100 < len(want) < len(rows)
+    con = apsw.Connection(":memory:")
+    con.execute("CREATE TABLE chunks_cjk (rowid INTEGER PRIMARY KEY, body, title, headings)")
+    cjk_table.write_rows(con, rows)
+    assert con.execute("SELECT * FROM chunks_cjk ORDER BY rowid").fetchall() == want
 
 
 @pytest.mark.slow

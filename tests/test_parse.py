@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -187,6 +189,39 @@ def test_fast_block_parser_matches_markdown_it_py(lines):
     assert _blocks(text, text, starts, 0) == _py_blocks(text, text, starts, 0)
 
 
+_QUOTE_LINE_BEFORE = re.compile(r"(?:\A|[\r\n])[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
+_BLANK_LINE_BEFORE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)|\Z")
+
+
+def _quote_trouble_before(body: str) -> bool:
+    """_needs_py's test of quotes as it was written first, with one pattern for a quote's line."""
+    from kbase.ingest.parse import _LAZY_TROUBLE
+
+    pos = 0
+    while quote := _QUOTE_LINE_BEFORE.search(body, pos):
+        blank = _BLANK_LINE_BEFORE.search(body, quote.end())
+        end = blank.start() if blank else len(body)
+        if _LAZY_TROUBLE.search(body, quote.end(), end):
+            return True
+        pos = max(end, quote.end())
+    return False
+
+
+@settings(max_examples=examples(1000), deadline=None)
+@given(
+    st.lists(st.tuples(_piece, _line_break), max_size=30),
+    st.text(st.sampled_from("> \t\r\n-+*12.)|a"), max_size=40),
+)
+def test_quote_lines_are_found_as_with_one_pattern(lines, noise):
+    from kbase.ingest import parse as p
+
+    for text in ("".join(piece + nl for piece, nl in lines), noise):
+        assert p._quote_trouble(text) == _quote_trouble_before(text)
+        quote = p._QUOTE_AT_START.match(text) or p._QUOTE_LINE.search(text)
+        before = _QUOTE_LINE_BEFORE.search(text)
+        assert (quote and quote.span()) == (before and before.span())
+
+
 def test_math_blocks_stay_whole_and_everything_else_goes_the_fast_way():
     text = "# Maths\n\n$$\na = b\n\nc = d\n$$\n\nAfter.\n"
     assert [b.kind for b in parse(text, "m.md").blocks] == ["heading", "math", "paragraph"]
@@ -297,3 +332,14 @@ def test_a_block_of_what_python_counts_as_blanks_is_no_block(lines):
     for doc in (parse(text, "n.md"), parse(text + "\n> quote\n\n1) one\n", "n.md")):
         assert all(b.end > b.start for b in doc.blocks), doc.blocks
         assert [text[b.start : b.end] for b in doc.blocks][:1] == ["First paragraph."]
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.text(st.sampled_from("a é東\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"), max_size=40))
+def test_byte_line_starts_are_those_of_the_text_lines(text):
+    # Lines break at LF, CRLF and a lone CR only (kbase.text), never at \v, \x85 or U+2028.
+    from kbase.ingest.parse import _byte_line_starts
+    from kbase.text import line_starts
+
+    data = text.encode("utf-8")
+    assert _byte_line_starts(data) == [len(text[:s].encode("utf-8")) for s in line_starts(text)]

@@ -5,15 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import operator
 import os
 import re
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, chain, islice, repeat
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import apsw
@@ -24,7 +23,7 @@ from kbase.ingest.links import Resolver, anchor_ok
 from kbase.ingest.parse import frontmatter_diagnostics, frontmatter_json
 from kbase.records import Heading, ParsedDoc
 from kbase.store import cjk_table
-from kbase.text import line_of, line_starts
+from kbase.text import line_of, line_starts, lines_of
 
 if TYPE_CHECKING:
     from kbase.ingest.derive import Derived
@@ -347,15 +346,6 @@ def _line_finder(text: str) -> Callable[[int], int]:
         return line_of(table[0], offset)
 
     return line
-
-
-def lines_of(text: str, offsets: Sequence[int]) -> Iterator[int]:
-    """The 1-based line of each of ``offsets`` (a million links'), in C: offsets in order in a
-    text without a CR count the LFs between each and the one before; else the line table."""
-    if "\r" not in text and all(map(operator.le, offsets, islice(offsets, 1, None))):
-        counts = map(text.count, repeat("\n"), chain((0,), offsets), offsets)
-        return islice(accumulate(chain((1,), counts)), 1, None)
-    return map(partial(line_of, line_starts(text)), offsets)
 
 
 _PAGE_ANCHOR = re.compile(r"(?:^|&)page=(\d+)(?:&|$)")

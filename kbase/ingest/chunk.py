@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import unicodedata
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
@@ -44,7 +45,7 @@ from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.records.defaults import MAX_TOKENS, MIN_TOKENS, OVERLAP_RATIO
-from kbase.text import line_of, line_starts
+from kbase.text import lines_of
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -89,6 +90,9 @@ _IDEOGRAPHS = (
 )
 # Runs that tokenize alike alone and in context: an ideograph, word characters, other symbols.
 _TOKEN_RUN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+|[^\w\s{_IDEOGRAPHS}]+")
+# The runs that are not an ideograph (twice as fast to find in Chinese text, with a tenth of the
+# runs; ModelTokenCounter counts each ideograph of a word as one token).
+_OTHER_RUN = re.compile(rf"[^\W{_IDEOGRAPHS}]+|[^\w\s{_IDEOGRAPHS}]+")
 # The same runs of an ASCII word, found without the ideographs' ranges (twice as fast).
 _ASCII_TOKEN_RUN = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_\s]+")
 # A blank line. (A CR must not pair with the LF of the same CRLF into a "blank line".)
@@ -131,11 +135,13 @@ class ModelTokenCounter:
     """Counts in the embedding model's own WordPiece tokens.
 
     The text is split into runs of word characters and runs of other symbols, about the way
-    BERT's pre-tokenizer splits it, and each distinct run is tokenized once by the real tokenizer
-    and remembered: three times faster than tokenizing whole passages, with the same count
-    (tests compare the two). A CJK ideograph is a run of its own, as it is to the tokenizer:
-    Chinese and Japanese text has few spaces, and its runs would otherwise be whole sentences,
-    each new to the cache. A second cache holds whole words (what ``str.split()`` gives, which
+    BERT's pre-tokenizer splits it, and each distinct run is counted once, as the real tokenizer
+    counts it (normalised and split as the tokenizer does, then cut into the model's own word
+    pieces: _count_runs), and remembered: three times faster than tokenizing whole passages,
+    with the same count (tests compare the two). A CJK ideograph is a run of its own, as it is
+    to the tokenizer: Chinese and Japanese text has few spaces, and its runs would otherwise be
+    whole sentences, each new to the cache. A second cache holds whole words (what
+    ``str.split()`` gives, which
     runs never cross): splitting at whitespace is three times faster than the run pattern.
     """
 
@@ -153,6 +159,15 @@ class ModelTokenCounter:
         self._words: dict[
             str, int
         ] = {}  # whitespace-separated word -> tokens (the sum of its runs')
+        self._pieces_table: _Pieces | None = None
+
+    @property
+    def _pieces(self) -> _Pieces:
+        if self._pieces_table is None:
+            tok = self._tok
+            in_longer = IN_LONGER_TOKENS if self._dir == TOKENIZER_DIR else in_longer_tokens(tok)
+            self._pieces_table = _Pieces(tok, in_longer)
+        return self._pieces_table
 
     @property
     def _tok(self):
@@ -200,9 +215,9 @@ class ModelTokenCounter:
             cache.clear()
         tok = self._tok
         wordpiece = tok.model.tokenize
-        findall, ascii_findall = _TOKEN_RUN.findall, _ASCII_TOKEN_RUN.findall
-        new: list[tuple[str, Sequence[str]]] = []  # words, their runs
-        pending: dict[str, None] = {}  # runs for the tokenizer itself, in order
+        findall, ascii_findall = _OTHER_RUN.findall, _ASCII_TOKEN_RUN.findall
+        new: list[tuple[str, int, Sequence[str]]] = []  # words, their ideographs, their other runs
+        pending: dict[str, None] = {}  # runs for _count_runs, in order
         for w in words:
             if w in known:
                 continue
@@ -214,8 +229,12 @@ class ModelTokenCounter:
                     known[w] = c
                     continue
                 runs = ascii_findall(w)
+                ideographs = 0
             else:
+                # An ideograph is a run of one token (tests check each), counted without a list
+                # of them: what the other runs leave of the word (Chinese text: a tenth of runs).
                 runs = findall(w)
+                ideographs = len(w) - sum(map(len, runs))
             for r in runs:
                 if r not in cache and r not in pending:
                     if r.isascii() and r.isalnum():
@@ -225,12 +244,43 @@ class ModelTokenCounter:
                         cache[r] = len(wordpiece(r.lower()))
                     else:
                         pending[r] = None
-            new.append((w, runs))
+            new.append((w, ideographs, runs))
             known[w] = -1  # a word twice in ``words`` is counted once
         if pending:
-            self._encode_runs(list(pending), cache)
-        for w, word_runs in new:
-            known[w] = sum(map(cache.__getitem__, word_runs))
+            self._count_runs(pending, cache)
+        for w, ideographs, word_runs in new:
+            known[w] = ideographs + sum(map(cache.__getitem__, word_runs))
+
+    def _count_runs(self, runs: dict[str, None], cache: dict[str, int]) -> None:
+        """Each run's tokens, as the tokenizer counts the run alone: its characters normalised
+        and split one by one as the tokenizer does (_Pieces), then each piece cut into word pieces
+        by the model itself; five times as fast as the tokenizer's ``encode``. A run with a
+        character whose treatment could depend on its neighbours is left to ``encode``."""
+        if self._pieces_table is not None and len(self._pieces_table) > self.CACHE_LIMIT:
+            self._pieces_table = None
+        pieces = self._pieces
+        alone, first, later, longest = pieces.alone, pieces.first, pieces.later, pieces.longest
+        wordpiece = self._tok.model.tokenize
+        rest = []
+        for r in runs:
+            n = r.translate(pieces)
+            if _UNSURE in n:
+                rest.append(r)
+                continue
+            c = 0
+            for piece in n.split():
+                if len(piece) == 1:  # one token, or [UNK]
+                    c += 1
+                elif len(piece) <= longest and alone.issuperset(piece):
+                    # Characters that no longer token holds (kana, Hangul): a token each, or one
+                    # [UNK] if one is not in the vocabulary (as WordPiece counts it, without the
+                    # token objects that were half of the time on rust-book-ja).
+                    c += len(piece) if piece[0] in first and later.issuperset(piece[1:]) else 1
+                else:
+                    c += len(wordpiece(piece))
+            cache[r] = c
+        if rest:
+            self._encode_runs(rest, cache)
 
     def _encode_runs(self, runs: list[str], cache: dict[str, int]) -> None:
         """Each run's tokens, from one call of the tokenizer on the runs joined by spaces: a
@@ -251,6 +301,101 @@ class ModelTokenCounter:
             counts[i] += 1
         for r, c in zip(runs, counts, strict=True):
             cache[r] = c
+
+
+def in_longer_tokens(tok: Tokenizer) -> frozenset[str]:
+    """The characters, not ASCII, of the vocabulary's tokens of two characters or more (without
+    the "##" of a word's later pieces)."""
+    prefix = getattr(tok.model, "continuing_subword_prefix", "##")
+    out: set[str] = set()
+    for token in tok.get_vocab():
+        token = token.removeprefix(prefix)
+        if len(token) > 1 and not token.isascii():
+            out.update(c for c in token if not c.isascii())
+    return frozenset(out)
+
+
+# in_longer_tokens of the model's own tokenizer (TOKENIZER_DIR; a test compares): reading the
+# vocabulary took 10 ms a process.
+IN_LONGER_TOKENS = frozenset("£°²³´¹ßøłʻαηιοςυавеикночяابدن⁄₂₄−")
+
+# Stands for a character that _Pieces leaves to the tokenizer. (No character becomes a NUL: the
+# normaliser drops it.)
+_UNSURE = "\x00"
+
+
+class _Pieces(dict[int, str]):
+    """A table for ``str.translate``: each character (its code point) -> what the tokenizer makes
+    of it before its word pieces, as text whose ``split()`` gives the pieces: its normalised form
+    (BertNormalizer: control characters dropped, whitespace to a space, spaces around CJK
+    ideographs, NFD without nonspacing marks, lowercase), a space for whitespace, and spaces
+    around punctuation (BertPreTokenizer isolates each mark). Learnt from the tokenizer itself,
+    one character at a time, when first met.
+
+    All of that is done character by character, so a run's pieces are the concatenation of its
+    characters', but for one step: NFD puts combining marks next to each other in the order of
+    their combining classes. Marks that are dropped do not matter; a character that leaves a
+    mark of a class other than 0 (or one Python's Unicode does not know, whose class it cannot
+    tell), and one whose normalised form Python would split differently, maps to _UNSURE."""
+
+    def __init__(self, tok: Tokenizer, in_longer: frozenset[str]) -> None:
+        from tokenizers import models, normalizers, pre_tokenizers
+
+        super().__init__()
+        # What this table knows holds for BERT's normalizer, pre-tokenizer and WordPiece only:
+        # with another tokenizer every character is left to it.
+        self._bert = (
+            isinstance(tok.normalizer, normalizers.BertNormalizer)
+            and isinstance(tok.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
+            and isinstance(tok.model, models.WordPiece)
+        )
+        self._normalize = tok.normalizer.normalize_str if self._bert else None
+        self._pre_tokenize = tok.pre_tokenizer.pre_tokenize_str if self._bert else None
+        self._token_id = tok.token_to_id
+        self._prefix: str = tok.model.continuing_subword_prefix if self._bert else "##"
+        self._in_longer = in_longer
+        # The characters of pieces met, not ASCII, that no token of two characters or more holds
+        # (in_longer_tokens): WordPiece takes a piece of them one character at a time. Those of
+        # them that are a token at a word's start, and those that are one after it ("##x").
+        self.alone: set[str] = set()
+        self.first: set[str] = set()
+        self.later: set[str] = set()
+        # A longer word is one [UNK].
+        self.longest: int = tok.model.max_input_chars_per_word if self._bert else 0
+
+    def _learn_alone(self, x: str) -> None:
+        if not x.isascii() and x not in self._in_longer:
+            self.alone.add(x)
+            if self._token_id(x) is not None:
+                self.first.add(x)
+            if self._token_id(self._prefix + x) is not None:
+                self.later.add(x)
+
+    def __missing__(self, code: int) -> str:
+        try:
+            if self._normalize is None or self._pre_tokenize is None:
+                raise ValueError("not BERT's tokenizer")
+            out = []
+            for x in self._normalize(chr(code)):
+                if x == _UNSURE or unicodedata.combining(x) or unicodedata.category(x) == "Cn":
+                    raise ValueError(x)
+                split = self._pre_tokenize(f"a{x}a")
+                if len(split) == 2 and split[1][1][0] == 2:  # whitespace: a space
+                    out.append(" ")
+                elif x.isspace():  # Python's split would cut where the tokenizer does not
+                    raise ValueError(x)
+                elif len(split) == 1:  # part of a word
+                    out.append(x)
+                    self._learn_alone(x)
+                elif len(split) == 3 and split[1][0] == x:  # punctuation: a piece of its own
+                    out.append(f" {x} ")
+                else:
+                    raise ValueError(x)
+            piece = "".join(out)
+        except Exception:  # a surrogate, a mark, a surprise: left to the tokenizer
+            piece = _UNSURE
+        self[code] = piece
+        return piece
 
 
 # A note is primed (ModelTokenCounter.prime) when it is at most this long and has at most this
@@ -692,7 +837,6 @@ class _Chunker:
             # A PDF without any text (scanned pages) still answers to its names and metadata: one
             # chunk holds its keyword row, over the whole (blank) text; it may be empty.
             spans = [_Span(0, len(self.text), "", frozenset(("prose",)), 0)]
-        starts = line_starts(self.text)
         # Columns, each span let go once read: a canvas of 1,000,000 cards has as many chunks,
         # and a Chunk each beside its span held 200 MB.
         cols: dict[str, array] = {f: array("q") for f in _CHUNK_INTS}
@@ -703,12 +847,15 @@ class _Chunker:
             sp = spans.pop()
             cols["start"].append(sp.start)
             cols["end"].append(sp.end)
-            cols["line"].append(line_of(starts, sp.start))
-            cols["end_line"].append(line_of(starts, max(sp.start, sp.end - 1)))
             cols["tokens"].append(sp.tokens)
             cols["flags"].append(sp.flags)
             paths.append(sp.path)
             kinds.append(_chunk_kind(sp.kinds))
+        # Lines from the offsets in order (counted, without a table of every line's start).
+        starts, ends = cols["start"], cols["end"]
+        cols["line"].extend(lines_of(self.text, starts))
+        last = array("q", map(max, starts, map((1).__rsub__, ends)))  # max(start, end - 1)
+        cols["end_line"].extend(lines_of(self.text, last))
         columns: dict[str, Sequence] = {f: ints(c) for f, c in cols.items()}
         columns.update(seq=range(len(paths)), heading_path=Strings(paths), kind=Strings(kinds))
         chunks = Records(Chunk, [columns[f] for f in _CHUNK_FIELDS])
