@@ -14,7 +14,8 @@ reads none), with the module's function replaced in place. The
 window's BM25 sums each phrase's frequencies over its chunks (an FTS5 auxiliary function reads
 them per matching chunk), its length is the chunks' token counts (chunks_cjk's docsize), the mean
 length is that of every window of the index (starts 0 .. n-k in each note), and the idf is FTS5's
-(rows that match the phrase; log((N - n + .5) / (n + .5)), at least 1e-6). Window 1 at 1.2/0.75
+(rows that match the phrase; log((N - n + .5) / (n + .5)), at least 1e-6), or with ``--idf
+note`` the same counting notes (as bigram BM25 does). Window 1 at 1.2/0.75
 is kbase's own pair score (the same MRR@10 on every collection, checked).
 
 Then leave-one-collection-out as bench.pairs does it (the setting best by the mean of the other
@@ -39,7 +40,7 @@ from bench import eval as ev
 from bench import pairs
 from kbase.search import cjk, keyword
 
-Setting = tuple[int, float, float, float]  # (window, k1, b, PAIR_WEIGHT)
+Setting = tuple[int, float, float, float, str]  # (window, k1, b, PAIR_WEIGHT, idf unit)
 
 
 class _Frequencies:
@@ -78,7 +79,7 @@ class _Index:
         ):
             self.sizes.setdefault(doc_id, {})[seq] = _varints_total(blob)
         self.rows = sum(len(s) for s in self.sizes.values())
-        self.hits: dict[str, int] = {}
+        self.hits: dict[tuple[str, str], int] = {}
         self.means: dict[int, float] = {}
         self.freq = _Frequencies()
         con.register_fts5_function("bench_pair_frequencies", self.freq)
@@ -93,14 +94,19 @@ class _Index:
             self.means[k] = sum(lengths) / len(lengths)
         return self.means[k]
 
-    def idf(self, con: apsw.Connection, phrase: str) -> float:
-        hits = self.hits.get(phrase)
+    def idf(self, con: apsw.Connection, phrase: str, unit: str) -> float:
+        """FTS5's idf of ``phrase`` counting chunks (``unit`` "chunk") or notes ("note")."""
+        hits = self.hits.get((unit, phrase))
         if hits is None:
+            what = "count(*)" if unit == "chunk" else "count(DISTINCT doc_id)"
             (hits,) = con.execute(
-                f"SELECT count(*) FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?", (phrase,)
+                f"SELECT {what} FROM chunks WHERE id IN"
+                f" (SELECT rowid FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?)",
+                (phrase,),
             ).fetchone()
-            self.hits[phrase] = hits
-        idf = math.log((self.rows - hits + 0.5) / (hits + 0.5))
+            self.hits[(unit, phrase)] = hits
+        n = self.rows if unit == "chunk" else len(self.sizes)
+        idf = math.log((n - hits + 0.5) / (hits + 0.5))
         return idf if idf > 0 else 1e-6
 
 
@@ -108,10 +114,17 @@ _indexes: weakref.WeakKeyDictionary[apsw.Connection, _Index] = weakref.WeakKeyDi
 
 
 def window_scores(
-    con: apsw.Connection, doc_ids: list[int], match: str, k: int, k1: float, b: float
+    con: apsw.Connection,
+    doc_ids: list[int],
+    match: str,
+    k: int,
+    k1: float,
+    b: float,
+    unit: str = "chunk",
 ) -> dict[int, float]:
     """doc id -> -BM25 of its best window of ``k`` adjacent chunks for ``match`` (an any-pair
-    expression of chunks_cjk), for the notes of ``doc_ids`` with a chunk that matches."""
+    expression of chunks_cjk), for the notes of ``doc_ids`` with a chunk that matches; the idf
+    counts chunks or (``unit`` "note") notes."""
     index = _indexes.get(con)
     if index is None:
         index = _indexes[con] = _Index(con)
@@ -125,7 +138,7 @@ def window_scores(
         SELECT m.cid, c.doc_id, c.seq, m.s FROM m JOIN chunks AS c ON c.id = m.cid""",
         [match, *doc_ids],
     ).fetchall()
-    idf = [index.idf(con, p) for p in keyword._PHRASE.findall(match)]
+    idf = [index.idf(con, p, unit) for p in keyword._PHRASE.findall(match)]
     mean = index.mean_window(k)
     matched: dict[int, dict[int, list[int]]] = {}
     for cid, doc_id, seq, _ in rows:
@@ -147,14 +160,14 @@ def window_scores(
     return out
 
 
-def mixer(k: int, k1: float, b: float, weight: float):
+def mixer(k: int, k1: float, b: float, weight: float, unit: str = "chunk"):
     """A replacement for keyword._with_pairs scoring pairs by window_scores (its mix as kbase's)."""
 
     def with_pairs(con: apsw.Connection, found: list[tuple], pairs_match: str) -> list[tuple]:
         ids = [r[0] for tier, r in found if tier < keyword.TIER_ALL]
         if not ids:
             return found
-        bag = window_scores(con, ids, pairs_match, k, k1, b)
+        bag = window_scores(con, ids, pairs_match, k, k1, b, unit)
         words_best = min(r[2] for _, r in found) or -1.0
         pairs_best = min(bag.values(), default=0.0) or -1.0
         share, scale = weight / (1 + weight), words_best / pairs_best
@@ -169,7 +182,7 @@ def mixer(k: int, k1: float, b: float, weight: float):
 
 
 def key(s: Setting) -> str:
-    return f"w{s[0]} {s[1]:g}/{s[2]:g} x{s[3]:g}"
+    return f"w{s[0]} {s[1]:g}/{s[2]:g} x{s[3]:g}" + (" idf/note" if s[4] == "note" else "")
 
 
 def measure(coll: ev.Collection, settings: list[Setting]) -> dict:
@@ -210,11 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", default="1,2,4", help="chunks in a window")
     ap.add_argument("--k1b", default="1.2/0.75,0.9/0.4", help="k1/b pairs")
     ap.add_argument("--weights", default="0.5,1", help="PAIR_WEIGHT values")
+    ap.add_argument("--idf", default="chunk", help="idf counts: chunk, note, chunk,note")
     ap.add_argument("--only", action="append", help="collections whose name starts with this")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     settings: list[Setting] = [
-        (int(k), float(kb.split("/")[0]), float(kb.split("/")[1]), float(w))
+        (int(k), float(kb.split("/")[0]), float(kb.split("/")[1]), float(w), unit)
+        for unit in args.idf.split(",")
         for w in args.weights.split(",")
         for kb in args.k1b.split(",")
         for k in args.windows.split(",")
