@@ -183,3 +183,47 @@ def test_the_pair_mix_is_picked_on_the_other_collections():
     assert measures["squad"]["bm25"] == pytest.approx(0.95)
     worst, _ = pairs.picker(results, keys, "worst")
     assert worst(["docs", "squad"]) == "1.5/4"  # the best worst margin: squad's +0.01
+
+
+def test_a_pair_window_of_one_chunk_is_kbases_own_pair_score(tmp_path):
+    import kbase
+    from bench import pair_windows
+    from kbase.search import cjk
+    from kbase.search.query import parse_query
+    from tests.conftest import write
+
+    para = "野马队在分区赛中打败了匹兹堡钢人队，比赛的最终比分是二十三比十六。"
+    notes = {
+        "long.md": "# 比赛\n\n" + "\n\n".join(f"第{i}段：{para * 6}" for i in range(6)) + "\n",
+        "short.md": "# 钢人队\n\n钢人队的主场在匹兹堡。\n",
+        "other.md": "# 黑豹队\n\n黑豹队来自卡罗莱纳。\n",
+    }
+    kb = kbase.open(tmp_path / "w.db")
+    try:
+        kb.index([write(tmp_path / "v", notes)], embed=False)
+        con = kb.reader
+        ids = [d for (d,) in con.execute("SELECT id FROM documents")]
+        (chunks,) = con.execute(
+            "SELECT count(*) FROM chunks JOIN documents AS d ON d.id = doc_id"
+            " WHERE d.path = 'long.md'"
+        ).fetchone()
+        assert chunks > 2  # (the premise: a note of several chunks)
+        match = cjk.pairs_query(parse_query("钢人队比赛的比分")).to_fts(match_any=True)
+        fts5 = dict(
+            con.execute(
+                f"WITH m AS MATERIALIZED (SELECT rowid AS cid, bm25({cjk.TABLE}) AS s"
+                f" FROM {cjk.TABLE} WHERE {cjk.TABLE} MATCH ?)"
+                " SELECT c.doc_id, min(m.s) FROM m JOIN chunks AS c ON c.id = m.cid"
+                " GROUP BY c.doc_id",
+                (match,),
+            ).fetchall()
+        )
+        ones = pair_windows.window_scores(con, ids, match, 1, 1.2, 0.75)
+        assert set(ones) == set(fts5) and len(ones) == 2
+        assert all(ones[d] == pytest.approx(fts5[d], rel=1e-9) for d in fts5)
+        # a window of the whole note counts its pairs in every chunk, not in the best one alone
+        whole = pair_windows.window_scores(con, ids, match, chunks, 1.2, 0.75)
+        assert whole.keys() == ones.keys() and whole != ones
+    finally:
+        kb.close()
+    assert pair_windows._varints_total(bytes([0x82, 0x2C, 0x05])) == 300 + 5
