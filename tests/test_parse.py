@@ -152,6 +152,7 @@ _piece = st.sampled_from(
         "-|-",
         ":-:|-",
         "see [[x|y]] here",
+        "- | -",
         "<div>",
         "</div>",
         "<!-- c -->",
@@ -220,6 +221,23 @@ def test_quote_lines_are_found_as_with_one_pattern(lines, noise):
         quote = p._QUOTE_AT_START.match(text) or p._QUOTE_LINE.search(text)
         before = _QUOTE_LINE_BEFORE.search(text)
         assert (quote and quote.span()) == (before and before.span())
+
+
+def test_both_block_parsers_agree_on_every_short_mix_of_list_and_text_lines():
+    # Every document of up to three of these lines (3,615): ordered items that do not start at
+    # 1 after text, after a list item's lazy continuation, inside quotes and tables.
+    import itertools
+
+    from kbase.ingest.parse import _blocks, _py_blocks
+    from kbase.text import line_starts
+
+    kinds = ["- item", "1. one", "2. two", "3) three", "plain words", "  indented", "38.", "",
+             "> q", "| a |", "|-|", "# h", "```", "text 2. mid", "10. ten"]  # fmt: skip
+    for k in (1, 2, 3):
+        for lines in itertools.product(kinds, repeat=k):
+            text = "\n".join(lines) + "\n"
+            starts = line_starts(text)
+            assert _blocks(text, text, starts, 0) == _py_blocks(text, text, starts, 0), text
 
 
 def test_math_blocks_stay_whole_and_everything_else_goes_the_fast_way():

@@ -398,6 +398,10 @@ _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d+[.)])(?:[ \t]|$)")
 _QUOTE_LINE = re.compile(r"[\r\n][ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
 _QUOTE_AT_START = re.compile(r"[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
 _BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)")
+# A line over a line of dashes, colons and pipes with a pipe in it: markdown-it-pyrs makes the
+# two a table where markdown-it-py needs the upper line to have a pipe of its own and not be a list
+# item ('plain words' or '- item' over '|-|': a paragraph, a list). (_table_trouble)
+_DASHES_LINE = re.compile(r"[\r\n][ \t:|]*-[ \t|:-]*(?=[\r\n]|\Z)")
 _LAZY_TROUBLE = re.compile(
     r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|[^\r\n]*(?:\r\n?|\n)[ \t|:]*-[ \t|:-]*(?=[\r\n]|\Z))"
 )
@@ -418,7 +422,22 @@ def _needs_py(body: str) -> bool:
     for m in _ORDERED_NOT_ONE.finditer(body):
         if not _in_list_item(body, m.start()):
             return True
+    if "|" in body and _table_trouble(body):
+        return True
     return ">" in body and _quote_trouble(body)
+
+
+def _table_trouble(body: str) -> bool:
+    """Is there a line of dashes with a pipe (a table's delimiter row) under a line without one,
+    or under a list item's line?"""
+    for m in _DASHES_LINE.finditer(body):
+        if "|" in m.group():
+            end = m.start() - (body[m.start() - 1 : m.start() + 1] == "\r\n")
+            start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
+            upper = body[start:end]
+            if upper.strip() and ("|" not in upper or _LIST_ITEM.match(upper)):
+                return True
+    return False
 
 
 def _quote_trouble(body: str) -> bool:
@@ -435,7 +454,8 @@ def _quote_trouble(body: str) -> bool:
 
 def _in_list_item(body: str, end: int) -> bool:
     """Is the line before the line break at ``end`` blank, or in a list item: the item's own line
-    followed by indented lines without '|' or '>'?"""
+    followed by lines without '|' or '>', indented or not (a lazy continuation: 'inputs and
+    return values...' wrapped under '2. Identify...', then '3. Update...')?"""
     first = True
     while True:
         if body[end] == "\n" and body[end - 1 : end] == "\r":
@@ -446,7 +466,7 @@ def _in_list_item(body: str, end: int) -> bool:
             return first
         if _LIST_ITEM.match(line):
             return True
-        if line[0] not in " \t" or "|" in line or ">" in line or start == 0:
+        if "|" in line or ">" in line or start == 0:
             return False
         first, end = False, start - 1
 
