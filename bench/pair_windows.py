@@ -243,26 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(colls) < 2:
         raise SystemExit("bench.pair_windows: leave-one-collection-out needs two collections")
     results = {c.name: measure(c, settings) for c in colls}
-    print(f"| collection | n | {' | '.join(keys)} | bigram BM25 |")
-    print(f"|---|---:|{'---:|' * (len(keys) + 1)}")
-    for c in colls:
-        r = results[c.name]
-        cells = " | ".join(f"{pairs._mean(r[k], 'main'):.3f}" for k in [*keys, "bm25"])
-        print(f"| {c.name} | {len(c.queries)} | {cells} |")
-    pick, measures = pairs.picker(results, keys, "mean")
-    print("\nheld out (fit: the mean of the others) | pick | measure | bigram BM25 | margin")
-    worst: tuple[str, float, str] | None = None
-    for held in results:
-        k = pick([c for c in results if c != held])
-        got, bm25 = measures[held][k], measures[held]["bm25"]
-        print(f"{held} | {k} | {got:.4f} | {bm25:.4f} | {got - bm25:+.4f}")
-        if worst is None or got - bm25 < worst[1]:
-            worst = (held, got - bm25, k)
-    assert worst is not None
-    print(
-        f"\nworst held-out margin over bigram BM25: {worst[0]} {worst[1]:+.4f} (pick {worst[2]});"
-        f" the fit over every collection: {pick(list(results))}"
-    )
+    pairs.report(colls, results, keys, "mean")
     out = args.out or ev.CACHE / "results" / f"pair-windows-{datetime.date.today().isoformat()}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "pair_windows.json").write_text(json.dumps({"results": results}))

@@ -100,16 +100,25 @@ def main(argv: list[str] | None = None) -> int:
     if len(colls) < 2:
         raise SystemExit("bench.pairs: leave-one-collection-out needs two collections or more")
     results = {c.name: measure(c, settings) for c in colls}
-    shipped = f"{keyword.PAIR_WEIGHT:g}/{keyword.OTHER_WORD_PAIRS}"
+    report(colls, results, keys, args.fit, f"{keyword.PAIR_WEIGHT:g}/{keyword.OTHER_WORD_PAIRS}")
+    out = args.out or ev.CACHE / "results" / f"pairs-{datetime.date.today().isoformat()}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "pairs.json").write_text(json.dumps({"fit": args.fit, "results": results}))
+    return 0
+
+
+def report(colls: list, results: dict, keys: list[str], fit: str, shipped: str = "") -> None:
+    """Print the table of every setting on every collection beside bigram BM25, then each
+    held-out collection's pick (``fit`` on the others) and the worst held-out margin."""
     print(f"| collection | n | {' | '.join(keys)} | bigram BM25 |")
     print(f"|---|---:|{'---:|' * (len(keys) + 1)}")
     for c in colls:
         r = results[c.name]
         cells = " | ".join(f"{_mean(r[k], 'main'):.3f}" for k in [*keys, "bm25"])
         print(f"| {c.name} | {len(c.queries)} | {cells} |")
-    pick, measures = picker(results, keys, args.fit)
-    print(f"\nheld out (fit: the {args.fit} of the others) | pick | measure | bigram BM25 | margin")
-    worst = None
+    pick, measures = picker(results, keys, fit)
+    print(f"\nheld out (fit: the {fit} of the others) | pick | measure | bigram BM25 | margin")
+    worst: tuple[str, float, str] | None = None
     for held in results:
         k = pick([c for c in results if c != held])
         got, bm25 = measures[held][k], measures[held]["bm25"]
@@ -119,12 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     assert worst is not None
     print(
         f"\nworst held-out margin over bigram BM25: {worst[0]} {worst[1]:+.4f} (pick {worst[2]});"
-        f" the fit over every collection: {pick(list(results))}; shipped: {shipped}"
+        f" the fit over every collection: {pick(list(results))}"
+        + (f"; shipped: {shipped}" if shipped else "")
     )
-    out = args.out or ev.CACHE / "results" / f"pairs-{datetime.date.today().isoformat()}"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pairs.json").write_text(json.dumps({"fit": args.fit, "results": results}))
-    return 0
 
 
 if __name__ == "__main__":
