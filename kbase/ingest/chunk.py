@@ -138,11 +138,12 @@ class ModelTokenCounter:
     BERT's pre-tokenizer splits it, and each distinct run is counted once, as the real tokenizer
     counts it (normalised and split as the tokenizer does, then cut into the model's own word
     pieces: _count_runs), and remembered: three times faster than tokenizing whole passages,
-    with the same count (tests compare the two). A CJK ideograph is a run of its own, as it is
-    to the tokenizer: Chinese and Japanese text has few spaces, and its runs would otherwise be
-    whole sentences, each new to the cache. A second cache holds whole words (what
-    ``str.split()`` gives, which
-    runs never cross): splitting at whitespace is three times faster than the run pattern.
+    with the same count (tests compare the two). A CJK ideograph is one token, as it is to the
+    tokenizer, and no run: Chinese and Japanese text has few spaces, and its runs would
+    otherwise be whole sentences, each new to the cache. A second cache holds whole words (what
+    ``str.split()`` gives, which runs never cross): splitting at whitespace is three times
+    faster than the run pattern. ``prime`` learns a note's words at once, before its spans are
+    counted.
     """
 
     # Distinct words (and runs) remembered before each cache starts over: some 20 MB each (a
