@@ -270,7 +270,9 @@ def test_sigkill_leaves_no_worker_processes_behind(tmp_path):
 def test_sigkill_while_embedding_never_corrupts_and_the_next_run_embeds_everything(tmp_path):
     np = pytest.importorskip("numpy")
     rng = random.Random(SEED + 100)
-    vault = make_vault(tmp_path / "vault", 60, seed=SEED + 100, size=500)
+    # Enough chunks (about 250) that a run embeds them over several commits: with 69, a fast
+    # machine embedded what a kill had left within the last one, and later kills found no work.
+    vault = make_vault(tmp_path / "vault", 60, seed=SEED + 100, size=2000)
     args = ["index", str(vault), "-q"]
     ref = tmp_path / "ref.db"
     t0 = time.perf_counter()
