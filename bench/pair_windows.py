@@ -198,14 +198,7 @@ def measure(coll: ev.Collection, settings: list[Setting]) -> dict:
             for s in settings:
                 keyword._with_pairs = mixer(*s)
                 t0 = time.process_time()
-                out[key(s)] = per = [
-                    ev.query_scores(
-                        [h.path for h in kb.search(q.text, mode="keyword", limit=ev.DEPTH)],
-                        q,
-                        coll.metric,
-                    )
-                    for q in coll.queries
-                ]
+                out[key(s)] = per = pairs.keyword_scores(kb, coll)
                 print(
                     f"  {coll.name:24} {key(s):22} {pairs._mean(per, 'main'):.4f}"
                     f"  ({time.process_time() - t0:.1f} s CPU)",

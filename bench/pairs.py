@@ -31,6 +31,16 @@ from kbase.search import keyword
 Setting = tuple[float, int]  # (PAIR_WEIGHT, OTHER_WORD_PAIRS)
 
 
+def keyword_scores(kb, coll: ev.Collection) -> list[dict]:
+    """Each query's scores in keyword mode, with the module's constants as they are now."""
+    return [
+        ev.query_scores(
+            [h.path for h in kb.search(q.text, mode="keyword", limit=ev.DEPTH)], q, coll.metric
+        )
+        for q in coll.queries
+    ]
+
+
 def measure(coll: ev.Collection, settings: list[Setting]) -> dict:
     """Per setting: the collection's per-query scores in keyword mode; and bigram BM25's."""
     kb = ev.open_index(coll, None, False)
@@ -45,14 +55,7 @@ def measure(coll: ev.Collection, settings: list[Setting]) -> dict:
             for weight, others in settings:
                 keyword.PAIR_WEIGHT, keyword.OTHER_WORD_PAIRS = weight, others
                 t0 = time.process_time()
-                out[f"{weight:g}/{others}"] = per = [
-                    ev.query_scores(
-                        [h.path for h in kb.search(q.text, mode="keyword", limit=ev.DEPTH)],
-                        q,
-                        coll.metric,
-                    )
-                    for q in coll.queries
-                ]
+                out[f"{weight:g}/{others}"] = per = keyword_scores(kb, coll)
                 print(
                     f"  {coll.name:24} {weight:g}/{others:<3} {_mean(per, 'main'):.4f}"
                     f" top-1 {_mean(per, 'top1'):.3f}  ({time.process_time() - t0:.1f} s CPU)",
