@@ -616,3 +616,42 @@ def test_abbreviation_check_reads_the_word_before_the_dot_as_it_always_did():
         for dot in range(len(text) + 1):
             start = rnd.randint(0, dot)
             assert C._is_abbreviation(text, start, dot) == walking_back(text, start, dot), text
+
+
+def test_a_primed_counter_counts_every_span_of_the_note_without_learning_again(monkeypatch):
+    from kbase.ingest import chunk as ch
+
+    text = (
+        "# Zwölf Boxkämpfer\n\nJagen Viktor quer über den großen Sylter Deich, 東京タワー!\n"
+        "- item [[Link|alias]] `code()` 3.14 naïve café\n" * 3
+    )
+    plain, primed = ModelTokenCounter(), ModelTokenCounter()
+    primed.prime(text)
+    learnt: list[list[str]] = []
+    learn = ch.ModelTokenCounter._learn
+    monkeypatch.setattr(
+        ch.ModelTokenCounter,
+        "_learn",
+        lambda self, words: (self is primed and learnt.append(words)) or learn(self, words),
+    )
+    rng = random.Random(7)
+    spans = [sorted(rng.sample(range(len(text) + 1), 2)) for _ in range(200)]
+    # Spans cut at whitespace hold only whole words: the primed counter knows them all.
+    cuts = [0] + [i for i, c in enumerate(text) if c.isspace()] + [len(text)]
+    whole = [sorted(rng.sample(cuts, 2)) for _ in range(200)]
+    for a, b in whole:
+        assert primed.count(text[a:b]) == plain.count(text[a:b])
+    assert learnt == [], "a primed note's words were learnt again"
+    for a, b in spans:  # any span (words cut in two are learnt then): the same counts
+        assert primed.count(text[a:b]) == plain.count(text[a:b])
+
+
+def test_a_note_of_too_many_new_words_is_not_primed(monkeypatch):
+    from kbase.ingest import chunk as ch
+
+    monkeypatch.setattr(ch, "PRIME_WORDS", 10)
+    counter = ModelTokenCounter()
+    counter.prime(" ".join(f"w{i}" for i in range(11)))
+    assert counter._words == {}
+    counter.prime(" ".join(f"w{i}" for i in range(10)))
+    assert len(counter._words) == 10
