@@ -363,11 +363,10 @@ def _admonition_parts(text: str, starts: list[int], rs: int, re_: int) -> list[t
         _INDENTED.sub("", ln, count=1) if _INDENTED.match(ln) else ln for ln in lines
     )
     parts: list[tuple[int, int]] = []
-    for tok in _markdown().parse(dedented):
-        if tok.level == 0 and tok.map is not None and tok.nesting >= 0:
-            a, b = _span(text, starts, first + tok.map[0], first + tok.map[1] - 1)
-            if b > a:
-                parts.append((a, b))
+    for top, stop in _top_level_lines(dedented):
+        a, b = _span(text, starts, first + top, first + stop - 1)
+        if b > a:
+            parts.append((a, b))
     if not parts:
         return [(rs, re_)]
     parts[0] = (rs, parts[0][1])
@@ -385,8 +384,9 @@ def _span(text: str, starts: list[int], first: int, last: int) -> tuple[int, int
 
 
 # Where markdown-it-pyrs (0.4) parts from markdown-it-py, such notes go to markdown-it-py: a line
-# opening an ordered list that does not start at 1 right after a line of text, a table or a quote
-# ("> a\n2) b": markdown-it-py takes it in as the text's continuation), and a table or a number
+# opening an ordered list that does not start at 1 under the lines of a table or a quote
+# ("> a\n2) b": markdown-it-py starts a list there, markdown-it-pyrs takes the line in as the
+# quote's lazy continuation; under a paragraph both take it as text), and a table or a number
 # among the lazy continuation lines of a quote (a table: a line with '|' over a line of dashes,
 # colons and pipes; a wikilink's '[[note|alias]]' alone starts none, and sent a quarter of
 # obsidian-tasks-docs' callouts to the slow parser). Both patterns err on the safe side.
@@ -400,7 +400,8 @@ _QUOTE_AT_START = re.compile(r"[ \t]*(?:(?:[-+*]|\d+[.)])[ \t]+)*>")
 _BLANK_LINE = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r|\n|\Z)")
 # A line over a line of dashes, colons and pipes with a pipe in it: markdown-it-pyrs makes the
 # two a table where markdown-it-py needs the upper line to have a pipe of its own and not be a list
-# item ('plain words' or '- item' over '|-|': a paragraph, a list). (_table_trouble)
+# item ('plain words' or '- item' over '|-|': a paragraph, a list); a line with a pipe over '---'
+# is a table to markdown-it-py, a heading to markdown-it-pyrs. (_table_trouble)
 _DASHES_LINE = re.compile(r"[\r\n][ \t:|]*-[ \t|:-]*(?=[\r\n]|\Z)")
 _LAZY_TROUBLE = re.compile(
     r"[\r\n][ \t]*(?:\d|[^\s>][^\r\n]*\|[^\r\n]*(?:\r\n?|\n)[ \t|:]*-[ \t|:-]*(?=[\r\n]|\Z))"
@@ -420,7 +421,7 @@ def _needs_py(body: str) -> bool:
     ):
         return True
     for m in _ORDERED_NOT_ONE.finditer(body):
-        if not _in_list_item(body, m.start()):
+        if not _number_follows_text(body, m.start()):
             return True
     if "|" in body and _table_trouble(body):
         return True
@@ -429,14 +430,16 @@ def _needs_py(body: str) -> bool:
 
 def _table_trouble(body: str) -> bool:
     """Is there a line of dashes with a pipe (a table's delimiter row) under a line without one,
-    or under a list item's line?"""
+    or under a list item's line, or a line of dashes without one under a line with one?"""
     for m in _DASHES_LINE.finditer(body):
+        end = m.start() - (body[m.start() - 1 : m.start() + 1] == "\r\n")
+        start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
+        upper = body[start:end]
         if "|" in m.group():
-            end = m.start() - (body[m.start() - 1 : m.start() + 1] == "\r\n")
-            start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
-            upper = body[start:end]
             if upper.strip() and ("|" not in upper or _LIST_ITEM.match(upper)):
                 return True
+        elif "|" in upper:
+            return True
     return False
 
 
@@ -452,23 +455,23 @@ def _quote_trouble(body: str) -> bool:
     return False
 
 
-def _in_list_item(body: str, end: int) -> bool:
-    """Is the line before the line break at ``end`` blank, or in a list item: the item's own line
-    followed by lines without '|' or '>', indented or not (a lazy continuation: 'inputs and
-    return values...' wrapped under '2. Identify...', then '3. Update...')?"""
-    first = True
+def _number_follows_text(body: str, end: int) -> bool:
+    """Is the line break at ``end`` under a blank line, or under lines without '|' or '>' back to
+    a blank line, the start or a list item's own line (a lazy continuation: 'inputs and return
+    values...' wrapped under '2. Identify...', then '3. Update...')? There a number is text to
+    both parsers; under a quote's or a table's line markdown-it-py may start a list with it."""
     while True:
         if body[end] == "\n" and body[end - 1 : end] == "\r":
             end -= 1  # a CRLF is one line break
         start = max(body.rfind("\n", 0, end), body.rfind("\r", 0, end)) + 1
         line = body[start:end]
-        if not line.strip():
-            return first
-        if _LIST_ITEM.match(line):
+        if not line.strip() or _LIST_ITEM.match(line):
             return True
-        if "|" in line or ">" in line or start == 0:
+        if "|" in line or ">" in line:
             return False
-        first, end = False, start - 1
+        if start == 0:
+            return True
+        end = start - 1
 
 
 # Bounds on what one note costs to parse. A parser builds a tree of the whole text, at some 1 KB
@@ -742,6 +745,24 @@ def code_block_lines(text: str) -> list[tuple[int, int]] | None:
         else:
             todo.extend(reversed(node.children))
     return out
+
+
+def _top_level_lines(text: str) -> list[tuple[int, int]]:
+    """The top-level blocks of ``text`` as [first line, last line + 1), 0-based, as
+    markdown-it-py's token maps give them (markdown-it-pyrs where the two agree)."""
+    if _needs_py(text) or not _encodable(text):
+        return [
+            (tok.map[0], tok.map[1])
+            for tok in _markdown().parse(text)
+            if tok.level == 0 and tok.map is not None and tok.nesting >= 0
+        ]
+    bstarts = _byte_line_starts(text.encode("utf-8"))
+    return [
+        (bisect_right(bstarts, a) - 1, bisect_right(bstarts, max(a, b - 1)))
+        for node in _fast_markdown().tree(text).children
+        if node.srcmap is not None and node.name != "definition"
+        for a, b in (node.srcmap,)
+    ]
 
 
 def _encodable(text: str) -> bool:
