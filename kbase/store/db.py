@@ -321,6 +321,20 @@ PAGE_SIZE = 16384
 
 
 def _create(con: apsw.Connection) -> None:
+    # The empty index is written without waiting for the disk: switching a new file to WAL is two
+    # transactions of a rollback journal, three fsyncs each (4-10 ms of a small vault's fresh
+    # index on a disk, BENCHMARKS.md 28). A crashed process loses nothing of them (the OS has
+    # the pages); a power cut in those milliseconds can leave a damaged file that holds no
+    # notes (kbase says to delete it). The schema is made durable with the first checkpoint,
+    # like everything after it.
+    con.execute("PRAGMA synchronous = OFF")
+    try:
+        _create_empty(con)
+    finally:
+        con.execute("PRAGMA synchronous = NORMAL")
+
+
+def _create_empty(con: apsw.Connection) -> None:
     con.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before anything is written
     # Pages freed (a vector block given back, merged keyword segments) can be returned to the
     # file system a few at a time (PRAGMA incremental_vacuum, kbase.indexer.maintenance.settle);
