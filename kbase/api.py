@@ -256,12 +256,14 @@ class KB:
         on_keyword_ready: Callable[[IndexReport], None] | None = None,
         exclude: Sequence[str] = (),
         default_extensions: Sequence[str] | None = None,
+        remember_embed: bool = False,
     ) -> IndexReport:
         """Index folders or files (all known roots when ``paths`` is empty; see ``pipeline.index``),
         then embed the new and changed chunks. ``embed``: None (the default) does what the index
         is set to do (``auto_embed``: yes, unless it was made keyword-only with
         ``set_auto_embed(False)``, as ``kbase index --no-embed`` does); True or False decide for
-        this run only. Keyword search works as soon as the first step is done. A symlink leading
+        this run only, or from now on with ``remember_embed`` (recorded before any file is
+        indexed, so an interrupted run keeps it; in the run's own connection and transaction). Keyword search works as soon as the first step is done. A symlink leading
         outside every indexed root is skipped (``report.skipped`` says so) unless
         ``follow_outside``, which the index remembers for the roots given with it.
         ``on_keyword_ready`` is called with the report (its files, skips and warnings final) as
@@ -295,7 +297,9 @@ class KB:
         report: IndexReport | None = None
         try:
             with self._connection(create=True) as con:
-                if db.meta_get(con, vectors.AUTO_EMBED) is None:  # new, or from an older kbase
+                if remember_embed and embed is not None:
+                    vectors.set_auto_embed(con, embed)
+                elif db.meta_get(con, vectors.AUTO_EMBED) is None:  # new, or from an older kbase
                     vectors.set_auto_embed(con, vectors.auto_embed(con))
                 if embed is None:
                     embed = vectors.auto_embed(con)

@@ -94,9 +94,6 @@ def index(
     kb = open_kb(ctx)
     as_json = fmt == "json"  # no progress bars, no warnings on stderr: the report says it all
     settings = kb.chunk_settings(max_tokens=max_tokens, overlap=overlap, min_tokens=min_tokens)
-    existed = kb.path.exists()
-    if embed is not None and existed:
-        kb.set_auto_embed(embed)  # before the run: an interrupted run keeps the choice
     told: list[bool] = []  # the skips and warnings were printed when keyword search was ready
 
     def tell_skips(report: IndexReport) -> None:
@@ -124,9 +121,8 @@ def index(
             download=download,
             switch_progress=SwitchEta(kb, bar.switch, not quiet and not as_json),
             on_keyword_ready=tell_skips,
+            remember_embed=True,  # --embed / --no-embed: from now on, an interrupted run too
         )
-    if embed is not None and not existed and kb.path.exists():
-        kb.set_auto_embed(embed)
     if fmt == "json":
         from dataclasses import asdict
 
