@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import kbase
 from kbase.records import EmbedReport
 from kbase.store import db
@@ -63,3 +65,25 @@ def test_a_new_index_embeds_by_default(tmp_path, vault, fake_model):
     k = kbase.open(tmp_path / "fresh.db")
     k.index([vault])
     assert k.auto_embed() and fake_model.embedded > 0
+
+
+def test_remember_embed_keeps_the_choice_from_before_the_first_file(
+    tmp_path, vault, fake_model, monkeypatch
+):
+    from kbase.indexer import pipeline
+
+    k = kbase.open(tmp_path / "a.db", embedder=fake_model)
+    k.index([vault], embed=False)
+    assert k.auto_embed()  # embed=False alone decides for that run only
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C before the first file
+
+    with monkeypatch.context() as m:
+        m.setattr(pipeline, "index", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            k.index([vault], embed=False, remember_embed=True)
+    assert not k.auto_embed()  # recorded before the run was stopped
+    fresh = kbase.open(tmp_path / "b.db", embedder=fake_model)
+    fresh.index([vault], embed=False, remember_embed=True)
+    assert not fresh.auto_embed() and fake_model.embedded == 0
