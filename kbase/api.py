@@ -263,9 +263,9 @@ class KB:
         is set to do (``auto_embed``: yes, unless it was made keyword-only with
         ``set_auto_embed(False)``, as ``kbase index --no-embed`` does); True or False decide for
         this run only, or from now on with ``remember_embed`` (recorded before any file is
-        indexed, so an interrupted run keeps it; in the run's own connection and transaction). Keyword search works as soon as the first step is done. A symlink leading
-        outside every indexed root is skipped (``report.skipped`` says so) unless
-        ``follow_outside``, which the index remembers for the roots given with it.
+        indexed, so an interrupted run keeps it). Keyword search works as soon as the first step
+        is done. A symlink leading outside every indexed root is skipped (``report.skipped`` says
+        so) unless ``follow_outside``, which the index remembers for the roots given with it.
         ``on_keyword_ready`` is called with the report (its files, skips and warnings final) as
         soon as the files are indexed, before any embedding: a face tells of skipped files then,
         not minutes later. ``exclude``: gitignore patterns left out of every root (the user's
