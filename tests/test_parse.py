@@ -174,6 +174,11 @@ _piece = st.sampled_from(
         "   2. sub",
         "3. three",
         "1994), a year",
+        "$$",
+        "$$x = 1$$",
+        "a $$",
+        "  $$ b",
+        "\t$$",
     ]
 )
 _line_break = st.sampled_from(["\n", "\r\n", "\r"])
@@ -255,6 +260,36 @@ def test_a_number_under_text_goes_the_fast_way_and_under_a_quote_or_table_does_n
     for text in ("> a quote\n38.\n", "> a quote\nlazy line\n38.\n", "| a |\n|---|\n38. x\n"):
         assert _needs_py(text), text
     assert _needs_py("| a |\n---\n")  # a table to markdown-it-py, a heading to markdown-it-pyrs
+
+
+def test_math_goes_the_fast_way_with_the_blocks_markdown_it_py_gives(monkeypatch):
+    import itertools
+
+    from kbase.ingest import parse as p
+    from kbase.text import line_starts
+
+    # Every document of up to three of these lines (and CRLF): math opened and closed on lines
+    # of their own or on one, '$$' in text, in a list, a quote, a fence, a table, a label.
+    kinds = ["$$", "$$x$$", "x $$", "$$ (1)", "  $$", "- $$", "> $$", "```", "", "plain words",
+             "# h", "| a |", "|-|", "text $$ mid", "$$ a | b", "    $$", "\t$$"]  # fmt: skip
+    fast = 0
+    for k in (1, 2, 3):
+        for lines in itertools.product(kinds, repeat=k):
+            for nl in ("\n", "\r\n"):
+                text = nl.join(lines) + nl
+                starts = line_starts(text)
+                assert p._blocks(text, text, starts, 0) == p._py_blocks(text, text, starts, 0), text
+                fenced = p._math_fenced(text)
+                fast += fenced is not None and "$$" in text and not p._parsers_differ(fenced[0])
+    assert fast > 1000
+    # foam-docs' note on MathJax: math blocks, '$$' in its text and in code, no markdown-it-py
+    monkeypatch.setattr(p, "_markdown", None)
+    text = (
+        "Blocks use `$$` as in $$x$$.\n\n$$\na = b\n\nc = d\n$$\n\n"
+        "$$ f(x) = |\\Sigma| $$\n$$\nx\n$$\nAfter.\n"
+    )
+    kinds_found = [b.kind for b in parse(text, "m.md").blocks]
+    assert kinds_found == ["paragraph", "math", "math", "math", "paragraph"]
 
 
 def test_math_blocks_stay_whole_and_everything_else_goes_the_fast_way():

@@ -416,9 +416,12 @@ _MARKERS = (">", "- ", "* ", "+ ", ". ", ") ", "\t")
 
 def _needs_py(body: str) -> bool:
     """True when markdown-it-pyrs might give other blocks than markdown-it-py (or no math)."""
-    if "$$" in body or (
-        len(body) > MAX_FAST_DEPTH and sum(map(body.count, _MARKERS)) > MAX_FAST_DEPTH
-    ):
+    return "$$" in body or _parsers_differ(body)
+
+
+def _parsers_differ(body: str) -> bool:
+    """_needs_py but for math (a body with its math made fences by _math_fenced)."""
+    if len(body) > MAX_FAST_DEPTH and sum(map(body.count, _MARKERS)) > MAX_FAST_DEPTH:
         return True
     for m in _ORDERED_NOT_ONE.finditer(body):
         if not _number_follows_text(body, m.start()):
@@ -497,14 +500,17 @@ def _blocks(
     diagnostics = [] if diagnostics is None else diagnostics
     base = starts[first_line]
     masked, tables = _mask_tables(body)
-    parse = _py_blocks
-    if not _needs_py(body):
-        try:
-            masked.encode("utf-8")
-            parse = _fast_blocks
-        except UnicodeEncodeError:  # a lone surrogate cannot go to Rust as UTF-8
-            pass
-    blocks, headings = _windowed(parse, masked, text, starts, first_line, diagnostics)
+    blocks: list[Block] | None = None
+    fenced = _math_fenced(masked)
+    # (a lone surrogate cannot go to Rust as UTF-8)
+    if fenced is not None and not _parsers_differ(fenced[0]) and _encodable(masked):
+        cut: list[Diagnostic] = []
+        fast = functools.partial(_fast_blocks, rewritten=bool(fenced[1]))
+        found, headings = _windowed(fast, fenced[0], text, starts, first_line, cut)
+        blocks = _math_blocks(found, fenced[1], text, starts, first_line)
+        diagnostics.extend(cut if blocks is not None else ())
+    if blocks is None:
+        blocks, headings = _windowed(_py_blocks, masked, text, starts, first_line, diagnostics)
     for start, end, cells in tables:
         a, b = base + start, base + end
         for i, blk in enumerate(blocks):
@@ -520,6 +526,96 @@ def _blocks(
             )
         )
     return blocks, headings
+
+
+# markdown-it-pyrs has no $$ math blocks (mdit_py_plugins' dollarmath, which markdown-it-py
+# runs). A note with them still goes the fast way: each block is written as a fence of tildes on
+# the same lines ('***' for one of a line: _math_fenced) and made a math block again after
+# (_math_blocks), when it is sure to be one to markdown-it-py: an opening line of '$$' (up to 3
+# spaces in) at the start of the body, after a blank line or after another math block (the rule
+# interrupts nothing), closed by the first line after it that ends in '$$' (or by itself,
+# '$$a$$'), and each such fence a block of its own to markdown-it-pyrs; '$$' inside a line of text
+# is nothing to either. Anything else (a label '$$ (eq1)', math in a list or a quote or after a
+# line of text, a tab, '$$a$$ b', a table's header) goes to markdown-it-py as before.
+_LINE_BREAKS = re.compile(r"(\r\n|\r|\n)")
+_MATH_LABEL = re.compile(r"\$\$[^\r\n]*\([^\r\n]*\)\s*$")  # (more than dollarmath's labels)
+_TILDES = re.compile("~+")
+_MATH_IN_CONTAINER = re.compile(r"[ \t]*(?:(?:>|[-+*]|\d{1,9}[.)])[ \t]*)+\$\$")
+_DELIMITER_ROW = re.compile(r"[ \t|:-]*-[ \t|:-]*")
+
+
+def _math_fenced(body: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """``body`` with its $$ math blocks as fences of tildes (one of a line as a rule), and their
+    (first, last) lines, 0-based; None when some '$$' may be read otherwise by markdown-it-py."""
+    if "$$" not in body:
+        return body, []
+    if len(body) > PARSE_WINDOW:
+        return None
+    parts = _LINE_BREAKS.split(body)
+    lines = parts[0::2]
+    fence = "~" * max(3, max(map(len, _TILDES.findall(body)), default=0) + 1)
+    maths: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "$$" not in line:
+            i += 1
+            continue
+        opening = line.lstrip(" \t")
+        if not opening.startswith("$$"):
+            if _MATH_IN_CONTAINER.match(line):
+                return None
+            i += 1  # text with '$$' in it: not a block to either parser
+            continue
+        indent = line[: len(line) - len(opening)]
+        at_start = i == 0 or not lines[i - 1].strip(" \t") or bool(maths and maths[-1][1] == i - 1)
+        if len(indent) > 3 or "\t" in indent or not at_start or _MATH_LABEL.search(opening):
+            return None
+        if "|" in opening and i + 1 < len(lines) and _DELIMITER_ROW.fullmatch(lines[i + 1]):
+            return None  # a table's header (tables come before math)
+        stripped = opening.strip()
+        last = None
+        if len(stripped) > 3:
+            if not stripped.endswith("$$"):
+                return None  # '$$a$$ b', or math that goes on: not sure
+            last = i
+        else:
+            for j in range(i + 1, len(lines)):
+                if lines[j].strip().endswith("$$"):
+                    last = j
+                    break
+                if _MATH_LABEL.search(lines[j]):
+                    return None
+            if last is None:
+                return None  # never closed
+        for k in {i, last}:
+            pad = len(lines[k]) - len(lines[k].lstrip(" "))
+            if pad > 3 or "\t" in lines[k][: pad + 1]:
+                return None
+            parts[2 * k] = lines[k][:pad] + (fence if last > i else "***")  # '$$a$$': a rule
+        maths.append((i, last))
+        i = last + 1
+    return "".join(parts), maths
+
+
+def _math_blocks(
+    blocks: list[Block], maths: list[tuple[int, int]], text: str, starts: list[int], first: int
+) -> list[Block] | None:
+    """``blocks`` with the fence of each of _math_fenced's ``maths`` made a math block; None if
+    one of them is not a top-level block of exactly its lines."""
+    if not maths:
+        return blocks
+    where = {
+        _span(text, starts, first + a, first + b): "hr" if a == b else "code" for a, b in maths
+    }
+    out = []
+    for b in blocks:
+        if where.get((b.start, b.end)) == b.kind:
+            out.append(Block("math", b.start, b.end))
+            del where[(b.start, b.end)]
+        else:
+            out.append(b)
+    return None if where else out
 
 
 def _mask_tables(body: str) -> tuple[str, list[tuple[int, int, int]]]:
@@ -666,12 +762,13 @@ _CR = re.compile(r"\r\n?")
 
 
 def _fast_blocks(
-    body: str, text: str, starts: list[int], first_line: int
+    body: str, text: str, starts: list[int], first_line: int, rewritten: bool = False
 ) -> tuple[list[Block], list[Heading]]:
     """What ``_py_blocks`` gives, from markdown-it-pyrs, whose nodes carry UTF-8 byte ranges:
-    each range becomes the lines it covers."""
+    each range becomes the lines it covers. ``rewritten``: ``body`` has the lines of the text
+    from ``first_line`` on, but not their lengths (_math_fenced)."""
     data = body.encode("utf-8")
-    if len(data) == len(body):  # ASCII: bytes are characters
+    if len(data) == len(body) and not rewritten:  # ASCII: bytes are characters
         base = starts[first_line]
         stop = bisect_right(starts, base + len(body), first_line)
         bstarts = [s - base for s in starts[first_line:stop]]
