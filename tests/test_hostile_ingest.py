@@ -874,6 +874,8 @@ HOSTILE_LINES = {
     "autolinks opened": "<a:" * 33_000,
     "directives opened": "{{<" * 33_000,
     "callouts opened": "> [!" * 25_000,
+    "math labels opened": "$$(" * 33_000,  # a math block's label, looked for at its line's end
+    "math over a long delimiter row": "$$ |\n" + "-" * 100_000 + "x",
 }
 
 
