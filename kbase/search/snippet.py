@@ -181,6 +181,12 @@ def snippet(
         out.append(ch)
     else:
         new_pos[len(rendered)] = len(out)
+    if focus is not None and line_mark is not None and line_mark not in new_pos:
+        # The line's passage starts in view but its words lie past the width: the line is that
+        # of the first word shown instead (the line always holds a highlighted word).
+        shown_marks = [a for a, _ in marks if start <= a and a in new_pos]
+        if shown_marks:
+            anchor = source[shown_marks[0]]
     text_out = "".join(out).rstrip()
     highlights = []
     for a, b in marks:
