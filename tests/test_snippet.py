@@ -300,3 +300,20 @@ def test_the_line_holds_a_word_the_snippet_shows(tmp_path):
     assert marked and "and" not in marked  # cut off: past the snippet's width
     line = body.splitlines()[hit.line - 1].casefold()
     assert any(re.search(rf"\b{m}\b", line) for m in marked), (hit.line, line, marked)
+
+
+@pytest.mark.parametrize(
+    "text, word",
+    [
+        ("Links to [[Note two#Section B]] and more.", "Section"),
+        ("Back to [[Deep/Note two#Part A#Section B]] here.", "Section"),
+        ("See [[Guide#Install]].", "Install"),
+    ],
+)
+def test_a_highlight_is_the_word_not_the_separator_rendering_adds(text, word):
+    """'[[Note#Heading]]' reads 'Note > Heading': the highlight of a match on 'Heading' (or on
+    '#Heading') is 'Heading', not '> Heading'."""
+    at = text.index(word)
+    for a in (at, at - 1):  # the word, or the word with its '#'
+        out, highlights, _ = snippet(text, [(a, at + len(word))])
+        assert [out[x:y] for x, y in highlights] == [word], (a, out)
