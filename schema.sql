@@ -32,7 +32,7 @@ CREATE TABLE documents (
     root_id     INTEGER NOT NULL REFERENCES roots(id), -- the root (roots.id) it belongs to
     path        TEXT NOT NULL,          -- path relative to the root, '/'-separated ('' for a file root)
     kind        TEXT NOT NULL,          -- 'markdown', 'text', 'pdf' or 'canvas'
-    title       TEXT NOT NULL,          -- front matter title, else an opening level-1 heading, else the file name (a PDF's or canvas's: always the file name)
+    title       TEXT NOT NULL,          -- the file name, as Obsidian shows it; for a slug (ch04-01-what-is-ownership) the front matter title, else the heading that opens the note (a PDF's or canvas's: always the file name)
     size        INTEGER NOT NULL,       -- file size in bytes when indexed
     mtime_ns    INTEGER NOT NULL,       -- file modification time (ns since the epoch) when indexed
     hash        TEXT NOT NULL,          -- sha256 of the file's bytes (hex)

@@ -1137,6 +1137,15 @@ def _has_roots(con: apsw.Connection) -> bool:
         return True  # cannot tell: keep the file
 
 
+def model_name(name: str) -> str:
+    """The embedding model ``name`` means, as an index records it (``all-minilm`` ->
+    'all-MiniLM-L6-v2'); an InputError naming the choices for a name kbase does not know. Nothing
+    is loaded."""
+    from kbase.embed import catalog
+
+    return catalog.canonical(name)
+
+
 def has_words(text: str) -> bool:
     """Whether ``text`` has anything to search for, words or Obsidian operators (``KB.search``
     refuses a query without)."""

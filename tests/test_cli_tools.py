@@ -396,6 +396,21 @@ def kbase_cli(*args: str, env: dict | None = None):
     return CliRunner().invoke(cli, list(args), env=env)
 
 
+@pytest.mark.parametrize("command", ["index", "embed"])
+def test_an_unknown_model_in_the_config_file_names_the_file(tmp_path, vault, config_home, command):
+    """'Error: unknown embedding model 'nope'' did not say where the name came from."""
+    config_home.write_text('model = "nope"\n')
+    db_path = str(tmp_path / "m.db")
+    args = [str(vault)] if command == "index" else []
+    if command == "embed":
+        assert kbase_cli("--db", db_path, "index", "--no-embed", "--model", "all-MiniLM-L6-v2",
+                         "-q", str(vault)).exit_code == 0  # fmt: skip
+    r = kbase_cli("--db", db_path, command, *args)
+    assert r.exit_code == 1
+    first = r.stderr.splitlines()[0]
+    assert str(config_home) in first and "unknown embedding model 'nope'" in first, r.stderr
+
+
 def test_flags_beat_the_environment_beat_the_config_file(tmp_path, vault, config_home):
     import json
 

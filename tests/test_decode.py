@@ -167,3 +167,23 @@ def test_trailing_nul_padding_is_dropped_with_a_warning(codec):
 def test_nul_bytes_that_are_not_padding_after_text_stay_binary(data):
     with pytest.raises(UndecodableError, match="binary"):
         decode(data)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It’s fine\n",  # Word's apostrophe: was big5hkscs 'It𠏋 fine', the 's' eaten
+        "one…two\nthree\n",  # was shift_jis_2004 'oneßwo'
+        "café\n",  # was cp1251 'cafй'
+        "Price: 5€ only\n",  # was cp1251 '5Ђ'
+        "He said “hello” and left…\n",
+        "Meeting notes – “draft”, don’t share\n",
+    ],
+)
+def test_short_western_text_with_a_few_cp1252_bytes_is_cp1252(text):
+    """A short note in Windows-1252 whose only non-ASCII bytes stand alone between ASCII ones
+    (an apostrophe, an accent, a euro sign) is not read as CJK (a multi-byte code eats the next
+    ASCII letter) or as Cyrillic or Greek letters glued to Latin ones: no text in those scripts
+    has only one-letter runs."""
+    d = decode(text.encode("cp1252"))
+    assert d.text == text, d.encoding

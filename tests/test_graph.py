@@ -323,3 +323,14 @@ def test_no_orphans_says_so(run, tmp_path):
     run("index")
     r = run("neighbors", "c")
     assert r.stdout == "" and r.stderr == "No neighbors.\n"
+
+
+def test_cli_links_to_a_missing_note_with_a_heading_read_note_heading_then_unresolved(tmp_path):
+    notes = write(tmp_path / "v", {"A.md": "See [[Gone#Setup]] and [[Gone]].\n"})
+    db_path = str(tmp_path / "g.db")
+    run = lambda *a: CliRunner().invoke(cli, ["--db", db_path, *a])  # noqa: E731
+    assert run("index", "--no-embed", str(notes)).exit_code == 0
+    heads = [line for line in run("links", "A").stdout.splitlines() if "->" in line]
+    assert heads == ["   1 -> Gone#Setup (unresolved)", "   1 -> Gone (unresolved)"]
+    heads = [line for line in run("unresolved").stdout.splitlines() if "->" in line]
+    assert heads == ["A.md:1 -> Gone#Setup (unresolved)", "A.md:1 -> Gone (unresolved)"]

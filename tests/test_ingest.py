@@ -559,3 +559,22 @@ def test_the_writer_does_the_tasks_no_worker_has_begun_and_keeps_the_order():
     where = dict(results)
     assert where[0] != os.getpid()  # the worker's, which waited for the writer to take one back
     assert where[11] == os.getpid()  # the last task, which no worker had begun
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["vault", "vault"],  # the same folder twice
+        ["vault", "vault/"],
+        ["vault", "vault/tech"],  # a folder and one inside it
+        ["vault/tech", "vault"],  # the inner one first: it becomes a root, then is absorbed
+        ["vault", "vault/Garden.md"],
+    ],
+)
+def test_a_file_named_twice_in_one_run_counts_once(con, vault, given):
+    paths = [str(vault.parent / p) for p in given]
+    r = pipeline.index(con, paths)
+    assert (r.new, r.updated, r.unchanged, r.removed) == (4, 0, 0, 0)
+    r = pipeline.index(con, paths)
+    assert (r.new, r.updated, r.unchanged, r.removed) == (0, 0, 4, 0)
+    assert_consistent(con)

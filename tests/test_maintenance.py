@@ -106,6 +106,21 @@ def test_page_corruption_is_reported_not_hidden(kb, db_path):
     assert "sqlite_integrity" in r.stdout or "damaged" in r.stderr
 
 
+def test_an_index_too_damaged_to_open_does_not_send_check_to_itself(kb, db_path):
+    """A file cut short (a copy interrupted) cannot be opened, by kbase check either: the error
+    says to index again, not 'run kbase check', which answers the same line."""
+    kb.close()
+    con = raw(db_path)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = db_path.read_bytes()
+    db_path.write_bytes(data[: len(data) // 4])
+    for args in (["check"], ["status"], ["search", "tomatoes"]):
+        r = CliRunner().invoke(cli, ["--db", str(db_path), *args])
+        assert r.exit_code == 1 and "is damaged" in r.stderr, (args, r.stderr)
+        assert "kbase check" not in r.stderr and "index again" in r.stderr, (args, r.stderr)
+
+
 @pytest.mark.slow
 def test_compact_shrinks_a_churned_index(db_path, tmp_path):
     v = write(

@@ -276,3 +276,44 @@ def test_a_link_whose_long_destination_the_chunk_leaves_out_shows_its_text(tmp_p
     assert [hit.snippet[a:b] for a, b in hit.highlights] == ["Playground"]
     assert render("[Try it](https://x.org/#abc")[0] == "Try it"  # cut anywhere after '](':
     assert render("[Try it](https://x.org/#abc\nmore")[0] == "[Try it](https://x.org/#abc\nmore"
+
+
+def test_the_line_holds_a_word_the_snippet_shows(tmp_path):
+    """The line is that of the passage in view holding the most of the query's words; when that
+    passage starts inside the snippet but its words lie past the snippet's end (rust-book's
+    ch13-02 for 'over and can': line 25, its 'and' cut off, while 'can' and 'over' shown are on
+    line 23), the line is that of the first word shown."""
+    from tests.conftest import write
+
+    body = (
+        "# Iterators\n\n"
+        "The iterator is stored in the `v1_iter` variable. Once we have created an\n"
+        "iterator, we can use it in a variety of ways. In Listing 3-5, we iterated over\n"
+        "an array using a `for` loop to execute some code on each of its items. Under\n"
+        "the hood, this implicitly created and then consumed an iterator, but we glossed\n"
+        "over how exactly that works until now.\n"
+    )
+    k = kbase.open(tmp_path / "i.db")
+    k.index([write(tmp_path / "v", {"Iterators.md": body})], embed=False)
+    (hit,) = k.search("over and can", mode="keyword")
+    marked = [hit.snippet[a:b].casefold() for a, b in hit.highlights]
+    assert marked and "and" not in marked  # cut off: past the snippet's width
+    line = body.splitlines()[hit.line - 1].casefold()
+    assert any(re.search(rf"\b{m}\b", line) for m in marked), (hit.line, line, marked)
+
+
+@pytest.mark.parametrize(
+    "text, word",
+    [
+        ("Links to [[Note two#Section B]] and more.", "Section"),
+        ("Back to [[Deep/Note two#Part A#Section B]] here.", "Section"),
+        ("See [[Guide#Install]].", "Install"),
+    ],
+)
+def test_a_highlight_is_the_word_not_the_separator_rendering_adds(text, word):
+    """'[[Note#Heading]]' reads 'Note > Heading': the highlight of a match on 'Heading' (or on
+    '#Heading') is 'Heading', not '> Heading'."""
+    at = text.index(word)
+    for a in (at, at - 1):  # the word, or the word with its '#'
+        out, highlights, _ = snippet(text, [(a, at + len(word))])
+        assert [out[x:y] for x, y in highlights] == [word], (a, out)

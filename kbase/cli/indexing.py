@@ -30,7 +30,23 @@ from kbase.cli.progress import (
 )
 
 if TYPE_CHECKING:
+    from kbase.config import Config
     from kbase.records import IndexReport
+
+
+def config_model(user: Config) -> str | None:
+    """The config file's model, checked: an unknown name is one line that names the file."""
+    if user.model is None:
+        return None
+    from kbase.api import model_name
+    from kbase.config import ConfigError
+    from kbase.errors import InputError
+
+    try:
+        model_name(user.model)
+    except InputError as e:
+        raise ConfigError(f"config {user.path}: {e.message}", e.hint) from None
+    return user.model
 
 
 @click.command()
@@ -117,7 +133,7 @@ def index(
             exclude=user.exclude,
             max_size=max_size,
             follow_outside=follow_outside,
-            model=model or user.model,
+            model=model or config_model(user),
             download=download,
             switch_progress=SwitchEta(kb, bar.switch, not quiet and not as_json),
             on_keyword_ready=tell_skips,
@@ -362,7 +378,7 @@ def embed(ctx, rebuild, quiet, as_json, model, download):
     go on with a switch of models (--model) under way."""
     from kbase.config import load_user
 
-    model = model or load_user().model
+    model = model or config_model(load_user())
     kb = open_kb(ctx)
     if as_json:
         events = JsonEvents()

@@ -361,11 +361,13 @@ def render_links(links, fmt: str, color: bool, show: str = "target") -> str:
         if show == "source":
             head = f"{lk.source_path}:{lk.line}"
         else:
-            dest = lk.target_path or f"{lk.target or '(this note)'} (unresolved)"
+            # An unresolved link reads 'Note#Heading (unresolved)', the remark after the anchor.
+            dest = lk.target_path or lk.target or "(this note)"
+            dest += anchor if lk.target_path else f"{anchor} (unresolved)"
             head = (
-                f"{lk.source_path}:{lk.line} -> {dest}{anchor}"
+                f"{lk.source_path}:{lk.line} -> {dest}"
                 if show == "both"
-                else f"{lk.line:>4} -> {dest}{anchor}"
+                else f"{lk.line:>4} -> {dest}"
             )
             if lk.anchor_ok is False:
                 head += (

@@ -185,6 +185,7 @@ def index(
                 con.execute("DELETE FROM meta WHERE key = 'chunker_pending'")
         # Where a symlink may lead: under any root indexed before or now.
         bounds = tuple(dict.fromkeys(root_bounds(con) + tuple(os.path.realpath(p) for p in roots)))
+        handled: set[str] = set()  # each file once, when a folder is given twice or in another
         for path in roots:
             sc = _scope(con, path)
             if follow_outside:
@@ -203,6 +204,7 @@ def index(
                 progress,
                 report,
                 None if meta_get(con, follow_outside_key(sc.root_id)) else bounds,
+                handled,
             )
         meta_set_tx(con, "last_index_at", writes.now_iso())
     except KeyboardInterrupt:
@@ -336,7 +338,11 @@ def _index_scope(
     progress: Progress | None,
     report: IndexReport,
     bounds: tuple[str, ...] | None,
+    handled: set[str],
 ) -> None:
+    """Index what lies in ``scope``. ``handled``: the files earlier scopes of this run listed
+    (a folder given twice, or inside another given one): kept, but neither read nor counted
+    again; this scope's files are added to it."""
     found: list[Candidate] = []
     attachments: list[str] = []
     for item in walk(
@@ -350,7 +356,9 @@ def _index_scope(
         exclude=exclude,
     ):
         if isinstance(item, Skipped):
-            report.skipped.append((item.abspath, item.reason))
+            if item.abspath not in handled:
+                report.skipped.append((item.abspath, item.reason))
+                handled.add(item.abspath)
         elif isinstance(item, Attachment):
             attachments.append(item.relpath)
         else:
@@ -382,6 +390,9 @@ def _index_scope(
     unreadable = _Unreadable(con, scope)
     todo = []
     for c in found:
+        if c.abspath in handled:
+            continue
+        handled.add(c.abspath)
         old = known.get(c.relpath)
         if old is not None and old.size == c.size and old.mtime_ns == c.mtime_ns:
             report.unchanged += 1

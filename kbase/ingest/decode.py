@@ -98,7 +98,37 @@ def _decode(data: bytes) -> Decoded:
     if mostly is not None:
         return mostly
     # UTF-16 of Han or kana alone has no NUL byte at all: charset-normalizer recognises it.
-    return _charset_normalizer(data)
+    return _western_if_lone_bytes(data, _charset_normalizer(data))
+
+
+# Two non-ASCII bytes in a row: text in a multi-byte code (CJK), or words of a script that is
+# not Latin (Cyrillic, Greek, ...) in a single-byte one, all have some.
+_HIGH_PAIR = re.compile(rb"[\x80-\xff]{2}")
+
+
+def _western_if_lone_bytes(data: bytes, decoded: Decoded) -> Decoded:
+    """Windows-1252 instead of ``decoded`` for bytes whose every non-ASCII byte stands alone
+    between ASCII ones (an apostrophe, an accent, a euro sign in English or French), when
+    charset-normalizer chose a multi-byte code (each such byte then eats the ASCII letter after
+    it: b'It\\x92s' read as Big5 'It𠏋') or letters of another script than Latin (b'caf\\xe9' as
+    Cyrillic 'cafй'): text in those has runs of non-ASCII bytes. A Latin code page it chose (cp1250,
+    cp1254: the same letters, or Turkish ı for ý) is kept."""
+    if decoded.encoding == "cp1252" or _HIGH_PAIR.search(data):
+        return decoded
+    try:
+        western = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return decoded
+    multi_byte = len(decoded.text) < len(western)
+    if not multi_byte and all(
+        unicodedata.name(ch, "").startswith("LATIN") for ch in decoded.text if _other_letter(ch)
+    ):
+        return decoded
+    return _checked(western, "cp1252")
+
+
+def _other_letter(ch: str) -> bool:
+    return not ch.isascii() and ch.isalpha()
 
 
 # UTF-8 with a few invalid bytes (a cut-off copy, a byte flipped by a sync, a paste from a

@@ -83,6 +83,13 @@ def _outside_fence(text: str, lo: int) -> int:
     return opened.start() if opened is not None else lo
 
 
+def _added(rendered: str, source: Sequence[int], text: str, i: int) -> bool:
+    """Is ``rendered[i]`` space, or punctuation rendering put there (the ' > ' that the '#' of
+    '[[Note#Heading]]' reads as)? Such characters at a match's ends are not highlighted."""
+    ch = rendered[i]
+    return ch.isspace() or (not ch.isalnum() and ch != text[source[i]])
+
+
 def snippet(
     text: str,
     ranges: Sequence[tuple[int, int]] = (),
@@ -120,9 +127,9 @@ def snippet(
     marks: list[tuple[int, int]] = []
     for a, b in sorted(ranges):
         i, j = bisect_left(source, a), bisect_left(source, b)
-        while i < j and rendered[i].isspace():
+        while i < j and _added(rendered, source, text, i):
             i += 1
-        while j > i and rendered[j - 1].isspace():
+        while j > i and _added(rendered, source, text, j - 1):
             j -= 1
         if j > i and (not marks or i >= marks[-1][1]):
             marks.append((i, j))
@@ -181,6 +188,12 @@ def snippet(
         out.append(ch)
     else:
         new_pos[len(rendered)] = len(out)
+    if focus is not None and line_mark is not None and line_mark not in new_pos:
+        # The line's passage starts in view but its words lie past the width: the line is that
+        # of the first word shown instead (the line always holds a highlighted word).
+        shown_marks = [a for a, _ in marks if start <= a and a in new_pos]
+        if shown_marks:
+            anchor = source[shown_marks[0]]
     text_out = "".join(out).rstrip()
     highlights = []
     for a, b in marks:

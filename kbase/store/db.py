@@ -113,7 +113,7 @@ def connect(
     except apsw.Error as e:
         full = readonly and isinstance(e, apsw.IOError) and disk_full(path)
         if not (readonly and (full or _unshareable(path, e))):
-            raise translate_error(e, path) from e
+            raise translate_error(e, path, opening=True) from e
         error = e
     # A read-only folder or mount, or a full disk: SQLite cannot create (or grow) the -shm file
     # that readers of a WAL index share. With no -wal file (a clean close leaves none) the file
@@ -135,7 +135,7 @@ def connect(
     try:
         con = _open(uri, path, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI, True, True)
     except apsw.Error as e:
-        raise translate_error(e, path) from e
+        raise translate_error(e, path, opening=True) from e
     IMMUTABLE[str(path.absolute())] = (
         "its disk is full" if full else "it is in a read-only folder or file system"
     )
@@ -372,8 +372,9 @@ def _migrate(con: apsw.Connection, version: int) -> None:
             con.execute(f"PRAGMA user_version = {step}")
 
 
-def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
-    """Turn an apsw error into a one-line ``DatabaseError`` that names the file and the fix."""
+def translate_error(e: apsw.Error, path: Path, opening: bool = False) -> DatabaseError:
+    """Turn an apsw error into a one-line ``DatabaseError`` that names the file and the fix.
+    ``opening``: the error came from opening the file, which kbase check cannot do either."""
     if isinstance(e, DatabaseError):
         return e
     # After some errors (a full disk) SQLite rolls the transaction back itself; the rollback that
@@ -387,6 +388,11 @@ def translate_error(e: apsw.Error, path: Path) -> DatabaseError:
             f"index {path} is locked by another process", "try again when it finishes"
         )
     if isinstance(e, (apsw.NotADBError, apsw.CorruptError)):
+        if opening:  # (kbase check would answer this same line)
+            return DatabaseError(
+                f"index {path} is damaged: {e}",
+                "it cannot be opened: delete it and index again (kbase index PATH...)",
+            )
         return DatabaseError(
             f"index {path} is damaged: {e}", "run kbase check, or delete the file and index again"
         )
