@@ -464,7 +464,7 @@ def test_index_says_once_which_model_would_read_a_vault_mostly_in_chinese(tmp_pa
     notes["en/Sync.md"] = NOTES["en/Sync.md"]  # one English note of four
     db_file = tmp_path / "zh.db"
     runner = CliRunner()
-    args = ["--db", str(db_file), "index", "--no-embed", str(write(tmp_path / "v", notes))]
+    args = ["--db", str(db_file), "index", str(write(tmp_path / "v", notes))]
     first = runner.invoke(cli, args)
     assert first.exit_code == 0, first.output
     assert "75% of these passages are in Chinese" in first.stderr
@@ -472,6 +472,22 @@ def test_index_says_once_which_model_would_read_a_vault_mostly_in_chinese(tmp_pa
     assert 'pip install "kbase[multilingual]"' in first.stderr
     again = runner.invoke(cli, args)
     assert again.exit_code == 0 and "multilingual" not in again.stderr  # said once
+
+
+def test_a_keyword_only_index_is_told_of_the_model_when_it_is_first_embedded(tmp_path):
+    from click.testing import CliRunner
+
+    from kbase.cli.app import cli
+
+    notes = {f"zh/{p}": t for p, t in NOTES.items() if p.startswith("zh/")}
+    db = ["--db", str(tmp_path / "zh.db")]
+    runner = CliRunner()
+    first = runner.invoke(cli, [*db, "index", "--no-embed", str(write(tmp_path / "v", notes))])
+    assert first.exit_code == 0 and "multilingual" not in first.stderr  # no search by meaning yet
+    embedded = runner.invoke(cli, [*db, "embed", "-q"])
+    assert embedded.exit_code == 0 and "multilingual" not in embedded.stderr  # -q: nothing
+    told = runner.invoke(cli, [*db, "embed"])
+    assert told.exit_code == 0 and "kbase index --model multilingual-e5-small" in told.stderr
 
 
 def test_no_hint_for_english_notes_or_an_index_with_another_model(tmp_path):

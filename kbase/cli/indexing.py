@@ -163,7 +163,8 @@ def index(
             report.embedding.embedded or report.embedding.reused or report.embedding.switch
         ):
             say_embedded(report.embedding)
-        hint = None if quiet or report.interrupted else kb.model_hint()
+        # (a keyword-only index is told when it is first embedded: kbase embed)
+        hint = None if quiet or report.interrupted or not kb.auto_embed() else kb.model_hint()
         if hint is not None:
             say_model_hint(hint)
     if report.interrupted:
@@ -394,6 +395,9 @@ def embed(ctx, rebuild, quiet, as_json, model, download):
 
         events("done", **asdict(result))
         return
+    hint = None if quiet or model is not None else kb.model_hint()
+    if hint is not None:  # before the English model is run over notes it does not read
+        say_model_hint(hint)
     with Bars(not quiet) as bar:
         eta = EmbedEta(bar.chunks, not quiet, bar, announce=False)
         result = kb.embed(
