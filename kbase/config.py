@@ -154,6 +154,8 @@ def _load(path: Path, keys: dict[str, str]) -> Config:
 
     index = text("index")
     extensions = texts("extensions")
+    if extensions == ():  # (read as kbase's own list, silently)
+        raise ConfigError(f"config {path}: extensions is empty", keys["extensions"])
     if extensions is not None:
         extensions = tuple(e if e.startswith(".") else "." + e for e in extensions)
     return Config(

@@ -462,6 +462,7 @@ def test_a_vault_file_and_the_config_choose_what_index_reads(tmp_path, vault, co
     [
         ("colour = 3\n", "unknown key 'colour'"),
         ("extensions = 3\n", "extensions must be a list of strings"),
+        ("extensions = []\n", "extensions is empty"),
         ("index = [1]\n", "index must be a non-empty string"),
         ("model = \n", "is not valid TOML"),
     ],
