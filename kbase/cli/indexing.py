@@ -395,9 +395,6 @@ def embed(ctx, rebuild, quiet, as_json, model, download):
 
         events("done", **asdict(result))
         return
-    hint = None if quiet or model is not None else kb.model_hint()
-    if hint is not None:  # before the English model is run over notes it does not read
-        say_model_hint(hint)
     with Bars(not quiet) as bar:
         eta = EmbedEta(bar.chunks, not quiet, bar, announce=False)
         result = kb.embed(
@@ -408,6 +405,9 @@ def embed(ctx, rebuild, quiet, as_json, model, download):
             switch_progress=SwitchEta(kb, bar.switch, not quiet),
         )
     say_embedded(result)
+    hint = None if quiet or model is not None else kb.model_hint()
+    if hint is not None:  # (as kbase index says it, once the index is done)
+        say_model_hint(hint)
 
 
 @click.command()
