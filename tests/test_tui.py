@@ -1106,3 +1106,54 @@ def test_callouts_read_as_their_title_in_the_preview():
     assert out.splitlines()[3] == "> **Note**"
     assert "> [!x] kept" in out  # code stays as written
     assert out.count("\n") == text.count("\n")
+
+
+def _hit_in_view(screen) -> bool:
+    """The preview's hit block lies inside the scrolling view (on screen)."""
+    block, scroll = screen.preview.hit_block, screen.preview.query_one("#md-scroll")
+    return block is not None and block.region.overlaps(scroll.region)
+
+
+@pytest.mark.asyncio
+async def test_a_hit_on_a_reference_definition_at_the_end_shows_the_block_before_it(tmp_path):
+    """A link reference definition renders as no block: a hit on one at the end of a note (the
+    rust-book's '[nomicon]: https://...' lines) showed the top of the note, not its end."""
+    body = "".join(f"Paragraph {i} says nothing much at all.\n\n" for i in range(40))
+    vault = write(
+        tmp_path / "vault",
+        {"Refs.md": f"# Refs\n\n{body}The last words.\n\n[zebra]: https://example.org/zebra\n"},
+    )
+    db = tmp_path / "index.db"
+    kbase.open(db).index([vault], embed=False)
+    app = make_app(db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "zebra")
+        screen = main(app)
+        hit = screen.results.current
+        assert hit.line == body.count("\n") + 5  # the definition's line
+        block = screen.preview.hit_block
+        assert block is not None and "The last words." in (block.source or "")
+        assert _hit_in_view(screen)
+
+
+@pytest.mark.asyncio
+async def test_the_hit_stays_in_view_when_the_terminal_is_resized(tmp_path):
+    """The preview reflows at another width: the same scroll offset showed other lines, and the
+    hit was left above or below the view."""
+    filler = "".join(
+        f"Paragraph {i} is a long line of words that wraps once the pane is narrow enough.\n\n"
+        for i in range(60)
+    )
+    vault = write(tmp_path / "vault", {"Long.md": f"# Long\n\n{filler}The walrus is here.\n"})
+    db = tmp_path / "index.db"
+    kbase.open(db).index([vault], embed=False)
+    app = make_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await type_query(pilot, "walrus")
+        screen = main(app)
+        assert "walrus" in (screen.preview.hit_block.source or "") and _hit_in_view(screen)
+        for size in ((220, 50), (80, 24), (120, 40)):
+            await pilot.resize_terminal(*size)
+            await settle(pilot)
+            await pilot.pause(0.1)
+            assert _hit_in_view(screen), size

@@ -402,13 +402,7 @@ class PreviewPane(Container):
                 other.add_class("-hit")  # the whole chunk the hit came from
             if block is not None:
                 block.add_class("-hit")
-                self.call_after_refresh(
-                    scroll.scroll_to_center,
-                    block,
-                    animate=False,
-                    origin_visible=True,
-                    immediate=True,
-                )
+                self.call_after_refresh(self.scroll_to_hit)
             else:
                 self.call_after_refresh(scroll.scroll_home, animate=False)
         else:
@@ -435,7 +429,24 @@ class PreviewPane(Container):
                 text.select_line(location.line - offset - 1)
             else:
                 text.move_cursor((0, 0))
-            self.call_after_refresh(text.scroll_cursor_visible, center=True, animate=False)
+            self.call_after_refresh(self.scroll_to_hit)
+
+    def scroll_to_hit(self) -> None:
+        """Bring the hit back to the middle of the view: its Markdown block, or the selected
+        lines of the text view."""
+        text = self._view("#preview-text")
+        if text is not None and text.display:
+            text.scroll_cursor_visible(center=True, animate=False)
+        elif self.hit_block is not None and self.hit_block.is_mounted:
+            self.query_one("#md-scroll", VerticalScroll).scroll_to_center(
+                self.hit_block, animate=False, origin_visible=True, immediate=True
+            )
+
+    def on_resize(self) -> None:
+        # The text reflows to the new width, so the same scroll offset shows other lines: the
+        # hit (in view before) would be left somewhere above or below.
+        if self.location is not None:
+            self.call_after_refresh(self.scroll_to_hit)
 
     @staticmethod
     def _span_blocks(md, location: Location, offset: int) -> list:
@@ -464,8 +475,13 @@ class PreviewPane(Container):
             inside = [b for b in blocks if b.source_range[0] <= line < b.source_range[1]]
             if inside:
                 return min(inside, key=lambda b: b.source_range[1] - b.source_range[0])
+            # A line no block renders (a link reference definition, an HTML comment): the
+            # next block, else (at the end of the note) the last one before it.
             after = [b for b in blocks if b.source_range[0] > line and b.parent is md]
-            return min(after, key=lambda b: b.source_range[0]) if after else None
+            if after:
+                return min(after, key=lambda b: b.source_range[0])
+            before = [b for b in blocks if b.source_range[1] <= line and b.parent is md]
+            return max(before, key=lambda b: b.source_range[1]) if before else None
         if location.anchor:
             want = location.anchor.strip().lower()
             for b in blocks:
