@@ -806,15 +806,23 @@ class KB:
         a range, the whole note up to ``reading.MAX_LINES`` lines (``truncated`` says if cut).
         ``page``: a PDF's page (1-based), instead of a line range. A name with a heading or a
         block (``Note#Heading``, ``[[Note#^id|text]]``) reads that section or block when no range
-        is given (see ``region``)."""
+        is given (see ``region``), and so does ``PATH:LINE`` (the line and 10 either side) or
+        ``PATH:START-END``, as a search hit's place is written."""
         from kbase.notes.reading import read_note
-        from kbase.notes.resolve import split_anchor
+        from kbase.notes.resolve import is_location, split_anchor
 
-        if start_line is None and end_line is None and page is None and split_anchor(target)[1]:
+        doc = None
+        if (
+            start_line is None
+            and end_line is None
+            and page is None
+            and (split_anchor(target)[1] or is_location(target))
+        ):
             r = self.region(target)
             if not r.whole and r.page is None:
-                start_line, end_line = r.first, r.last
-        return self._read(read_note, self.document(target), start_line, end_line, page=page)
+                start_line, end_line, doc = r.first, r.last, r.doc
+        doc = doc or self.document(target)
+        return self._read(read_note, doc, start_line, end_line, page=page)
 
     def document_at(self, path: str) -> DocRef:
         """The document at exactly ``path`` inside its root (see ``reading.note_at``)."""

@@ -89,6 +89,7 @@ class KbaseMCP(MCPServer):
             **kwargs,
         )
         self.backend = backend
+        self._arguments: dict[str, list[str]] | None = None  # each tool's argument names
         self.client_log = ClientLog()
         self.sql_turns = SqlTurns()
         low = self._lowlevel_server
@@ -109,7 +110,12 @@ class KbaseMCP(MCPServer):
         return listed
 
     async def call_tool(self, name, arguments, context=None):
-        """Arguments that fail the schema are a one-line tool error, as any other bad input."""
+        """Arguments that fail the schema are a one-line tool error, as any other bad input; so
+        is an argument the tool does not take (a misspelt 'limt' was dropped without a word, and
+        the call ran with the default)."""
+        unknown = await self._unknown_arguments(name, arguments)
+        if unknown:
+            return _error(unknown)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -118,6 +124,27 @@ class KbaseMCP(MCPServer):
                     _validation_message(e.__cause__) + " (hint: see the tool's input schema)"
                 )
             raise
+
+    async def _unknown_arguments(self, name: str, arguments: Any) -> str:
+        """The error for the arguments of ``name`` it does not take, or ""."""
+        if self._arguments is None:
+            self._arguments = {
+                t.name: list(t.input_schema.get("properties", {}))
+                for t in await MCPServer.list_tools(self)
+            }
+        known = self._arguments.get(name)
+        if known is None or not isinstance(arguments, dict):
+            return ""  # an unknown tool, arguments that are not an object: the SDK says so
+        unknown = [k for k in arguments if k not in known]
+        if not unknown:
+            return ""
+        shown = ", ".join(json.dumps(k)[:40] for k in unknown[:5])
+        more = f" and {len(unknown) - 5:,} more" if len(unknown) > 5 else ""
+        plural = "s" if len(unknown) > 1 else ""
+        return (
+            f"invalid arguments: {name} takes no argument{plural} {shown}{more}"
+            f" (hint: its arguments are {', '.join(known)})"
+        )
 
     async def _handle_list_resources(self, ctx, params):  # the SDK's hook, paginated here
         cursor = params.cursor if params is not None else None

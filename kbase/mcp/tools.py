@@ -83,18 +83,25 @@ def search(
     budget: int = DEFAULT_BUDGET,
     passages: int = PASSAGES,
 ) -> Reply:
+    if offset >= s.SEARCH_RANKED_MAX:  # (KB.search would blame a limit the caller never gave)
+        raise InputError(
+            f"offset {offset:,} is past the last hit search ranks ({s.SEARCH_RANKED_MAX:,})",
+            f"give an offset below {s.SEARCH_RANKED_MAX:,}, or narrow the query (path, tags)",
+        )
     used = mode or kb.default_mode()
+    wanted = min(offset + limit, s.SEARCH_RANKED_MAX)  # the last page may be short
     hits = kb.search(
         query,
         mode=used,
-        limit=offset + limit,  # not one more to know whether more follow: it costs (hybrid)
+        limit=wanted,  # not one more to know whether more follow: it costs (hybrid)
         path=path,
         tags=tuple(tags),
         since=since,
         until=until,
         exclude=tuple(exclude),
     )
-    more = len(hits) >= offset + limit  # perhaps: a full page
+    # perhaps: a full page (none follows the last hit search ranks)
+    more = len(hits) >= wanted and wanted < s.SEARCH_RANKED_MAX
     shown = hits[offset : offset + limit]
     page = [
         s.SearchHit(

@@ -311,6 +311,13 @@ class UnknownDocument(InputError):
 
 
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+def is_location(target: str) -> bool:
+    """Is ``target`` written ``PATH:LINE`` or ``PATH:START-END`` (see ``region``)?"""
+    return _LOCATION.match(target) is not None
+
+
 # Obsidian's anchor of a PDF's page: 'paper.pdf#page=12' (maybe with '&selection=...' after it).
 _PAGE_ANCHOR = re.compile(r"page=(\d+)(?:&.*)?$")
 
