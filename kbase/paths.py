@@ -39,14 +39,23 @@ def editor_command(
     """``$VISUAL``, else ``$EDITOR``, else ``fallback`` (None: no editor, None returned) as argv,
     opening ``path`` at ``line``: ``+LINE FILE`` (vi, vim, nvim, nano, emacs, micro, kak, ...),
     ``--goto FILE:LINE`` for VS Code and its forks, ``FILE:LINE`` for Sublime Text, Zed and
-    Helix. The TUI (ctrl+o) and ``kbase open`` / ``search --open`` start the same command."""
+    Helix. The TUI (ctrl+o) and ``kbase open`` / ``search --open`` start the same command.
+    A command the shell could not read either (an unclosed quote) is a ``ValueError`` whose
+    args are the message (naming the variable) and a hint."""
     import shlex
 
     env = os.environ if environ is None else environ
+    var = "VISUAL" if env.get("VISUAL") else "EDITOR"
     editor = env.get("VISUAL") or env.get("EDITOR") or fallback
     if not editor or not editor.strip():
         return None
-    argv = shlex.split(editor)
+    try:
+        argv = shlex.split(editor)
+    except ValueError as e:  # shlex: 'No closing quotation', 'No escaped character'
+        raise ValueError(
+            f"${var} {editor!r} is not a command: {str(e).lower()}",
+            f"quote as in the shell, e.g. export {var}='code --wait'",
+        ) from None
     name = os.path.basename(argv[0]).lower().removesuffix(".exe")
     if not line or line <= 0:
         argv.append(path)

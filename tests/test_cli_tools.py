@@ -202,6 +202,13 @@ def test_no_editor_is_one_clear_line(db):
     assert "export EDITOR=" in lines[1] and len(lines) == 2
     r = run_with(db, {"EDITOR": "/no/such/editor"}, "open", "Welcome")
     assert r.exit_code == 1 and "cannot run the editor '/no/such/editor'" in r.stderr
+    # a command the shell could not read either: one line naming the variable (a traceback)
+    r = run_with(db, {"EDITOR": 'code "--wait'}, "open", "Welcome")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [
+        "Error: $EDITOR 'code \"--wait' is not a command: no closing quotation",
+        "  hint: quote as in the shell, e.g. export EDITOR='code --wait'",
+    ]
 
 
 # ---- orphans and unresolved take the note filters; --json events ----------------------------

@@ -735,6 +735,14 @@ async def test_open_in_editor_at_the_hit_line(index, tmp_path, monkeypatch):
         await pilot.press("escape", "e")
         await pilot.pause()
         assert any("cannot run the editor" in m and "EDITOR" in (h or "") for m, h in app.error_log)
+        # an unclosed quote: a notification, not the app stopped by a traceback
+        monkeypatch.setenv("EDITOR", 'code "--wait')
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.is_running and app.error_log[-1] == (
+            "$EDITOR 'code \"--wait' is not a command: no closing quotation",
+            "quote as in the shell, e.g. export EDITOR='code --wait'",
+        )
 
 
 @pytest.mark.asyncio

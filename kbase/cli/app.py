@@ -223,7 +223,10 @@ def open_in_editor(ctx: click.Context, abspath: str, line: int | None, missing: 
             f"{printable(abspath)} is missing on disk",
             "kbase index forgets a deleted note; kbase show prints the indexed text",
         )
-    argv = editor_command(abspath, line, fallback=None)
+    try:
+        argv = editor_command(abspath, line, fallback=None)
+    except ValueError as e:  # $EDITOR with an unclosed quote
+        raise InputError(*e.args) from None
     if argv is None:
         raise InputError(
             f"no editor to open {printable(at)}: $VISUAL and $EDITOR are not set",

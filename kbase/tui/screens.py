@@ -723,7 +723,11 @@ class MainScreen(Screen):
             return
         path = location.abspath or (self.doc.abspath if self.doc is not None else location.path)
         line = location.line or self.preview.current_line()
-        argv = editor_command(path, line)  # falls back to vi
+        try:
+            argv = editor_command(path, line)  # falls back to vi
+        except ValueError as e:  # $EDITOR with an unclosed quote: it stopped the app
+            services(self).notify_error(KbaseError(*e.args))
+            return
         assert argv is not None
         services(self).open_in_editor(argv)
         self.start_search()  # the file may have changed: refresh the "changed on disk" marks
