@@ -174,7 +174,8 @@ SEARCH_COLUMNS = (
     "card",
 )
 _SEARCH_ARGS = ("query", "mode", "lim")  # hidden columns: kbase_search(query, mode, lim)
-_SEARCH_USAGE = "kbase_search needs a query: kbase_search('words' [, 'hybrid' [, 10]])"
+# (the hint of a mode or lim of the wrong type too: it said 'kbase_search needs a query')
+_SEARCH_USAGE = "call it as kbase_search('words' [, 'hybrid' [, 10]])"
 
 
 def search_rows(kb, query, mode=None, lim=None) -> list[tuple]:

@@ -352,3 +352,23 @@ def test_every_write_on_a_view_gets_the_read_only_message(pdfs, db_path, sql):
     assert res.exit_code == 1
     assert res.output.startswith(f"Error: kbase sql is read-only; refused: {sql}\n")
     assert "because it is a view" not in res.output
+
+
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        (("tasks", "keyword", "many"), "lim must be a number, not 'many'"),
+        (("tasks", 3), "the mode must be text"),
+        ((b"\x00",), "the query must be text"),
+    ],
+)
+def test_kbase_search_argument_errors_show_the_call_not_a_missing_query(args, problem):
+    """kbase sql's and Datasette's kbase_search: a lim of the wrong type was hinted 'kbase_search
+    needs a query', which it had."""
+    from kbase.errors import InputError
+    from kbase.sqlapi import search_rows
+
+    with pytest.raises(InputError) as e:
+        search_rows(None, *args)
+    assert problem in e.value.message
+    assert e.value.hint == "call it as kbase_search('words' [, 'hybrid' [, 10]])"
