@@ -15,6 +15,7 @@ import apsw
 from kbase.errors import DatabaseError, IndexBusyError, InputError, ModelUnavailable
 from kbase.paths import default_db_path
 from kbase.records import Hits
+from kbase.search import MAX_SEARCH_LIMIT as MAX_SEARCH_LIMIT  # (for the faces)
 from kbase.search import SEARCH_TIMEOUT
 from kbase.store import db
 

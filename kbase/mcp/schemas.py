@@ -10,11 +10,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_serializer
 
+from kbase.api import MAX_SEARCH_LIMIT
 from kbase.mcp.budget import MAX_BUDGET, MIN_BUDGET
 from kbase.text import MAX_NAME_CHARS
 
 SEARCH_LIMIT_MAX = 100
-SEARCH_RANKED_MAX = 1000  # the most hits KB.search ranks (kbase.search.run.MAX_SEARCH_LIMIT)
+SEARCH_RANKED_MAX = MAX_SEARCH_LIMIT  # the most hits KB.search ranks
 LINKS_LIMIT_DEFAULT, LINKS_LIMIT_MAX = 50, 1000
 RELATED_LIMIT_MAX = 100
 OFFSET_MAX = 10_000

@@ -16,7 +16,7 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.records import Hit, Hits
-from kbase.search import SEARCH_TIMEOUT
+from kbase.search import MAX_SEARCH_LIMIT, SEARCH_TIMEOUT
 from kbase.search.filters import Filters
 from kbase.search.query import bound_query, parse_query
 from kbase.store import db
@@ -25,9 +25,8 @@ if TYPE_CHECKING:
     from kbase.embed.embedder import Embedder
     from kbase.embed.nearest import VectorCache
 
-# Every search stops after SEARCH_TIMEOUT seconds (one line says so) and returns at most this
-# many results; the query itself is bounded by kbase.search.query.bound_query.
-MAX_SEARCH_LIMIT = 1000
+# Every search stops after SEARCH_TIMEOUT seconds (one line says so) and returns at most
+# MAX_SEARCH_LIMIT results; the query itself is bounded by kbase.search.query.bound_query.
 MODES = ("keyword", "semantic", "hybrid")
 
 
