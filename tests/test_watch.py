@@ -283,6 +283,45 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert "stopped; the index is consistent" in err
 
 
+def test_cli_watch_stops_cleanly_on_sigterm_with_its_stopped_event(tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\nfirst\n")
+    db = tmp_path / "w.db"
+    kbase.open(db).index([vault], embed=False)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kbase",
+            "--db",
+            str(db),
+            "watch",
+            "--no-embed",
+            "--json",
+            str(vault),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["event"] == "watching"
+        time.sleep(1.0)  # (watching begins after the event)
+    finally:
+        proc.send_signal(signal.SIGTERM)  # docker stop, systemctl stop, kill
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert [json.loads(line)["event"] for line in out.splitlines()][-1:] == ["stopped"]
+
+
 def test_a_watch_line_names_a_few_files_and_counts_the_rest():
     from kbase.cli.render import render_changes
 

@@ -335,6 +335,17 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
     from kbase.cli.quick import print_handed_searches
 
     print_handed_searches()
+    import signal
+
+    # SIGTERM (a service manager, docker stop, kill) stops it as Ctrl-C does: the index is left
+    # consistent either way, but this way it says so and the "stopped" event is sent.
+    terminated: list[int] = []
+
+    def on_term(signum, frame) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         # No bars; a line on stderr when one file takes long (not with --json: stdout is events).
         # A kbase search meanwhile is handed to this process (its model and vectors loaded).
@@ -352,12 +363,15 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             )
     except KeyboardInterrupt:
         pass
-    # Watching ends only on Ctrl-C (run_watch returns then): exit code 130, as for every command.
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    # Watching ends only on Ctrl-C or SIGTERM (run_watch returns then): exit code 130 (143), as
+    # for every command.
     if events is not None:
         events("stopped")
     else:
         click.echo("stopped; the index is consistent", err=True)
-    ctx.exit(130)
+    ctx.exit(143 if terminated else 130)
 
 
 @click.command()
