@@ -24,6 +24,7 @@ def server(tmp_path_factory):
         {
             "Long.md": LONG,
             "Garden.md": "# Garden\n\nTomatoes need sun.\n",
+            "Sections.md": "# Sections\n\n## First\n\nOne.\n\n## Second\n\nTwo.\n",
         },
     )
     db = root / "index.db"
@@ -83,3 +84,10 @@ def test_read_takes_a_place_as_search_writes_it(server):
     ]
     r, text = call(server, "read", {"note": "Long.md:900"})
     assert r.is_error and "Long.md has lines 1-200, not 900" in text
+
+
+def test_a_section_read_says_the_lines_after_it_follow_the_part_read(server):
+    r, text = call(server, "read", {"note": "Sections#First"})
+    assert not r.is_error and "One." in text and "Two." not in text
+    assert "4 more lines follow the part read" in text, text  # not "400 lines at most"
+    assert "at most" not in text

@@ -309,6 +309,8 @@ def read(
             f"left out to keep within the {budget:,}-token budget"
             if len(shown) < len(lines)
             else f"follow (without end_line, read returns {s.READ_LINES} lines at most)"
+            if len(lines) >= s.READ_LINES
+            else "follow the part read (the section or lines asked for end there)"
         )
         out.left_out = (
             f"{r.total_lines - last:,} more lines {why}: read again with start_line={last + 1}."
