@@ -235,35 +235,38 @@ def test_ctrl_c_stops_watching_cleanly(tmp_path, vault):
     assert len(docs(dbp)) == 4
 
 
-def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
-    import signal
+def _watching(tmp_path, *options: str, **popen):
+    """A vault of one note, its index up to date (watch must start without a line), and a
+    ``kbase watch --no-embed OPTIONS`` process on them."""
     import subprocess
     import sys
-    import time
 
     vault = tmp_path / "cli-vault"
     vault.mkdir()
     (vault / "a.md").write_text("# A\n\nfirst\n")
     db = tmp_path / "w.db"
-    kbase.open(db).index([vault], embed=False)  # up to date: watch must start without a line
+    kbase.open(db).index([vault], embed=False)
+    command = [sys.executable, "-m", "kbase", "--db", str(db), "watch", "--no-embed", *options]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kbase",
-            "--db",
-            str(db),
-            "watch",
-            "--no-embed",
-            "--debounce",
-            "50",
-            str(vault),
-        ],
+        [*command, str(vault)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # as from a terminal
+        **popen,
+    )
+    return vault, db, proc
+
+
+def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    vault, db, proc = _watching(
+        tmp_path,
+        "--debounce",
+        "50",
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+    )
     try:
         deadline = time.monotonic() + 20
         while not db.exists() and time.monotonic() < deadline:
@@ -286,31 +289,9 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
 def test_cli_watch_stops_cleanly_on_sigterm_with_its_stopped_event(tmp_path):
     import json
     import signal
-    import subprocess
-    import sys
     import time
 
-    vault = tmp_path / "v"
-    vault.mkdir()
-    (vault / "a.md").write_text("# A\n\nfirst\n")
-    db = tmp_path / "w.db"
-    kbase.open(db).index([vault], embed=False)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kbase",
-            "--db",
-            str(db),
-            "watch",
-            "--no-embed",
-            "--json",
-            str(vault),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    _, _, proc = _watching(tmp_path, "--json")
     try:
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["event"] == "watching"
