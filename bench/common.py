@@ -6,6 +6,7 @@ Run the benchmarks as modules from the repository root (``python -m bench.eval``
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 from pathlib import Path
@@ -29,6 +30,18 @@ def git_revision() -> str:
     """The last commit that changed the engine (kbase/, schema.sql), '+dirty' with local changes."""
     rev = git("log", "-1", "--format=%h", "--", "kbase", "schema.sql") or "unknown"
     return rev + ("+dirty" if git("status", "--porcelain", "--", "kbase", "schema.sql") else "")
+
+
+def ab_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of an A/B script over vaults: revisions A and B (``.``: the working tree),
+    then the vaults, as absolute paths (each side runs in a folder of its own)."""
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("a", help="revision A (git), or . for the working tree")
+    ap.add_argument("b", help="revision B")
+    ap.add_argument("vaults", nargs="+", type=lambda p: Path(p).resolve())
+    return ap
 
 
 def export_revision(rev: str, into: Path, *paths: str) -> Path:

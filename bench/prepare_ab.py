@@ -12,7 +12,6 @@ prepared the same notes (the pickled results, hashed).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -21,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import REPO, export_revision
+from bench.common import REPO, ab_arguments, export_revision
 
 CHILD = r"""
 import hashlib, json, pickle, sys, time
@@ -53,15 +52,10 @@ def _env(src: Path, cache: Path) -> dict[str, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("a", help="revision A (git), or . for the working tree")
-    ap.add_argument("b", help="revision B")
-    ap.add_argument("vaults", nargs="+", type=Path)
+    ap = ab_arguments(__doc__)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    vaults = [str(v.resolve()) for v in args.vaults]
+    vaults = [str(v) for v in args.vaults]
     with tempfile.TemporaryDirectory(prefix="kbase-prepare-ab-") as t:
         tmp = Path(t)
         sides = {

@@ -16,7 +16,6 @@ Prints one line a vault and exits 1 if any differs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import apsw
 
-from bench.common import REPO, export_revision
+from bench.common import REPO, ab_arguments, export_revision
 
 SHADOW = re.compile(r"^chunks_(fts|cjk)(_config|_data|_docsize|_idx)?$")
 SEARCH = (
@@ -124,12 +123,7 @@ def searches(src: Path, db: Path, qs: list[str]) -> list:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("a", help="revision A (git), or . for the working tree")
-    ap.add_argument("b", help="revision B")
-    ap.add_argument("vaults", nargs="+", type=Path)
+    ap = ab_arguments(__doc__)
     args = ap.parse_args()
     differ = False
     with tempfile.TemporaryDirectory(prefix="kbase-same-") as tmp_name:
