@@ -9,6 +9,11 @@
   chardet==5.2.0`` and unpack): the folder name is the encoding; files that do not decode with it
   strictly, and encodings Python has no codec for (EUC-TW), are left out.
 
+- Snippets (``--snippets N``): N runs each of 1, 2, 3, 5, 8, 12, 20 and 40 words cut from each
+  file of the corpora above in a code page (not UTF or the escape encodings), written in it
+  again: notes are often a line or two, where the guess is hardest. A seeded draw, the same for
+  every revision.
+
 A file counts as right when kbase's text equals the reference text (a superset codec that gives
 the same text is right). Prints the counts and the wrong files; ``--json`` writes per-file results
 so that two revisions can be compared.
@@ -20,6 +25,7 @@ import argparse
 import codecs
 import csv
 import json
+import random
 import re
 import sys
 from pathlib import Path
@@ -56,6 +62,7 @@ def cases_cjk(folder: Path):
                 f"cjkencodings/{f.name}",
                 f.read_bytes(),
                 f.with_name(f.stem + "-utf8.txt").read_text("utf-8"),
+                f.stem,
             )
 
 
@@ -66,6 +73,7 @@ def cases_shared(folder: Path):
             f"shared/{row['file']}",
             data,
             data.decode("utf_8_sig" if row["encoding"] == "utf_8" else row["encoding"]),
+            row["encoding"],
         )
 
 
@@ -88,7 +96,25 @@ def cases_chardet(folder: Path):
                 want = data.decode(name)
             except UnicodeDecodeError:
                 continue
-            yield f"chardet/{sub.name}/{f.name}", data, want.removeprefix("\ufeff")
+            yield f"chardet/{sub.name}/{f.name}", data, want.removeprefix("\ufeff"), name
+
+
+SNIPPET_WORDS = (1, 2, 3, 5, 8, 12, 20, 40)
+_NOT_A_GUESS = ("utf", "ascii", "iso2022", "hz")  # a BOM, NULs or escapes tell these apart
+
+
+def cases_snippets(files: list, per_length: int):
+    rng = random.Random(13)
+    for key, _, want, codec in files:
+        if codec.lower().replace("-", "_").startswith(_NOT_A_GUESS):
+            continue
+        words = want.split()
+        for n in SNIPPET_WORDS:
+            for k in range(per_length):
+                i = rng.randrange(max(1, len(words) - n))
+                data = " ".join(words[i : i + n]).encode(codec, "ignore")
+                if not data.isascii():
+                    yield f"snippets/{n}/{key}#{k}", data, data.decode(codec), codec
 
 
 def main() -> None:
@@ -97,6 +123,9 @@ def main() -> None:
     )
     ap.add_argument("--chardet", type=Path, help="chardet 5.2.0's tests/ folder")
     ap.add_argument("--json", type=Path, help="write per-file results here")
+    ap.add_argument(
+        "--snippets", type=int, default=0, metavar="N", help="N snippets of each length a file"
+    )
     args = ap.parse_args()
     corpora = {}
     if (folder := cjkencodings()) is not None:
@@ -107,10 +136,14 @@ def main() -> None:
         corpora["charset-normalizer-samples"] = cases_shared(SHARED)
     if args.chardet:
         corpora["chardet-5.2.0"] = cases_chardet(args.chardet)
+    if args.snippets:
+        corpora = {name: list(cases) for name, cases in corpora.items()}
+        files = [case for cases in corpora.values() for case in cases]
+        corpora["snippets"] = cases_snippets(files, args.snippets)
     results: dict[str, str] = {}
     for corpus, cases in corpora.items():
         right = total = 0
-        for key, data, want in cases:
+        for key, data, want, _ in cases:
             try:
                 d = decode(data)
                 verdict = "ok" if d.text == want else f"wrong: {d.encoding}"
@@ -120,8 +153,11 @@ def main() -> None:
             total += 1
             right += verdict == "ok"
         print(f"{corpus:28} {right:4} / {total:<4} right")
+    for n in SNIPPET_WORDS if args.snippets else ():
+        got = [v == "ok" for k, v in results.items() if k.startswith(f"snippets/{n}/")]
+        print(f"  snippets of {n:2} words      {sum(got):4} / {len(got):<4} right")
     for key, verdict in results.items():
-        if verdict != "ok":
+        if verdict != "ok" and not key.startswith("snippets/"):
             print(f"  {key}: {verdict}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -187,3 +187,43 @@ def test_short_western_text_with_a_few_cp1252_bytes_is_cp1252(text):
     has only one-letter runs."""
     d = decode(text.encode("cp1252"))
     assert d.text == text, d.encoding
+
+
+@pytest.mark.parametrize(
+    ("codec", "text"),
+    [
+        ("cp1252", "Mémo: réécrire l'introduction."),  # was johab 'M覆o: r憊crire'
+        ("cp1252", "Naïve idée, déçu"),  # was johab
+        ("cp1252", "Straße, Größe, Äpfel, Öl"),  # was big5hkscs 'Stra絽, Gr廲e'
+        ("cp1252", "Ação, coração, não, informação"),  # was johab 'A巫o'
+        ("cp1252", "de mon règne? demandait Louis XIV à Boileau."),  # was cp1257 'rčgne'
+        ("cp1252", "Lunedì andrò all'università, così va la vita."),  # was cp1258
+        ("cp1250", "Holnap megyünk a városba. Az időjárás ma szép."),  # was cp1252 'idõjárás'
+        ("cp1250", "Musimy poprawić błąd w pliku, zanim go wyślemy."),  # was cp1252 'b³¹d'
+        ("cp1250", "Schůzka začíná v devět hodin ráno."),  # was cp1252 'Schùzka'
+        ("iso8859_2", "Dziękuję za wiadomość, odpowiem jak najszybciej."),
+        ("cp1254", "Toplantı sabah dokuzda başlıyor."),  # was cp1252 'Toplantý'
+        ("cp1257", "Šiandien oras gražus, šviečia saulė."),  # was cp1252 'Ðiandien'
+    ],
+)
+def test_short_latin_text_reads_in_the_code_page_its_letters_fit(codec, text):
+    """A sentence or two in a Latin script decodes to the reading whose letters one language
+    has (kbase.ingest.latin), not to the first code page that decodes the bytes cleanly."""
+    d = decode(text.encode(codec))
+    assert d.text == text, d.encoding
+
+
+@pytest.mark.parametrize(
+    ("codec", "text"),
+    [
+        ("cp1251", "Завтра мы пойдём в город."),
+        ("cp1253", "Αύριο θα πάμε στην πόλη για ψώνια. Η συνάντηση ξεκινά στις εννέα το πρωί."),
+        ("cp949", "회의는 아침 아홉 시에 시작합니다."),
+        ("gbk", "明天 我们 去 城里 购物。 这本书 非常 有趣 而且 容易 阅读。"),
+        ("big5", "這本書 非常 有趣 而且 容易 閱讀。"),
+        ("shift_jis", "会議は 朝 九時に 始まります。"),
+    ],
+)
+def test_short_text_in_other_scripts_is_not_taken_for_latin(codec, text):
+    d = decode(text.encode(codec))
+    assert d.text == text, d.encoding

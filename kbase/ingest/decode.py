@@ -107,24 +107,42 @@ _HIGH_PAIR = re.compile(rb"[\x80-\xff]{2}")
 
 
 def _western_if_lone_bytes(data: bytes, decoded: Decoded) -> Decoded:
-    """Windows-1252 instead of ``decoded`` for bytes whose every non-ASCII byte stands alone
-    between ASCII ones (an apostrophe, an accent, a euro sign in English or French), when
-    charset-normalizer chose a multi-byte code (each such byte then eats the ASCII letter after
-    it: b'It\\x92s' read as Big5 'It𠏋') or letters of another script than Latin (b'caf\\xe9' as
-    Cyrillic 'cafй'): text in those has runs of non-ASCII bytes. A Latin code page it chose (cp1250,
-    cp1254: the same letters, or Turkish ı for ý) is kept."""
-    if decoded.encoding == "cp1252" or _HIGH_PAIR.search(data):
+    """The Latin code page whose letters fit a language best (``kbase.ingest.latin``) instead of
+    ``decoded``, when charset-normalizer chose another Latin page that fits no better, or when
+    the reading it chose cannot be the text's: every non-ASCII byte stands alone between ASCII
+    ones (an apostrophe, an accent, a euro sign) while it chose a multi-byte code (each such
+    byte then eats the ASCII letter after it: b'It\\x92s' read as Big5 'It𠏋') or letters of
+    another script (b'caf\\xe9' as Cyrillic 'cafй'), or a Latin reading fits and a wide character
+    of the one it chose stands against an ASCII letter (b'Gr\\xf6\\xdfe' as Korean 'Gr廻e')."""
+    from kbase.ingest.latin import best_reading, fit
+
+    sample = data[:LATIN_SAMPLE]
+    latin = best_reading(sample)
+    if latin is None or latin[0] == decoded.encoding:
+        return decoded
+    page, strangers = latin
+    text = decoded.text[: len(sample)]
+    others = [ch for ch in text if _other_letter(ch)]
+    if len(decoded.text) == len(data) and all(
+        unicodedata.name(ch, "").startswith("LATIN") for ch in others
+    ):
+        if strangers > fit(text):
+            return decoded
+    elif strangers or (_HIGH_PAIR.search(data) and not _wide_against_a_letter(text)):
         return decoded
     try:
-        western = data.decode("cp1252")
+        return _checked(data.decode(page), page)
     except UnicodeDecodeError:
         return decoded
-    multi_byte = len(decoded.text) < len(western)
-    if not multi_byte and all(
-        unicodedata.name(ch, "").startswith("LATIN") for ch in decoded.text if _other_letter(ch)
-    ):
-        return decoded
-    return _checked(western, "cp1252")
+
+
+# Bytes of a file the Latin code pages are weighed on (they decode a byte to a character).
+LATIN_SAMPLE = 65536
+_WIDE_AGAINST_A_LETTER = re.compile(r"[A-Za-z][^\x00-\u2fff]|[^\x00-\u2fff][A-Za-z]")
+
+
+def _wide_against_a_letter(text: str) -> bool:
+    return _WIDE_AGAINST_A_LETTER.search(text) is not None
 
 
 def _other_letter(ch: str) -> bool:
