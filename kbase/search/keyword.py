@@ -46,11 +46,47 @@ def keyword_search(
     query has several words (and no explicit OR), documents matching only some words follow.
     """
     n = max(limit, CANDIDATES)  # the same candidates whatever the limit (hits.CANDIDATES)
-    page = keyword_ranked(con, text, n, filters)[:limit]
+    page = _body_passages(con, parse_query(text), keyword_ranked(con, text, n, filters)[:limit])
     marks = highlighted(con, [(r.match, r.chunk_id) for r in page])
     return [
         hit(con, r.doc_id, r.chunk_id, r.score, r.matched, r.match, r.explain, marks) for r in page
     ]
+
+
+def _body_passages(con: apsw.Connection, query: Query, page: list[Ranked]) -> list[Ranked]:
+    """``page`` with each note's passage in a chunk whose text holds a word of the query. bm25
+    counts a word of the title or the heading path in every chunk under it, and favours the
+    shortest of those: a query of a section's heading showed its last chunk, a '</div>' between
+    two code samples. Such a note shows its best chunk whose body matches a word, or, when none
+    does, its first matching chunk (where the section begins). The notes' order is unchanged."""
+    words = [r for r in page if r.explain.get("tier") in _BM25_TIERS and r.match]
+    if not words or cjk.applies(query):
+        return page
+    body = f"body : ({query.to_fts(match_any=True)})"
+    speaking = {
+        rowid
+        for (rowid,) in con.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+            " AND rowid IN (SELECT value FROM json_each(?))",
+            (body, f"[{','.join(str(r.chunk_id) for r in words)}]"),
+        )
+    }
+    moved = {}
+    for r in words:
+        if r.chunk_id in speaking:
+            continue
+        ids = {cid for (cid,) in con.execute("SELECT id FROM chunks WHERE doc_id = ?", (r.doc_id,))}
+        scores = range_bm25(con, f"({r.match}) AND {body}", [(min(ids), max(ids))])
+        scores = {cid: score for cid, score in scores.items() if cid in ids}
+        if scores:
+            moved[r.doc_id] = max(scores, key=lambda cid: (scores[cid], -cid))
+        else:
+            moved[r.doc_id] = con.execute(
+                "SELECT id FROM chunks WHERE doc_id = ? AND id IN"
+                " (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?) ORDER BY seq LIMIT 1",
+                (r.doc_id, r.match),
+            ).fetchone()[0]
+    return [replace(r, chunk_id=moved.get(r.doc_id, r.chunk_id)) for r in page]
 
 
 # Keyword tiers: the integer part of a keyword score. A note named by the query is what the person
@@ -67,6 +103,7 @@ TIER_LABELS = {
     TIER_ACROSS: "all words, apart",
     TIER_SOME: "some words",
 }
+_BM25_TIERS = {TIER_LABELS[t] for t in (TIER_NAME_PREFIX, TIER_ALL, TIER_SOME)}  # bm25's chunk
 
 
 # Within a tier, bm25 maps onto [0, 1) as s / (s + BM25_HALF): a chunk scoring BM25_HALF shows .50.
