@@ -1,6 +1,7 @@
 import json
 import os
 
+import apsw
 import pytest
 from click.testing import CliRunner
 
@@ -294,3 +295,32 @@ def test_a_file_changed_after_indexing_gives_a_stale_hit(tmp_path, vault):
     (vault / "tech" / "notes.txt").unlink()  # a vanished file is stale too
     r = runner.invoke(cli, ["--db", str(dbp), "search", "tomatoes", "--json"])
     assert all(h["stale"] for h in json.loads(r.stdout))
+
+
+def test_a_match_of_a_heading_alone_shows_the_section_where_its_words_are(tmp_path):
+    """bm25 counts a heading word in every chunk under the heading and favours the shortest:
+    the Vue docs' 'simple routing from scratch' showed a chunk holding only '</div>'. The
+    passage is a chunk whose text holds a word of the query, or the section's first chunk."""
+    import kbase
+
+    code = "```js\n" + "const view = computed(() => routes[currentPath.value])\n" * 40 + "```\n"
+    v = write(
+        tmp_path / "v",
+        {
+            "routing.md": "# Routing\n\n## Official Router\n\nUse the official router.\n\n"
+            "## Simple Routing from Scratch\n\nIf you only need very simple routing, listen"
+            ' to the hashchange event.\n\n<div class="demo">\n\n' + code + "\n</div>\n",
+            "other.md": "# Other\n\nNothing about it here.\n",
+        },
+    )
+    with kbase.open(tmp_path / "t.db") as kb:
+        kb.index([v], embed=False)
+        body = dict(
+            apsw.Connection(str(tmp_path / "t.db")).execute(
+                "SELECT id, body FROM chunks_fts_content"
+            )
+        )
+        assert "</div>" in body.values()  # (the chunk bm25 would show)
+        for query in ("simple routing from scratch", "scratch"):
+            (hit,) = kb.search(query, mode="keyword", limit=1)
+            assert "hashchange" in body[hit.chunk_id], query
