@@ -15,6 +15,9 @@ from kbase.notes.resolve import _stem as _without_suffix
 from tests.conftest import write
 
 
+SQLITE_LINE_3 = "Write-ahead logging lets readers and writers work at once."
+
+
 def test_read_regions_and_metadata(kb):
     r = kb.read("Welcome")
     assert (r.path, r.title, r.first_line, r.total_lines, r.truncated) == (
@@ -26,12 +29,16 @@ def test_read_regions_and_metadata(kb):
     )
     assert set(r.tags) >= {"start", "meta", "inbox"} and r.date == "2024-05-01" and not r.stale
     r = kb.read("tech/SQLite.md", 3, 3)
-    assert r.lines == ("Write-ahead logging lets readers and writers work at once.",)
+    assert r.lines == (SQLITE_LINE_3,)
     assert r.numbered() == "3 | Write-ahead logging lets readers and writers work at once."
     with pytest.raises(InputError, match="has 8 lines, not 9"):
         kb.read("Welcome", 9)
     with pytest.raises(InputError, match="no lines 5-2"):
         kb.read("Welcome", 5, 2)
+    # a hit's place (PATH:LINE) with a range asked: that note, the range asked (it said "did
+    # you mean", taking 'tech/SQLite.md:1' for a name)
+    r = kb.read("tech/SQLite.md:1", 3, 3)
+    assert (r.path, r.first_line, r.lines) == ("tech/SQLite.md", 3, (SQLITE_LINE_3,))
 
 
 def test_a_long_note_is_cut_and_says_so(tmp_path):
