@@ -14,7 +14,6 @@ from kbase.notes.reading import MAX_LINES
 from kbase.notes.resolve import _stem as _without_suffix
 from tests.conftest import write
 
-
 SQLITE_LINE_3 = "Write-ahead logging lets readers and writers work at once."
 
 
