@@ -310,7 +310,8 @@ def test_a_match_of_a_heading_alone_shows_the_section_where_its_words_are(tmp_pa
             "routing.md": "# Routing\n\n## Official Router\n\nUse the official router.\n\n"
             "## Simple Routing from Scratch\n\nIf you only need very simple routing, listen"
             ' to the hashchange event.\n\n<div class="demo">\n\n' + code + "\n</div>\n",
-            "other.md": "# Other\n\nNothing about it here.\n",
+            "other.md": "# Other\n\nNothing about it here, see example.com.\n",
+            "computed.md": "# Derived values\n\nA value made from others.\n",
         },
     )
     with kbase.open(tmp_path / "t.db") as kb:
@@ -324,3 +325,7 @@ def test_a_match_of_a_heading_alone_shows_the_section_where_its_words_are(tmp_pa
         for query in ("simple routing from scratch", "scratch"):
             (hit,) = kb.search(query, mode="keyword", limit=1)
             assert "hashchange" in body[hit.chunk_id], query
+        # a note whose file name starts with the query, no chunk with its words: its first
+        # chunk (this raised TypeError)
+        hits = kb.search("com", mode="keyword", limit=5)
+        assert ("computed.md", 1) in [(h.path, h.line) for h in hits]
