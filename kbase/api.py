@@ -684,7 +684,11 @@ class KB:
         cleanup = None
         if use is None:
             own = KB(self.path, embedder=self._embedder if self._explicit_embedder else None)
-            use, cleanup = own._one_at_a_time(), own.close
+            use = own._one_at_a_time()
+
+            def cleanup() -> None:  # once the search or warm-up under way is done with it
+                with use() as kb:
+                    kb.close()
 
         def search(args: dict[str, Any]) -> tuple[Hits, list[str]]:
             with use() as kb:

@@ -590,3 +590,26 @@ def test_without_unix_sockets_nothing_is_handed_over(small, runtime, monkeypatch
         assert handoff.ask(small, _args("tomatoes"), 10.0) is None
         kb.hand_off = True
         assert [h.path for h in kb.search("tomatoes")] == ["Garden.md"]
+
+
+def test_closing_a_server_waits_for_the_warm_up_that_reads_the_index(small, runtime, monkeypatch):
+    """The server's own KB is closed once the warm-up (or a search) using it is done: closed at
+    once, under load, its reader was still in a statement of the warm-up thread
+    (apsw.ThreadingViolationError, seen in the fast loop)."""
+    import threading
+
+    started = threading.Event()
+
+    def slow_mode(kb):  # a statement of some 0.3 s in the warm-up thread
+        started.set()
+        kb.reader.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000)"
+            " SELECT count(*) FROM n"
+        ).fetchone()
+        return "keyword"
+
+    monkeypatch.setattr(kbase.KB, "default_mode", slow_mode)
+    with kbase.open(small) as kb:
+        server = kb.serve_searches()
+        assert server.serving and started.wait(5)
+        server.close()  # (raised ThreadingViolationError)
