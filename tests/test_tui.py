@@ -244,6 +244,23 @@ async def test_punctuation_alone_is_like_an_empty_box(index):
         assert notifications(app) == []
 
 
+@pytest.mark.asyncio
+async def test_a_query_with_nothing_to_find_clears_the_preview(index):
+    """An emoji alone (no word) or a query without results leaves no note of an earlier query in
+    the preview or the links pane, and that query typed again shows its hit again."""
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main(app)
+        for nothing, message in (("🎉", "Type to search"), ("zzzqqq", "No results.")):
+            await type_query(pilot, "tomatoes")
+            assert screen.preview.location.path == "Garden.md" and screen.links.option_count
+            await type_query(pilot, nothing)
+            assert screen.preview.location is None and message in screen_text(app)
+            assert "Garden" not in screen_text(app) and screen.links.option_count == 0
+        await type_query(pilot, "tomatoes")
+        assert screen.preview.location.path == "Garden.md"
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_moving_through_results_moves_the_preview(index):

@@ -111,6 +111,7 @@ RELATED_LIMIT = 8  # related notes under the links (kbase related)
 # Chunks without vectors are embedded in the background once nobody has typed for this long.
 IDLE_S = 2.0
 EDIT_HELP = "Open the note in $EDITOR at the hit's line"
+START_MESSAGE = "Type to search. Press ? for help."
 
 
 class MainScreen(Screen):
@@ -187,7 +188,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(ResultsList).set_title()
-        self.query_one(PreviewPane).show_message("Type to search. Press ? for help.")
+        self.query_one(PreviewPane).show_message(START_MESSAGE)
         self._show_mode()
         self.query_one(SearchBar).input.focus()
         self.load_status()
@@ -264,6 +265,7 @@ class MainScreen(Screen):
             self.workers.cancel_group(self, "search-vector")
             self.results.clear_hits()
             self.query_one(StatusLine).show_stale(0)
+            self._show_nothing(START_MESSAGE)
             return
         if self.index_ok is False:
             self.results.clear_hits(self._index_problem)
@@ -320,8 +322,7 @@ class MainScreen(Screen):
         self.query_one(StatusLine).show_stale(sum(1 for h in message.hits if h.stale))
         hit = self.results.current
         if hit is None:
-            self.preview.show_message("No results.")
-            self.links.clear_links()
+            self._show_nothing("No results.")
         else:
             self._show_hit(hit)
 
@@ -348,6 +349,17 @@ class MainScreen(Screen):
             hit.title, f"{hit.path}:{hit.line}", f"{hit.heading_path}\n\n{hit.snippet}".strip()
         )
         self.show_location(location)
+
+    def _show_nothing(self, message: str) -> None:
+        """No hit to show: the preview says ``message`` and the links pane is empty. The note
+        shown before is forgotten (the same hit found again is shown again) and one still
+        loading is dropped."""
+        self._request += 1
+        self.history, self.history_pos = [], -1
+        self._links_choice.clear()
+        self.doc, self._links_note, self._outlinks = None, None, []
+        self.preview.show_message(message)
+        self.links.clear_links()
 
     # --- preview and links --------------------------------------------------------------------
     def show_location(self, location: Location) -> None:
