@@ -1156,12 +1156,12 @@ def model_name(name: str) -> str:
 
 
 def has_words(text: str) -> bool:
-    """Whether ``text`` has anything to search for, words or Obsidian operators (``KB.search``
-    refuses a query without)."""
+    """Whether ``text`` has anything to search for, words or Obsidian operators, or an operator
+    ``KB.search`` would name as wrong (it refuses a query of punctuation alone)."""
     from kbase.search.query import parse_query
 
     q = parse_query(text)
-    return not q.empty or bool(q.operators)
+    return not q.empty or bool(q.operators) or q.error is not None
 
 
 def chunk_file(

@@ -26,7 +26,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
 from kbase.api import has_words
-from kbase.errors import DatabaseError, KbaseError
+from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.paths import editor_command
 from kbase.records import DocRef, Status
 from kbase.text import printable
@@ -641,8 +641,13 @@ class MainScreen(Screen):
             # The keyword results stay, as the final answer for this query.
             self._final_gen = self._gen
             self.results.set_title(pending="")
-        elif what == "search" and message.gen != self._gen:
-            return
+        elif what == "search":
+            if message.gen != self._gen:
+                return
+            if isinstance(message.error, InputError):  # the query's fault (path:[): say why
+                self.results.clear_hits()
+                hint = message.error.hint
+                self._show_nothing(message.error.message + (f"\n\nhint: {hint}" if hint else ""))
         elif what in ("document", "links", "related notes") and message.gen != self._request:
             return
         services(self).notify_error(message.error, title=f"kbase ({what})")
