@@ -1164,6 +1164,21 @@ def has_words(text: str) -> bool:
     return not q.empty or bool(q.operators) or q.error is not None
 
 
+def readable_line(line: str, span: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """A line of Markdown (a link's context) as a person reads it, as snippets show notes, and
+    where its ``span`` (the link, [start, end)) lies in that: ``See [[Beta|the second note]].``
+    reads ``See the second note.``"""
+    from kbase.ingest.markup import render
+
+    text, source = render(line)
+    lead = len(text) - len(text.lstrip())  # (a table row's cell padding)
+    text, source = text.strip(), source[lead:]
+    start, end = (
+        next((i for i, at in enumerate(source) if at >= edge), len(text)) for edge in span
+    )
+    return text, (min(start, len(text)), min(end, len(text)))
+
+
 def chunk_file(
     path: str | os.PathLike[str],
     *,

@@ -409,8 +409,7 @@ async def test_follow_links_back_and_forward(index):
         assert links.border_title == "Links 1 out · 3 in"
         options = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
         assert (
-            options[1].startswith("Compost")
-            and "Feed them with [[Compost]] in spring." in options[1]
+            options[1].startswith("Compost") and "Feed them with Compost in spring." in options[1]
         )
         assert any(
             "2024-05-02  journal/2024-05-02.md:6" in o for o in options
@@ -502,6 +501,43 @@ async def test_links_pane_lists_related_notes_and_follows_one(index):
         await pilot.press("enter")
         await settle(pilot)
         assert screen.preview.location.path == first.location.path != "Garden.md"
+
+
+@pytest.mark.asyncio
+async def test_links_pane_shows_each_links_line_as_it_reads(tmp_path):
+    """A link's line reads as the note does ([[SQLite|the SQLite notes]] is 'the SQLite notes'),
+    the row's own link underlined, and in view when the line is long."""
+    vault = write(
+        tmp_path / "vault",
+        {
+            "Welcome.md": (VAULT / "Welcome.md").read_text(),
+            "SQLite.md": "# SQLite\n",
+            "Long.md": "# Long\n\n" + "words " * 60 + "and at last [[SQLite|the end]].\n",
+            "Table.md": "# Table\n\n| a | b |\n|---|---|\n| x | [[SQLite\\|cell]] |\n",
+        },
+    )
+    kbase.open(tmp_path / "index.db").index([vault], embed=False)
+    app = make_app(tmp_path / "index.db")
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = main(app)
+        for query, row, line, link in (
+            ("welcome", "SQLite", "read the SQLite notes.", "the SQLite notes"),
+            ("Long", "SQLite", "words and at last the end.", "the end"),
+            ("Table", "SQLite", "\nx  ·  cell", "cell"),  # (no cell padding in front)
+        ):
+            await type_query(pilot, query)
+            links = screen.links
+            prompt = next(
+                links.get_option_at_index(i).prompt
+                for i in range(links.option_count)
+                if links.get_option_at_index(i).prompt.plain.startswith(row + "\n")
+            )
+            assert line in prompt.plain and "[[" not in prompt.plain
+            assert len(prompt.plain) < 200
+            marked = [
+                prompt.plain[s.start : s.end] for s in prompt.spans if "underline" in str(s.style)
+            ]
+            assert marked == [link]
 
 
 @pytest.mark.asyncio
