@@ -1218,3 +1218,21 @@ async def test_the_hit_stays_in_view_when_the_terminal_is_resized(tmp_path):
             await settle(pilot)
             await pilot.pause(0.1)
             assert _hit_in_view(screen), size
+
+
+@pytest.mark.asyncio
+async def test_resizing_keeps_the_note_followed_from_a_hit(index):
+    """The results are drawn again at a new width without picking their hit anew: that showed
+    the hit in the preview again, in place of the note a link led to, and dropped the history."""
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "pinch shoots")
+        screen = main(app)
+        await pilot.press("escape", "3", "enter")  # follow Garden's link to Compost
+        await settle(pilot)
+        assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
+        before = screen.results.get_option_at_index(0).prompt.plain
+        await pilot.resize_terminal(160, 40)
+        await settle(pilot)
+        assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
+        assert screen.results.get_option_at_index(0).prompt.plain != before  # drawn again

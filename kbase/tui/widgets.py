@@ -174,7 +174,10 @@ class ResultsList(OptionList):
 
     def on_resize(self) -> None:
         if self.hits and self._line_width() != self._rendered_width:
-            self._fill(self.highlighted or 0)
+            # The same hits, drawn to the new width: no hit is picked anew (that would show it
+            # in the preview in place of a note followed from it).
+            with self.prevent(OptionList.OptionHighlighted):
+                self._fill(self.highlighted or 0)
 
     def set_title(self, *, pending: str = "", message: str = "") -> None:
         if message:
