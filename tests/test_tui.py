@@ -1221,10 +1221,13 @@ async def test_the_hit_stays_in_view_when_the_terminal_is_resized(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_resizing_keeps_the_note_followed_from_a_hit(index):
-    """The results are drawn again at a new width without picking their hit anew: that showed
-    the hit in the preview again, in place of the note a link led to, and dropped the history."""
+async def test_the_note_followed_from_a_hit_stays_when_the_results_are_drawn_again(index):
+    """Resizing draws the results again, and coming back from the editor searches again: neither
+    picks the hit anew, which showed it in the preview in place of the note a link led to (the
+    note just edited) and dropped the history."""
     app = make_app(index)
+    opened: list = []
+    app.open_in_editor = opened.append  # type: ignore[method-assign]
     async with app.run_test(size=(100, 30)) as pilot:
         await type_query(pilot, "pinch shoots")
         screen = main(app)
@@ -1236,3 +1239,10 @@ async def test_resizing_keeps_the_note_followed_from_a_hit(index):
         await settle(pilot)
         assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
         assert screen.results.get_option_at_index(0).prompt.plain != before  # drawn again
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert opened[0][-1].endswith("Compost.md")
+        assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
+        await pilot.press("alt+left")  # and back to the hit, as before
+        await settle(pilot)
+        assert screen.preview.location.path == "Garden.md"

@@ -316,6 +316,9 @@ class MainScreen(Screen):
         if not vector_pending:
             self._final_gen = message.gen
         pending = f"{self.mode} results coming…" if vector_pending else ""
+        # The same query again (its hybrid results, or the search run again after the editor):
+        # a note the user went to from its hit, by a link, stays in the preview.
+        followed = message.query == self.results.query_text and self.history_pos > 0
         self.results.show_hits(
             message.hits, source=message.source, query=message.query, pending=pending
         )
@@ -323,7 +326,7 @@ class MainScreen(Screen):
         hit = self.results.current
         if hit is None:
             self._show_nothing("No results.")
-        else:
+        elif not followed:
             self._show_hit(hit)
 
     @on(OptionList.OptionHighlighted, "#results")

@@ -160,13 +160,17 @@ class ResultsList(OptionList):
         self.set_title(pending=pending)
 
     def _fill(self, index: int) -> None:
+        """Draw the hits, ``index`` highlighted. That is no pick of the user's: no
+        OptionHighlighted is posted (it would show the hit in the preview in place of a note a
+        link led to from it); the screen shows what a new list should."""
         width = self._line_width()
-        self.set_options(
-            Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits)
-        )
-        self._rendered_width = width
-        if self.hits:
-            self.highlighted = min(index, len(self.hits) - 1)
+        with self.prevent(OptionList.OptionHighlighted):
+            self.set_options(
+                Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits)
+            )
+            self._rendered_width = width
+            if self.hits:
+                self.highlighted = min(index, len(self.hits) - 1)
 
     def _line_width(self) -> int:
         """The cells an option's line has (each line is cut to fit, never wrapped)."""
@@ -174,10 +178,7 @@ class ResultsList(OptionList):
 
     def on_resize(self) -> None:
         if self.hits and self._line_width() != self._rendered_width:
-            # The same hits, drawn to the new width: no hit is picked anew (that would show it
-            # in the preview in place of a note followed from it).
-            with self.prevent(OptionList.OptionHighlighted):
-                self._fill(self.highlighted or 0)
+            self._fill(self.highlighted or 0)
 
     def set_title(self, *, pending: str = "", message: str = "") -> None:
         if message:
