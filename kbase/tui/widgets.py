@@ -598,7 +598,11 @@ class LinksPane(OptionList):
             self.entries[f"rel-{i}"] = LinkEntry(loc, hit.path)
             options.append(
                 Option(
-                    self._prompt(f"{hit.title}  {hit.path}:{hit.line}", hit.snippet), id=f"rel-{i}"
+                    self._prompt(
+                        f"{hit.title}  {hit_location(hit.path, hit.line, hit.page, hit.card)}",
+                        hit.snippet,
+                    ),
+                    id=f"rel-{i}",
                 )
             )
         self.add_options(options)
