@@ -625,6 +625,24 @@ async def test_hybrid_shows_keyword_results_first_then_hybrid_and_modes_cycle(tm
 
 
 @pytest.mark.asyncio
+async def test_a_bad_query_in_hybrid_mode_is_not_a_model_failure(tmp_path):
+    """The vector search refuses a query the keyword search refuses too (an operator kbase does
+    not read): that is said once, and the mode stays hybrid (it fell back to keyword, and
+    ctrl+t said 'The embedding model could not be loaded')."""
+    db, _ = build(tmp_path, embedder=FakeEmbedder())
+    app = make_app(db, kb_factory=lambda path: KB(path, embedder=FakeEmbedder()))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main(app)
+        await type_query(pilot, "tomatoes task:x")
+        assert not screen.results.hits and not screen.model_failed and screen.mode == "hybrid"
+        assert [n.message.splitlines()[0] for n in notifications(app)] == [
+            "kbase does not support Obsidian's task: operator"
+        ]
+        await type_query(pilot, "tomatoes")
+        assert screen.results.source == "hybrid" and screen.results.hits
+
+
+@pytest.mark.asyncio
 async def test_model_failure_falls_back_to_keyword(tmp_path):
     db, _ = build(tmp_path, embedder=FakeEmbedder())
 

@@ -635,8 +635,10 @@ class MainScreen(Screen):
                 + "\n\nThen press ctrl+r."
             )
         elif what in ("model", "vector"):
-            if what == "vector" and message.gen != self._gen:
-                return
+            if what == "vector" and (
+                message.gen != self._gen or isinstance(message.error, InputError)
+            ):
+                return  # superseded, or the query's fault, which the keyword search says
             if not isinstance(message.error, DatabaseError):  # not a passing lock: the model
                 self.model_failed = True
                 self.mode = "keyword"
