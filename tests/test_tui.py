@@ -348,6 +348,26 @@ async def test_filters_restrict_the_search(index):
         assert len(screen.results.hits) == 4 and not bar.display
 
 
+@pytest.mark.asyncio
+async def test_a_filter_that_keeps_no_note_is_named_when_nothing_is_found(index):
+    """A tag or path in the filter bar that no note has (a typo) is said in the preview, as
+    kbase search says it, not only '0 results'."""
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "tomatoes")
+        screen = main(app)
+        screen.set_filters("nowhere/", "gardn")
+        await settle(pilot)
+        said = screen.preview.query_one("#preview-empty").render
+        assert not screen.results.hits and str(said()) == (
+            "No results: no note's path matches 'nowhere/';"
+            " no note has the tag 'gardn' (or one under it)."
+        )
+        screen.set_filters("tech/", "garden")  # each keeps notes, together none
+        await settle(pilot)
+        assert not screen.results.hits and str(said()) == "No results."
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_escape_from_the_filter_bar_leaves_the_query_alone(index, monkeypatch):

@@ -106,6 +106,16 @@ def _reports(what: str):
     return decorate
 
 
+def _searched(kb, gen: int, query: str, filters: BarFilters, mode: str) -> SearchDone:
+    """The search, and when it finds nothing, the filters that keep no note at all (a tag
+    misspelt in the filter bar: the preview says so)."""
+    hits = kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs())
+    why = []
+    if not hits and (filters.path or filters.tags):
+        why = kb.filters_that_keep_nothing(path=filters.path or None, tags=filters.tags)
+    return SearchDone(gen, mode, query, hits, why)
+
+
 MODE_HELP = "Search mode: keyword → semantic → hybrid"
 RELATED_LIMIT = 8  # related notes under the links (kbase related)
 # Chunks without vectors are embedded in the background once nobody has typed for this long.
@@ -282,12 +292,7 @@ class MainScreen(Screen):
     @_reports("search")
     def search_keyword(self, gen: int, query: str, filters: BarFilters) -> SearchDone:
         with services(self).pool.kb() as kb:
-            return SearchDone(
-                gen,
-                "keyword",
-                query,
-                kb.search(query, mode="keyword", limit=SEARCH_LIMIT, **filters.kwargs()),
-            )
+            return _searched(kb, gen, query, filters, "keyword")
 
     @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
     @_reports("vector")
@@ -297,12 +302,7 @@ class MainScreen(Screen):
         with services(self).pool.vector_kb() as kb:  # queued behind the model load / older search
             if get_current_worker().is_cancelled:
                 return None
-            return SearchDone(
-                gen,
-                mode,
-                query,
-                kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs()),
-            )
+            return _searched(kb, gen, query, filters, mode)
 
     @on(SearchDone)
     def _search_done(self, message: SearchDone) -> None:
@@ -325,7 +325,8 @@ class MainScreen(Screen):
         self.query_one(StatusLine).show_stale(sum(1 for h in message.hits if h.stale))
         hit = self.results.current
         if hit is None:
-            self._show_nothing("No results.")
+            why = "; ".join(message.why)
+            self._show_nothing(f"No results: {why}." if why else "No results.")
         elif not followed:
             self._show_hit(hit)
 
