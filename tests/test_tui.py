@@ -561,6 +561,23 @@ async def test_links_pane_shows_each_links_line_as_it_reads(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_an_unresolved_link_is_named_as_written(tmp_path):
+    """Following a link that leads nowhere names it as the note writes it: a Markdown link's
+    target was shown as a wikilink ('[[../gone.md]]')."""
+    vault = write(tmp_path / "vault", {"A.md": "# A\n\nSee [[Gone]] and [old](../gone.md).\n"})
+    kbase.open(tmp_path / "index.db").index([vault], embed=False)
+    app = make_app(tmp_path / "index.db")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "see")
+        await pilot.press("escape", "3", "enter", "down", "enter")
+        await settle(pilot)
+        assert [n.message for n in notifications(app)] == [
+            "[[Gone]] does not lead to a note in the index",
+            "../gone.md does not lead to a note in the index",
+        ]
+
+
+@pytest.mark.asyncio
 async def test_wikilink_clicked_in_the_preview_is_followed(index):
     from textual.widgets import Markdown
 

@@ -442,7 +442,7 @@ class MainScreen(Screen):
     def _follow(self, message: LinksPane.Follow) -> None:
         if message.entry.location is None:
             self.app.notify(
-                printable(f"[[{message.entry.label}]] does not lead to a note in the index"),
+                printable(f"{message.entry.label} does not lead to a note in the index"),
                 title="Unresolved link",
                 severity="warning",
                 markup=False,

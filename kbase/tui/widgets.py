@@ -511,7 +511,7 @@ class LinkEntry:
     """What a row of the links pane leads to."""
 
     location: Location | None  # None: unresolved, or an attachment
-    label: str
+    label: str  # the link as written ([[Note]], or a Markdown link's target), else the path
 
 
 class LinksPane(OptionList):
@@ -554,7 +554,8 @@ class LinksPane(OptionList):
                 name = link.target + (" (attachment)" if link.target_path else " (unresolved)")
             if link.anchor:
                 name += f" › {link.anchor}"
-            self.entries[f"out-{i}"] = LinkEntry(loc, link.target)
+            written = f"[[{link.target}]]" if link.kind == "wiki" else link.target
+            self.entries[f"out-{i}"] = LinkEntry(loc, written)
             options.append(Option(self._prompt(name, link, broken=loc is None), id=f"out-{i}"))
         options.append(
             Option(
