@@ -1160,12 +1160,27 @@ def model_name(name: str) -> str:
 
 
 def has_words(text: str) -> bool:
-    """Whether ``text`` has anything to search for, words or Obsidian operators (``KB.search``
-    refuses a query without)."""
+    """Whether ``text`` has anything to search for, words or Obsidian operators, or an operator
+    ``KB.search`` would name as wrong (it refuses a query of punctuation alone)."""
     from kbase.search.query import parse_query
 
     q = parse_query(text)
-    return not q.empty or bool(q.operators)
+    return not q.empty or bool(q.operators) or q.error is not None
+
+
+def readable_line(line: str, span: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """A line of Markdown (a link's context) as a person reads it, as snippets show notes, and
+    where its ``span`` (the link, [start, end)) lies in that: ``See [[Beta|the second note]].``
+    reads ``See the second note.``"""
+    from kbase.ingest.markup import render
+
+    text, source = render(line)
+    lead = len(text) - len(text.lstrip())  # (a table row's cell padding)
+    text, source = text.strip(), source[lead:]
+    start, end = (
+        next((i for i, at in enumerate(source) if at >= edge), len(text)) for edge in span
+    )
+    return text, (min(start, len(text)), min(end, len(text)))
 
 
 def chunk_file(

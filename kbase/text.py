@@ -36,6 +36,20 @@ def latin_share(text: str) -> float:
     return len(_LATIN.findall(text)) / letters if letters else 1.0
 
 
+def shown_instead(asked: str, path: str, title: str) -> str:
+    """What a face says when ``asked`` named no note and the note at ``path``, titled
+    ``title``, is shown: that ``asked`` is its title (a link names a note by its file name, so
+    [[asked]] leads nowhere), else the name a typo away."""
+    if _words(asked) == _words(title):
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        return f"showing {path}, titled {title!r} (a link names it [[{stem}]])"
+    return f"did you mean {title!r}? showing {path} (no note is named {asked!r})"
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
 def line_starts(text: str) -> list[int]:
     """Offsets where each line starts."""
     if "\r" in text:

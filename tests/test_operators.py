@@ -53,6 +53,8 @@ def test_what_is_and_is_not_an_operator(text, fts):
         ("path: plan", "path: needs a value, e.g. path:journal/"),
         ("tag:# plan", "tag: needs a value, e.g. tag:#project"),
         ("plan OR tag:x", "OR joins two words or two operators, not a word and tag:x"),
+        ("plan path:[", "path:[: the '[' is never closed"),  # GLOB would match no path
+        ("plan -file:a[]b", "file:a[]b: the '[' is never closed"),  # ('[]b' is a set of ']b')
     ],
 )
 def test_a_bad_operator_is_an_error_saying_what(text, message):
@@ -146,6 +148,18 @@ def test_a_bad_operator_is_an_input_error(kb):
         kb.search("line:plan x")
 
 
+def test_a_glob_that_can_match_nothing_is_an_input_error_naming_it(kb):
+    with pytest.raises(InputError, match=r"^path '\[draft': the '\[' is never closed"):
+        kb.search("plan", path="[draft")
+    with pytest.raises(InputError, match=r"^excluded path 'a\['"):
+        kb.search("plan", exclude=["a["])
+    assert paths(kb.search("plan path:*[[]*")) == set()  # '[[]' is a literal '['
+    assert paths(kb.search("plan", path="projects/[gt]*")) == {
+        "Projects/Garden plan.md",
+        "Projects/Trip.md",
+    }
+
+
 def test_cli_operators_and_a_bad_one_in_one_line(index):
     r = CliRunner().invoke(cli, ["--db", str(index), "search", "--json", "plan", "tag:#journal"])
     assert r.exit_code == 0 and {h["path"] for h in json.loads(r.stdout)} == {
@@ -202,6 +216,28 @@ def test_hybrid_with_operators(tmp_path):
     }
     assert seen[-1] == "plants that need light"
     k.close()
+
+
+@pytest.mark.asyncio
+async def test_tui_says_what_is_wrong_with_a_query(index):
+    """A glob that can match nothing (in the query or the filter bar) or an operator kbase does
+    not read, alone too, is said (a notification, and in the preview), not 0 results."""
+    from tests.test_tui import main, make_app, notifications, settle, type_query
+
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main(app)
+        for query in ("plan path:[", "path:[", "task:x"):
+            await type_query(pilot, "plan")
+            assert screen.results.hits
+            await type_query(pilot, query)
+            assert not screen.results.hits and screen.preview.location is None
+            said = "never closed" if "[" in query else "does not support Obsidian's task:"
+            assert said in notifications(app)[-1].message
+        await type_query(pilot, "plan")
+        screen.set_filters("[", "")
+        await settle(pilot)
+        assert "path '[': the '[' is never closed" in notifications(app)[-1].message
 
 
 @pytest.mark.asyncio

@@ -494,6 +494,25 @@ async def test_the_tui_lists_the_page_and_previews_the_page_around_the_hit(db_pa
         assert view.selection.start[0] <= hit.line - first <= view.selection.end[0]
 
 
+@pytest.mark.asyncio
+async def test_the_tui_names_a_related_pdf_by_its_page(db_path, tmp_path):
+    """A related PDF under the links says 'p.2', as its hit does, not the line of its text."""
+    from tests.test_tui import main, make_app, type_query
+
+    fish = "Zebrafish larvae swim with tail flicks timed by hindbrain bursts."
+    write(
+        tmp_path / "v",
+        {"a.pdf": make_pdf(["Cover", fish]), "b.pdf": make_pdf(["Other", "Notes", fish])},
+    )
+    kbase.open(db_path).index([tmp_path / "v"], embed=False)
+    app = make_app(db_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await type_query(pilot, "file:a.pdf zebrafish")
+        links = main(app).links
+        rows = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
+        assert any(r.startswith("b  b.pdf p.3\n") for r in rows), rows
+
+
 def test_an_unreadable_file_is_not_read_again_until_it_changes(db_path, tmp_path, monkeypatch):
     """A hostile PDF costs its time limit once: later runs skip it at once with the same line,
     until the file changes."""

@@ -244,6 +244,23 @@ async def test_punctuation_alone_is_like_an_empty_box(index):
         assert notifications(app) == []
 
 
+@pytest.mark.asyncio
+async def test_a_query_with_nothing_to_find_clears_the_preview(index):
+    """An emoji alone (no word) or a query without results leaves no note of an earlier query in
+    the preview or the links pane, and that query typed again shows its hit again."""
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main(app)
+        for nothing, message in (("🎉", "Type to search"), ("zzzqqq", "No results.")):
+            await type_query(pilot, "tomatoes")
+            assert screen.preview.location.path == "Garden.md" and screen.links.option_count
+            await type_query(pilot, nothing)
+            assert screen.preview.location is None and message in screen_text(app)
+            assert "Garden" not in screen_text(app) and screen.links.option_count == 0
+        await type_query(pilot, "tomatoes")
+        assert screen.preview.location.path == "Garden.md"
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_moving_through_results_moves_the_preview(index):
@@ -331,6 +348,26 @@ async def test_filters_restrict_the_search(index):
         assert len(screen.results.hits) == 4 and not bar.display
 
 
+@pytest.mark.asyncio
+async def test_a_filter_that_keeps_no_note_is_named_when_nothing_is_found(index):
+    """A tag or path in the filter bar that no note has (a typo) is said in the preview, as
+    kbase search says it, not only '0 results'."""
+    app = make_app(index)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "tomatoes")
+        screen = main(app)
+        screen.set_filters("nowhere/", "gardn")
+        await settle(pilot)
+        said = screen.preview.query_one("#preview-empty").render
+        assert not screen.results.hits and str(said()) == (
+            "No results: no note's path matches 'nowhere/';"
+            " no note has the tag 'gardn' (or one under it)."
+        )
+        screen.set_filters("tech/", "garden")  # each keeps notes, together none
+        await settle(pilot)
+        assert not screen.results.hits and str(said()) == "No results."
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_escape_from_the_filter_bar_leaves_the_query_alone(index, monkeypatch):
@@ -392,8 +429,7 @@ async def test_follow_links_back_and_forward(index):
         assert links.border_title == "Links 1 out · 3 in"
         options = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
         assert (
-            options[1].startswith("Compost")
-            and "Feed them with [[Compost]] in spring." in options[1]
+            options[1].startswith("Compost") and "Feed them with Compost in spring." in options[1]
         )
         assert any(
             "2024-05-02  journal/2024-05-02.md:6" in o for o in options
@@ -488,6 +524,60 @@ async def test_links_pane_lists_related_notes_and_follows_one(index):
 
 
 @pytest.mark.asyncio
+async def test_links_pane_shows_each_links_line_as_it_reads(tmp_path):
+    """A link's line reads as the note does ([[SQLite|the SQLite notes]] is 'the SQLite notes'),
+    the row's own link underlined, and in view when the line is long."""
+    vault = write(
+        tmp_path / "vault",
+        {
+            "Welcome.md": (VAULT / "Welcome.md").read_text(),
+            "SQLite.md": "# SQLite\n",
+            "Long.md": "# Long\n\n" + "words " * 60 + "and at last [[SQLite|the end]].\n",
+            "Table.md": "# Table\n\n| a | b |\n|---|---|\n| x | [[SQLite\\|cell]] |\n",
+        },
+    )
+    kbase.open(tmp_path / "index.db").index([vault], embed=False)
+    app = make_app(tmp_path / "index.db")
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = main(app)
+        for query, row, line, link in (
+            ("welcome", "SQLite", "read the SQLite notes.", "the SQLite notes"),
+            ("Long", "SQLite", "words and at last the end.", "the end"),
+            ("Table", "SQLite", "\nx  ·  cell", "cell"),  # (no cell padding in front)
+        ):
+            await type_query(pilot, query)
+            links = screen.links
+            prompt = next(
+                links.get_option_at_index(i).prompt
+                for i in range(links.option_count)
+                if links.get_option_at_index(i).prompt.plain.startswith(row + "\n")
+            )
+            assert line in prompt.plain and "[[" not in prompt.plain
+            assert len(prompt.plain) < 200
+            marked = [
+                prompt.plain[s.start : s.end] for s in prompt.spans if "underline" in str(s.style)
+            ]
+            assert marked == [link]
+
+
+@pytest.mark.asyncio
+async def test_an_unresolved_link_is_named_as_written(tmp_path):
+    """Following a link that leads nowhere names it as the note writes it: a Markdown link's
+    target was shown as a wikilink ('[[../gone.md]]')."""
+    vault = write(tmp_path / "vault", {"A.md": "# A\n\nSee [[Gone]] and [old](../gone.md).\n"})
+    kbase.open(tmp_path / "index.db").index([vault], embed=False)
+    app = make_app(tmp_path / "index.db")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "see")
+        await pilot.press("escape", "3", "enter", "down", "enter")
+        await settle(pilot)
+        assert [n.message for n in notifications(app)] == [
+            "[[Gone]] does not lead to a note in the index",
+            "../gone.md does not lead to a note in the index",
+        ]
+
+
+@pytest.mark.asyncio
 async def test_wikilink_clicked_in_the_preview_is_followed(index):
     from textual.widgets import Markdown
 
@@ -569,6 +659,24 @@ async def test_hybrid_shows_keyword_results_first_then_hybrid_and_modes_cycle(tm
             assert screen.results.source == expected and screen.results.hits
         await pilot.press("escape", "m")  # m cycles too, when not typing
         assert screen.mode == "keyword"
+
+
+@pytest.mark.asyncio
+async def test_a_bad_query_in_hybrid_mode_is_not_a_model_failure(tmp_path):
+    """The vector search refuses a query the keyword search refuses too (an operator kbase does
+    not read): that is said once, and the mode stays hybrid (it fell back to keyword, and
+    ctrl+t said 'The embedding model could not be loaded')."""
+    db, _ = build(tmp_path, embedder=FakeEmbedder())
+    app = make_app(db, kb_factory=lambda path: KB(path, embedder=FakeEmbedder()))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main(app)
+        await type_query(pilot, "tomatoes task:x")
+        assert not screen.results.hits and not screen.model_failed and screen.mode == "hybrid"
+        assert [n.message.splitlines()[0] for n in notifications(app)] == [
+            "kbase does not support Obsidian's task: operator"
+        ]
+        await type_query(pilot, "tomatoes")
+        assert screen.results.source == "hybrid" and screen.results.hits
 
 
 @pytest.mark.asyncio
@@ -1165,3 +1273,31 @@ async def test_the_hit_stays_in_view_when_the_terminal_is_resized(tmp_path):
             await settle(pilot)
             await pilot.pause(0.1)
             assert _hit_in_view(screen), size
+
+
+@pytest.mark.asyncio
+async def test_the_note_followed_from_a_hit_stays_when_the_results_are_drawn_again(index):
+    """Resizing draws the results again, and coming back from the editor searches again: neither
+    picks the hit anew, which showed it in the preview in place of the note a link led to (the
+    note just edited) and dropped the history."""
+    app = make_app(index)
+    opened: list = []
+    app.open_in_editor = opened.append  # type: ignore[method-assign]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_query(pilot, "pinch shoots")
+        screen = main(app)
+        await pilot.press("escape", "3", "enter")  # follow Garden's link to Compost
+        await settle(pilot)
+        assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
+        before = screen.results.get_option_at_index(0).prompt.plain
+        await pilot.resize_terminal(160, 40)
+        await settle(pilot)
+        assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
+        assert screen.results.get_option_at_index(0).prompt.plain != before  # drawn again
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert opened[0][-1].endswith("Compost.md")
+        assert screen.preview.location.path == "Compost.md" and screen.history_pos == 1
+        await pilot.press("alt+left")  # and back to the hit, as before
+        await settle(pilot)
+        assert screen.preview.location.path == "Garden.md"

@@ -225,6 +225,21 @@ def test_cli_commands_take_a_near_name(notes, command):
     assert "did you mean 'Quick Switcher'? showing Quick Switcher.md" in r.stderr
 
 
+def test_a_notes_title_is_not_a_typo_of_itself(tmp_path):
+    """A note asked for by its title (not a name: a link names it by its file) is shown, saying
+    so; 'did you mean' it, when that is what was typed, read as a contradiction."""
+    from kbase.mcp import tools
+
+    write(tmp_path / "v", {"ch16-03-shared-state.md": "# Shared-State Concurrency\n\nMutexes.\n"})
+    db = tmp_path / "t.db"
+    with kbase.open(db) as k:
+        k.index([tmp_path / "v"], embed=False)
+        said = "showing ch16-03-shared-state.md, titled 'Shared-State Concurrency'"
+        assert tools.read(k, "shared state concurrency").text.startswith(said)
+    r = kbase_cli(db, "show", "Shared-State Concurrency", catch_exceptions=True)
+    assert r.exit_code == 0 and r.stderr == said + " (a link names it [[ch16-03-shared-state]])\n"
+
+
 def test_cli_related_takes_a_near_name(notes):
     r = run(notes, "related", "grap view")
     assert r.exit_code == 0, r.output

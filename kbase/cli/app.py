@@ -422,12 +422,12 @@ def search_options(f):
 
 
 def say_near(asked: str | None, path: str, title: str) -> None:
-    """On stderr: the name given named no note, and the note a typo away is used instead."""
+    """On stderr: the name given named no note, and the note it titles, or the one a typo away,
+    is used instead."""
     if asked:
-        click.echo(
-            printable(f"did you mean {title!r}? showing {path} (no note is named {asked!r})"),
-            err=True,
-        )
+        from kbase.text import shown_instead  # (not imported for kbase --help)
+
+        click.echo(printable(shown_instead(asked, path, title)), err=True)
 
 
 def main() -> None:  # pragma: no cover

@@ -7,6 +7,7 @@ import json
 import re
 
 from kbase.mcp import schemas as s
+from kbase.text import shown_instead
 
 # --- errors ------------------------------------------------------------------------------------
 # The engine's messages name the command-line options; an agent calling a tool knows arguments.
@@ -121,7 +122,7 @@ def read_head(r: s.ReadResult) -> str:
     if r.stale:
         meta.append("changed on disk since indexed")
     if r.corrected_from:
-        meta.insert(0, f"did you mean {r.title!r}? (no note is named {r.corrected_from!r})")
+        meta.insert(0, shown_instead(r.corrected_from, r.path, r.title))
     return " · ".join(meta)
 
 

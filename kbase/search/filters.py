@@ -10,7 +10,7 @@ import apsw
 
 from kbase.errors import InputError
 from kbase.search import cjk
-from kbase.search.query import Operator, Term
+from kbase.search.query import Operator, Term, glob_error
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,10 @@ class Filters:
         where: list[str] = []
         args: list = []
         if self.path:
-            where.append(_path_match(self.path, args))
+            where.append(_path_match(self.path, args, "path"))
         for pattern in self.exclude:
             if pattern.strip().strip("/"):
-                where.append(f"NOT {_path_match(pattern, args)}")
+                where.append(f"NOT {_path_match(pattern, args, 'excluded path')}")
         for tag in self.tags:
             where.append(_tag_match(tag, args))
         for group in self.operators:
@@ -82,10 +82,12 @@ def _bindable(value: object) -> object:
     return value
 
 
-def _path_match(pattern: str, args: list) -> str:
+def _path_match(pattern: str, args: list, what: str) -> str:
     """SQL true when ``d.path`` matches ``pattern``: a glob if it has a wildcard, else the path
-    itself or a folder above it."""
+    itself or a folder above it. A glob that can match nothing (``what`` names it) is an error."""
     p = pattern.strip().strip("/").lower()
+    if error := glob_error(p, f"{what} {pattern!r}"):
+        raise InputError(*error)
     if any(ch in p for ch in "*?["):
         args.append(p)
         return "(lower(d.path) GLOB ?)"

@@ -297,7 +297,25 @@ def _operator(m: re.Match) -> Operator | tuple[str, str] | None:
             name, f"{name}:word"
         )
         return (f"{name}: needs a value, e.g. {example}", SYNTAX_HINT)
+    if name != "tag" and (error := glob_error(value, f"{name}:{value}")):
+        return error
     return Operator(name, value, bool(m.group("opneg")))
+
+
+def glob_error(pattern: str, what: str) -> tuple[str, str] | None:
+    """(message, hint) when the glob ``pattern`` (``what`` names it) has a '[' that is never
+    closed: SQLite's GLOB then matches no path at all, so the search would find nothing."""
+    at = 0
+    while (at := pattern.find("[", at)) >= 0:
+        close = at + 1 + pattern.startswith("^", at + 1)
+        close = pattern.find("]", close + pattern.startswith("]", close))  # '[]ab]' holds ']'
+        if close < 0:
+            return (
+                f"{what}: the '[' is never closed",
+                "close it, as in [ab] (a or b), or write [[] for a '[' in a file name",
+            )
+        at = close + 1
+    return None
 
 
 def _mixed_or(op: Operator) -> tuple[str, str]:

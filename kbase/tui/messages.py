@@ -6,7 +6,7 @@ preview) so that a result a newer request has superseded is dropped on arrival.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from textual.message import Message
 
@@ -27,6 +27,7 @@ class SearchDone(Message):
     source: str  # 'keyword' (the quick list), or the mode whose list it is
     query: str
     hits: list[Hit]
+    why: list[str] = field(default_factory=list)  # no hits: the filters that keep no note
 
 
 @dataclass

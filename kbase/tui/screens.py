@@ -26,7 +26,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import get_current_worker
 
 from kbase.api import has_words
-from kbase.errors import DatabaseError, KbaseError
+from kbase.errors import DatabaseError, InputError, KbaseError
 from kbase.paths import editor_command
 from kbase.records import DocRef, Status
 from kbase.text import printable
@@ -106,11 +106,22 @@ def _reports(what: str):
     return decorate
 
 
+def _searched(kb, gen: int, query: str, filters: BarFilters, mode: str) -> SearchDone:
+    """The search, and when it finds nothing, the filters that keep no note at all (a tag
+    misspelt in the filter bar: the preview says so)."""
+    hits = kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs())
+    why = []
+    if not hits and (filters.path or filters.tags):
+        why = kb.filters_that_keep_nothing(path=filters.path or None, tags=filters.tags)
+    return SearchDone(gen, mode, query, hits, why)
+
+
 MODE_HELP = "Search mode: keyword → semantic → hybrid"
 RELATED_LIMIT = 8  # related notes under the links (kbase related)
 # Chunks without vectors are embedded in the background once nobody has typed for this long.
 IDLE_S = 2.0
 EDIT_HELP = "Open the note in $EDITOR at the hit's line"
+START_MESSAGE = "Type to search. Press ? for help."
 
 
 class MainScreen(Screen):
@@ -187,7 +198,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(ResultsList).set_title()
-        self.query_one(PreviewPane).show_message("Type to search. Press ? for help.")
+        self.query_one(PreviewPane).show_message(START_MESSAGE)
         self._show_mode()
         self.query_one(SearchBar).input.focus()
         self.load_status()
@@ -264,6 +275,7 @@ class MainScreen(Screen):
             self.workers.cancel_group(self, "search-vector")
             self.results.clear_hits()
             self.query_one(StatusLine).show_stale(0)
+            self._show_nothing(START_MESSAGE)
             return
         if self.index_ok is False:
             self.results.clear_hits(self._index_problem)
@@ -280,12 +292,7 @@ class MainScreen(Screen):
     @_reports("search")
     def search_keyword(self, gen: int, query: str, filters: BarFilters) -> SearchDone:
         with services(self).pool.kb() as kb:
-            return SearchDone(
-                gen,
-                "keyword",
-                query,
-                kb.search(query, mode="keyword", limit=SEARCH_LIMIT, **filters.kwargs()),
-            )
+            return _searched(kb, gen, query, filters, "keyword")
 
     @work(thread=True, exclusive=True, group="search-vector", exit_on_error=False)
     @_reports("vector")
@@ -295,12 +302,7 @@ class MainScreen(Screen):
         with services(self).pool.vector_kb() as kb:  # queued behind the model load / older search
             if get_current_worker().is_cancelled:
                 return None
-            return SearchDone(
-                gen,
-                mode,
-                query,
-                kb.search(query, mode=mode, limit=SEARCH_LIMIT, **filters.kwargs()),
-            )
+            return _searched(kb, gen, query, filters, mode)
 
     @on(SearchDone)
     def _search_done(self, message: SearchDone) -> None:
@@ -314,15 +316,18 @@ class MainScreen(Screen):
         if not vector_pending:
             self._final_gen = message.gen
         pending = f"{self.mode} results coming…" if vector_pending else ""
+        # The same query again (its hybrid results, or the search run again after the editor):
+        # a note the user went to from its hit, by a link, stays in the preview.
+        followed = message.query == self.results.query_text and self.history_pos > 0
         self.results.show_hits(
             message.hits, source=message.source, query=message.query, pending=pending
         )
         self.query_one(StatusLine).show_stale(sum(1 for h in message.hits if h.stale))
         hit = self.results.current
         if hit is None:
-            self.preview.show_message("No results.")
-            self.links.clear_links()
-        else:
+            why = "; ".join(message.why)
+            self._show_nothing(f"No results: {why}." if why else "No results.")
+        elif not followed:
             self._show_hit(hit)
 
     @on(OptionList.OptionHighlighted, "#results")
@@ -348,6 +353,17 @@ class MainScreen(Screen):
             hit.title, f"{hit.path}:{hit.line}", f"{hit.heading_path}\n\n{hit.snippet}".strip()
         )
         self.show_location(location)
+
+    def _show_nothing(self, message: str) -> None:
+        """No hit to show: the preview says ``message`` and the links pane is empty. The note
+        shown before is forgotten (the same hit found again is shown again) and one still
+        loading is dropped."""
+        self._request += 1
+        self.history, self.history_pos = [], -1
+        self._links_choice.clear()
+        self.doc, self._links_note, self._outlinks = None, None, []
+        self.preview.show_message(message)
+        self.links.clear_links()
 
     # --- preview and links --------------------------------------------------------------------
     def show_location(self, location: Location) -> None:
@@ -426,7 +442,7 @@ class MainScreen(Screen):
     def _follow(self, message: LinksPane.Follow) -> None:
         if message.entry.location is None:
             self.app.notify(
-                printable(f"[[{message.entry.label}]] does not lead to a note in the index"),
+                printable(f"{message.entry.label} does not lead to a note in the index"),
                 title="Unresolved link",
                 severity="warning",
                 markup=False,
@@ -620,8 +636,10 @@ class MainScreen(Screen):
                 + "\n\nThen press ctrl+r."
             )
         elif what in ("model", "vector"):
-            if what == "vector" and message.gen != self._gen:
-                return
+            if what == "vector" and (
+                message.gen != self._gen or isinstance(message.error, InputError)
+            ):
+                return  # superseded, or the query's fault, which the keyword search says
             if not isinstance(message.error, DatabaseError):  # not a passing lock: the model
                 self.model_failed = True
                 self.mode = "keyword"
@@ -629,8 +647,13 @@ class MainScreen(Screen):
             # The keyword results stay, as the final answer for this query.
             self._final_gen = self._gen
             self.results.set_title(pending="")
-        elif what == "search" and message.gen != self._gen:
-            return
+        elif what == "search":
+            if message.gen != self._gen:
+                return
+            if isinstance(message.error, InputError):  # the query's fault (path:[): say why
+                self.results.clear_hits()
+                hint = message.error.hint
+                self._show_nothing(message.error.message + (f"\n\nhint: {hint}" if hint else ""))
         elif what in ("document", "links", "related notes") and message.gen != self._request:
             return
         services(self).notify_error(message.error, title=f"kbase ({what})")

@@ -15,6 +15,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
+from kbase.api import readable_line
 from kbase.text import location as hit_location
 from kbase.text import printable
 from kbase.tui.logic import (
@@ -34,6 +35,7 @@ from kbase.tui.logic import (
 # Documents longer than this are shown as plain text (a virtualised view) instead of mounting
 # one widget per Markdown block.
 MARKDOWN_MAX_CHARS = 200_000
+CONTEXT_CHARS = 160  # of a link's line (or a related note's snippet) in the links pane
 
 
 def plain_region(body: str, location: Location, most: int = 60) -> str:
@@ -158,13 +160,17 @@ class ResultsList(OptionList):
         self.set_title(pending=pending)
 
     def _fill(self, index: int) -> None:
+        """Draw the hits, ``index`` highlighted. That is no pick of the user's: no
+        OptionHighlighted is posted (it would show the hit in the preview in place of a note a
+        link led to from it); the screen shows what a new list should."""
         width = self._line_width()
-        self.set_options(
-            Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits)
-        )
-        self._rendered_width = width
-        if self.hits:
-            self.highlighted = min(index, len(self.hits) - 1)
+        with self.prevent(OptionList.OptionHighlighted):
+            self.set_options(
+                Option(self._prompt(h, width), id=f"hit-{i}") for i, h in enumerate(self.hits)
+            )
+            self._rendered_width = width
+            if self.hits:
+                self.highlighted = min(index, len(self.hits) - 1)
 
     def _line_width(self) -> int:
         """The cells an option's line has (each line is cut to fit, never wrapped)."""
@@ -505,7 +511,7 @@ class LinkEntry:
     """What a row of the links pane leads to."""
 
     location: Location | None  # None: unresolved, or an attachment
-    label: str
+    label: str  # the link as written ([[Note]], or a Markdown link's target), else the path
 
 
 class LinksPane(OptionList):
@@ -548,10 +554,9 @@ class LinksPane(OptionList):
                 name = link.target + (" (attachment)" if link.target_path else " (unresolved)")
             if link.anchor:
                 name += f" › {link.anchor}"
-            self.entries[f"out-{i}"] = LinkEntry(loc, link.target)
-            options.append(
-                Option(self._prompt(name, link.context, broken=loc is None), id=f"out-{i}")
-            )
+            written = f"[[{link.target}]]" if link.kind == "wiki" else link.target
+            self.entries[f"out-{i}"] = LinkEntry(loc, written)
+            options.append(Option(self._prompt(name, link, broken=loc is None), id=f"out-{i}"))
         options.append(
             Option(
                 Content.styled(f"← backlinks ({len(backlinks)})", "bold $text-accent"),
@@ -569,9 +574,7 @@ class LinksPane(OptionList):
             self.entries[f"in-{i}"] = LinkEntry(loc, link.source_path)
             options.append(
                 Option(
-                    self._prompt(
-                        f"{link.source_title}  {link.source_path}:{link.line}", link.context
-                    ),
+                    self._prompt(f"{link.source_title}  {link.source_path}:{link.line}", link),
                     id=f"in-{i}",
                 )
             )
@@ -596,7 +599,11 @@ class LinksPane(OptionList):
             self.entries[f"rel-{i}"] = LinkEntry(loc, hit.path)
             options.append(
                 Option(
-                    self._prompt(f"{hit.title}  {hit.path}:{hit.line}", hit.snippet), id=f"rel-{i}"
+                    self._prompt(
+                        f"{hit.title}  {hit_location(hit.path, hit.line, hit.page, hit.card)}",
+                        hit.snippet,
+                    ),
+                    id=f"rel-{i}",
                 )
             )
         self.add_options(options)
@@ -612,12 +619,18 @@ class LinksPane(OptionList):
         self.border_title = "Links"
 
     @staticmethod
-    def _prompt(name: str, context: str, broken: bool = False) -> Content:
-        context = context if len(context) <= 160 else context[:159] + "…"
+    def _prompt(name: str, about, broken: bool = False) -> Content:
+        """A row: ``name``, then ``about``: a link's line as it reads (``[[a|b]]`` is b), the
+        link underlined and kept in view when the line is long; or a hit's snippet."""
+        if isinstance(about, str):
+            context, spans = clip_snippet(about, [], CONTEXT_CHARS)
+        else:
+            text, (a, b) = readable_line(about.context, about.context_span)
+            context, spans = clip_snippet(text, [(a, b)] if a < b else [], CONTEXT_CHARS)
         return Content.assemble(
             (printable(name), "$text-error" if broken else "bold"),
             "\n",
-            (printable(context), "$text-muted"),
+            _marked(context, spans, "underline").stylize_before("$text-muted"),
         )
 
     @on(OptionList.OptionSelected)
