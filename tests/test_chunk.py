@@ -655,3 +655,33 @@ def test_a_note_of_too_many_new_words_is_not_primed(monkeypatch):
     assert counter._words == {}
     counter.prime(" ".join(f"w{i}" for i in range(10)))
     assert len(counter._words) == 10
+
+
+@pytest.mark.parametrize(
+    ("text", "unseen"),
+    [
+        # mdBook's anchors of old headings, before the heading they name (rust-book)
+        (
+            "<!-- Old headings. Do not remove or links may break. -->\n\n"
+            '<a id="old-name"></a>\n\n## Message Passing\n\n'
+            + "Threads send each other messages over a channel. "
+            * 5,
+            '<a id="old-name"></a>',
+        ),
+        # VitePress' closing tag after a code sample too long to take more than it (Vue docs)
+        (
+            '## Routing\n\n<div class="demo">\n\n```js\n'
+            + "const view = route(path);\n" * 9
+            + "```\n\n</div>\n\n## Next\n\n"
+            + "More words about the next part. " * 4,
+            "</div>",
+        ),
+    ],
+)
+def test_a_small_chunk_that_shows_no_word_joins_a_neighbour(text, unseen):
+    """Alone, such a chunk is a passage search could show and a person could not read: it joins
+    the chunk before it in its section, else the one after, up to min_tokens over the budget."""
+    doc, r = chunks_of(text, max_tokens=40, min_tokens=8)
+    check_invariants(doc, r, ChunkSettings(40, 0.12, 8))
+    (holder,) = [c for c in r.chunks if unseen in text[c.start : c.end]]
+    assert re.search(r"[A-Za-z]{4}", text[holder.start : holder.end].replace(unseen, ""))

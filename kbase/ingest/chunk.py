@@ -15,7 +15,9 @@ How a document is cut, in order of preference:
    is recorded as a diagnostic.
 4. Consecutive prose chunks of one section overlap by about ``overlap_ratio`` of the budget
    (whole sentences where possible); nothing overlaps across sections or into protected blocks.
-5. A chunk smaller than ``min_tokens`` merges with a neighbour when the two fit the budget.
+5. A chunk smaller than ``min_tokens`` merges with a neighbour when the two fit the budget; one
+   that renders to no word (an anchor before a heading, a closing ``</div>``) may take the
+   two up to ``min_tokens`` over the budget, within what the model reads (flagged oversized).
 
 Offsets index ``doc.text``: ``text[chunk.start:chunk.end]`` is the chunk, whatever the line
 endings (LF, CRLF, lone CR). Front matter and thematic break lines belong to no chunk, nor do runs
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kbase.errors import InputError
 from kbase.ingest import junk
 from kbase.ingest.columns import Records, Strings, ints
+from kbase.ingest.markup import render
 from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
@@ -72,8 +75,8 @@ MAX_HEADING_RUN = 4
 # attributes ('## Props {#props}': the text 'Props', the anchor 'props'); 6: a slug's title is
 # the heading after <script setup> and <style> blocks; 7: runs that are not text (base64, data
 # URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk; 8: containers ('::: tip',
-# '!!! note') are callouts.
-CHUNKER_VERSION = 8
+# '!!! note') are callouts; 9: a small chunk that renders to no word joins a neighbour.
+CHUNKER_VERSION = 9
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
@@ -834,6 +837,8 @@ class _Chunker:
         self.spans = []
         if self.junk:
             spans = [piece for sp in spans for piece in self.without_junk(sp)]
+        if self.doc.kind == "markdown":
+            spans = self.join_unseen(spans)
         if not spans and self.doc.kind == "pdf":
             # A PDF without any text (scanned pages) still answers to its names and metadata: one
             # chunk holds its keyword row, over the whole (blank) text; it may be empty.
@@ -884,6 +889,51 @@ class _Chunker:
                     continue
             out.append(sp)
         return out
+
+    def join_unseen(self, spans: list[_Span]) -> list[_Span]:
+        """A small chunk that shows no word when rendered (an anchor and an HTML comment before
+        a heading, a '</div>' after a code sample) joins the chunk before it in its section,
+        else the one after it, when the two come to at most min_tokens over the budget (within
+        what the model reads) and no junk run lies between them: alone, it was a passage a
+        search could show and a person could not read."""
+        out: list[_Span] = []
+        waiting: _Span | None = None  # an unseen chunk that found no home before it
+        for sp in spans:
+            if waiting is not None:
+                joined = self.joined_within(waiting, sp)
+                if joined is None:
+                    out.append(waiting)
+                sp, waiting = joined or sp, None
+            if sp.tokens < self.s.min_tokens and not _shows_a_word(self.text, sp.start, sp.end):
+                prev = out[-1] if out and out[-1].section == sp.section else None
+                joined = self.joined_within(prev, sp) if prev is not None else None
+                if joined is None:
+                    waiting = sp
+                else:
+                    out[-1] = joined
+                continue
+            out.append(sp)
+        if waiting is not None:
+            out.append(waiting)
+        return out
+
+    def joined_within(self, a: _Span, b: _Span) -> _Span | None:
+        """``a`` and the chunk after it, ``b``, as one when that is at most min_tokens over the
+        budget and no thematic break or junk run lies between them (join_unseen), else None."""
+        limit = self.s.max_tokens + self.s.min_tokens
+        if a.hard_break_after or a.tokens + b.tokens > limit:
+            return None
+        k = bisect_right(self.junk_ends, a.end)
+        if k < len(self.junk) and self.junk[k][0] < b.start:
+            return None
+        joined = self.joined(a, b)
+        if joined.tokens > limit:
+            return None
+        return (
+            joined
+            if joined.tokens <= self.s.max_tokens
+            else replace(joined, flags=joined.flags | OVERSIZED)
+        )
 
     def without_junk(self, sp: _Span) -> list[_Span]:
         """``sp``, or its parts around the junk runs inside it (headings that waited for their
@@ -1061,6 +1111,12 @@ def _junk(doc: ParsedDoc) -> list[tuple[int, int]]:
 
 def _has_word(text: str, start: int, end: int) -> bool:
     return _WORD_CHAR.search(text, start, end) is not None
+
+
+def _shows_a_word(text: str, start: int, end: int) -> bool:
+    """Does ``text[start:end]`` show a word once rendered (kbase.ingest.markup)?"""
+    rendered, _ = render(text, start, end)
+    return _WORD_CHAR.search(rendered) is not None
 
 
 def _heading_text(source: str) -> str:
