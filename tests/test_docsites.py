@@ -215,6 +215,36 @@ def test_folder_links_resolve_in_links_backlinks_graph_and_unresolved(tmp_path):
     kb.close()
 
 
+def test_a_markdown_link_is_read_from_its_notes_folder(tmp_path):
+    # Material for MkDocs' plugins/*.md link 'index.md#multiple-instances' (plugins/index.md);
+    # Obsidian's rule gave the site's root index.md (23 links in 10 of its 96 pages).
+    root = write(
+        tmp_path / "site",
+        {
+            "index.md": "# Home\n",
+            "plugins/index.md": "# Plugins\n\n## Multiple instances\n\nSeveral.\n",
+            "plugins/guide.md": "# Guide\n",
+            "guide.md": "# Top guide\n",
+            "plugins/blog.md": "# Blog\n\nSee [instances](index.md#multiple-instances),"
+            " [the guide](guide.html), [[index]] and [ref][r].\n\n[r]: guide\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    got = {
+        (lk.kind, lk.target): (lk.target_path, lk.anchor_ok) for lk in kb.links("plugins/blog.md")
+    }
+    assert got == {
+        ("markdown", "index.md"): ("plugins/index.md", True),
+        ("markdown", "guide.html"): ("plugins/guide.md", None),
+        ("markdown", "guide"): ("plugins/guide.md", None),
+        ("wiki", "index"): ("index.md", None),  # a wikilink keeps Obsidian's rule
+    }
+    assert not kb.broken_anchors()
+    assert {lk.source_path for lk in kb.backlinks("plugins/index.md")} == {"plugins/blog.md"}
+    kb.close()
+
+
 # Part 3: a page opening with blocks that show nothing takes the heading after them.
 HIDDEN_FIRST = (
     "---\ntitle_template: x\n---\n\n"
