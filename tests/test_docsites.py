@@ -245,6 +245,30 @@ def test_a_markdown_link_is_read_from_its_notes_folder(tmp_path):
     kb.close()
 
 
+def test_a_chunk_after_a_list_items_code_does_not_open_inside_it(tmp_path):
+    # The Vue API pages' list items hold code ('- **Type**' and a ts block); the next chunk's
+    # overlap began inside that code, so its closing fence opened one and the prose after it
+    # showed as Markdown source (86 of vue-docs' 2035 chunks, in 26 of its 119 pages).
+    details = " ".join(f"Sentence {i} says the container holds hydrated nodes." for i in range(14))
+    page = (
+        "# Application API\n\n## app.mount()\n\nMounts the instance.\n\n- **Type**\n\n"
+        "  ```ts\n  interface App {\n"
+        "    mount(rootContainer: Element | string): ComponentPublicInstance\n  }\n  ```\n\n"
+        f"- **Details**\n\n  {details}\n\n"
+        "  For each app instance, [`mount()`](/api/x#mount) runs once: zebra.\n"
+    )
+    root = write(tmp_path / "site", {"api/application.md": page})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("zebra", mode="keyword")
+    assert hit.snippet.endswith("For each app instance, mount() runs once: zebra.")
+    body = kb.reader.execute("SELECT body FROM documents").fetchone()[0]
+    code = (body.index("```ts"), body.index("```\n\n") + 3)
+    starts = [a for (a,) in kb.reader.execute("SELECT start_char FROM chunks")]
+    assert len(starts) > 1 and not any(code[0] < a < code[1] for a in starts)
+    kb.close()
+
+
 # Part 3: a page opening with blocks that show nothing takes the heading after them.
 HIDDEN_FIRST = (
     "---\ntitle_template: x\n---\n\n"

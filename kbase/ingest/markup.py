@@ -25,6 +25,7 @@ FENCED = (
     r"(?P<fence_body>(?:\r\n?|\n).*?)??"
     r"(?:(?:\r\n?|\n)[ \t]*(?:>[ \t]*)*(?P=fence_mark)[`~]*[ \t]*(?=[\r\n]|\Z)|\Z)"
 )
+FENCED_BLOCK = re.compile(FENCED, re.S | re.M)
 _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # A link's destination: no line break, parentheses one level deep ('.../Foo_(bar)').
 _DEST = r"(?:[^()\r\n]|\([^()\r\n]*\))*+"
