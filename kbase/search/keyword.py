@@ -80,12 +80,15 @@ def _body_passages(con: apsw.Connection, query: Query, page: list[Ranked]) -> li
         scores = {cid: score for cid, score in scores.items() if cid in ids}
         if scores:
             moved[r.doc_id] = max(scores, key=lambda cid: (scores[cid], -cid))
-        else:
-            moved[r.doc_id] = con.execute(
-                "SELECT id FROM chunks WHERE doc_id = ? AND id IN"
-                " (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?) ORDER BY seq LIMIT 1",
-                (r.doc_id, r.match),
-            ).fetchone()[0]
+            continue
+        # (none, for a note whose name only starts with the query's word: it keeps its first
+        # chunk, as keyword_ranked gave it)
+        for (cid,) in con.execute(
+            "SELECT id FROM chunks WHERE doc_id = ? AND id IN"
+            " (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?) ORDER BY seq LIMIT 1",
+            (r.doc_id, r.match),
+        ):
+            moved[r.doc_id] = cid
     return [replace(r, chunk_id=moved.get(r.doc_id, r.chunk_id)) for r in page]
 
 
