@@ -469,3 +469,26 @@ def test_container_markup_and_directives_stay_out_of_snippets(tmp_path):
     (hit,) = kb.search("the end", mode="keyword")
     assert "{{" not in hit.snippet and "youtube" not in hit.snippet, hit.snippet
     kb.close()
+
+
+# Material for MkDocs' own markup, as its reference pages write it.
+TABS = (
+    "# Content tabs\n\n"
+    '=== "C"\n\n    Compile it with gcc first.\n\n'
+    '===+ "C++"\n\n    Compile it with clang instead.\n\n'
+    '===! "Linked"\n\n    A new set of tabs starts here.\n'
+)
+
+
+def test_content_tabs_show_their_titles_in_snippets(tmp_path):
+    # '=== "C"' showed as '= "C"' (its '==' read as a highlight mark): 315 tab lines in 43 of
+    # Material for MkDocs' 96 pages.
+    root = write(tmp_path / "site", {"reference/content-tabs.md": TABS})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("compile", mode="keyword")
+    assert hit.snippet == (
+        "…Compile it with gcc first. C++ Compile it with clang instead."
+        " Linked A new set of tabs starts here."
+    )
+    kb.close()

@@ -81,6 +81,9 @@ _PATTERN = re.compile(
             r"(?:[ \t]+(?P<container_title>[^\r\n]*?))?)?[ \t]*(?=\r|\n|$))",
             r"(?P<admonition>^[ \t]*(?:!!!|\?\?\?\+?)[ \t]+(?P<admonition_type>[\w-]+)"
             r"(?:[ \t]+[\w-]+)*(?:[ \t]+\"(?P<admonition_title>[^\"\r\n]*)\")?[ \t]*(?=\r|\n|$))",
+            # Material for MkDocs' content tabs: '=== "Tab"' ('===+' opens, '===!' starts a new
+            # set) shows its title, as a container does.
+            r"(?P<tab>^[ \t]*===[+!]{0,2}[ \t]+\"(?P<tab_title>[^\"\r\n]*)\"[ \t]*(?=\r|\n|$))",
             # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
             # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
             r"(?P<directive>\{\{[<%](?:(?!\{\{).)*?[%>]\}\}|\{\{#[A-Za-z_]+[^{}\r\n]*\}\})",
@@ -207,6 +210,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
     "pipe": lambda m: [(" · ", m.start())],
     "escape": lambda m: [m.span("escaped")],
     "footnote": lambda m: [m.span()],  # [^1] stays readable: it says there is a note
+    "tab": lambda m: [m.span("tab_title")] if m.group("tab_title").strip() else [],
 }
 
 
@@ -214,7 +218,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 # Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
 # are what the note quotes, and often what was searched for).
 _NESTED = frozenset(
-    {"wiki", "link", "cut_link", "reflink", "image", "callout", "container", "admonition"}
+    {"wiki", "link", "cut_link", "reflink", "image", "callout", "container", "admonition", "tab"}
 )
 
 
@@ -288,6 +292,7 @@ _ALTERNATIVES = tuple(
             "container_title",
             "admonition_type",
             "admonition_title",
+            "tab_title",
             "escaped",
         )
     )
