@@ -492,3 +492,20 @@ def test_content_tabs_show_their_titles_in_snippets(tmp_path):
         " Linked A new set of tabs starts here."
     )
     kb.close()
+
+
+def test_icons_show_nothing_in_snippets_and_titles(tmp_path):
+    # ':material-brush-variant: [Colors] – Change colors' showed the shortcode: 397 icons in 55
+    # of Material for MkDocs' 96 pages (':octicons-file-code-16: mkdocs.yml' on every config).
+    page = (
+        "# Setup :material-cog:\n\n"
+        "- :material-brush-variant: [Colors](colors.md) – Change the palette.\n"
+        "- :fontawesome-brands-mastodon: Mastodon, :simple-gitlab: GitLab and :smile: emoji.\n"
+    )
+    root = write(tmp_path / "site", {"setup/index.md": page})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    assert kb.note("setup/index.md").title == "Setup"
+    (hit,) = kb.search("palette", mode="keyword")
+    assert hit.snippet == "…Colors – Change the palette. Mastodon, GitLab and :smile: emoji."
+    kb.close()

@@ -84,6 +84,9 @@ _PATTERN = re.compile(
             # Material for MkDocs' content tabs: '=== "Tab"' ('===+' opens, '===!' starts a new
             # set) shows its title, as a container does.
             r"(?P<tab>^[ \t]*===[+!]{0,2}[ \t]+\"(?P<tab_title>[^\"\r\n]*)\"[ \t]*(?=\r|\n|$))",
+            # Material for MkDocs' icons (':material-link:', ':octicons-file-code-16:'): a
+            # picture, no words.
+            r"(?P<icon>:(?:material|octicons|fontawesome|simple)-[a-z0-9-]+:)",
             # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
             # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
             r"(?P<directive>\{\{[<%](?:(?!\{\{).)*?[%>]\}\}|\{\{#[A-Za-z_]+[^{}\r\n]*\}\})",
