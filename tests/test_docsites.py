@@ -509,3 +509,25 @@ def test_icons_show_nothing_in_snippets_and_titles(tmp_path):
     (hit,) = kb.search("palette", mode="keyword")
     assert hit.snippet == "…Colors – Change the palette. Mastodon, GitLab and :smile: emoji."
     kb.close()
+
+
+def test_an_attribute_list_after_an_inline_element_shows_nothing(tmp_path):
+    # MkDocs' attr_list on an inline element ('**`locale`**{ #mkdocs-locale }: The locale',
+    # '[Subscribe](#){ .md-button }') or on the line after a paragraph ('{ .annotate }') kept
+    # its braces in snippets (49 in 13 of Material for MkDocs' 96 pages, 2 in MkDocs' docs).
+    page = (
+        "# Theme\n\n"
+        "* **`locale`**{ #mkdocs-locale }: The locale used to build the theme.\n"
+        "* [Subscribe](#){ .md-button .md-button--primary } to hear about the theme.\n"
+        "* Code stays: `f(){ .x }` and f(){ return 1 } too.\n\n"
+        "The theme is annotated (1).\n{ .annotate }\n"
+    )
+    root = write(tmp_path / "site", {"theme.md": page})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("locale", mode="keyword")
+    assert hit.snippet == (
+        "…locale: The locale used to build the theme. Subscribe to hear about the theme."
+        " Code stays: f(){ .x } and f(){ return 1 } too. The theme is annotated (1)."
+    ), hit.snippet
+    kb.close()
