@@ -215,6 +215,60 @@ def test_folder_links_resolve_in_links_backlinks_graph_and_unresolved(tmp_path):
     kb.close()
 
 
+def test_a_markdown_link_is_read_from_its_notes_folder(tmp_path):
+    # Material for MkDocs' plugins/*.md link 'index.md#multiple-instances' (plugins/index.md);
+    # Obsidian's rule gave the site's root index.md (23 links in 10 of its 96 pages).
+    root = write(
+        tmp_path / "site",
+        {
+            "index.md": "# Home\n",
+            "plugins/index.md": "# Plugins\n\n## Multiple instances\n\nSeveral.\n",
+            "plugins/guide.md": "# Guide\n",
+            "guide.md": "# Top guide\n",
+            "plugins/blog.md": "# Blog\n\nSee [instances](index.md#multiple-instances),"
+            " [the guide](guide.html), [[index]] and [ref][r].\n\n[r]: guide\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    got = {
+        (lk.kind, lk.target): (lk.target_path, lk.anchor_ok) for lk in kb.links("plugins/blog.md")
+    }
+    assert got == {
+        ("markdown", "index.md"): ("plugins/index.md", True),
+        ("markdown", "guide.html"): ("plugins/guide.md", None),
+        ("markdown", "guide"): ("plugins/guide.md", None),
+        ("wiki", "index"): ("index.md", None),  # a wikilink keeps Obsidian's rule
+    }
+    assert not kb.broken_anchors()
+    assert {lk.source_path for lk in kb.backlinks("plugins/index.md")} == {"plugins/blog.md"}
+    kb.close()
+
+
+def test_a_chunk_after_a_list_items_code_does_not_open_inside_it(tmp_path):
+    # The Vue API pages' list items hold code ('- **Type**' and a ts block); the next chunk's
+    # overlap began inside that code, so its closing fence opened one and the prose after it
+    # showed as Markdown source (86 of vue-docs' 2035 chunks, in 26 of its 119 pages).
+    details = " ".join(f"Sentence {i} says the container holds hydrated nodes." for i in range(14))
+    page = (
+        "# Application API\n\n## app.mount()\n\nMounts the instance.\n\n- **Type**\n\n"
+        "  ```ts\n  interface App {\n"
+        "    mount(rootContainer: Element | string): ComponentPublicInstance\n  }\n  ```\n\n"
+        f"- **Details**\n\n  {details}\n\n"
+        "  For each app instance, [`mount()`](/api/x#mount) runs once: zebra.\n"
+    )
+    root = write(tmp_path / "site", {"api/application.md": page})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("zebra", mode="keyword")
+    assert hit.snippet.endswith("For each app instance, mount() runs once: zebra.")
+    body = kb.reader.execute("SELECT body FROM documents").fetchone()[0]
+    code = (body.index("```ts"), body.index("```\n\n") + 3)
+    starts = [a for (a,) in kb.reader.execute("SELECT start_char FROM chunks")]
+    assert len(starts) > 1 and not any(code[0] < a < code[1] for a in starts)
+    kb.close()
+
+
 # Part 3: a page opening with blocks that show nothing takes the heading after them.
 HIDDEN_FIRST = (
     "---\ntitle_template: x\n---\n\n"
@@ -414,4 +468,66 @@ def test_container_markup_and_directives_stay_out_of_snippets(tmp_path):
     ]
     (hit,) = kb.search("the end", mode="keyword")
     assert "{{" not in hit.snippet and "youtube" not in hit.snippet, hit.snippet
+    kb.close()
+
+
+# Material for MkDocs' own markup, as its reference pages write it.
+TABS = (
+    "# Content tabs\n\n"
+    '=== "C"\n\n    Compile it with gcc first.\n\n'
+    '===+ "C++"\n\n    Compile it with clang instead.\n\n'
+    '===! "Linked"\n\n    A new set of tabs starts here.\n'
+)
+
+
+def test_content_tabs_show_their_titles_in_snippets(tmp_path):
+    # '=== "C"' showed as '= "C"' (its '==' read as a highlight mark): 315 tab lines in 43 of
+    # Material for MkDocs' 96 pages.
+    root = write(tmp_path / "site", {"reference/content-tabs.md": TABS})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("compile", mode="keyword")
+    assert hit.snippet == (
+        "…Compile it with gcc first. C++ Compile it with clang instead."
+        " Linked A new set of tabs starts here."
+    )
+    kb.close()
+
+
+def test_icons_show_nothing_in_snippets_and_titles(tmp_path):
+    # ':material-brush-variant: [Colors] – Change colors' showed the shortcode: 397 icons in 55
+    # of Material for MkDocs' 96 pages (':octicons-file-code-16: mkdocs.yml' on every config).
+    page = (
+        "# Setup :material-cog:\n\n"
+        "- :material-brush-variant: [Colors](colors.md) – Change the palette.\n"
+        "- :fontawesome-brands-mastodon: Mastodon, :simple-gitlab: GitLab and :smile: emoji.\n"
+    )
+    root = write(tmp_path / "site", {"setup/index.md": page})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    assert kb.note("setup/index.md").title == "Setup"
+    (hit,) = kb.search("palette", mode="keyword")
+    assert hit.snippet == "…Colors – Change the palette. Mastodon, GitLab and :smile: emoji."
+    kb.close()
+
+
+def test_an_attribute_list_after_an_inline_element_shows_nothing(tmp_path):
+    # MkDocs' attr_list on an inline element ('**`locale`**{ #mkdocs-locale }: The locale',
+    # '[Subscribe](#){ .md-button }') or on the line after a paragraph ('{ .annotate }') kept
+    # its braces in snippets (49 in 13 of Material for MkDocs' 96 pages, 2 in MkDocs' docs).
+    page = (
+        "# Theme\n\n"
+        "* **`locale`**{ #mkdocs-locale }: The locale used to build the theme.\n"
+        "* [Subscribe](#){ .md-button .md-button--primary } to hear about the theme.\n"
+        "* Code stays: `f(){ .x }` and f(){ return 1 } too.\n\n"
+        "The theme is annotated (1).\n{ .annotate }\n"
+    )
+    root = write(tmp_path / "site", {"theme.md": page})
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("locale", mode="keyword")
+    assert hit.snippet == (
+        "…locale: The locale used to build the theme. Subscribe to hear about the theme."
+        " Code stays: f(){ .x } and f(){ return 1 } too. The theme is annotated (1)."
+    ), hit.snippet
     kb.close()

@@ -538,7 +538,7 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
     # rows, and their changes, as tuples (hundreds of MB).
     changed_ids, changed_tids, changed_tps, changed_oks = array("q"), array("q"), [], bytearray()
     for link_id, source, target, anchor, old_tid, old_tp, old_ok, kind in con.execute(sql, args):
-        tp = resolver.resolve(target, source)
+        tp = resolver.resolve(target, source, relative=kind == "markdown")
         tid = paths.get(tp) if tp is not None else None
         if tid is not None:
             tp = None  # a note is target_id; target_path is only kept for attachments

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kbase.errors import InputError
 from kbase.ingest import junk
 from kbase.ingest.columns import Records, Strings, ints
-from kbase.ingest.markup import render
+from kbase.ingest.markup import FENCED_BLOCK, render
 from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
@@ -766,11 +766,16 @@ class _Chunker:
 
     def overlap(self, start: int, end: int, kind: str) -> _Unit | None:
         """The tail of ``text[start:end]`` (whole sentences, else words) within the overlap
-        budget."""
+        budget, after the last code block in it (a list item's, a quote's): an overlap from
+        inside one opens its chunk in the middle of the code, and its closing fence then reads
+        as an opening one, showing the prose after it as code."""
         room = self.s.overlap_tokens
         if room <= 0:
             return None
         text = self.text
+        if "```" in text[start:end] or "~~~" in text[start:end]:
+            for m in FENCED_BLOCK.finditer(text, start, end):
+                start = m.end()
         for pattern in (_SENTENCE_END, _SPACE_RUN):
             # Walk the boundaries back from the end, adding up segment sizes, while they fit.
             best, total, stop = None, 0, end

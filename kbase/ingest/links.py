@@ -808,7 +808,8 @@ class Resolver:
                         self._aliases.setdefault(key, []).append((path.lower(), path))
             for group in self._aliases.values():
                 group.sort(key=_shortest_first)
-        self._cache: dict[tuple[str, str], str | None] = {}  # (target, source folder) -> path
+        # (target, source folder, relative) -> path
+        self._cache: dict[tuple[str, str, bool], str | None] = {}
         self._folders: dict[str, str] = {}  # source -> its folder, lowercased
         # A folder's index page, as static sites serve a folder: lowercased folder -> path.
         self._index_pages: dict[str, str] = {}
@@ -821,20 +822,25 @@ class Resolver:
     def __contains__(self, path: str) -> bool:
         return _nfc(path) in self._exists
 
-    def resolve(self, target: str, source: str) -> str | None:
+    def resolve(self, target: str, source: str, *, relative: bool = False) -> str | None:
         """The path of the file that ``target`` (without anchor) points to from ``source``.
 
-        ``''`` is the source itself. None means unresolved.
+        ``''`` is the source itself. None means unresolved. ``relative``: a Markdown link,
+        which a docs site (MkDocs, VitePress, GitHub) reads from the source's folder: the file
+        at that path from there, if there is one, comes before Obsidian's choice (the root's
+        ``index.md`` for ``[x](index.md)`` in ``plugins/blog.md``).
         """
         if target == "":
             return source
         folder = self._folders.get(source)
         if folder is None:
             folder = self._folders[source] = _folder(_nfc(source)).lower()
-        key = (target, folder)
+        key = (target, folder, relative)
         found = self._cache.get(key, _MISSING)
         if found is _MISSING:
-            found = self._linkpath_dest(_nfc(target), folder)
+            found = self._in_folder(_nfc(target), folder) if relative and folder else None
+            if found is None:
+                found = self._linkpath_dest(_nfc(target), folder)
             if found is None:
                 stem, dot, ext = target.rpartition(".")
                 if dot and stem and ext.lower() in ("html", "htm"):
@@ -846,6 +852,24 @@ class Resolver:
             if len(self._cache) < CACHE_PAIRS:
                 self._cache[key] = found
         return found
+
+    def _in_folder(self, e: str, folder: str) -> str | None:
+        """The file at the plain path ``e`` (``x``, ``x.md``, ``x.html``, ``sub/x.md``) from
+        the source's ``folder`` (lowercased), exactly; None if there is none there. Paths that
+        start with '/', './' or '../' are left to _linkpath_dest, which reads them so already."""
+        if e.startswith(("/", "./", "../")):
+            return None
+        n = e.lower()
+        stem, dot, ext = n.rpartition(".")
+        names = [n, n + ".md"] + ([stem + ".md"] if dot and stem and ext in ("html", "htm") else [])
+        for name in names:
+            want = _normpath(f"{folder}/{name}")
+            if want is None:
+                continue
+            for low, path in self._by_name.get(want.rsplit("/", 1)[-1], ()):
+                if low == want:
+                    return path
+        return None
 
     def _linkpath_dest(self, e: str, folder: str) -> str | None:
         """Obsidian's ``getLinkpathDest(e, source)[0]``; ``folder`` is the source's, lowercased."""

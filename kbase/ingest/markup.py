@@ -25,6 +25,7 @@ FENCED = (
     r"(?P<fence_body>(?:\r\n?|\n).*?)??"
     r"(?:(?:\r\n?|\n)[ \t]*(?:>[ \t]*)*(?P=fence_mark)[`~]*[ \t]*(?=[\r\n]|\Z)|\Z)"
 )
+FENCED_BLOCK = re.compile(FENCED, re.S | re.M)
 _TASK = r"(?:\[[ xX/\-<>!?*]\][ \t]+)?"
 # A link's destination: no line break, parentheses one level deep ('.../Foo_(bar)').
 _DEST = r"(?:[^()\r\n]|\([^()\r\n]*\))*+"
@@ -40,6 +41,8 @@ DEF_TAIL = (
     rf"(?:[ \t]+{DEF_TITLE}(?={_LINE_END})|[ \t]*(?:\r\n?|\n)[ \t]*{DEF_TITLE}(?={_LINE_END}))?"
     + _LINE_END
 )
+# An attribute list that names an id, a class or a key ('{ #id .class key=value }', '{: .x }').
+_ATTRS = r"\{:?[ \t]*(?:[#.][\w-]|[\w-]+=)[^{}\r\n]*\}"
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
@@ -80,11 +83,21 @@ _PATTERN = re.compile(
             r"(?:[ \t]+(?P<container_title>[^\r\n]*?))?)?[ \t]*(?=\r|\n|$))",
             r"(?P<admonition>^[ \t]*(?:!!!|\?\?\?\+?)[ \t]+(?P<admonition_type>[\w-]+)"
             r"(?:[ \t]+[\w-]+)*(?:[ \t]+\"(?P<admonition_title>[^\"\r\n]*)\")?[ \t]*(?=\r|\n|$))",
+            # Material for MkDocs' content tabs: '=== "Tab"' ('===+' opens, '===!' starts a new
+            # set) shows its title, as a container does.
+            r"(?P<tab>^[ \t]*===[+!]{0,2}[ \t]+\"(?P<tab_title>[^\"\r\n]*)\"[ \t]*(?=\r|\n|$))",
+            # Material for MkDocs' icons (':material-link:', ':octicons-file-code-16:'): a
+            # picture, no words.
+            r"(?P<icon>:(?:material|octicons|fontawesome|simple)-[a-z0-9-]+:)",
             # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
             # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
             r"(?P<directive>\{\{[<%](?:(?!\{\{).)*?[%>]\}\}|\{\{#[A-Za-z_]+[^{}\r\n]*\}\})",
+            # ... nor one right after an inline element ('**`locale`**{ #mkdocs-locale }',
+            # '[Start](#){ .md-button }', an icon's '{ .heart }'), nor a paragraph's, on the
+            # line after it ('{ .annotate }').
             r"(?P<attr_list>(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
-            r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$)))",
+            r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$))"
+            rf"|(?<=[*_`)\]:]){_ATTRS}|^[ \t]*{_ATTRS}(?=[ \t]*(?:\r|\n|$)))",
             r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
@@ -206,6 +219,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
     "pipe": lambda m: [(" · ", m.start())],
     "escape": lambda m: [m.span("escaped")],
     "footnote": lambda m: [m.span()],  # [^1] stays readable: it says there is a note
+    "tab": lambda m: [m.span("tab_title")] if m.group("tab_title").strip() else [],
 }
 
 
@@ -213,7 +227,7 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 # Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
 # are what the note quotes, and often what was searched for).
 _NESTED = frozenset(
-    {"wiki", "link", "cut_link", "reflink", "image", "callout", "container", "admonition"}
+    {"wiki", "link", "cut_link", "reflink", "image", "callout", "container", "admonition", "tab"}
 )
 
 
@@ -287,6 +301,7 @@ _ALTERNATIVES = tuple(
             "container_title",
             "admonition_type",
             "admonition_title",
+            "tab_title",
             "escaped",
         )
     )

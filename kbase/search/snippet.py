@@ -9,7 +9,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbase.ingest.markup import FENCED, render
+from kbase.ingest.markup import FENCED_BLOCK, render
 
 SNIPPET_BEFORE = 60  # characters of context before the first match
 SNIPPET_WIDTH = 200  # total snippet length in characters
@@ -42,7 +42,6 @@ HEADING_SEPARATOR = " — "
 _HEADING_LINE = re.compile(r"[ \t]*(?:>[ \t]*)*#{1,6}(?:[ \t]|$)")
 
 
-FENCED_BLOCK = re.compile(FENCED, re.S | re.M)
 _BREAKS = re.compile(r"[\r\n]+")
 
 
