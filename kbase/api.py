@@ -623,7 +623,26 @@ class KB:
             raise
         except apsw.Error as e:
             raise db.translate_error(e, self.path) from e
+        if not hits and mode != "keyword" and query.strip():
+            self._say_unread(query)
         return hits
+
+    def _say_unread(self, query: str) -> None:
+        """Nothing found for a query in a script the index's model does not read (a Chinese
+        question on an English model): say that meaning search could not read it."""
+        from kbase.embed import catalog
+        from kbase.embed.embedder import reader
+        from kbase.search.fusion import PARAMS
+
+        if self.default_mode() == "keyword":
+            return
+        reads = reader(self.embedder)
+        if reads is not None and reads(query) < PARAMS.min_read:
+            self._notice(
+                f"the index's model, {self.embedder.name}, reads English only, so search by"
+                " meaning cannot read this query; a model that reads it: pip install"
+                f' "kbase[multilingual]", then kbase index --model {catalog.MULTILINGUAL}'
+            )
 
     def _hand_off(
         self,

@@ -179,6 +179,13 @@ def test_hybrid_does_not_push_keyword_hits_down_for_a_query_the_model_cannot_rea
         assert "semantic" in hits["en/Sync.md"].explain
         kw = hits["zh/同步.md"].explain["keyword"]
         assert kw["contribution"] == pytest.approx(0.68 * kw["normalised"], abs=1e-5)
+        # nothing found for such a query: the notice says the model could not read it
+        assert not k.notices
+        assert not k.search("火山爆发", mode="hybrid")
+        (said,) = k.notices
+        assert "reads English only" in said and "--model multilingual-e5-small" in said
+        k.search("zzqqxxyy volcano", mode="hybrid")  # a query it reads: no notice
+        assert len(k.notices) == 1
     finally:
         k.close()
 
