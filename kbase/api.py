@@ -636,10 +636,12 @@ class KB:
 
         if self.default_mode() == "keyword":
             return
-        reads = reader(self.embedder)
+        model = self.embedder
+        reads = reader(model)
         if reads is not None and reads(query) < PARAMS.min_read:
+            name = catalog.name_of(model.fingerprint) or getattr(model, "name", catalog.DEFAULT)
             self._notice(
-                f"the index's model, {self.embedder.name}, reads English only, so search by"
+                f"the index's model, {name}, reads English only, so search by"
                 " meaning cannot read this query; a model that reads it: pip install"
                 f' "kbase[multilingual]", then kbase index --model {catalog.MULTILINGUAL}'
             )
