@@ -394,6 +394,17 @@ def test_an_impossible_date_in_simple_front_matter_is_pyyamls_warning():
     assert any("malformed front matter" in w for w in doc.warnings)
 
 
+def test_a_date_that_is_not_one_is_a_warning_and_the_rest_of_the_front_matter_stays():
+    doc = parse("---\ntitle: T\ndate: notadate\ntags: [x]\n---\nbody\n", "n.md")
+    assert doc.date is None and doc.title == "T" and ("x", "frontmatter") in doc.tags
+    assert doc.warnings == (
+        "front matter 'date: notadate' is not a date (YYYY-MM-DD, or with a time); the note"
+        " has no date",
+    )
+    later = parse("---\ndate: soon\ncreated: 2024-05-01\n---\nbody\n", "n.md")
+    assert later.date == "2024-05-01" and not later.warnings  # a later key gives the date
+
+
 @pytest.mark.parametrize("lines", [" \x1f", "    \x1c\x1d", "\x1e"])
 def test_a_block_of_what_python_counts_as_blanks_is_no_block(lines):
     """U+001C-U+001F are text to markdown-it and blanks to str.isspace: such a line made a

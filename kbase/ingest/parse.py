@@ -183,7 +183,7 @@ def parse(text: str, path: str) -> ParsedDoc:
         title=title,
         frontmatter=fm,
         body_start=body_start,
-        date=_date(meta),
+        date=_date(meta, warnings),
         tags=tuple(tags),
         aliases=aliases,
         headings=tuple(headings),
@@ -1085,16 +1085,25 @@ def _str_list(value, split_space: bool = False) -> list[str]:
     return out
 
 
-def _date(meta: dict) -> str | None:
+def _date(meta: dict, warnings: list[str]) -> str | None:
+    """The note's date: its first DATE_KEYS value that is a date. One that is not (``date:
+    soon``) adds a warning, as a date YAML cannot read (``2024-13-45``) does."""
+    unread = []
     for key in DATE_KEYS:
         value = meta.get(key)
-        if isinstance(value, str):
+        if isinstance(value, str) and value.strip():
             value = value.strip()
             for kind in (dt.date, dt.datetime):
                 try:
                     return kind.fromisoformat(value.replace("Z", "+00:00")).isoformat()
                 except ValueError:
                     pass
+            unread.append(f"{key}: {value[:40]}")
+    if unread:
+        warnings.append(
+            f"front matter {unread[0]!r} is not a date (YYYY-MM-DD, or with a time); the note"
+            " has no date"
+        )
     return None
 
 
