@@ -209,7 +209,7 @@ def write_document(
             # Headings are lines of the text: a document without a run has no row to write (one
             # search instead of three a chunk, which took a tenth of the writer's time).
             if cjk_table.has_runs(text) or cjk_table.has_runs(title):
-                cjk_table.write_rows(con, rows(), derived.pair_bodies)
+                cjk_table.write_rows(con, rows())
         if old_vectors:
             vectors.copy_vectors(con, old_vectors, list(zip(ids, hashes)))
         diagnostics = [*frontmatter_diagnostics(doc), *diagnostics]

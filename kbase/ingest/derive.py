@@ -7,12 +7,11 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbase.ingest.chunk import Chunk, Chunking, ChunkSettings, TokenCounter, chunk
-from kbase.ingest.columns import Bytes, Records, Spans, chunk_columns
+from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk
+from kbase.ingest.columns import Bytes, Spans, chunk_columns
 from kbase.ingest.embed_text import chunk_hashes
 from kbase.ingest.links import Links, block_ids, parse_links
 from kbase.records import ParsedDoc
-from kbase.store.cjk_table import has_runs, index_text
 
 
 @dataclass(frozen=True)
@@ -27,10 +26,6 @@ class Derived:
     links: Links
     block_ids: list[tuple[str, int, int]]  # (id, start, end)
     hashes: Sequence[bytes]  # each chunk's embedder input hash (chunks.embed_hash): Bytes
-    # chunk number -> its text as chunks_cjk indexes it (cjk_table.index_text), for the chunks
-    # with a run of a script without spaces: made here, in a worker, not by the writer, which is
-    # the longer pole on Chinese or Japanese notes (its pair text was a tenth of its time)
-    pair_bodies: dict[int, str] = dataclasses.field(default_factory=dict)
 
 
 def derive(
@@ -45,16 +40,7 @@ def derive(
     else:
         links = parse_links(doc)
     hashes = Bytes(chunk_hashes(doc, chunking.chunks), width=8)
-    cols = chunk_columns(chunking.chunks)
-    chunking = Chunking(cols, chunking.diagnostics)
+    chunking = Chunking(chunk_columns(chunking.chunks), chunking.diagnostics)
     if doc.segments and not isinstance(doc.segments, Spans):  # a PDF's pages
         doc = dataclasses.replace(doc, segments=Spans.of(doc.segments))
-    return Derived(doc, chunking, links, block_ids(doc), hashes, _pair_bodies(doc, cols))
-
-
-def _pair_bodies(doc: ParsedDoc, cols: Records[Chunk]) -> dict[int, str]:
-    """Derived.pair_bodies."""
-    if not has_runs(doc.text):
-        return {}
-    bodies = map(doc.text.__getitem__, map(slice, cols.column("start"), cols.column("end")))
-    return {i: index_text(body) for i, body in enumerate(bodies) if has_runs(body)}
+    return Derived(doc, chunking, links, block_ids(doc), hashes)

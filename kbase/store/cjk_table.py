@@ -77,39 +77,29 @@ def _spaced_pairs(m: re.Match[str]) -> str:
     return f" {' '.join(map(add, run, run[1:]))} " if len(run) > 1 else f" {run} "
 
 
-def write_rows(
-    con: apsw.Connection,
-    rows: Iterable[tuple[int, str, str, str]],
-    bodies: dict[int, str] | None = None,
-) -> None:
+def write_rows(con: apsw.Connection, rows: Iterable[tuple[int, str, str, str]]) -> None:
     """The chunks_cjk rows for (chunk id, title, headings, body) in the values chunks_fts gets:
-    only for chunks with a run in any of the three. ``bodies``: the i-th row's body already as
-    index_text makes it, for every row whose body has a run (kbase.ingest.derive makes them)."""
+    only for chunks with a run in any of the three."""
     con.executemany(
         "INSERT INTO chunks_cjk (rowid, body, title, headings) VALUES (?, ?, ?, ?)",
-        _index_rows(rows, bodies),
+        _index_rows(rows),
     )
 
 
-def _index_rows(
-    rows: Iterable[tuple[int, str, str, str]], bodies: dict[int, str] | None
-) -> Iterator[tuple[int, str, str, str]]:
+def _index_rows(rows: Iterable[tuple[int, str, str, str]]) -> Iterator[tuple[int, str, str, str]]:
     """write_rows' values. A title, or a chunk's headings, is the same for many chunks: each is
     made once (a fifth of the time on rust-book-ja went to making them again). A value has a run
     exactly when index_text changes it."""
     made: dict[str, str] = {}
-    for i, (cid, title, headings, body) in enumerate(rows):
+    for cid, title, headings, body in rows:
         t = made.get(title)
         if t is None:
             t = made[title] = index_text(title)
         h = made.get(headings)
         if h is None:
             h = made[headings] = index_text(headings)
-        pairs = (
-            bodies.get(i) if bodies is not None else index_text(body) if has_runs(body) else None
-        )
-        if pairs is not None:
-            yield cid, pairs, t, h
+        if has_runs(body):
+            yield cid, index_text(body), t, h
         elif t != title or h != headings:
             yield cid, body, t, h
 
