@@ -630,12 +630,12 @@ class KB:
     def _say_unread(self, query: str) -> None:
         """Nothing found for a query in a script the index's model does not read (a Chinese
         question on an English model): say that meaning search could not read it."""
+        if self.default_mode() == "keyword":
+            return  # (before the imports: a keyword search loads nothing of the models)
         from kbase.embed import catalog
         from kbase.embed.embedder import reader
         from kbase.search.fusion import PARAMS
 
-        if self.default_mode() == "keyword":
-            return
         model = self.embedder
         reads = reader(model)
         if reads is not None and reads(query) < PARAMS.min_read:
