@@ -98,7 +98,7 @@ def _decode(data: bytes) -> Decoded:
     if mostly is not None:
         return mostly
     # UTF-16 of Han or kana alone has no NUL byte at all: charset-normalizer recognises it.
-    return _western_if_lone_bytes(data, _charset_normalizer(data))
+    return _latin_if_it_fits(data, _charset_normalizer(data))
 
 
 # Two non-ASCII bytes in a row: text in a multi-byte code (CJK), or words of a script that is
@@ -106,7 +106,7 @@ def _decode(data: bytes) -> Decoded:
 _HIGH_PAIR = re.compile(rb"[\x80-\xff]{2}")
 
 
-def _western_if_lone_bytes(data: bytes, decoded: Decoded) -> Decoded:
+def _latin_if_it_fits(data: bytes, decoded: Decoded) -> Decoded:
     """The Latin code page whose letters fit a language best (``kbase.ingest.latin``) instead of
     ``decoded``, when charset-normalizer chose another Latin page that fits no better, or when
     the reading it chose cannot be the text's: every non-ASCII byte stands alone between ASCII
