@@ -905,13 +905,13 @@ class _Chunker:
         waiting: _Span | None = None  # an unseen chunk that found no home before it
         for sp in spans:
             if waiting is not None:
-                joined = self.joined_within(waiting, sp)
+                joined = self.joined_within(waiting, sp, seen=sp)
                 if joined is None:
                     out.append(waiting)
                 sp, waiting = joined or sp, None
             if sp.tokens < self.s.min_tokens and not _shows_a_word(self.text, sp.start, sp.end):
                 prev = out[-1] if out and out[-1].section == sp.section else None
-                joined = self.joined_within(prev, sp) if prev is not None else None
+                joined = self.joined_within(prev, sp, seen=prev) if prev is not None else None
                 if joined is None:
                     waiting = sp
                 else:
@@ -922,9 +922,11 @@ class _Chunker:
             out.append(waiting)
         return out
 
-    def joined_within(self, a: _Span, b: _Span) -> _Span | None:
+    def joined_within(self, a: _Span, b: _Span, seen: _Span) -> _Span | None:
         """``a`` and the chunk after it, ``b``, as one when that is at most min_tokens over the
-        budget and no thematic break or junk run lies between them (join_unseen), else None."""
+        budget and no thematic break or junk run lies between them (join_unseen), else None;
+        its heading path, section and kinds are those of ``seen``, the one that shows words (an
+        anchor before a heading is that heading's)."""
         limit = self.s.max_tokens + self.s.min_tokens
         if a.hard_break_after or a.tokens + b.tokens > limit:
             return None
@@ -934,11 +936,8 @@ class _Chunker:
         joined = self.joined(a, b)
         if joined.tokens > limit:
             return None
-        return (
-            joined
-            if joined.tokens <= self.s.max_tokens
-            else replace(joined, flags=joined.flags | OVERSIZED)
-        )
+        flags = joined.flags | (OVERSIZED if joined.tokens > self.s.max_tokens else 0)
+        return replace(joined, path=seen.path, section=seen.section, kinds=seen.kinds, flags=flags)
 
     def without_junk(self, sp: _Span) -> list[_Span]:
         """``sp``, or its parts around the junk runs inside it (headings that waited for their
