@@ -75,8 +75,9 @@ MAX_HEADING_RUN = 4
 # attributes ('## Props {#props}': the text 'Props', the anchor 'props'); 6: a slug's title is
 # the heading after <script setup> and <style> blocks; 7: runs that are not text (base64, data
 # URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk; 8: containers ('::: tip',
-# '!!! note') are callouts; 9: a small chunk that renders to no word joins a neighbour.
-CHUNKER_VERSION = 9
+# '!!! note') are callouts; 9: a small chunk that renders to no word joins a neighbour; 10:
+# and takes that neighbour's heading path.
+CHUNKER_VERSION = 10
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
