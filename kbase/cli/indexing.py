@@ -290,6 +290,8 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             if skip not in skips_shown:
                 skips_shown.add(skip)
                 emit("skipped", path=skip[0], reason=skip[1])
+        for path, message in r.warnings:  # (of the files this batch read: each change warns)
+            emit("warning", path=path, message=message)
         if b.changed:
             emit(
                 "changed",
@@ -319,6 +321,8 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             if skip not in skips_shown:
                 skips_shown.add(skip)
                 click.echo(printable(f"{stamp} skipped {skip[0]}: {skip[1]}"), err=True)
+        for path, message in r.warnings:
+            click.echo(printable(f"{stamp} warning {path}: {message}"), err=True)
         if b.changed:
             embedded = r.embedding.embedded if r.embedding else 0
             click.echo(
