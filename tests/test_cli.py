@@ -508,3 +508,9 @@ def test_sigterm_stops_kbase_index_as_ctrl_c_does(tmp_path, monkeypatch):
     monkeypatch.setattr(KB, "index", index)
     r = CliRunner().invoke(cli, ["--db", str(db), "index", "--no-embed", str(v)])
     assert r.exit_code == 0 and ", 20 unchanged," in r.stdout and "30 new" in r.stdout
+
+
+def test_the_index_summary_counts_one_warning_in_the_singular(tmp_path):
+    v = write(tmp_path / "v", {"bad.md": "---\ntags: [a\n---\n# Bad\n", "ok.md": "# Ok\n"})
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "i.db"), "index", "--no-embed", str(v)])
+    assert r.exit_code == 0 and r.stdout.rstrip().endswith(", 0 skipped, 1 warning"), r.stdout

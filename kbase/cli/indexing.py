@@ -175,7 +175,11 @@ def index(
             f"{report.seconds:.2f} s: "
             f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
             f"{report.renamed} renamed, {report.removed} removed, {len(report.skipped)} skipped"
-            + (f", {len(report.warnings)} warnings" if report.warnings else "")
+            + (
+                f", {len(report.warnings)} warning{'s' if len(report.warnings) > 1 else ''}"
+                if report.warnings
+                else ""
+            )
             + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
         if not quiet and not report.interrupted:
