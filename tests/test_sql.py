@@ -383,3 +383,16 @@ def test_kbase_search_argument_errors_show_the_call_not_a_missing_query(args, pr
         search_rows(None, *args)
     assert problem in e.value.message
     assert e.value.hint == "call it as kbase_search('words' [, 'hybrid' [, 10]])"
+
+
+def test_a_query_that_begins_with_a_comment_is_the_query(run, long_values, tmp_path, monkeypatch):
+    """kbase sql "-- the notes\nSELECT ..." was "Error: No such option '-- the notes ...'"."""
+    r = run("sql", "-- how many notes\nSELECT count(*) AS n FROM documents", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"n": 2}], r.output
+    r = run("sql", "--timeout", "5", "--one\nSELECT 1 AS one", "--csv")
+    assert r.exit_code == 0 and r.stdout.splitlines() == ["one", "1"], r.output
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-a query.sql").write_text("SELECT 2 AS two")  # an option's value stays its
+    assert run("sql", "-f", "-a query.sql", "--csv").stdout.splitlines() == ["two", "2"]
+    r = run("sql", "SELECT 1", "--nope")  # an unknown option is still one
+    assert r.exit_code == 2 and "No such option '--nope'" in r.output
