@@ -69,6 +69,18 @@ def load_vault(root: str | os.PathLike[str]) -> Config:
     return _load(root / VAULT_FILE, VAULT_KEYS)
 
 
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is no gitignore pattern ('!', a lone backslash), or None when it is one
+    (git passes such a line over; pathspec refuses the whole list)."""
+    import pathspec
+
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few lines; a vault's may be anything
 
 
@@ -152,6 +164,12 @@ def _load(path: Path, keys: dict[str, str]) -> Config:
             raise ConfigError(f"config {path}: {key} must be a list of strings", keys[key])
         return tuple(value)
 
+    exclude = texts("exclude") or ()
+    bad = next((p for p in exclude if pattern_problem(p)), None)
+    if bad is not None:
+        raise ConfigError(
+            f"config {path}: exclude pattern {bad!r} is not a gitignore pattern", keys["exclude"]
+        )
     index = text("index")
     extensions = texts("extensions")
     if extensions == ():  # (read as kbase's own list, silently)
@@ -162,6 +180,6 @@ def _load(path: Path, keys: dict[str, str]) -> Config:
         path=path,
         index=(path.parent / Path(index).expanduser()) if index else None,
         extensions=extensions,
-        exclude=texts("exclude") or (),
+        exclude=exclude,
         model=text("model"),
     )

@@ -469,3 +469,48 @@ def test_skips_are_told_when_keyword_search_is_ready_before_embedding(
     assert skip < ready_line, err  # told before embedding starts, not after it ends
     assert sum("other.pdf" in line for line in err) == 1  # once, not again at the end
     assert "indexed in" in res.stdout
+
+
+def test_sigterm_stops_kbase_index_as_ctrl_c_does(tmp_path, monkeypatch):
+    """kill, timeout, docker stop: kbase index ended without a word (exit 143, the index
+    consistent but nothing said so); now it says so, as for Ctrl-C, and the next run finishes."""
+    import os
+    import signal
+
+    from kbase.api import KB
+
+    v = write(tmp_path / "v", {f"n{i:03}.md": f"# Note {i}\n\nword{i} text\n" for i in range(50)})
+    db = tmp_path / "i.db"
+    index = KB.index
+
+    def terminated_midway(self, *args, progress=None, **kwargs):
+        def tell(done, total, path):
+            if done == 20:
+                os.kill(os.getpid(), signal.SIGTERM)
+            if progress is not None:
+                progress(done, total, path)
+
+        return index(self, *args, progress=tell, **kwargs)
+
+    def ends(signum, frame):  # as the default action does, but not this test's process
+        raise SystemExit(143)
+
+    monkeypatch.setattr(KB, "index", terminated_midway)
+    before = signal.signal(signal.SIGTERM, ends)
+    try:
+        r = CliRunner().invoke(cli, ["--db", str(db), "index", "--no-embed", str(v)])
+        assert signal.getsignal(signal.SIGTERM) is ends  # (the handler put back)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert r.exit_code == 143, r.output
+    assert r.stdout.startswith("interrupted after")
+    assert "Interrupted: the index is consistent; run kbase index again to finish." in r.stderr
+    monkeypatch.setattr(KB, "index", index)
+    r = CliRunner().invoke(cli, ["--db", str(db), "index", "--no-embed", str(v)])
+    assert r.exit_code == 0 and ", 20 unchanged," in r.stdout and "30 new" in r.stdout
+
+
+def test_the_index_summary_counts_one_warning_in_the_singular(tmp_path):
+    v = write(tmp_path / "v", {"bad.md": "---\ntags: [a\n---\n# Bad\n", "ok.md": "# Ok\n"})
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "i.db"), "index", "--no-embed", str(v)])
+    assert r.exit_code == 0 and r.stdout.rstrip().endswith(", 0 skipped, 1 warning"), r.stdout

@@ -472,6 +472,7 @@ def test_a_vault_file_and_the_config_choose_what_index_reads(tmp_path, vault, co
         ("extensions = []\n", "extensions is empty"),
         ("index = [1]\n", "index must be a non-empty string"),
         ("model = \n", "is not valid TOML"),
+        ('exclude = ["drafts/", "!"]\n', "exclude pattern '!' is not a gitignore pattern"),
     ],
 )
 def test_a_bad_config_is_one_line_naming_file_key_and_fix(vault, config_home, text, needle):

@@ -47,6 +47,18 @@ def test_kbaseignore_uses_gitignore_syntax_at_every_level(tmp_path):
     assert rels(walk(tmp_path, start=tmp_path / "sub")) == ["sub/public.md"]
 
 
+def test_a_kbaseignore_line_that_is_no_pattern_is_left_out_and_said(tmp_path):
+    """'!' alone in a .kbaseignore (git passes it over) was a traceback from pathspec."""
+    write(tmp_path, {".kbaseignore": "drafts/\n!\n\\\n", "a.md": "x", "drafts/d.md": "x"})
+    items = list(walk(tmp_path))
+    assert rels(items) == ["a.md"]  # the other lines apply
+    [skip] = [i for i in items if isinstance(i, Skipped)]
+    assert skip.abspath == str(tmp_path / ".kbaseignore")
+    assert skip.reason == (
+        "line 2 (and 1 more), '!', is not a gitignore pattern: left out, the other lines apply"
+    )
+
+
 def test_symlink_loop_is_reported_not_followed(tmp_path):
     write(tmp_path, {"a/note.md": "x"})
     os.symlink(tmp_path / "a", tmp_path / "a" / "loop")

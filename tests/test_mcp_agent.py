@@ -279,3 +279,20 @@ async def test_errors_name_the_arguments_and_empty_results_say_so(index):
             )
         for tool in ("search", "links", "related"):
             assert "limit" in tools[tool].input_schema["properties"]
+
+
+@pytest.mark.asyncio
+async def test_a_note_deleted_after_indexing_is_said_gone_not_changed(index):
+    """An agent told 'changed on disk' reads the note again; a deleted one is not there to read."""
+    db, vault = index
+    (vault / "Compost.md").unlink()
+    async with session(db) as c:
+        r = await c.call_tool("read", {"note": "Compost"})
+        assert not r.is_error and r.structured_content["missing"] is True
+        assert "gone from disk (moved or deleted) since indexed" in text(r)
+        r = await c.call_tool("search", {"query": "scraps", "passages": 0})
+        hit = r.structured_content["hits"][0]
+        assert hit["path"] == "Compost.md" and hit["stale"] and hit["missing"]
+        assert "Compost.md:3 (score" in text(r) and "[gone from disk" in text(r)
+        r = await c.call_tool("read", {"note": "Garden"})  # (still there: no flag at all)
+        assert "missing" not in r.structured_content and "gone from disk" not in text(r)

@@ -221,6 +221,17 @@ def test_sql_machine_formats_and_pipes_never_cut(run, long_values, monkeypatch):
     assert "word END" in run("sql", long_values).stdout
 
 
+def test_columns_of_one_name_each_keep_their_value_in_json_and_csv(run, long_values):
+    """SELECT 1 AS a, 2 AS a --csv printed 'a,a' over '2,2' (and --json {"a": 2}): the first
+    column's values were lost. They are named as SQLite names a CREATE TABLE AS's columns."""
+    query = "SELECT d.path, 1 AS n, 2 AS n, 3 AS 'n:1' FROM documents AS d ORDER BY d.path LIMIT 1"
+    assert run("sql", query).stdout.splitlines()[0].split() == ["path", "n", "n", "n:1"]
+    record = {"path": "a.md", "n": 1, "n:1": 2, "n:1:1": 3}
+    assert json.loads(run("sql", query, "--json").stdout) == [record]
+    assert json.loads(run("sql", query, "--jsonl").stdout) == record
+    assert run("sql", query, "--csv").stdout.splitlines() == ["path,n,n:1,n:1:1", "a.md,1,2,3"]
+
+
 def test_links_name_their_document_doc_id(run, vault):
     run("index", "--no-embed", vault)
     r = run("sql", "SELECT l.doc_id, d.path FROM links AS l JOIN documents AS d ON d.id = l.doc_id")
@@ -372,3 +383,16 @@ def test_kbase_search_argument_errors_show_the_call_not_a_missing_query(args, pr
         search_rows(None, *args)
     assert problem in e.value.message
     assert e.value.hint == "call it as kbase_search('words' [, 'hybrid' [, 10]])"
+
+
+def test_a_query_that_begins_with_a_comment_is_the_query(run, long_values, tmp_path, monkeypatch):
+    """kbase sql "-- the notes\nSELECT ..." was "Error: No such option '-- the notes ...'"."""
+    r = run("sql", "-- how many notes\nSELECT count(*) AS n FROM documents", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"n": 2}], r.output
+    r = run("sql", "--timeout", "5", "--one\nSELECT 1 AS one", "--csv")
+    assert r.exit_code == 0 and r.stdout.splitlines() == ["one", "1"], r.output
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-a query.sql").write_text("SELECT 2 AS two")  # an option's value stays its
+    assert run("sql", "-f", "-a query.sql", "--csv").stdout.splitlines() == ["two", "2"]
+    r = run("sql", "SELECT 1", "--nope")  # an unknown option is still one
+    assert r.exit_code == 2 and "No such option '--nope'" in r.output

@@ -286,6 +286,44 @@ def test_cli_watch_follows_edits_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert "stopped; the index is consistent" in err
 
 
+def test_cli_watch_warns_of_a_file_as_kbase_index_does(tmp_path):
+    """A note saved with malformed front matter: kbase index warns of it, kbase watch said
+    nothing (the note indexed without its tags, and no word why)."""
+    import json
+    import signal
+    import time
+
+    vault, db, proc = _watching(tmp_path, "--debounce", "50", "--json")
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["event"] == "watching"
+        time.sleep(1.0)  # (watching begins after the event)
+        (vault / "bad.md").write_text("---\ntags: [a\n---\n# Bad\n\nmarmalade\n")
+        events = [json.loads(proc.stdout.readline())]
+        while events[-1]["event"] != "changed":
+            events.append(json.loads(proc.stdout.readline()))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    warning = next(e for e in events if e["event"] == "warning")
+    assert warning["path"] == str(vault / "bad.md")
+    assert warning["message"].startswith("malformed front matter at line 3")
+    assert search(db, "marmalade") == ["bad.md"]
+    # and in words, on stderr, as kbase index says it
+    (tmp_path / "words").mkdir()
+    vault, db, proc = _watching(tmp_path / "words", "--debounce", "50")
+    try:
+        time.sleep(1.5)
+        (vault / "bad.md").write_text("---\ntags: [a\n---\n# Bad\n\nmarmalade\n")
+        until(lambda: search(db, "marmalade") == ["bad.md"], "the new file")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d warning {re.escape(str(vault))}/bad.md: malformed", err, re.M
+    )
+
+
 def test_cli_watch_stops_cleanly_on_sigterm_with_its_stopped_event(tmp_path):
     import json
     import signal

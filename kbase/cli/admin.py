@@ -114,7 +114,30 @@ def mcp(ctx, http, token, watch, no_embed, poll, budget):
     )
 
 
-@click.command()
+class _Sql(click.Command):
+    """``kbase sql "-- the notes by size
+    SELECT ..."``: a query that begins with an SQL comment (``--`` or ``-``, then a space or a
+    line break) is the query, not an unknown option: no option's name holds a space."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {
+            o
+            for p in self.get_params(ctx)
+            if isinstance(p, click.Option) and not p.is_flag
+            for o in p.opts
+        }
+        for i, arg in enumerate(args):
+            if arg == "--":
+                break
+            if i and args[i - 1] in valued:  # an option's value ('-f "-a file.sql"')
+                continue
+            if arg.startswith("-") and any(c.isspace() for c in arg):
+                args = [*args[:i], *args[i + 1 :], "--", arg]
+                break
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_Sql)
 @click.argument("query", required=False)
 @click.option(
     "-f",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +50,24 @@ def config_model(user: Config) -> str | None:
     except InputError as e:
         raise ConfigError(f"config {user.path}: {e.message}", e.hint) from None
     return user.model
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[list[int]]:
+    """SIGTERM (a service manager, docker stop, kill, timeout) stops the command as Ctrl-C does:
+    the index is left consistent either way, but this way it says so (and ``kbase watch`` sends
+    its "stopped" event). The list yielded holds the signal once one came: exit code 143 then."""
+    terminated: list[int] = []
+
+    def on_term(signum, frame) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command()
@@ -120,7 +141,7 @@ def index(
             for path, msg in report.warnings:
                 bar.say(f"warning {path}: {msg}")
 
-    with Bars(not quiet and not as_json) as bar:
+    with terminate_as_interrupt() as terminated, Bars(not quiet and not as_json) as bar:
         eta = EmbedEta(bar.chunks, not quiet and not as_json, bar)
         report = kb.index(
             paths,
@@ -154,7 +175,11 @@ def index(
             f"{report.seconds:.2f} s: "
             f"{report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
             f"{report.renamed} renamed, {report.removed} removed, {len(report.skipped)} skipped"
-            + (f", {len(report.warnings)} warnings" if report.warnings else "")
+            + (
+                f", {len(report.warnings)} warning{'s' if len(report.warnings) > 1 else ''}"
+                if report.warnings
+                else ""
+            )
             + (f", {report.rechunked} re-chunked" if report.rechunked else "")
         )
         if not quiet and not report.interrupted:
@@ -171,7 +196,7 @@ def index(
         click.echo(
             "Interrupted: the index is consistent; run kbase index again to finish.", err=True
         )
-        ctx.exit(130)
+        ctx.exit(143 if terminated else 130)
 
 
 def say_empty_roots(kb, paths, extensions: tuple[str, ...] | None) -> None:
@@ -269,6 +294,8 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             if skip not in skips_shown:
                 skips_shown.add(skip)
                 emit("skipped", path=skip[0], reason=skip[1])
+        for path, message in r.warnings:  # (of the files this batch read: each change warns)
+            emit("warning", path=path, message=message)
         if b.changed:
             emit(
                 "changed",
@@ -298,6 +325,8 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
             if skip not in skips_shown:
                 skips_shown.add(skip)
                 click.echo(printable(f"{stamp} skipped {skip[0]}: {skip[1]}"), err=True)
+        for path, message in r.warnings:
+            click.echo(printable(f"{stamp} warning {path}: {message}"), err=True)
         if b.changed:
             embedded = r.embedding.embedded if r.embedding else 0
             click.echo(
@@ -335,36 +364,25 @@ def watch(ctx, paths, no_embed, debounce, poll, as_json):
     from kbase.cli.quick import print_handed_searches
 
     print_handed_searches()
-    import signal
-
-    # SIGTERM (a service manager, docker stop, kill) stops it as Ctrl-C does: the index is left
-    # consistent either way, but this way it says so and the "stopped" event is sent.
-    terminated: list[int] = []
-
-    def on_term(signum, frame) -> None:
-        terminated.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        # No bars; a line on stderr when one file takes long (not with --json: stdout is events).
-        # A kbase search meanwhile is handed to this process (its model and vectors loaded).
-        with Bars(events is None, bars=False) as slow, kb.serve_searches():
-            kb.watch(
-                paths,
-                debounce_ms=debounce,
-                on_batch=on_batch,
-                embed=not no_embed,
-                force_polling=True if poll else None,
-                on_embed=on_embed,
-                progress=slow.files,
-                default_extensions=user.extensions,  # the config file's, as kbase index
-                exclude=user.exclude,
-            )
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with terminate_as_interrupt() as terminated:
+        try:
+            # No bars; a line on stderr when one file takes long (not with --json: stdout is
+            # events). A kbase search meanwhile is handed to this process (its model and vectors
+            # loaded).
+            with Bars(events is None, bars=False) as slow, kb.serve_searches():
+                kb.watch(
+                    paths,
+                    debounce_ms=debounce,
+                    on_batch=on_batch,
+                    embed=not no_embed,
+                    force_polling=True if poll else None,
+                    on_embed=on_embed,
+                    progress=slow.files,
+                    default_extensions=user.extensions,  # the config file's, as kbase index
+                    exclude=user.exclude,
+                )
+        except KeyboardInterrupt:
+            pass
     # Watching ends only on Ctrl-C or SIGTERM (run_watch returns then): exit code 130 (143), as
     # for every command.
     if events is not None:

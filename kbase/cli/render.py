@@ -462,7 +462,7 @@ def render_sql(result, fmt: str, width: int | None = None) -> tuple[str, bool]:
     from kbase.text import cell
 
     if fmt != "table":
-        return render_records(list(result.dicts()), fmt, result.columns), False
+        return render_records(list(result.dicts()), fmt, result.keys()), False
     if not result.columns:
         return "", False
     columns = [cell(c, None) for c in result.columns]

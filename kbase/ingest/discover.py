@@ -134,8 +134,21 @@ def _load_ignore(
         return Skipped(str(ignore), f"cannot read ignore file: {e.strerror}")
     import pathspec  # only for folders that have an ignore file
 
-    specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
-    return None
+    try:
+        specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
+        return None
+    except ValueError:  # a line that is no pattern ('!'): left out, as git passes it over
+        from kbase.config import pattern_problem
+
+        bad = [n for n, line in enumerate(lines, 1) if pattern_problem(line)]
+    good = [line for n, line in enumerate(lines, 1) if n not in bad]
+    specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(good)))
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return Skipped(
+        str(ignore),
+        f"line {bad[0]}{more}, {lines[bad[0] - 1]!r}, is not a gitignore pattern: left out,"
+        " the other lines apply",
+    )
 
 
 def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]) -> bool:

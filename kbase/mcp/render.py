@@ -77,13 +77,18 @@ def search_head(r: s.SearchResult, shown: int) -> str:
     return f"Hits {r.offset + 1}-{r.offset + shown} for {_asked(r)} ({r.mode}):"
 
 
+def disk_change(note: s.SearchHit | s.ReadResult) -> str:
+    """What became of a stale note's file: an agent re-reads a changed one, not a gone one."""
+    return "gone from disk (moved or deleted)" if note.missing else "changed on disk"
+
+
 def search_hit(h: s.SearchHit) -> str:
     where = f"{h.path}:{h.line}" + (
         f", page {h.page}" if h.page else f", card {h.card}" if h.card else ""
     )
     lines = [
         f"{h.rank}. {h.title} — {where} (score {h.score:.3g})"
-        + (" [changed on disk since indexed]" if h.stale else "")
+        + (f" [{disk_change(h)} since indexed]" if h.stale else "")
     ]
     if h.heading_path:
         lines.append(f"   {h.heading_path}")
@@ -120,7 +125,7 @@ def read_head(r: s.ReadResult) -> str:
         meta.append(f"date: {r.date}")
     meta.append(f"modified: {r.modified}")
     if r.stale:
-        meta.append("changed on disk since indexed")
+        meta.append(f"{disk_change(r)} since indexed")
     if r.corrected_from:
         meta.insert(0, shown_instead(r.corrected_from, r.path, r.title))
     return " · ".join(meta)

@@ -78,6 +78,7 @@ class SearchHit(BaseModel):
     lines: list[int] | None = None
     score: float = Field(exclude=True)  # (the text's; the order says the rest)
     stale: bool = False  # the file changed on disk since it was indexed
+    missing: bool = False  # the file is gone from disk (moved or deleted; stale too)
     tags: list[str] = []
 
     @model_serializer(mode="wrap")
@@ -116,6 +117,7 @@ class ReadResult(BaseModel):
     modified: str  # the file's modification time when indexed (UTC)
     indexed_at: str = Field(exclude=True)
     stale: bool = False  # the file changed on disk since it was indexed
+    missing: bool = False  # the file is gone from disk (moved or deleted; stale too)
     total_lines: int
     first_line: int
     last_line: int  # the last line shown (whole or, see next_start_char, cut)

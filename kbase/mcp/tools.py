@@ -115,6 +115,7 @@ def search(
             snippet=clip(h.snippet, SNIPPET_CHARS),
             score=float(f"{h.score:.4g}"),  # (the text shows 3 digits)
             stale=h.stale,
+            missing=h.missing,
             tags=[clip(t, LIST_CHARS) for t in h.tags[:50]],
         )
         for h in shown
@@ -251,6 +252,7 @@ def read(
         modified=r.modified,
         indexed_at=r.indexed_at,
         stale=r.stale,
+        missing=r.missing,
         total_lines=r.total_lines,
         first_line=r.first_line,
         last_line=r.last_line,
@@ -320,7 +322,7 @@ def read(
     if skipped and body:
         body[0] = body[0].replace(" | ", f" | …(from character {start_char:,}) ", 1)
     text = "\n".join([render.read_head(out), *body, *([out.left_out] if out.left_out else [])])
-    log = [("info", f"{r.path} changed on disk since it was indexed")] if r.stale else []
+    log = [("info", f"{r.path} {render.disk_change(out)} since it was indexed")] if r.stale else []
     return Reply(out, text, log)
 
 

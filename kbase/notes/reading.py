@@ -43,6 +43,7 @@ class NoteText:
     pages: int = 0  # a PDF's page count (0: not a PDF)
     # The name as given, when it named no note and this note's name is a typo away from it.
     corrected_from: str | None = None
+    missing: bool = False  # the file is gone from disk (stale too): moved or deleted
 
     def numbered(self) -> str:
         """The region with right-aligned line numbers, as ``kbase show PATH:START-END``
@@ -131,6 +132,7 @@ def read_note(
         page,
         len(doc.pages),
         doc.corrected_from,
+        doc.missing,
     )
 
 

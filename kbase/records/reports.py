@@ -191,7 +191,21 @@ class SqlResult:
     columns: list[str]
     rows: list[tuple]
 
+    def keys(self) -> list[str]:
+        """The column names made unique as SQLite names a CREATE TABLE AS's columns ('a', 'a:1'),
+        so that no column of ``SELECT 1 AS a, 2 AS a`` hides another in a record."""
+        keys: list[str] = []
+        for c in self.columns:
+            key, n = c, 0
+            while key in keys:
+                n += 1
+                key = f"{c}:{n}"
+            keys.append(key)
+        return keys
+
     def dicts(self) -> Iterator[dict]:
-        """Each row as {column: value}, blobs as base64 text (for JSON)."""
+        """Each row as {column: value} (the columns as ``keys`` names them), blobs as base64
+        text (for JSON)."""
+        keys = self.keys()
         for row in self.rows:
-            yield {c: jsonable(v) for c, v in zip(self.columns, row)}
+            yield {k: jsonable(v) for k, v in zip(keys, row)}
