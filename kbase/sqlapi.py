@@ -363,9 +363,7 @@ def run(
     seconds, and its values, memory and result are bounded (see SQL_MAX_VALUE). Every failure is
     an ``InputError`` of one line."""
     if not sql.strip():
-        raise InputError(
-            "no SQL given", 'pass a query: kbase sql "SELECT ..." (or on stdin, or with --file)'
-        )
+        raise InputError("no SQL given", "pass a query, e.g. SELECT path, title FROM notes LIMIT 5")
     if len(sql) > SQL_MAX_STATEMENT:
         raise InputError(
             f"the SQL is {len(sql):,} characters long", f"keep it under {SQL_MAX_STATEMENT:,}"

@@ -230,6 +230,8 @@ async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
         assert r.is_error and "query stopped after the 0.3 s time limit" in text(r)
         r = await c.call_tool("sql", {"query": "SELEC nonsense"})
         assert r.is_error and "SQL error" in text(r)
+        r = await c.call_tool("sql", {"query": "  "})  # the hint in the tool's words, not the CLI's
+        assert r.is_error and "no SQL given" in text(r) and "kbase sql" not in text(r)
         for uri in (
             "kbase://note/../../etc/passwd",
             "kbase://note//etc/passwd",

@@ -168,6 +168,12 @@ def sql(ctx, query, sql_file, timeout, fmt):
         text = sys.stdin.read()
     else:
         text = query
+    if not text.strip():
+        from kbase.errors import InputError
+
+        raise InputError(
+            "no SQL given", 'pass a query: kbase sql "SELECT ..." (or on stdin, or with --file)'
+        )
     kb = open_kb(ctx)
     result = kb.sql(text, timeout=timeout)
     width = terminal_width()
