@@ -344,3 +344,39 @@ def test_a_note_whose_name_only_starts_with_the_word_is_found_without_an_error(t
         assert {h.path for h in hits} == {"react.md", "reactivity-fundamentals.md"}
         (fund,) = [h for h in hits if h.path == "reactivity-fundamentals.md"]
         assert fund.snippet.startswith("Reactivity Fundamentals")
+
+
+def test_a_passage_of_link_definitions_alone_gives_way_to_one_a_person_can_read(tmp_path):
+    """MkDocs pages end sections with '[label]: url' lines: short, their labels' words match,
+    and they render to nothing, so the hit showed '[Linked content tabs enabled]: ../x.png'.
+    The note's passage is its best readable chunk, in keyword and in default mode."""
+    import kbase
+
+    section = (
+        "## Linked content tabs\n\nWhen enabled, all content tabs across the site are linked and"
+        " switch together when a user clicks one.\n\n```yaml\ntheme:\n  features:\n"
+        + "    - content.tabs.link.option\n" * 14
+        + "```"
+    )
+    defs = "\n\n" + "".join(
+        f"[Linked content tabs enabled {i}]: ../assets/screenshots/content-tabs-link-{i}.png\n"
+        for i in range(4)
+    )
+    v = write(
+        tmp_path / "v",
+        {
+            "tabs.md": "# Content tabs\n\n" + section + defs + "\n## Usage\n\n" + "Group it. " * 30,
+            "other.md": "# Other\n\nNothing here.\n",
+        },
+    )
+    with kbase.open(tmp_path / "t.db") as kb:
+        kb.index([v])
+        body = dict(
+            apsw.Connection(str(tmp_path / "t.db")).execute(
+                "SELECT id, body FROM chunks_fts_content"
+            )
+        )
+        assert any(b.startswith("[Linked content tabs enabled") for b in body.values())
+        for mode in ("keyword", "hybrid"):
+            (hit,) = kb.search("linked content tabs enabled", mode=mode, limit=1)
+            assert "When enabled" in body[hit.chunk_id] and "[Linked" not in hit.snippet, mode

@@ -308,6 +308,18 @@ _ALTERNATIVES = tuple(
 )
 
 
+# A link reference definition ('[label]: url', maybe a title), as the linkdef alternative reads
+# it; a text of such lines alone shows nothing, and the words of its labels match a search
+# (kbase.search then shows another passage of the note, if it has one).
+_DEFINITION = re.compile(rf"^[ ]{{0,3}}\[(?!\^)[^\]\r\n]+\]:{DEF_TAIL}", re.M)
+
+
+def only_definitions(text: str) -> bool:
+    """Is ``text`` link reference definitions alone?"""
+    rest = _DEFINITION.sub("", text)
+    return len(rest) < len(text) and not rest.strip()
+
+
 def plain(text: str) -> str:
     """``text`` rendered and folded onto one line (titles, headings)."""
     return " ".join(render(text, offsets=False)[0].split())

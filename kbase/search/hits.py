@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 
 from kbase.errors import InputError
-from kbase.ingest.markup import plain
+from kbase.ingest.markup import only_definitions, plain
 from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search import snippet as snippets
@@ -70,6 +70,26 @@ def chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
 # for a whole page costs less, and much less for a prefix, which FTS5 expands over the whole
 # vocabulary in every statement (BENCHMARKS.md section 24).
 _SEVERAL_WORDS = re.compile(r'"(?:[^"]|"")*[^\w"*](?:[^"]|"")*"')
+
+
+def readable_first(con: apsw.Connection, ranked: list[int]) -> int | None:
+    """The first of ``ranked`` (chunk ids, best first) that is not link reference definitions
+    alone ('[label]: url' lines: their labels' words match, and a person reads nothing there;
+    MkDocs sites end sections with them), or None when all are."""
+    for at in range(0, len(ranked), 32):  # (the first is nearly always readable)
+        part = ranked[at : at + 32]
+        marks = ",".join("?" * len(part))
+        texts = dict(
+            con.execute(
+                "SELECT c.id, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+                f" FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id IN ({marks})",
+                part,
+            )
+        )
+        for cid in part:
+            if not only_definitions(texts.get(cid) or ""):
+                return cid
+    return None
 
 
 def one_pass(match: str) -> bool:

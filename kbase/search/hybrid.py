@@ -12,7 +12,7 @@ from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, reading
-from kbase.search.hits import Ranked, highlighted, hit
+from kbase.search.hits import Ranked, highlighted, hit, readable_first
 from kbase.search.keyword import keyword_ranked, range_bm25
 from kbase.search.query import parse_query
 from kbase.search.semantic import note_similarities, semantic_ranked
@@ -189,7 +189,11 @@ def passage_chunks(
         scores = {
             c: m * _scaled(meaning.get(c), hi, lo) + (1 - m) * words.get(c, 0.0) / top for c in cids
         }
-        out[doc_id] = max(cids, key=scores.__getitem__)  # the first of equals: the earliest
+        best = max(cids, key=scores.__getitem__)  # the first of equals: the earliest
+        if readable_first(con, [best]) is None:  # link definitions alone: the next readable
+            ranked = sorted(cids, key=lambda c: -scores[c])  # (stable: the earliest of equals)
+            best = readable_first(con, ranked) or best
+        out[doc_id] = best
     return out
 
 

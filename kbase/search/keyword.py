@@ -23,6 +23,7 @@ from kbase.search.hits import (
     hit,
     length_units,
     one_pass,
+    readable_first,
 )
 from kbase.search.query import Query, parse_query
 
@@ -58,7 +59,8 @@ def _body_passages(con: apsw.Connection, query: Query, page: list[Ranked]) -> li
     counts a word of the title or the heading path in every chunk under it, and favours the
     shortest of those: a query of a section's heading showed its last chunk, a '</div>' between
     two code samples. Such a note shows its best chunk whose body matches a word, or, when none
-    does, its first matching chunk (where the section begins). The notes' order is unchanged."""
+    does, its first matching chunk (where the section begins); and of those, one that is not
+    link definitions alone (hits.readable_first). The notes' order is unchanged."""
     words = [r for r in page if r.explain.get("tier") in _BM25_TIERS and r.match]
     if not words or cjk.applies(query):
         return page
@@ -73,13 +75,15 @@ def _body_passages(con: apsw.Connection, query: Query, page: list[Ranked]) -> li
     }
     moved = {}
     for r in words:
-        if r.chunk_id in speaking:
+        if r.chunk_id in speaking and readable_first(con, [r.chunk_id]) is not None:
             continue
         ids = {cid for (cid,) in con.execute("SELECT id FROM chunks WHERE doc_id = ?", (r.doc_id,))}
         scores = range_bm25(con, f"({r.match}) AND {body}", [(min(ids), max(ids))])
-        scores = {cid: score for cid, score in scores.items() if cid in ids}
-        if scores:
-            moved[r.doc_id] = max(scores, key=lambda cid: (scores[cid], -cid))
+        ranked = sorted((cid for cid in scores if cid in ids), key=lambda cid: (-scores[cid], cid))
+        if ranked:
+            readable = readable_first(con, ranked)
+            if readable is not None or r.chunk_id not in speaking:
+                moved[r.doc_id] = readable if readable is not None else ranked[0]
             continue
         first = con.execute(
             "SELECT id FROM chunks WHERE doc_id = ? AND id IN"
