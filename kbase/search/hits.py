@@ -72,22 +72,33 @@ def chunk_counts(con: apsw.Connection, doc_ids: list[int]) -> dict[int, int]:
 _SEVERAL_WORDS = re.compile(r'"(?:[^"]|"")*[^\w"*](?:[^"]|"")*"')
 
 
+def definitions_alone(con: apsw.Connection, chunk_ids: Iterable[int]) -> set[int]:
+    """Those of ``chunk_ids`` that are link reference definitions alone ('[label]: url' lines:
+    their labels' words match, and a person reads nothing there; MkDocs sites end sections
+    with them), in one statement."""
+    ids = list(chunk_ids)
+    if not ids:
+        return set()
+    marks = ",".join("?" * len(ids))
+    return {
+        cid
+        for cid, text in con.execute(
+            "SELECT c.id, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
+            f" FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id IN ({marks})",
+            ids,
+        )
+        if only_definitions(text or "")
+    }
+
+
 def readable_first(con: apsw.Connection, ranked: list[int]) -> int | None:
     """The first of ``ranked`` (chunk ids, best first) that is not link reference definitions
-    alone ('[label]: url' lines: their labels' words match, and a person reads nothing there;
-    MkDocs sites end sections with them), or None when all are."""
+    alone (``definitions_alone``), or None when all are."""
     for at in range(0, len(ranked), 32):  # (the first is nearly always readable)
         part = ranked[at : at + 32]
-        marks = ",".join("?" * len(part))
-        texts = dict(
-            con.execute(
-                "SELECT c.id, substr(d.body, c.start_char + 1, c.end_char - c.start_char)"
-                f" FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id IN ({marks})",
-                part,
-            )
-        )
+        unread = definitions_alone(con, part)
         for cid in part:
-            if not only_definitions(texts.get(cid) or ""):
+            if cid not in unread:
                 return cid
     return None
 

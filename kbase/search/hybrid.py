@@ -12,7 +12,7 @@ from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search.filters import Filters
 from kbase.search.fusion import PARAMS, FusionParams, fuse, passage_meaning, reading
-from kbase.search.hits import Ranked, highlighted, hit, readable_first
+from kbase.search.hits import Ranked, definitions_alone, highlighted, hit, readable_first
 from kbase.search.keyword import keyword_ranked, range_bm25
 from kbase.search.query import parse_query
 from kbase.search.semantic import note_similarities, semantic_ranked
@@ -180,7 +180,8 @@ def passage_chunks(
             words[cid] = scored[scored_by[doc_id]][cid]
         if cid in words or cid in meaning:
             per_doc.setdefault(doc_id, []).append(cid)
-    out = {}
+    out: dict[int, int] = {}
+    rankings: dict[int, tuple[list[int], dict[int, float]]] = {}
     for doc_id, cids in per_doc.items():
         top = max((words.get(c, 0.0) for c in cids), default=0.0) or 1.0
         sims = [meaning[c] for c in cids if c in meaning]
@@ -189,11 +190,13 @@ def passage_chunks(
         scores = {
             c: m * _scaled(meaning.get(c), hi, lo) + (1 - m) * words.get(c, 0.0) / top for c in cids
         }
-        best = max(cids, key=scores.__getitem__)  # the first of equals: the earliest
-        if readable_first(con, [best]) is None:  # link definitions alone: the next readable
-            ranked = sorted(cids, key=lambda c: -scores[c])  # (stable: the earliest of equals)
-            best = readable_first(con, ranked) or best
-        out[doc_id] = best
+        rankings[doc_id] = (cids, scores)
+        out[doc_id] = max(cids, key=scores.__getitem__)  # the first of equals: the earliest
+    unread = definitions_alone(con, out.values())  # link definitions alone: the next readable
+    for doc_id in [d for d, c in out.items() if c in unread]:
+        cids, scores = rankings[doc_id]
+        ranked = sorted(cids, key=lambda c: -scores[c])  # (stable: the earliest of equals)
+        out[doc_id] = readable_first(con, ranked) or out[doc_id]
     return out
 
 

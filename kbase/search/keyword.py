@@ -19,6 +19,7 @@ from kbase.search.hits import (
     RERANK_SLACK,
     Ranked,
     chunk_counts,
+    definitions_alone,
     highlighted,
     hit,
     length_units,
@@ -73,9 +74,10 @@ def _body_passages(con: apsw.Connection, query: Query, page: list[Ranked]) -> li
             (body, f"[{','.join(str(r.chunk_id) for r in words)}]"),
         )
     }
+    unread = definitions_alone(con, [r.chunk_id for r in words])
     moved = {}
     for r in words:
-        if r.chunk_id in speaking and readable_first(con, [r.chunk_id]) is not None:
+        if r.chunk_id in speaking and r.chunk_id not in unread:
             continue
         ids = {cid for (cid,) in con.execute("SELECT id FROM chunks WHERE doc_id = ?", (r.doc_id,))}
         scores = range_bm25(con, f"({r.match}) AND {body}", [(min(ids), max(ids))])
