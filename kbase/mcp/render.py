@@ -34,15 +34,40 @@ _FLAGS = {
 _FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in _FLAGS) + r")(?![\w-])")
 
 
+# ... and the commands, and the notation of kbase show: each phrase as a tool's caller acts on it.
+_PHRASES = [
+    # a page of a note that is no PDF: read takes its lines
+    (
+        re.compile(r"show a line instead: .*?:LINE\b"),
+        "leave page out and give start_line, end_line",
+    ),
+    (re.compile(r"name a line instead: PATH:LINE\b"), "give start_line, end_line instead"),
+    (
+        re.compile(re.escape("see kbase status for the roots, or kbase search")),
+        "call status for the roots, or search",
+    ),
+    (re.compile(r"run: kbase embed$"), "search with mode='keyword'"),
+    (
+        re.compile(re.escape("change the index with kbase commands (index, embed, check --fix);")),
+        "the tools only read the index:",
+    ),
+    (re.compile(r"\bkbase sql\b"), "sql"),  # 'kbase sql is read-only', 'runs one statement'
+    (re.compile(r"\bkbase index (skipped|reads)\b"), r"the index run \1"),
+]
+
+
 def agent_words(text: str) -> str:
     """``text`` with the command-line options it names given as the tools' arguments
-    ('raise --timeout' -> 'raise timeout')."""
+    ('raise --timeout' -> 'raise timeout'), and the CLI's commands and notation as the tools'
+    ('show a line instead: a.md:LINE' -> 'leave page out and give start_line, end_line')."""
+    for phrase, words in _PHRASES:
+        text = phrase.sub(words, text)
     return _FLAG.sub(lambda m: _FLAGS[m.group(1)], text)
 
 
 def error_text(message: str, hint: str | None = None) -> str:
     """One line: the message and hint may name a file (its newline is shown as \\n)."""
-    return agent_words(_p(message + (f" (hint: {hint})" if hint else "")))
+    return agent_words(_p(message)) + (f" (hint: {agent_words(_p(hint))})" if hint else "")
 
 
 # --- what a cut result left out ----------------------------------------------------------------
