@@ -263,7 +263,9 @@ def _walk_dir(
                     if not _ignored(child_rel, is_dir, specs):
                         yield Skipped(printable(entry.path), outside_reason(target))
                     continue
-                same = tree.reaches(target, is_dir) if tree is not None else None
+                # (a folder walked already, a loop among them: said so below, as before)
+                walked = is_dir and _key(target) in seen
+                same = tree.reaches(target, is_dir) if tree is not None and not walked else None
                 if same is not None:  # indexed under its own path: not twice
                     if not _ignored(child_rel, is_dir, specs):
                         yield Skipped(printable(entry.path), same_tree_reason(same, is_dir))
@@ -303,6 +305,14 @@ def _walk_dir(
             yield from _file(child_rel, entry.path, est, max_size)
     finally:
         del specs[n:]
+
+
+def _key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def within(path: str, bounds: Sequence[str]) -> bool:
