@@ -178,10 +178,12 @@ _SEARCH_ARGS = ("query", "mode", "lim")  # hidden columns: kbase_search(query, m
 _SEARCH_USAGE = "call it as kbase_search('words' [, 'hybrid' [, 10]])"
 
 
-def search_rows(kb, query, mode=None, lim=None) -> list[tuple]:
+def search_rows(kb, query, mode=None, lim=None, *, literal: bool = False) -> list[tuple]:
     """kbase_search(query [, mode [, lim]]) as rows of SEARCH_COLUMNS (no query: none), its
     arguments checked as SQL passes them (any type); the table-valued function here and the
-    Datasette plugin's (kbase.datasette) give these rows."""
+    Datasette plugin's (kbase.datasette) give these rows. A query without words gives no rows
+    (a title of punctuation, an empty body, an empty form), unless it is ``literal``, written in
+    the statement (``kbase_search('')``): then it is an error, as kbase search's."""
     if query is None:
         return []
     if not isinstance(query, str):
@@ -199,8 +201,13 @@ def search_rows(kb, query, mode=None, lim=None) -> list[tuple]:
         ) from None
     from kbase.search.query import bound_query, parse_query
 
-    if parse_query(bound_query(query)[0]).empty:
-        return []  # nothing to search for (a title of punctuation, say): no rows, no error
+    parsed = parse_query(bound_query(query)[0])
+    if parsed.empty and not parsed.operators:  # nothing to search for
+        if literal:
+            raise InputError(
+                f"kbase_search(query): no words to search for in {query!r}", _SEARCH_USAGE
+            )
+        return []  # (from a column: a title of punctuation, say): no rows, no error
     return [
         (
             h.rank,
@@ -237,6 +244,9 @@ class _SearchModule:
     Create = Connect
 
 
+LITERAL_QUERY = 1  # (the plan's idxNum)
+
+
 class _SearchTable:
     def __init__(self, kb) -> None:
         self.kb = kb
@@ -257,6 +267,8 @@ class _SearchTable:
             o.set_aConstraintUsage_argvIndex(c, n)
             o.set_aConstraintUsage_omit(c, True)
         o.idxStr = ",".join(str(col) for col in sorted(given))
+        # The query written in the statement (a literal, known now), not read from a column
+        o.idxNum = LITERAL_QUERY if o.get_aConstraint_rhs(given[0]) is not None else 0
         o.estimatedRows = 10
         o.estimatedCost = 1000.0
         return True
@@ -298,7 +310,7 @@ class _SearchCursor:
             self.args[int(col)] = value
         self.pos = 0
         self.rows = []
-        self.rows = search_rows(self.kb, *self.args)
+        self.rows = search_rows(self.kb, *self.args, literal=indexnum == LITERAL_QUERY)
 
     def Eof(self) -> bool:
         return self.pos >= len(self.rows)
@@ -362,8 +374,12 @@ def run(
     """Run ``sql`` on a read-only connection; writes are refused, it stops after ``timeout``
     seconds, and its values, memory and result are bounded (see SQL_MAX_VALUE). Every failure is
     an ``InputError`` of one line."""
-    if not sql.strip():
-        raise InputError("no SQL given", "pass a query, e.g. SELECT path, title FROM notes LIMIT 5")
+    if not _COMMENTS.sub("", sql):
+        shown = sql.strip()[:60]
+        what = f" in {shown!r}: only semicolons, comments or spaces" if shown else ""
+        raise InputError(
+            f"no SQL given{what}", "pass a query, e.g. SELECT path, title FROM notes LIMIT 5"
+        )
     if len(sql) > SQL_MAX_STATEMENT:
         raise InputError(
             f"the SQL is {len(sql):,} characters long", f"keep it under {SQL_MAX_STATEMENT:,}"

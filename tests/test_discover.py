@@ -109,3 +109,75 @@ def test_single_file_root(tmp_path):
     write(tmp_path, {"one.txt": "hello"})
     (c,) = walk(tmp_path / "one.txt")
     assert c.relpath == "" and c.size == 5
+
+
+def _skips(items) -> dict[str, str]:
+    return {os.path.basename(i.abspath): i.reason for i in items if isinstance(i, Skipped)}
+
+
+def test_a_symlinked_file_in_the_tree_is_indexed_once_under_its_own_path(tmp_path):
+    """A symlink to a file of the same root was a second document (the same hits twice): the
+    real file is indexed, the link skipped with a reason, whichever name sorts first, from the
+    root or from a subfolder, followed outside or not."""
+    vault = write(tmp_path / "vault", {"m-real.md": "x", "sub/n.md": "x"})
+    os.symlink("m-real.md", vault / "a-link.md")  # sorts before its target
+    os.symlink("../m-real.md", vault / "sub" / "z-link.md")
+    os.symlink("sub", vault / "b-sub")  # a folder: the same rule
+    for follow in (False, True):
+        items = list(walk(vault, follow_outside=follow))
+        assert rels(items) == ["m-real.md", "sub/n.md"]
+        assert _skips(items) == {
+            "a-link.md": "symlink to m-real.md, which is indexed under its own path",
+            "z-link.md": "symlink to m-real.md, which is indexed under its own path",
+            "b-sub": "symlink to folder sub, whose files are indexed under their own paths",
+        }
+    assert rels(walk(vault, start=vault / "sub")) == ["sub/n.md"]
+
+
+def test_a_symlink_to_what_the_walk_does_not_reach_is_indexed_under_its_name(tmp_path):
+    """A link is the only way in to a file of an ignored or hidden folder, or of another
+    extension: it is indexed under the link's name (nothing is lost); one into another indexed
+    root too, as a symlinked folder is (each root resolves its links among its own files)."""
+    vault = write(
+        tmp_path / "vault",
+        {".kbaseignore": "drafts/\n", "drafts/d.md": "x", ".hidden/h.md": "x", "t.txt": "x"},
+    )
+    write(tmp_path / "other", {"o.md": "x"})
+    os.symlink("drafts/d.md", vault / "d.md")
+    os.symlink(".hidden/h.md", vault / "h.md")
+    os.symlink("t.txt", vault / "t.md")
+    os.symlink(tmp_path / "other" / "o.md", vault / "o.md")
+    inside = (str(vault), str(tmp_path / "other"))
+    assert rels(walk(vault, extensions=(".md",), inside=inside)) == ["d.md", "h.md", "o.md", "t.md"]
+    items = list(walk(vault, extensions=(".md", ".txt"), inside=inside))
+    assert rels(items) == ["d.md", "h.md", "o.md", "t.txt"]
+    assert _skips(items) == {"t.md": "symlink to t.txt, which is indexed under its own path"}
+
+
+def test_kbase_index_keeps_one_document_for_a_symlinked_file_and_reruns_agree(tmp_path):
+    """Through kbase index on a real index: the twin a link made before goes (its text stays,
+    at the real path), and runs of the root, of the subfolder and of every root agree."""
+    from click.testing import CliRunner
+
+    from kbase.cli.app import cli
+
+    vault = write(tmp_path / "vault", {"real.md": "# Real\n\nunique words\n", "sub/n.md": "x"})
+    db = tmp_path / "i.db"
+
+    def run(*args: str):
+        r = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    (vault / "sub" / "twin.md").write_text("# Real\n\nunique words\n")  # a copy first
+    assert "3 new" in run("index", "--no-embed", str(vault)).stdout
+    (vault / "sub" / "twin.md").unlink()
+    os.symlink("../real.md", vault / "sub" / "twin.md")
+    r = run("index", "--no-embed", str(vault))
+    assert "0 new, 0 updated, 2 unchanged, 0 renamed, 1 removed, 1 skipped" in r.stdout
+    assert "twin.md: symlink to real.md, which is indexed under its own path" in r.stderr
+    for again in ([str(vault)], [str(vault / "sub")], []):
+        r = run("index", "--no-embed", *again)
+        assert "0 new, 0 updated" in r.stdout and " 0 removed" in r.stdout, (again, r.stdout)
+    hits = run("search", "unique", "--json").stdout
+    assert '"real.md"' in hits and "twin.md" not in hits

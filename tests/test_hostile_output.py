@@ -125,6 +125,10 @@ def test_a_newline_in_a_file_name_cannot_split_a_listing_line(hostile_db):
     r = CliRunner().invoke(cli, ["--db", str(hostile_db), "sql", "SELECT path FROM documents"])
     assert "fake\\nline.md" in r.stdout or "fake⏎line.md" in r.stdout
     assert not any(line.strip() == "line.md" for line in r.stdout.splitlines())
+    # an error's hint names the notes near what was asked: on one line too
+    r = CliRunner().invoke(cli, ["--db", str(hostile_db), "show", "fake\nlinexyz"])
+    assert r.exit_code == 1 and "(fake\\nline.md)?" in r.stderr, r.stderr
+    assert not any(line.startswith("line") for line in r.stderr.splitlines()), r.stderr
 
 
 def test_index_skip_and_warning_lines_are_escaped(tmp_path, monkeypatch):
@@ -229,6 +233,51 @@ async def test_the_browser_shows_no_escape_from_a_file(hostile_db):
             bad = [ch for ch in painted if ch != "\t" and not ch.isprintable() and ch != "\n"]
             assert not bad, (i, bad, painted)
         assert "\\x1b" in screen_text(app)  # shown, not dropped
+
+
+MCP_CALLS = [
+    ("search", {"query": "clipboard", "passages": 0}),
+    ("search", {"query": "clipboard"}),  # with the passages: the notes' lines
+    ("search", {"query": "newline"}),
+    ("read", {"note": "fake\nline.md"}),
+    ("read", {"note": f"{OSC_TITLE}window.md"}),
+    ("read", {"note": "evil-title"}),
+    ("links", {"note": f"{OSC_TITLE}window.md"}),
+    ("links", {"note": "evil-title"}),
+    ("links", {"note": "fake\nline.md"}),
+    ("related", {"note": "evil-title"}),
+    ("related", {"note": "fake\nline.md"}),
+    ("sql", {"query": "SELECT path, title, body FROM documents"}),
+    ("sql", {"query": 'SELECT path AS "a\nb" FROM documents WHERE 0'}),
+    ("read", {"note": "nothing\nhere"}),  # an error, near names in its hint
+    ("read", {"note": "fake\nlin"}),
+]
+
+
+@pytest.mark.asyncio
+async def test_mcp_text_shows_a_files_controls_escaped_as_the_cli_does(hostile_db):
+    """The text of each MCP tool result (what a client may print on a terminal) holds no
+    control character from a file: a newline in a file name is shown as \\n, as the CLI shows
+    it, and cannot start a line of its own; the structured result keeps the name as it is."""
+    from mcp import Client
+
+    from kbase.mcp.backend import Backend
+    from kbase.mcp.server import build_server
+
+    async with Client(build_server(Backend(hostile_db))) as c:
+        for tool, args in MCP_CALLS:
+            r = await c.call_tool(tool, args)
+            text = "\n".join(part.text for part in r.content)
+            _no_escape(text.encode(), (tool, args))
+            assert "\r" not in text, (tool, args, text)
+            assert not any(line.startswith("line") for line in text.splitlines()), (tool, text)
+        r = await c.call_tool("read", {"note": "fake\nline.md"})
+        assert r.structured_content["path"] == "fake\nline.md"
+        assert "fake\\nline — fake\\nline.md" in r.content[0].text
+        r = await c.call_tool("search", {"query": "newline", "passages": 0})
+        assert "1. fake\\nline — fake\\nline.md:1 (score" in r.content[0].text
+        r = await c.call_tool("read", {"note": "evil-title"})
+        assert "clipboard \\x1b[41m red" in r.content[0].text  # shown, not dropped
 
 
 # 10. SQL: kbase_search() answers what the CLI answers; temporary data stays in memory ----------

@@ -91,6 +91,64 @@ def test_bad_offsets_are_found_and_rechunked(kb, db_path):
     assert {p.kind for p in result.problems} == set()
 
 
+def _spans(con) -> list[tuple]:
+    return con.execute(
+        "SELECT d.path, c.seq, c.start_char, c.end_char FROM chunks AS c"
+        " JOIN documents AS d ON d.id = c.doc_id ORDER BY d.path, c.seq"
+    ).fetchall()
+
+
+def test_deleted_chunk_rows_are_found_and_rechunked(kb, db_path):
+    """DELETE FROM chunks ... left documents whose text no chunk held (no search found it) and
+    kbase check said ok: the first rows, a document's last chunk, every chunk of one; the fix
+    check suggests makes the same chunks again, and kbase embed their vectors."""
+    kb.close()
+    con = raw(db_path)
+    before = _spans(con)
+    con.execute("DELETE FROM chunks WHERE id IN (SELECT id FROM chunks LIMIT 3)")
+    con.execute(
+        "DELETE FROM chunks WHERE id = (SELECT max(c.id) FROM chunks AS c"
+        " JOIN documents AS d ON d.id = c.doc_id WHERE d.path = 'tech/notes.txt')"
+    )
+    gone = len(before) - len(_spans(con))
+    assert gone >= 4
+    found = {p.kind: p for p in kb.check().problems}
+    assert found["missing_chunks"].count == 4 and found["missing_chunks"].fixable, found
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "check"])
+    assert r.exit_code == 1 and "problem: missing_chunks: documents whose chunks" in r.stdout
+    assert "run kbase check --fix to repair" in r.stderr  # what it suggests repairs it:
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "check", "--fix"])
+    assert (
+        r.exit_code == 0 and "fixed: re-chunked 4 documents whose chunks were missing" in r.stdout
+    )
+    assert r.stdout.endswith("ok: the index is consistent\n"), r.stdout
+    assert _spans(con) == before
+    assert kb.embed().embedded == gone  # the vectors of the chunks made again, nothing else
+    assert kb.check().ok
+
+
+def test_text_no_chunk_holds_by_design_is_no_missing_chunk(tmp_path):
+    """A note that ends in a rule or a base64 blob (which no chunk holds), an empty note, one
+    of front matter alone: not taken for deleted chunks."""
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+        "rkJggg"
+    )
+    blob = f"![dot](data:image/png;base64,{png * 40})"  # (kbase.ingest.junk: in no chunk)
+    vault = write(
+        tmp_path / "v",
+        {
+            "rule.md": "# Rule\n\nSome text.\n\n---\n",
+            "blob.md": f"# Blob\n\nSome text.\n\n{blob}\n",
+            "empty.md": "",
+            "front.md": "---\ntitle: Only front matter\n---\n",
+        },
+    )
+    k = kbase.open(tmp_path / "i.db")
+    k.index([vault], embed=False)
+    assert k.check().ok, k.check().problems
+
+
 def test_page_corruption_is_reported_not_hidden(kb, db_path):
     kb.close()
     con = raw(db_path)

@@ -206,7 +206,7 @@ async def test_bad_input_is_a_tool_error_and_the_server_lives_on(index):
             ({}, "query: Field required"),
             (
                 {"query": "x", "mode": "semantic"},
-                "this index has no embeddings yet (hint: run: kbase embed)",
+                "this index has no embeddings yet (hint: search with mode='keyword')",
             ),
         ]:
             r = await c.call_tool("search", args)

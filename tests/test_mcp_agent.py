@@ -165,6 +165,33 @@ async def test_prompts_for_agents(index):
 
 
 @pytest.mark.asyncio
+async def test_a_bad_prompt_request_is_a_json_rpc_error_without_a_traceback(index):
+    """prompts/get of no such prompt, or without its argument, was 'Internal server error' to
+    the client and a traceback on the server's stderr: invalid params, one line naming the
+    prompt or argument and the fix, and nothing on stderr."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    db, _ = index
+    async with session(db) as c:
+        for name, arguments, says in [
+            ("summarise-note", {"note": "Garden"}, "no prompt named 'summarise-note' (hint:"),
+            ("summarize-note", {}, "prompt summarize-note: its argument 'note' is missing"),
+            ("summarize-note", None, "its argument 'note' is missing (hint: its one argument"),
+            ("answer-from-notes", {"question": "  "}, "its argument 'question' is empty"),
+            ("connect-note", {"nte": "Garden"}, "prompt connect-note takes no argument 'nte'"),
+        ]:
+            with pytest.raises(MCPError) as e:
+                await c.get_prompt(name, arguments)
+            assert e.value.code == INVALID_PARAMS, (name, e.value.message)
+            assert says in e.value.message and "\n" not in e.value.message, e.value.message
+        r = await c.get_prompt("summarize-note", {"note": "Garden.md"})  # and it serves on
+        assert "note='Garden.md'" in r.messages[0].content.text
+    log = db.with_suffix(".agent.log").read_text()
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]
+
+
+@pytest.mark.asyncio
 async def test_results_say_what_was_left_out_and_how_to_continue(tmp_path):
     long_line = "word " * 20_000  # 100,000 characters on one line
     notes = {

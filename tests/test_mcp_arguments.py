@@ -5,6 +5,7 @@ error naming the argument and the fix, and a place written as search writes it i
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -25,6 +26,7 @@ def server(tmp_path_factory):
             "Long.md": LONG,
             "Garden.md": "# Garden\n\nTomatoes need sun.\n",
             "Sections.md": "# Sections\n\n## First\n\nOne.\n\n## Second\n\nTwo.\n",
+            "Plain.md": "Text without a heading.\n",
         },
     )
     db = root / "index.db"
@@ -91,3 +93,35 @@ def test_a_section_read_says_the_lines_after_it_follow_the_part_read(server):
     assert not r.is_error and "One." in text and "Two." not in text
     assert "4 more lines follow the part read" in text, text  # not "400 lines at most"
     assert "at most" not in text
+
+
+# The CLI's words: a command (kbase show, kbase status, kbase sql), an option (--page), the
+# notation of kbase show's NOTE:LINE.
+CLI_WORDS = re.compile(r"\bkbase (show|status|search|sql|embed|index|check)\b|--\w|:LINE\b|PATH:")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "says"),
+    [
+        ("read", {"note": "Garden", "page": 2}, "leave page out and give start_line, end_line"),
+        ("read", {"note": "Gardne.md", "page": 1}, None),  # (a typo away: read, no pages)
+        ("read", {"note": "Nothing like it"}, "call status for the roots, or search"),
+        ("links", {"note": "Nothing like it"}, "call status for the roots, or search"),
+        ("read", {"note": "Plain#Nope"}, "give start_line, end_line instead"),
+        ("search", {"query": "sun", "mode": "semantic"}, "search with mode='keyword'"),
+        ("search", {"query": "sun", "mode": "hybrid"}, "search with mode='keyword'"),
+        ("sql", {"query": "DELETE FROM documents"}, "sql is read-only; refused: DELETE"),
+        ("sql", {"query": "SELECT 1; SELECT 2"}, "sql runs one statement"),
+        ("sql", {"query": "SELECT 1", "timeout": 0.000001}, None),
+    ],
+)
+def test_errors_are_worded_in_the_tools_arguments_not_the_clis(server, tool, args, says):
+    """read with page on a Markdown note hinted 'show a line instead: Garden.md:LINE' (kbase
+    show's notation); an unknown note 'see kbase status ..., or kbase search'; a write through
+    sql 'change the index with kbase commands (index, embed, check --fix)'."""
+    r, text = call(server, tool, args)
+    if r.is_error:
+        assert not CLI_WORDS.search(text), text
+        assert says is None or says in text, text
+    else:
+        assert says is None, text

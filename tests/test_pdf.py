@@ -713,3 +713,66 @@ def test_show_says_a_skipped_file_was_skipped_and_why(pdfs, db_path):
     assert res.exit_code == 1 and "kbase index skipped it: not a PDF" in res.output
     res = kbase_cli(db_path, "show", "nothing-like-it.pdf")  # an unknown name is still unknown
     assert res.exit_code == 1 and "no indexed document matches" in res.output
+
+
+def _symbol_font_pdf(runs: list[tuple[str, str]]) -> bytes:
+    """One line of text runs, each (font, text): F1 Helvetica, F2 a TeX math symbol font (CMSY10,
+    without a ToUnicode entry, as pdfTeX writes it) in which '6' is the slash of \\not."""
+    from tests.pdfgen import _escape, raw_pdf
+
+    ops = b"BT 50 790 Td " + b" ".join(
+        b"/%s 11 Tf (%s) Tj" % (font.encode(), _escape(text)) for font, text in runs
+    )
+    ops += b" ET"
+    return raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font"
+            b" << /F1 4 0 R /F2 5 0 R >> >> /Contents 6 0 R >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /ABCDEF+CMSY10 >>",
+            b"<< /Length %d >>\nstream\n" % len(ops) + ops + b"\nendstream",
+        ]
+    )
+
+
+def test_tex_negated_relations_are_one_character_not_a_six():
+    """pdfTeX's x \\neq y came out as 'x 6= y' (the symbol font's \\not slash read as '6'):
+    the slash and the symbol it negates are the negated symbol, whichever of the two comes
+    first; a '6' of another font is a digit, next to '=' or not."""
+    text = pdf.extract(
+        _symbol_font_pdf(
+            [
+                ("F1", "if x "),
+                ("F2", "6"),
+                ("F1", "= y and y ="),
+                ("F2", "6"),
+                ("F1", " z, a "),
+                ("F2", "6"),
+                ("F1", "< b, but x=6 and 6=6 and 16 "),
+                ("F2", "6"),  # next to no symbol it negates: left as it is
+                ("F1", " sides"),
+            ]
+        )
+    ).text
+    assert text == "if x ≠ y and y ≠ z, a ≮ b, but x=6 and 6=6 and 16 6 sides\n", text
+
+
+def test_negations_in_a_pdf_made_by_pdflatex():
+    """GeoTopo (lecture notes typeset by pdfLaTeX, in the shared material): its 88 \\neq and
+    its \\not\\Leftarrow read as symbols; the digits 6 of its text fonts stay."""
+    data = shared("pdfs", "py-pdf-sample-files", "009-pdflatex-geotopo") / "GeoTopo-komprimiert.pdf"
+    text = pdf.extract(data.read_bytes()).text
+    assert "6=" not in text and "=6" not in text
+    assert text.count("≠") == 88 and text.count("⇍") == 1
+    assert "1 falls x ≠ y" in text and "det(A) ≠ 0" in text
+    assert text.count("6") == 184  # (273 before: 89 were slashes of \not)
+
+
+def test_every_negatable_symbol_composes_with_the_slash():
+    import unicodedata
+
+    for ch in pdf._NEGATES:
+        negated = unicodedata.normalize("NFC", ch + "\u0338")
+        assert len(negated) == 1 and negated != ch, ch

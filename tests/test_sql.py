@@ -302,6 +302,28 @@ def test_one_long_call_is_stopped_at_the_time_limit(kb):
         _one_error_line(r, "time limit")
 
 
+@pytest.mark.parametrize(
+    ("query", "needles"),
+    [
+        (";", ("no SQL given in ';': only semicolons, comments or spaces", "hint: pass a query")),
+        (" ;; ", ("no SQL given in ';;'",)),
+        ("-- the notes\n;", ("no SQL given in '-- the notes\\n;'",)),
+        ("/* nothing */", ("only semicolons, comments or spaces",)),
+        ("SELECT * FROM kbase_search('')", ("kbase_search(query): no words to search for in ''",)),
+        ("SELECT * FROM kbase_search(' ')", ("no words to search for in ' '",)),
+        ("SELECT path FROM kbase_search('!!', 'keyword')", ("no words to search for in '!!'",)),
+    ],
+)
+def test_no_statement_and_an_empty_search_are_errors_naming_what_was_given(kb, query, needles):
+    """kbase sql ';' printed nothing and exited 0; kbase_search('') gave no rows without a word:
+    one error line each, naming what was given, and the fix."""
+    r = _sql(kb.path, query)
+    _one_error_line(r, *needles)
+    assert "call it as kbase_search('words'" in r.stderr or "kbase_search" not in query
+    with pytest.raises(InputError):
+        kb.sql(query)
+
+
 def test_kbase_search_fed_from_a_join_column(kb):
     r = _sql(
         kb.path,
@@ -320,6 +342,16 @@ def test_kbase_search_fed_from_a_join_column(kb):
         "--json",
     )
     assert r.exit_code == 0 and json.loads(r.stdout) == [{"n": 0}], r.output  # no words: no rows
+    # from a column, an empty text (an empty note's body) is no words either: no rows, no error
+    r = _sql(
+        kb.path,
+        "SELECT count(*) AS n FROM (SELECT '' AS q UNION ALL SELECT ' ') AS t, kbase_search(t.q)",
+        "--json",
+    )
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"n": 0}], r.output
+    # a query of operators alone is a search, as kbase search's (it gave no rows)
+    rows = kb.sql("SELECT path FROM kbase_search('path:tech', 'keyword')").rows
+    assert rows and rows == [(h.path,) for h in kb.search("path:tech", mode="keyword")]
 
 
 @pytest.mark.asyncio
@@ -330,6 +362,8 @@ async def test_mcp_sql_errors_are_one_line(kb, tmp_path):
             ("SELECT * FROM documents AS d, kbase_search(d.title) AS k", None),
             ("SELECT length(randomblob(1000000000))", "a value would pass"),
             ("SELECT kbase_embed(printf('%.*c', 5000000, 'x'))", "too long"),
+            (";", "no SQL given in ';'"),
+            ("SELECT * FROM kbase_search('  ')", "no words to search for in '  '"),
         ]:
             r = await c.call_tool("sql", {"query": query, "timeout": 5})
             if needle is None:
@@ -337,6 +371,9 @@ async def test_mcp_sql_errors_are_one_line(kb, tmp_path):
                 continue
             assert r.is_error and needle in text(r), text(r)
             assert "Error executing tool" not in text(r) and len(text(r).splitlines()) == 1
+        for query in ("", "   "):  # the search tool: the same error as kbase search's
+            r = await c.call_tool("search", {"query": query})
+            assert r.is_error and f"no words to search for in {query!r}" in text(r), text(r)
         r = await c.call_tool("search", {"query": "tomatoes " * 2000, "mode": "keyword"})
         assert not r.is_error and "repeated terms counted once" in text(r)
         assert r.structured_content["notice"] == "query 1,999 repeated terms counted once"

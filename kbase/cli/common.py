@@ -106,7 +106,7 @@ def error_lines(e: KbaseError) -> list[str]:
     """What a command prints on stderr for a library error (then it exits with 1)."""
     lines = [printable(f"Error: {e.message}")]  # it may name a file
     if e.hint:
-        lines.append(printable(f"  hint: {e.hint}", lines=True))
+        lines.append(printable(f"  hint: {e.hint}"))  # one line too: it may name a file
     return lines
 
 

@@ -56,6 +56,16 @@ def check(con: apsw.Connection) -> list[Problem]:
         problems.append(
             Problem("orphan_chunks", orphan, "chunks of documents that no longer exist")
         )
+    uncovered = uncovered_documents(con)
+    if uncovered:
+        problems.append(
+            Problem(
+                "missing_chunks",
+                len(uncovered),
+                "documents whose chunks no longer cover their text (chunk rows deleted); they"
+                " are re-chunked from their stored text",
+            )
+        )
     try:
         # The index's structure, and that it holds the words of the chunks: by FTS5 (rank 1)
         # unless that would read long texts over and over (see keyword_index_matches).
@@ -175,6 +185,54 @@ def check(con: apsw.Connection) -> list[Problem]:
                 )
             )
     return problems
+
+
+def uncovered_documents(con: apsw.Connection) -> list[int]:
+    """The documents some of whose chunk rows are gone (deleted by hand, by a tool): a chunk's
+    ``seq`` is missing (each document's run 0, 1, 2, ... has a hole), or text after the last
+    chunk (or a text without chunks) that re-chunking the stored text puts in a chunk. Two
+    passes over the chunks' index and one over the texts' ends; a document is chunked again
+    only when its end holds a word after its last chunk (a rule, a base64 blob kbase skips)."""
+    gaps = [
+        doc
+        for (doc,) in con.execute(
+            "SELECT doc_id FROM chunks GROUP BY doc_id"
+            " HAVING min(seq) <> 0 OR count(*) <> max(seq) + 1"
+        )
+    ]
+    tails = con.execute(
+        "WITH last AS MATERIALIZED (SELECT doc_id, max(end_char) AS e FROM chunks GROUP BY doc_id)"
+        " SELECT id, substr(t, 1, 200) FROM (SELECT d.id, trim(substr(d.body,"
+        " coalesce(last.e, d.body_start) + 1), ' ' || char(9, 10, 11, 12, 13)) AS t"
+        " FROM documents AS d LEFT JOIN last ON last.doc_id = d.id) WHERE t <> ''"
+    ).fetchall()
+    candidates = [doc for doc, tail in tails if doc not in gaps and _WORD.search(tail)]
+    chunker = db.meta_get(con, "chunker")
+    if not candidates or chunker is None:
+        return gaps
+    counter = default_counter()
+    settings = ChunkSettings.from_fingerprint(chunker)
+    if settings.fingerprint(counter) != chunker:
+        return gaps  # another chunker made them: the 'chunker' problem re-makes them all
+    from kbase.ingest.chunk import chunk
+
+    for doc_id in candidates:
+        body, name, root = con.execute(
+            "SELECT d.body, d.path, r.path FROM documents AS d JOIN roots AS r"
+            " ON r.id = d.root_id WHERE d.id = ?",
+            (doc_id,),
+        ).fetchone()
+        doc = stored_document(con, doc_id, body, name or Path(root).name)
+        made = [(c.start, c.end) for c in chunk(doc, counter, settings).chunks]
+        stored = con.execute(
+            "SELECT start_char, end_char FROM chunks WHERE doc_id = ? ORDER BY seq", (doc_id,)
+        ).fetchall()
+        if made != stored:
+            gaps.append(doc_id)
+    return gaps
+
+
+_WORD = re.compile(r"\w")
 
 
 # FTS5's own check reads the whole text of a document for each of its chunks (through the
@@ -372,6 +430,16 @@ def fix(con: apsw.Connection) -> list[str]:
         with con:
             meta_set(con, "chunker", settings.fingerprint(default_counter()))
         done.append(f"re-chunked {n} documents from their stored text")
+    elif "missing_chunks" in kinds:
+        settings = ChunkSettings.from_fingerprint(db.meta_get(con, "chunker"))
+        uncovered = uncovered_documents(con)
+        for doc_id in uncovered:
+            rederive(con, doc_id, default_counter(), settings)
+        embedded = " (kbase embed embeds them again)" if vectors.has_vectors(con) else ""
+        done.append(
+            f"re-chunked {len(uncovered)} documents whose chunks were missing, from their"
+            f" stored text{embedded}"
+        )
     if "fts" in kinds or kinds & {"chunk_offsets", "orphan_chunks"}:
         with con:
             con.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")

@@ -4,6 +4,13 @@ Hidden entries (``.git``, ``.obsidian``, ``.trash``, dotfiles) are skipped, ``.k
 files (gitignore syntax, one per folder, applying below it) are honoured, symlinked folders are
 followed once (a loop is reported, never followed), and files over the size cap are skipped.
 
+Each file is indexed once, under its own path: a symlink (to a file or a folder) whose target the
+walk of the same root reaches anyway (not hidden, not ignored, of an indexed extension) is skipped
+with a reason, whichever name sorts first, so a run from a subfolder agrees with a run of the
+root. A symlink to what the walk does not reach on its own (a file in an ignored folder, a
+``.txt`` named ``.md``) is indexed under the link's name, as is one into another indexed root:
+each root is a vault of its own, whose links resolve among its files.
+
 A symlink (to a file or a folder) whose target resolves outside every indexed root is skipped with
 a reason, unless ``follow_outside``: the index holds files under its roots, so that a link to
 ``/etc/passwd`` planted in a shared vault never reaches a search result or an agent.
@@ -119,7 +126,51 @@ def walk(
             yield problem
     atts = frozenset("." + a.lower().lstrip(".") for a in attachments)
     bounds = None if follow_outside else tuple(inside or (os.path.realpath(root),))
-    yield from _walk_dir(target, rel_start, exts, max_size, specs, set(), atts, bounds, top=True)
+    tree = _Tree(os.path.realpath(root), exts, [(p, sp) for p, sp in specs if not p])
+    yield from _walk_dir(
+        target, rel_start, exts, max_size, specs, set(), atts, bounds, tree, top=True
+    )
+
+
+class _Tree:
+    """What the walk of a root reaches by real paths alone (no symlink followed): where a
+    symlink inside the root leads to a file or folder the walk indexes anyway."""
+
+    def __init__(
+        self, root: str, exts: tuple[str, ...], specs: list[tuple[str, pathspec.PathSpec]]
+    ) -> None:
+        self.root, self.exts, self.specs = root, exts, specs  # (specs: the root's own)
+
+    def reaches(self, real: str, is_dir: bool) -> str | None:
+        """The path inside the root of ``real`` (a resolved path) when the walk reaches it at
+        that path and indexes it (a file) or walks it (a folder); else None."""
+        if not within(real, (self.root,)):
+            return None
+        if not (os.path.isdir(real) if is_dir else os.path.isfile(real)):
+            return None  # (a broken link: said so where it is listed)
+        rel = Path(os.path.relpath(real, self.root)).as_posix()
+        if rel == ".":
+            return rel if is_dir else None
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts) or not _utf8(rel):
+            return None
+        if not is_dir and not parts[-1].lower().endswith(self.exts):
+            return None
+        specs = list(self.specs)
+        folder = ""
+        for part in parts[:-1]:
+            folder = f"{folder}/{part}" if folder else part
+            if _ignored(folder, True, specs):
+                return None
+            _load_ignore(Path(self.root, folder), folder + "/", specs)  # (a bad line: said there)
+        return None if _ignored(rel, is_dir, specs) else rel
+
+
+def same_tree_reason(rel: str, is_dir: bool) -> str:
+    if is_dir:
+        where = "the root folder" if rel == "." else f"folder {printable(rel)}"
+        return f"symlink to {where}, whose files are indexed under their own paths"
+    return f"symlink to {printable(rel)}, which is indexed under its own path"
 
 
 def _load_ignore(
@@ -169,6 +220,7 @@ def _walk_dir(
     seen: set[tuple[int, int]],
     atts: frozenset[str] = frozenset(),
     bounds: tuple[str, ...] | None = None,
+    tree: _Tree | None = None,
     top: bool = False,
 ) -> Iterator[Candidate | Skipped | Attachment]:
     try:
@@ -204,12 +256,19 @@ def _walk_dir(
                 is_dir = entry.is_dir()  # follows symlinks
             except OSError:
                 is_dir = False
-            if bounds is not None and entry.is_symlink():
+            # (An attachment is never read: a link to one reveals nothing.)
+            if (is_dir or name.lower().endswith(exts)) and entry.is_symlink():
                 target = os.path.realpath(entry.path)
-                # (An attachment is never read: a link to one reveals nothing.)
-                if not within(target, bounds) and (is_dir or name.lower().endswith(exts)):
+                if bounds is not None and not within(target, bounds):
                     if not _ignored(child_rel, is_dir, specs):
                         yield Skipped(printable(entry.path), outside_reason(target))
+                    continue
+                # (a folder walked already, a loop among them: said so below, as before)
+                walked = is_dir and _key(target) in seen
+                same = tree.reaches(target, is_dir) if tree is not None and not walked else None
+                if same is not None:  # indexed under its own path: not twice
+                    if not _ignored(child_rel, is_dir, specs):
+                        yield Skipped(printable(entry.path), same_tree_reason(same, is_dir))
                     continue
             if not _utf8(name):
                 # The index stores paths as UTF-8 text; undecodable bytes in a name cannot be
@@ -224,7 +283,7 @@ def _walk_dir(
             if is_dir:
                 if not _ignored(child_rel, True, specs):
                     yield from _walk_dir(
-                        Path(entry.path), child_rel, exts, max_size, specs, seen, atts, bounds
+                        Path(entry.path), child_rel, exts, max_size, specs, seen, atts, bounds, tree
                     )
                 continue
             if not name.lower().endswith(exts):
@@ -246,6 +305,14 @@ def _walk_dir(
             yield from _file(child_rel, entry.path, est, max_size)
     finally:
         del specs[n:]
+
+
+def _key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def within(path: str, bounds: Sequence[str]) -> bool:

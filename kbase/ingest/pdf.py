@@ -9,7 +9,9 @@ is ``text[start:end]`` with ``(start, end) = pages[n - 1]``. Each non-empty page
 break, so a page's first line is a line of its own. Within a page, PDFium's line breaks (CRLF)
 become LF, its marker of a hyphen that broke a word at a line end (U+FFFE) is dropped (the word is
 whole again), and control characters (which would clash with the form feed and the snippet's
-highlight markers) become spaces.
+highlight markers) become spaces. TeX's negated relations (``\\neq``, ``\\notin``: the symbol
+font's slash drawn over ``=``), which PDFium reads as the digit 6 ('x 6= y'), are given back as
+one character ('x ≠ y'; see ``tex_negations``).
 """
 
 from __future__ import annotations
@@ -91,6 +93,52 @@ def clean_page(text: str) -> str:
     text = _CONTROL.sub(" ", text)
     text = text.rstrip()
     return text + "\n" if text else ""
+
+
+# TeX's math symbol fonts (the OMS encoding: Computer Modern's cmsy and cmbsy, Latin Modern's
+# LMMathSymbols) hold the slash of \\not, which TeX draws over the next symbol (\\neq is \\not=),
+# at the code of '6', with a glyph name that maps to no character: without a ToUnicode entry for it
+# (pdfTeX writes none unless asked) PDFium reads it as '6'. Such a '6' is never a digit (those
+# fonts have none); next to a symbol that has a negated form it is that form ('6=' -> '≠').
+_SLASH_FONT = re.compile(r"(?:^|\+)(?:CMB?SY\d|LMMathSymbols)", re.IGNORECASE)
+# Each symbol with a negated form: the symbol followed by U+0338 composes into it (NFC).
+_NEGATES = "←→↔⇐⇔⇒∃∈∋∣∥∼≃≅≈=≡≍<>≤≥≲≳≶≷≺≻⊂⊃⊆⊇⊢⊨⊩⊫≼≽⊑⊒⊲⊳⊴⊵"
+_SLASH_NEXT_TO = re.compile(f"6(?=[{_NEGATES}])|(?<=[{_NEGATES}])6")
+
+
+def tex_negations(textpage, text: str) -> str:
+    """``text`` (a page's, as PDFium's ``textpage`` gives it) with each '6' that is the \\not
+    slash of a TeX symbol font (by the font of its character, _SLASH_FONT) and the symbol next
+    to it (after it, else before it) made the negated symbol: 'x 6= y' and 'x =6 y' -> 'x ≠ y',
+    '6∈' -> '∉'. A '6' of any other font, or one next to no such symbol, is left as it is."""
+    import ctypes
+    import unicodedata
+    from bisect import bisect_left
+
+    import pypdfium2.raw as pdfium_c
+
+    found = list(_SLASH_NEXT_TO.finditer(text)) if "6" in text else []
+    if not found:
+        return text
+    wide = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]  # two UTF-16 units each
+    name = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int()
+    out, pos = [], 0
+    for m in found:
+        i = m.start()
+        if i < pos:
+            continue  # (the symbol of the slash before: taken)
+        char = pdfium_c.FPDFText_GetCharIndexFromTextIndex(textpage.raw, i + bisect_left(wide, i))
+        if char < 0 or pdfium_c.FPDFText_GetUnicode(textpage.raw, char) != ord("6"):
+            continue
+        size = pdfium_c.FPDFText_GetFontInfo(textpage.raw, char, name, 128, ctypes.byref(flags))
+        if not 0 < size <= 128 or not _SLASH_FONT.search(name.value.decode("latin-1")):
+            continue
+        after = i + 1 < len(text) and text[i + 1] in _NEGATES
+        a, b = (i, i + 2) if after else (i - 1, i + 1)
+        out += [text[pos:a], unicodedata.normalize("NFC", text[a:b].replace("6", "") + "\u0338")]
+        pos = b
+    return "".join(out) + text[pos:]
 
 
 def pdf_date(value: str) -> str | None:
@@ -209,7 +257,7 @@ def _extract(data: bytes, progress: PageProgress | None, heard: list[str]) -> Pd
             try:
                 textpage = page.get_textpage()
                 try:
-                    raw_text = textpage.get_text_range()
+                    raw_text = tex_negations(textpage, textpage.get_text_range())
                 finally:
                     textpage.close()
             except pdfium.PdfiumError:

@@ -53,6 +53,27 @@ PROMPTS = (
 BY_NAME = {p.name: p for p in PROMPTS}
 NOTE_ARGUMENTS = {p.name for p in PROMPTS if p.argument == "note"}
 
+
+def request_problem(name: str, arguments: dict | None) -> str | None:
+    """What is wrong with prompts/get of ``name`` with ``arguments`` (one line naming the prompt
+    or argument, and the fix), or None: an unknown prompt, an argument it does not take, its
+    argument missing or empty."""
+    spec = BY_NAME.get(name)
+    if spec is None:
+        return f"no prompt named {name!r} (hint: prompts/list lists them: {', '.join(BY_NAME)})"
+    given = arguments or {}
+    about = f"its one argument is {spec.argument!r}: {spec.argument_description.rstrip('.')}"
+    other = [k for k in given if k != spec.argument]
+    if other:
+        shown = ", ".join(repr(k)[:40] for k in other[:5])
+        return f"prompt {name} takes no argument {shown} (hint: {about})"
+    value = given.get(spec.argument)
+    if not isinstance(value, str) or not value.strip():
+        what = "empty" if isinstance(value, str) else "missing"
+        return f"prompt {name}: its argument {spec.argument!r} is {what} (hint: {about})"
+    return None
+
+
 TEXTS = {
     "answer-from-notes": """\
 Answer this question from my notes, and only from them:

@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     CallToolResult,
     Completion,
     ListResourcesResult,
@@ -124,6 +125,15 @@ class KbaseMCP(MCPServer):
                     _validation_message(e.__cause__) + " (hint: see the tool's input schema)"
                 )
             raise
+
+    async def get_prompt(self, name, arguments=None, context=None):
+        """A request for no prompt, or without its argument, is a JSON-RPC error of one line
+        (invalid params) naming the prompt or argument; the SDK answered 'Internal server
+        error' and printed a traceback on stderr."""
+        problem = prompts.request_problem(name, arguments)
+        if problem is not None:
+            raise MCPError(INVALID_PARAMS, problem)
+        return await super().get_prompt(name, arguments, context)
 
     async def _unknown_arguments(self, name: str, arguments: Any) -> str:
         """The error for the arguments of ``name`` it does not take, or ""."""

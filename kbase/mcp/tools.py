@@ -30,6 +30,7 @@ from kbase.mcp.budget import (
     longest_prefix,
     tokens,
 )
+from kbase.text import printable
 
 CONTEXT_CHARS = 300  # a link's line is cut to this many characters around the link
 SNIPPET_CHARS = 600
@@ -322,7 +323,8 @@ def read(
     if skipped and body:
         body[0] = body[0].replace(" | ", f" | …(from character {start_char:,}) ", 1)
     text = "\n".join([render.read_head(out), *body, *([out.left_out] if out.left_out else [])])
-    log = [("info", f"{r.path} {render.disk_change(out)} since it was indexed")] if r.stale else []
+    changed = f"{printable(r.path)} {render.disk_change(out)} since it was indexed"
+    log = [("info", changed)] if r.stale else []
     return Reply(out, text, log)
 
 
@@ -516,7 +518,7 @@ def sql(
     out = s.SqlResult(
         columns=columns, rows=[], truncated=False, offset=offset, next_offset=None, left_out=None
     )
-    head = " | ".join(columns)
+    head = render.sql_head(columns)
     text_room, json_room = _rooms(budget, head + "\n" + render.sql_count(len(rows), offset), out)
     f = fit(rows, text_room=text_room, json_room=json_room, text_of=render.sql_row, json_of=list)
     out.rows = rows[: f.count]

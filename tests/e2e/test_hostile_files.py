@@ -398,8 +398,9 @@ def planted(tmp_path) -> tuple[Path, Path, Path]:
     )
     (vault / "outside.md").symlink_to(secret / "passwd.md")
     (vault / "etc").symlink_to(secret / "dir")
-    (vault / "inner-link.md").symlink_to(vault / "sub" / "Inner.md")  # inside: indexed
-    (vault / "subdir-link").symlink_to(vault / "sub")  # inside, but seen already: reported
+    # inside: indexed once, under its own path; the links reported
+    (vault / "inner-link.md").symlink_to(vault / "sub" / "Inner.md")
+    (vault / "subdir-link").symlink_to(vault / "sub")
     return vault, secret, tmp_path / "i.db"
 
 
@@ -416,8 +417,11 @@ def test_symlinks_out_of_the_vault_are_skipped_with_one_line_each(planted):
     assert any("outside.md" in ln and str(secret / "passwd.md") in ln for ln in lines)
     assert any(ln.startswith(f"skipped {vault / 'etc'}:") for ln in lines)
     assert all("--follow-outside" in ln for ln in lines)
+    assert (
+        f"skipped {vault / 'inner-link.md'}: symlink to sub/Inner.md, which is indexed" in r.stderr
+    )
     with kbase.open(dbp) as kb:
-        assert _paths(kb) == {"Home.md", "sub/Inner.md", "inner-link.md"}
+        assert _paths(kb) == {"Home.md", "sub/Inner.md"}
         assert kb.search("secretword", mode="keyword") == []
 
 
