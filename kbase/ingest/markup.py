@@ -316,8 +316,27 @@ _DEFINITION = re.compile(rf"^[ ]{{0,3}}\[(?!\^)[^\]\r\n]+\]:{DEF_TAIL}", re.M)
 
 def only_definitions(text: str) -> bool:
     """Is ``text`` link reference definitions alone?"""
+    if "]:" not in text:
+        return False
     rest = _DEFINITION.sub("", text)
     return len(rest) < len(text) and not rest.strip()
+
+
+def ends_in_definition(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Does ``text[start:end]`` end with a link reference definition (its last line, or its last
+    two or three when the destination and the title are on lines of their own)?"""
+    end = len(text) if end is None else end
+    if "]:" not in text[max(start, end - 4096) : end]:  # (a definition ends within its lines)
+        return False
+    a = end
+    for _ in range(3):  # back to the line break before the third line from the end
+        if a > 0 and text[a - 1] == "\r" and text.startswith("\n", a):
+            a -= 1  # (a CRLF is one line break)
+        a = max(text.rfind("\n", 0, a), text.rfind("\r", 0, a))
+        if a < start:
+            break
+    # (from a line's start, where '^' matches: the first line's may be before ``start``)
+    return any(m.end() == end for m in _DEFINITION.finditer(text, a + 1, end))
 
 
 def plain(text: str) -> str:
