@@ -275,3 +275,34 @@ def test_chunks_of_definitions_start_at_a_line_start(tmp_path):
 )
 def test_ends_in_definition(text, start, ends):
     assert ends_in_definition(text, start) is ends
+
+
+def test_shortcut_reference_links_show_their_text_in_snippets(tmp_path):
+    """'[text]' is a link where the note defines its label (CommonMark, case and spaces aside)
+    and shows its text, as '[text][label]' does; one without a definition, and a task's '[x]',
+    stay as written (MkDocs' docs link so: 206 such links, Material for MkDocs' 1,160)."""
+    page = (
+        "# Theme\n\n"
+        "Customize with [Customizing  your theme], [the guide][], ![logo] and [MkDocs],"
+        " not [undefined] nor `[MkDocs]` in code; zebra.\n\n"
+        "- [x] zebra done\n- [ ] zebra open\n\n"
+        "```\n[undefined]: code.md\n```\n\n"
+        "[customizing your theme]: customizing.md#custom_dir\n"
+        "[the guide]: guide.md\n"
+        "[logo]: logo.png\n"
+        "[x]: x.md\n"
+        "  [mkdocs]: https://www.mkdocs.org/\n"
+    )
+    root = write(tmp_path / "site", {"theme.md": page, "customizing.md": "# Customizing\n"})
+    kb = kbase.open(tmp_path / "s.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("zebra", mode="keyword")
+    assert hit.snippet == (
+        "…Customize with Customizing your theme, the guide, logo and MkDocs, not [undefined]"
+        " nor [MkDocs] in code; zebra. zebra done zebra open [undefined]: code.md"
+    ), hit.snippet
+    assert [hit.snippet[a:b] for a, b in hit.highlights] == ["zebra"] * 3
+    # Recorded as links as '[text][label]' is: the local ones.
+    links = {(lk.target, lk.anchor) for lk in kb.links("theme.md")}
+    assert links == {("customizing.md", "custom_dir"), ("guide.md", None), ("logo.png", None)}
+    kb.close()

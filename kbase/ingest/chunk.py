@@ -77,8 +77,9 @@ MAX_HEADING_RUN = 4
 # the heading after <script setup> and <style> blocks; 7: runs that are not text (base64, data
 # URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk; 8: containers ('::: tip',
 # '!!! note') are callouts; 9: a small chunk that renders to no word joins a neighbour; 10:
-# and takes that neighbour's heading path; 11: no overlap from a link reference definition.
-CHUNKER_VERSION = 11
+# and takes that neighbour's heading path; 11: no overlap from a link reference definition; 12:
+# a task's checkbox ('- [x] done') is no shortcut reference link.
+CHUNKER_VERSION = 12
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})

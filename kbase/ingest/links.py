@@ -12,10 +12,10 @@ Parsing (``parse_links``) finds, in a ParsedDoc:
 * wikilinks inside front matter string values (``related: "[[X]]"``), as Obsidian's
   ``frontmatterLinks``; an unquoted ``[[X]]`` is a YAML list, not a link, in Obsidian too;
 * reference-style links (CommonMark): ``[text][label]``, ``[label][]`` and ``[label]`` (and
-  their images ``![alt][label]``) where a link reference definition
-  ``[label]: dest "title"`` (between blocks, outside code; its destination and its title may
-  each be on the next line) defines the label; labels compare
-  case-insensitively with whitespace collapsed, the first definition wins; the link's offsets
+  their images ``![alt][label]``; not a task's checkbox, ``- [x] done``) where a link reference
+  definition ``[label]: dest "title"`` (between blocks, outside code; its destination and its
+  title may each be on the next line) defines the label; labels compare case-insensitively
+  with whitespace collapsed (``markup.label_key``), the first definition wins; the link's offsets
   are those of ``[text][label]`` as written, its target and anchor come from ``dest`` (local
   files only, as inline links). mdBook vaults (the Rust books) link this way.
 
@@ -66,7 +66,7 @@ from itertools import accumulate, chain, repeat
 from typing import Any
 from urllib.parse import unquote
 
-from kbase.ingest.markup import DEF_TAIL, plain
+from kbase.ingest.markup import DEF_TAIL, is_task_box, label_key, plain
 from kbase.ingest.parse import code_block_lines
 from kbase.records import Heading, ParsedDoc
 
@@ -387,11 +387,6 @@ class _Definition:
     dest: str  # as written: unescaped, still percent-encoded
 
 
-def _label_key(label: str) -> str:
-    """CommonMark's label matching: case-insensitive, inner whitespace collapsed."""
-    return " ".join(label.split()).casefold()
-
-
 def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
     """The link reference definitions of a document by label key (the first of each wins).
 
@@ -415,7 +410,7 @@ def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
             label = m["label"]
             if label.startswith("^") or not label.strip():  # '[^1]: ...' is a footnote
                 continue
-            key = _label_key(label)
+            key = label_key(label)
             dest = m["def_angle"] if m["def_angle"] is not None else m["def_bare"]
             if key not in defs:
                 defs[key] = _Definition(
@@ -479,12 +474,14 @@ def _reference_link(
     if label is None:  # shortcut '[label]': not when an inline link or a '[...]' follows
         if stop < len(text) and text[stop] in "([":
             return None
+        if is_task_box(text, begin, stop):  # '- [x] done' is a task, whatever '[x]:' says
+            return None
         label = m["text"]
     elif not label.strip():  # collapsed '[label][]'
         label = m["text"]
     if label.startswith("^"):
         return None
-    found = defs.get(_label_key(label))
+    found = defs.get(label_key(label))
     if found is None:
         return None
     embed = _bang_before(text, begin)
