@@ -111,7 +111,7 @@ CREATE TABLE headings (
     seq        INTEGER NOT NULL,   -- 0-based position among the document's headings
     level      INTEGER NOT NULL,   -- 1 to 6
     text       TEXT NOT NULL,      -- heading text without the '#' markers and without a trailing attribute list ('{#id .class}')
-    start_char INTEGER NOT NULL,   -- offset of the heading line in documents.body (a PDF's bookmark: of the page it points at)
+    start_char INTEGER NOT NULL,   -- offset of the heading line in documents.body (a heading in a quote: after the quote's '>' markers; a PDF's bookmark: of the page it points at)
     end_char   INTEGER NOT NULL,   -- offset after the heading line's text (exclusive; a PDF's bookmark has no text in the body: start_char)
     line       INTEGER NOT NULL,   -- 1-based line number
     anchor     TEXT,               -- the id its attribute list gives it ('## Props {#props}': 'props'), NULL if none
