@@ -149,6 +149,17 @@ CREATE TABLE block_ids (
     PRIMARY KEY (doc_id, block_id)
 ) STRICT, WITHOUT ROWID;
 
+-- Ids that elements of a note have on its site, which a Markdown link's '#id' may name: HTML id
+-- attributes ('<a id="old-name"></a>') and attribute lists' ('{ #id }'), outside code; not a
+-- heading's (headings.anchor).
+CREATE TABLE html_ids (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
+    html_id    TEXT NOT NULL,                 -- the id as written
+    start_char INTEGER NOT NULL,              -- body[start_char:end_char] == html_id
+    end_char   INTEGER NOT NULL,              -- offset after the last character (exclusive)
+    PRIMARY KEY (doc_id, html_id)
+) STRICT, WITHOUT ROWID;
+
 -- Files in a root that are not notes but can be linked to (images, PDFs, ...).
 CREATE TABLE attachments (
     root_id INTEGER NOT NULL REFERENCES roots(id) ON DELETE CASCADE, -- the root (roots.id) it belongs to

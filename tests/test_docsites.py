@@ -590,3 +590,63 @@ def test_headings_in_quotes_are_anchors(tmp_path):
     region = kb.region("user-guide/configuration#name")
     assert region.lines[0] == "> #### name"
     kb.close()
+
+
+# Anchors of elements other than headings: mdBook's and MkDocs' '<a id>' for an old heading,
+# HTML ids, MkDocs' attr_list on an inline element or a paragraph.
+ELEMENTS = (
+    "# Choosing your theme\n\n"
+    '<a id="old-name"></a>\n\n'
+    "## Message Passing { #custom-id }\n\n"
+    "Threads send <span id=foo>messages</span> over <div id='chan' class=x>a channel</div>.\n\n"
+    "* **`locale`**{ #mkdocs-locale }: The locale used to build the theme.\n\n"
+    "Was this page helpful?\n"
+    '{ #feedback style="margin: 0" }\n\n'
+    '```html\n<a id="in-code"></a>\n```\n\n'
+    'Write `<a id="inline"></a>` before it, <!-- <a id="comment"></a> --> or not.\n'
+)
+
+
+def test_element_ids_are_anchors(tmp_path):
+    root = write(
+        tmp_path / "site",
+        {
+            "user-guide/theme.md": ELEMENTS,
+            "user-guide/links.md": "# Links\n\n"
+            + ", ".join(
+                f"[{i}](theme.md#{i})"
+                for i in (
+                    "old-name",
+                    "custom-id",
+                    "foo",
+                    "chan",
+                    "mkdocs-locale",
+                    "Feedback",
+                    "in-code",
+                    "inline",
+                    "comment",
+                )
+            )
+            + " and [[theme#old-name]], [[theme#Message Passing]].\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    broken = {lk.anchor for lk in kb.broken_anchors()}
+    # In code and comments an id is none; a wikilink names a heading as Obsidian does.
+    assert broken == {"in-code", "inline", "comment", "old-name"}
+    assert {lk.kind for lk in kb.broken_anchors() if lk.anchor == "old-name"} == {"wiki"}
+    rows = kb.reader.execute(
+        "SELECT h.html_id, substr(d.body, h.start_char + 1, h.end_char - h.start_char)"
+        " FROM html_ids h JOIN documents d ON d.id = h.doc_id ORDER BY h.start_char"
+    ).fetchall()
+    assert rows == [(i, i) for i in ("old-name", "foo", "chan", "mkdocs-locale", "feedback")]
+    # The heading reads without its attribute list; its id is its anchor.
+    assert kb.reader.execute("SELECT text, anchor FROM headings WHERE level = 2").fetchall() == [
+        ("Message Passing", "custom-id")
+    ]
+    # 'kbase show' opens what the link opens: the section of the heading the anchor names.
+    region = kb.region("user-guide/theme#old-name")
+    assert region.lines[0] == '<a id="old-name"></a>' and region.lines[-1].startswith("Write")
+    assert kb.region("user-guide/theme#mkdocs-locale").lines[0].startswith("* **`locale`**")
+    kb.close()

@@ -79,8 +79,9 @@ MAX_HEADING_RUN = 4
 # '!!! note') are callouts; 9: a small chunk that renders to no word joins a neighbour; 10:
 # and takes that neighbour's heading path; 11: no overlap from a link reference definition; 12:
 # a task's checkbox ('- [x] done') is no shortcut reference link; 13: headings in quotes are
-# headings ('> ## Heading': anchors; a quote's headings are no sections of the chunker's).
-CHUNKER_VERSION = 13
+# headings ('> ## Heading': anchors; a quote's headings are no sections of the chunker's); 14:
+# the ids of a note's elements ('<a id="x">', '{ #x }': html_ids) are derived.
+CHUNKER_VERSION = 14
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})

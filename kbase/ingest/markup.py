@@ -44,6 +44,15 @@ DEF_TAIL = (
 )
 # An attribute list that names an id, a class or a key ('{ #id .class key=value }', '{: .x }').
 _ATTRS = r"\{:?[ \t]*(?:[#.][\w-]|[\w-]+=)[^{}\r\n]*\}"
+# An attribute list as MkDocs' attr_list reads it (and the renderer hides it): at a line's end
+# after text ('## Props {#props}'), right after an inline element ('**`locale`**{ #mkdocs-locale
+# }', '[Start](#){ .md-button }', an icon's '{ .heart }'), or a paragraph's, on the line after
+# it ('{ .annotate }').
+ATTR_LIST = (
+    r"(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
+    r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$))"
+    rf"|(?<=[*_`)\]:]){_ATTRS}|^[ \t]*{_ATTRS}(?=[ \t]*(?:\r|\n|$))"
+)
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
@@ -97,12 +106,8 @@ _PATTERN = re.compile(
             # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
             # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
             r"(?P<directive>\{\{[<%](?:(?!\{\{).)*?[%>]\}\}|\{\{#[A-Za-z_]+[^{}\r\n]*\}\})",
-            # ... nor one right after an inline element ('**`locale`**{ #mkdocs-locale }',
-            # '[Start](#){ .md-button }', an icon's '{ .heart }'), nor a paragraph's, on the
-            # line after it ('{ .annotate }').
-            r"(?P<attr_list>(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
-            r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$))"
-            rf"|(?<=[*_`)\]:]){_ATTRS}|^[ \t]*{_ATTRS}(?=[ \t]*(?:\r|\n|$)))",
+            # ... nor one right after an inline element, nor a paragraph's (ATTR_LIST).
+            rf"(?P<attr_list>{ATTR_LIST})",
             r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",

@@ -133,8 +133,18 @@ def heading_attributes(content: str) -> tuple[str, str | None]:
     items = m.group("items")
     if not (m.group("colon") or m.group("pad") or any(c in items for c in "#.=") or items == "-"):
         return content, None
-    ids = ["".join(groups) for groups in _ATTR_ID.findall(items)]
-    return content[: m.start()].rstrip(), (ids[-1] if ids and ids[-1] else None)
+    ids = attribute_ids(items)
+    return content[: m.start()].rstrip(), (ids[-1][0] if ids and ids[-1][0] else None)
+
+
+def attribute_ids(items: str) -> list[tuple[str, int, int]]:
+    """The ids that the items of an attribute list (inside its braces, after its ':') name,
+    ``#id``, ``id=x`` or ``id="x"``, as (id, start, end) in ``items``."""
+    out = []
+    for m in _ATTR_ID.finditer(items):
+        g = next(i for i in range(1, 5) if m.group(i) is not None)
+        out.append((m.group(g), m.start(g), m.end(g)))
+    return out
 
 
 def _heading(level: int, content: str, start: int, end: int, line: int) -> Heading:
