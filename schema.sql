@@ -111,7 +111,7 @@ CREATE TABLE headings (
     seq        INTEGER NOT NULL,   -- 0-based position among the document's headings
     level      INTEGER NOT NULL,   -- 1 to 6
     text       TEXT NOT NULL,      -- heading text without the '#' markers and without a trailing attribute list ('{#id .class}')
-    start_char INTEGER NOT NULL,   -- offset of the heading line in documents.body (a PDF's bookmark: of the page it points at)
+    start_char INTEGER NOT NULL,   -- offset of the heading line in documents.body (a heading in a quote: after the quote's '>' markers; a PDF's bookmark: of the page it points at)
     end_char   INTEGER NOT NULL,   -- offset after the heading line's text (exclusive; a PDF's bookmark has no text in the body: start_char)
     line       INTEGER NOT NULL,   -- 1-based line number
     anchor     TEXT,               -- the id its attribute list gives it ('## Props {#props}': 'props'), NULL if none
@@ -147,6 +147,17 @@ CREATE TABLE block_ids (
     start_char INTEGER NOT NULL,              -- body[start_char:end_char] == '^' || block_id
     end_char   INTEGER NOT NULL,            -- offset after the last character (exclusive)
     PRIMARY KEY (doc_id, block_id)
+) STRICT, WITHOUT ROWID;
+
+-- Ids that elements of a note have on its site, which a Markdown link's '#id' may name: HTML id
+-- attributes ('<a id="old-name"></a>') and attribute lists' ('{ #id }'), outside code; not a
+-- heading's (headings.anchor).
+CREATE TABLE html_ids (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE, -- the document (documents.id)
+    html_id    TEXT NOT NULL,                 -- the id as written
+    start_char INTEGER NOT NULL,              -- body[start_char:end_char] == html_id
+    end_char   INTEGER NOT NULL,              -- offset after the last character (exclusive)
+    PRIMARY KEY (doc_id, html_id)
 ) STRICT, WITHOUT ROWID;
 
 -- Files in a root that are not notes but can be linked to (images, PDFs, ...).

@@ -180,6 +180,8 @@ SNAPSHOT_SQL = {
     " FROM headings h JOIN documents d ON d.id = h.doc_id",
     "block_ids": "SELECT d.path, b.block_id, b.start_char, b.end_char"
     " FROM block_ids b JOIN documents d ON d.id = b.doc_id",
+    "html_ids": "SELECT d.path, h.html_id, h.start_char, h.end_char"
+    " FROM html_ids h JOIN documents d ON d.id = h.doc_id",
     "diagnostics": "SELECT d.path, g.kind, g.start_char, g.end_char, g.line, g.detail"
     " FROM diagnostics g JOIN documents d ON d.id = g.doc_id",
     "attachments": "SELECT r.path, a.path FROM attachments a JOIN roots r ON r.id = a.root_id",

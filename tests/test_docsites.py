@@ -531,3 +531,122 @@ def test_an_attribute_list_after_an_inline_element_shows_nothing(tmp_path):
         " Code stays: f(){ .x } and f(){ return 1 } too. The theme is annotated (1)."
     ), hit.snippet
     kb.close()
+
+
+# MkDocs' configuration page documents a setting's keys in a quote, a heading each.
+CONFIGURATION = (
+    "# Configuration\n\n"
+    "### theme\n\n"
+    "If a set of key/value pairs, the following nested keys can be defined:\n\n"
+    "> BLOCK:\n>\n"
+    "> #### name\n>\n> The name of a known installed theme.\n>\n"
+    "> #### custom_dir { #theme-custom-dir }\n>\n> A directory containing a custom theme.\n>\n"
+    "> > ##### Deeper ###\n> >\n> > Nested quotes have headings too.\n>\n"
+    "> Setext keys\n> -----------\n\n"
+    "**default**: `'mkdocs'`. See [locale](#locale) and [name](#name).\n\n"
+    "> [!note] A callout\n> ## Callout heading\n> Its text.\n\n"
+    "```\n> ## not a heading: code\n```\n"
+)
+
+
+def test_headings_in_quotes_are_anchors(tmp_path):
+    """'> #### custom_dir' is a heading in a quote: MkDocs, GitHub and Obsidian give it an id
+    and an anchor, and 18 of MkDocs' 31 broken anchors were links to such headings."""
+    root = write(
+        tmp_path / "site",
+        {
+            "user-guide/configuration.md": CONFIGURATION,
+            "dev-guide/themes.md": "# Themes\n\n"
+            "Set [custom_dir](../user-guide/configuration.md#theme-custom-dir),"
+            " [name](../user-guide/configuration.md#name),"
+            " [deeper](../user-guide/configuration.md#deeper),"
+            " [setext](../user-guide/configuration.md#setext-keys),"
+            " [callout](../user-guide/configuration.md#callout-heading),"
+            " [code](../user-guide/configuration.md#not-a-heading-code) and"
+            " [[configuration#custom_dir]], [[configuration#theme#Deeper]].\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    broken = {(lk.source_path, lk.anchor) for lk in kb.broken_anchors()}
+    assert broken == {
+        ("dev-guide/themes.md", "not-a-heading-code"),
+        ("user-guide/configuration.md", "locale"),
+    }
+    rows = kb.reader.execute(
+        "SELECT h.level, h.text, h.anchor, h.line, substr(d.body, h.start_char + 1,"
+        " h.end_char - h.start_char) FROM headings h JOIN documents d ON d.id = h.doc_id"
+        " WHERE d.path = 'user-guide/configuration.md' ORDER BY h.seq"
+    ).fetchall()
+    assert rows == [
+        (1, "Configuration", None, 1, "# Configuration"),
+        (3, "theme", None, 3, "### theme"),
+        (4, "name", None, 9, "#### name"),
+        (4, "custom_dir", "theme-custom-dir", 13, "#### custom_dir { #theme-custom-dir }"),
+        (5, "Deeper", None, 17, "##### Deeper ###"),
+        (2, "Setext keys", None, 21, "Setext keys\n> -----------"),
+        (2, "Callout heading", None, 27, "## Callout heading"),
+    ]
+    region = kb.region("user-guide/configuration#name")
+    assert region.lines[0] == "> #### name"
+    kb.close()
+
+
+# Anchors of elements other than headings: mdBook's and MkDocs' '<a id>' for an old heading,
+# HTML ids, MkDocs' attr_list on an inline element or a paragraph.
+ELEMENTS = (
+    "# Choosing your theme\n\n"
+    '<a id="old-name"></a>\n\n'
+    "## Message Passing { #custom-id }\n\n"
+    "Threads send <span id=foo>messages</span> over <div id='chan' class=x>a channel</div>.\n\n"
+    "* **`locale`**{ #mkdocs-locale }: The locale used to build the theme.\n\n"
+    "Was this page helpful?\n"
+    '{ #feedback style="margin: 0" }\n\n'
+    '```html\n<a id="in-code"></a>\n```\n\n'
+    'Write `<a id="inline"></a>` before it, <!-- <a id="comment"></a> --> or not.\n'
+)
+
+
+def test_element_ids_are_anchors(tmp_path):
+    root = write(
+        tmp_path / "site",
+        {
+            "user-guide/theme.md": ELEMENTS,
+            "user-guide/links.md": "# Links\n\n"
+            + ", ".join(
+                f"[{i}](theme.md#{i})"
+                for i in (
+                    "old-name",
+                    "custom-id",
+                    "foo",
+                    "chan",
+                    "mkdocs-locale",
+                    "Feedback",
+                    "in-code",
+                    "inline",
+                    "comment",
+                )
+            )
+            + " and [[theme#old-name]], [[theme#Message Passing]].\n",
+        },
+    )
+    kb = kbase.open(tmp_path / "index.db")
+    kb.index([root], embed=False)
+    broken = {lk.anchor for lk in kb.broken_anchors()}
+    # In code and comments an id is none; a wikilink names a heading as Obsidian does.
+    assert broken == {"in-code", "inline", "comment", "old-name"}
+    assert {lk.kind for lk in kb.broken_anchors() if lk.anchor == "old-name"} == {"wiki"}
+    rows = kb.reader.execute(
+        "SELECT h.html_id, substr(d.body, h.start_char + 1, h.end_char - h.start_char)"
+        " FROM html_ids h JOIN documents d ON d.id = h.doc_id ORDER BY h.start_char"
+    ).fetchall()
+    assert rows == [(i, i) for i in ("old-name", "foo", "chan", "mkdocs-locale", "feedback")]
+    # The heading reads without its attribute list; its id is its anchor.
+    assert kb.reader.execute("SELECT text, anchor FROM headings WHERE level = 2").fetchall() == [
+        ("Message Passing", "custom-id")
+    ]
+    # 'kbase show' opens what the link opens: the section of the heading the anchor names.
+    region = kb.region("user-guide/theme#old-name")
+    assert region.lines[0] == '<a id="old-name"></a>' and region.lines[-1].startswith("Write")
+    assert kb.region("user-guide/theme#mkdocs-locale").lines[0].startswith("* **`locale`**")
+    kb.close()

@@ -876,18 +876,22 @@ HOSTILE_LINES = {
     "callouts opened": "> [!" * 25_000,
     "math labels opened": "$$(" * 33_000,  # a math block's label, looked for at its line's end
     "math over a long delimiter row": "$$ |\n" + "-" * 100_000 + "x",
+    "definitions opened": "[a]:" * 25_000,  # a note's link labels, found from each ']:'
+    "shortcuts opened": "[`a" * 33_000,  # a shortcut reference's text, code spans in pairs
+    "fences in a line": "a ```" * 25_000,  # fence lines, found from each run of backticks
 }
 
 
 _READ_LINE = """
 import sys
 from kbase.ingest.derive import derive
-from kbase.ingest.markup import plain, render
+from kbase.ingest.markup import defined_labels, ends_in_definition, fence_spans, plain, render
 from kbase.ingest.parse import heading_attributes, parse
 line = sys.stdin.read()
 heading_attributes(line)
-rendered, source = render(line)
+rendered, source = render(line, labels=defined_labels(line) | {"a"})
 assert len(source) == len(rendered)
+fence_spans(line), ends_in_definition(line, 1)
 derive(parse(f"# {line}\\n\\n## {line}\\n\\n{line}\\n", "a-slug-name.md"))  # titled by it
 print(len(plain(line)))
 """

@@ -170,6 +170,12 @@ _piece = st.sampled_from(
         "  2) two",
         "  | a | b |",
         "> - in quote",
+        "> ## quoted {#q}",
+        "> > ### deeper ##",
+        ">",
+        "> ---",
+        "> ===",
+        "> - ## in a quote's list",
         "   continued",
         "   2. sub",
         "3. three",
@@ -238,7 +244,7 @@ def test_both_block_parsers_agree_on_every_short_mix_of_list_and_text_lines():
 
     kinds = ["- item", "1. one", "2. two", "3) three", "plain words", "  indented", "38.", "",
              "> q", "| a |", "|-|", "# h", "```", "text 2. mid", "10. ten", "---",
-             "text | pipe"]  # fmt: skip
+             "text | pipe", "> ## qh", "> ---"]  # fmt: skip
     for k in (1, 2, 3):
         for lines in itertools.product(kinds, repeat=k):
             text = "\n".join(lines) + "\n"
@@ -424,3 +430,15 @@ def test_byte_line_starts_are_those_of_the_text_lines(text):
 
     data = text.encode("utf-8")
     assert _byte_line_starts(data) == [len(text[:s].encode("utf-8")) for s in line_starts(text)]
+
+
+def test_a_quote_cut_at_an_item_keeps_its_headings(monkeypatch):
+    from kbase.ingest import parse as p
+
+    parts = "".join(f"> ## Part {i}\n>\n> {'words ' * 30}\n>\n" for i in range(60))
+    text = f"# Top\n\n{parts}\n## End\n"
+    whole = p.parse(text, "a.md")
+    monkeypatch.setattr(p, "PARSE_WINDOW", 2048)
+    cut = p.parse(text, "a.md")
+    assert cut.diagnostics and all(d.kind == "too_large" for d in cut.diagnostics)
+    assert len(whole.headings) == 62 and cut.headings == whole.headings

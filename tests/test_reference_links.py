@@ -3,12 +3,15 @@ parsed with exact offsets, stored and resolved in a real index, hidden from snip
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import kbase
 from kbase.indexer import pipeline
+from kbase.ingest.chunk import ChunkSettings
 from kbase.ingest.links import parse_links
-from kbase.ingest.markup import render
+from kbase.ingest.markup import ends_in_definition, render
 from kbase.ingest.parse import parse
 from kbase.store import db
 from tests.conftest import shared, write
@@ -219,3 +222,87 @@ def test_the_japanese_rust_book_links_a_definition_written_over_two_lines():
     doc = parse(text, path)
     targets = {lk.target for lk in parse_links(doc)}
     assert "ch11-02-running-tests.html" in targets
+
+
+def test_chunks_of_definitions_start_at_a_line_start(tmp_path):
+    """A chunk that opens on a link reference definition opens at its line's start: the next
+    chunk's overlap was taken from the definitions before it (a run of them, or the one that
+    ends a list item), at a space inside a line, so the chunk began with a label's later words
+    or a bare URL (19 of Material for MkDocs' 106 chunks on a definition line, 2 of MkDocs'
+    10), which showed as text and was not seen as definitions alone."""
+    labels = [f"Plugin {i}: the settings of the blog, the tags and the cards" for i in range(40)]
+    page = (
+        "# Plugins\n\n"
+        + "The plugins are listed here with their settings and what each does. " * 3
+        + "\n\n"
+        + "".join(f"[{label}]: ../p{i}.md\n" for i, label in enumerate(labels))
+        + "[MkDocs Bootswatch]: https://mkdocs.github.io/mkdocs-bootswatch/\n\n"
+        + "They will be included with the site by default until a future release. " * 3
+        + "\n"
+    )
+    item = "We are doubling down on Open Source, as it is at the heart of the value of our work. "
+    items = "".join(
+        f"- {item * 2}It is our [organic approach to growth {i}].\n\n"
+        f"  [organic approach to growth {i}]: https://star-history.com/#squidfunk/m-{i}\n\n"
+        for i in range(4)
+    )
+    root = write(tmp_path / "site", {"insiders.md": page, "future.md": f"# Ahead\n\n{items}"})
+    kb = kbase.open(tmp_path / "d.db")
+    kb.index([root], embed=False, settings=ChunkSettings(max_tokens=200, overlap_ratio=0.12))
+    on_definitions = 0
+    for start, body in kb.reader.execute(
+        "SELECT c.start_char, d.body FROM chunks c JOIN documents d ON d.id = c.doc_id"
+    ):
+        line_start = body.rfind("\n", 0, start) + 1
+        line = body[line_start : body.find("\n", start)]
+        if re.match(r" {0,3}\[[^\]]+\]:", line):
+            on_definitions += 1
+            assert not body[line_start:start].strip(), line
+    assert on_definitions > 4  # the run is cut into chunks of its own
+    kb.close()
+
+
+@pytest.mark.parametrize(
+    "text, start, ends",
+    [
+        ("Text.\n\n[a b]: a.md", 0, True),
+        ("  [a b]: https://x.y/z\n  [c d]: ../c.md#d", 2, True),  # indented, from the '['
+        ("[g]:\r\n  guide.md\r\n  'The guide'", 0, True),  # over three lines, CRLF
+        ("[Note]: some words of a paragraph", 0, False),
+        ("[a]: a.md\n\nThen a paragraph.", 0, False),
+        ("See [a] and [b].", 0, False),
+    ],
+)
+def test_ends_in_definition(text, start, ends):
+    assert ends_in_definition(text, start) is ends
+
+
+def test_shortcut_reference_links_show_their_text_in_snippets(tmp_path):
+    """'[text]' is a link where the note defines its label (CommonMark, case and spaces aside)
+    and shows its text, as '[text][label]' does; one without a definition, and a task's '[x]',
+    stay as written (MkDocs' docs link so: 206 such links, Material for MkDocs' 1,160)."""
+    page = (
+        "# Theme\n\n"
+        "Customize with [Customizing  your theme], [the guide][], ![logo] and [MkDocs],"
+        " not [undefined] nor `[MkDocs]` in code; zebra.\n\n"
+        "- [x] zebra done\n- [ ] zebra open\n\n"
+        "```\n[undefined]: code.md\n```\n\n"
+        "[customizing your theme]: customizing.md#custom_dir\n"
+        "[the guide]: guide.md\n"
+        "[logo]: logo.png\n"
+        "[x]: x.md\n"
+        "  [mkdocs]: https://www.mkdocs.org/\n"
+    )
+    root = write(tmp_path / "site", {"theme.md": page, "customizing.md": "# Customizing\n"})
+    kb = kbase.open(tmp_path / "s.db")
+    kb.index([root], embed=False)
+    (hit,) = kb.search("zebra", mode="keyword")
+    assert hit.snippet == (
+        "…Customize with Customizing your theme, the guide, logo and MkDocs, not [undefined]"
+        " nor [MkDocs] in code; zebra. zebra done zebra open [undefined]: code.md"
+    ), hit.snippet
+    assert [hit.snippet[a:b] for a, b in hit.highlights] == ["zebra"] * 3
+    # Recorded as links as '[text][label]' is: the local ones.
+    links = {(lk.target, lk.anchor) for lk in kb.links("theme.md")}
+    assert links == {("customizing.md", "custom_dir"), ("guide.md", None), ("logo.png", None)}
+    kb.close()

@@ -115,6 +115,7 @@ def write_document(
     an index run)."""
     doc, chunks, diagnostics = derived.doc, derived.chunking.chunks, derived.chunking.diagnostics
     links, block_ids, hashes = derived.links, derived.block_ids, derived.hashes
+    html_ids = derived.html_ids
     root_id, path, size, mtime_ns, hash, encoding = (
         file.root_id,
         file.path,
@@ -237,6 +238,11 @@ def write_document(
             [(doc_id, bid, a, b) for bid, a, b in block_ids],
         )
         con.executemany(
+            "INSERT OR IGNORE INTO html_ids (doc_id, html_id, start_char, end_char)"
+            " VALUES (?,?,?,?)",
+            [(doc_id, hid, a, b) for hid, a, b in html_ids],
+        )
+        con.executemany(
             "INSERT INTO diagnostics (doc_id, kind, start_char, end_char, line, detail)"
             " VALUES (?,?,?,?,?,?)",
             [(doc_id, d.kind, d.start, d.end, line(d.start), d.detail) for d in diagnostics],
@@ -259,6 +265,7 @@ DERIVED_TABLES = (
     "headings",
     "diagnostics",
     "block_ids",
+    "html_ids",
     "pages",
     "pdf_info",
     "canvas_cards",
@@ -520,6 +527,7 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
         args += ids + ids
     headings: dict[int, list[Heading]] = {}
     blocks: dict[int, list[str]] = {}
+    element_ids: dict[int, frozenset[str]] = {}  # the elements' ids (html_ids), lowercased
     # A PDF's anchors are pages ('#page=3'); a canvas has none kbase can check.
     page_counts = dict(
         con.execute(
@@ -561,10 +569,19 @@ def resolve_links(con: apsw.Connection, root_id: int, doc_ids: Iterable[int] | N
                         "SELECT block_id FROM block_ids WHERE doc_id = ?", (tid,)
                     )
                 ]
+                element_ids[tid] = frozenset(
+                    i.lower()
+                    for (i,) in con.execute("SELECT html_id FROM html_ids WHERE doc_id = ?", (tid,))
+                )
             # A Markdown link may name a heading by its HTML id, as GitHub and mdBook make it
-            # ('#what-is-ownership'); a wikilink names it as written, as in Obsidian.
+            # ('#what-is-ownership'), or another element by its id ('<a id="old-name">'); a
+            # wikilink names a heading as written, as in Obsidian.
             html = kind == "markdown"
-            ok = int(anchor_ok(anchor, headings[tid], blocks[tid], html_ids=html))
+            ok = int(
+                anchor_ok(
+                    anchor, headings[tid], blocks[tid], html_ids=html, element_ids=element_ids[tid]
+                )
+            )
         if (tid, tp, ok) != (old_tid, old_tp, old_ok):
             changed_ids.append(link_id)
             changed_tids.append(-1 if tid is None else tid)

@@ -14,7 +14,8 @@ How a document is cut, in order of preference:
    lines, then words, then (for a giant "word") characters; every cut inside a sentence or word
    is recorded as a diagnostic.
 4. Consecutive prose chunks of one section overlap by about ``overlap_ratio`` of the budget
-   (whole sentences where possible); nothing overlaps across sections or into protected blocks.
+   (whole sentences where possible); nothing overlaps across sections or into protected blocks,
+   nor repeats a link reference definition (which would open the chunk inside its line).
 5. A chunk smaller than ``min_tokens`` merges with a neighbour when the two fit the budget; one
    that renders to no word (an anchor before a heading, a closing ``</div>``) may take the
    two up to ``min_tokens`` over the budget, within what the model reads (flagged oversized).
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kbase.errors import InputError
 from kbase.ingest import junk
 from kbase.ingest.columns import Records, Strings, ints
-from kbase.ingest.markup import FENCED_BLOCK, render
+from kbase.ingest.markup import FENCED_BLOCK, ends_in_definition, render
 from kbase.ingest.parse import heading_attributes
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
@@ -76,8 +77,11 @@ MAX_HEADING_RUN = 4
 # the heading after <script setup> and <style> blocks; 7: runs that are not text (base64, data
 # URIs, hex dumps, minified code: kbase.ingest.junk) belong to no chunk; 8: containers ('::: tip',
 # '!!! note') are callouts; 9: a small chunk that renders to no word joins a neighbour; 10:
-# and takes that neighbour's heading path.
-CHUNKER_VERSION = 10
+# and takes that neighbour's heading path; 11: no overlap from a link reference definition; 12:
+# a task's checkbox ('- [x] done') is no shortcut reference link; 13: headings in quotes are
+# headings ('> ## Heading': anchors; a quote's headings are no sections of the chunker's); 14:
+# the ids of a note's elements ('<a id="x">', '{ #x }': html_ids) are derived.
+CHUNKER_VERSION = 14
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
@@ -755,9 +759,14 @@ class _Chunker:
         self.cur, self.cur_tokens, self.headish = [], 0, 0
         if continued is not None and continued.kind in PROSE_LIKE:
             # The trailing run of prose units (pieces of one paragraph, say) supplies the overlap.
+            # Not from a unit that ends with a link reference definition ('[label]: url' lines
+            # between blocks, prose here, or at the end of a list item): it shows nothing, and an
+            # overlap, cut at a space, began inside it.
             tail = []
             for u in reversed(cur):
                 if u.kind not in PROSE_LIKE or u.overlap:
+                    break
+                if ends_in_definition(self.text, u.start, u.end):
                     break
                 tail.append(u)
             if tail:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kbase.ingest.chunk import Chunking, ChunkSettings, TokenCounter, chunk
 from kbase.ingest.columns import Bytes, Spans, chunk_columns
 from kbase.ingest.embed_text import chunk_hashes
-from kbase.ingest.links import Links, block_ids, parse_links
+from kbase.ingest.links import Links, block_ids, html_ids, parse_links
 from kbase.records import ParsedDoc
 
 
@@ -25,13 +25,15 @@ class Derived:
     chunking: Chunking  # its chunks: Records of Chunk
     links: Links
     block_ids: list[tuple[str, int, int]]  # (id, start, end)
+    html_ids: list[tuple[str, int, int]]  # (id, start, end): its elements' ids (links.html_ids)
     hashes: Sequence[bytes]  # each chunk's embedder input hash (chunks.embed_hash): Bytes
 
 
 def derive(
     doc: ParsedDoc, settings: ChunkSettings | None = None, counter: TokenCounter | None = None
 ) -> Derived:
-    """Chunk ``doc`` and find its links and block ids. Pure: it runs in ingest's workers."""
+    """Chunk ``doc`` and find its links, block ids and elements' ids. Pure: it runs in ingest's
+    workers."""
     chunking = chunk(doc, counter, settings)
     if doc.kind == "canvas":
         from kbase.ingest import canvas  # (canvases only)
@@ -43,4 +45,4 @@ def derive(
     chunking = Chunking(chunk_columns(chunking.chunks), chunking.diagnostics)
     if doc.segments and not isinstance(doc.segments, Spans):  # a PDF's pages
         doc = dataclasses.replace(doc, segments=Spans.of(doc.segments))
-    return Derived(doc, chunking, links, block_ids(doc), hashes)
+    return Derived(doc, chunking, links, block_ids(doc), html_ids(doc), hashes)

@@ -12,10 +12,10 @@ Parsing (``parse_links``) finds, in a ParsedDoc:
 * wikilinks inside front matter string values (``related: "[[X]]"``), as Obsidian's
   ``frontmatterLinks``; an unquoted ``[[X]]`` is a YAML list, not a link, in Obsidian too;
 * reference-style links (CommonMark): ``[text][label]``, ``[label][]`` and ``[label]`` (and
-  their images ``![alt][label]``) where a link reference definition
-  ``[label]: dest "title"`` (between blocks, outside code; its destination and its title may
-  each be on the next line) defines the label; labels compare
-  case-insensitively with whitespace collapsed, the first definition wins; the link's offsets
+  their images ``![alt][label]``; not a task's checkbox, ``- [x] done``) where a link reference
+  definition ``[label]: dest "title"`` (between blocks, outside code; its destination and its
+  title may each be on the next line) defines the label; labels compare case-insensitively
+  with whitespace collapsed (``markup.label_key``), the first definition wins; the link's offsets
   are those of ``[text][label]`` as written, its target and anchor come from ``dest`` (local
   files only, as inline links). mdBook vaults (the Rust books) link this way.
 
@@ -49,8 +49,10 @@ spaces, spaces collapsed), case-insensitively; ``Heading#Sub`` must nest; block 
 one-part anchor may also be a heading's HTML id: the one its attribute list gives it
 (``## Props {#props}``: ``props``, and then only that one, as on the site), else the one made
 from its text as GitHub and mdBook make it (lowercased, spaces to dashes, punctuation other than
-``-`` and ``_`` dropped) or as MkDocs and VitePress do (runs of dashes made one). Wikilinks name
-headings as written, as Obsidian shows them (``[[Page#Props]]``, the attribute list aside).
+``-`` and ``_`` dropped) or as MkDocs and VitePress do (runs of dashes made one), or the id of
+another element of the note (``html_ids``: ``<a id="old-name"></a>``, ``{ #id }``). Headings in
+quotes are headings. Wikilinks name headings as written, as Obsidian shows them
+(``[[Page#Props]]``, the attribute list aside), never an HTML id.
 """
 
 from __future__ import annotations
@@ -59,15 +61,15 @@ import re
 import unicodedata
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import accumulate, chain, repeat
 from typing import Any
 from urllib.parse import unquote
 
-from kbase.ingest.markup import DEF_TAIL, plain
-from kbase.ingest.parse import code_block_lines
+from kbase.ingest.markup import ATTR_LIST, DEF_TAIL, is_task_box, label_key, plain
+from kbase.ingest.parse import attribute_ids, code_block_lines
 from kbase.records import Heading, ParsedDoc
 
 __all__ = [
@@ -78,6 +80,7 @@ __all__ = [
     "anchor_ok",
     "block_ids",
     "heading_slug",
+    "html_ids",
     "is_attachment",
     "parse_links",
 ]
@@ -387,11 +390,6 @@ class _Definition:
     dest: str  # as written: unescaped, still percent-encoded
 
 
-def _label_key(label: str) -> str:
-    """CommonMark's label matching: case-insensitive, inner whitespace collapsed."""
-    return " ".join(label.split()).casefold()
-
-
 def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
     """The link reference definitions of a document by label key (the first of each wins).
 
@@ -415,7 +413,7 @@ def _reference_definitions(doc: ParsedDoc) -> dict[str, _Definition]:
             label = m["label"]
             if label.startswith("^") or not label.strip():  # '[^1]: ...' is a footnote
                 continue
-            key = _label_key(label)
+            key = label_key(label)
             dest = m["def_angle"] if m["def_angle"] is not None else m["def_bare"]
             if key not in defs:
                 defs[key] = _Definition(
@@ -479,12 +477,14 @@ def _reference_link(
     if label is None:  # shortcut '[label]': not when an inline link or a '[...]' follows
         if stop < len(text) and text[stop] in "([":
             return None
+        if is_task_box(text, begin, stop):  # '- [x] done' is a task, whatever '[x]:' says
+            return None
         label = m["text"]
     elif not label.strip():  # collapsed '[label][]'
         label = m["text"]
     if label.startswith("^"):
         return None
-    found = defs.get(_label_key(label))
+    found = defs.get(label_key(label))
     if found is None:
         return None
     embed = _bang_before(text, begin)
@@ -516,6 +516,55 @@ def block_ids(doc: ParsedDoc) -> list[tuple[str, int, int]]:
         for m in _BLOCK_ID.finditer(text, start, end):
             if not (skip and _hidden_until(skip, starts, m.start())):
                 out.append((m.group(1), m.start(), m.start() + 1 + len(m.group(1))))
+    return out
+
+
+# An HTML element's id attribute: '<a id="old-name"></a>', "<div id='x' class=y>", '<span id=x>'.
+_TAG_ID = re.compile(
+    r"""<[A-Za-z][A-Za-z0-9-]*(?=[\s/>])[^<>]*?\sid[ \t]*=[ \t]*"""
+    r"""(?:"(?P<dq>[^"<>]*)"|'(?P<sq>[^'<>]*)'|(?P<bare>[^\s"'=<>`]+))"""
+)
+_ATTR_LISTS = re.compile(ATTR_LIST, re.M)
+
+
+def html_ids(doc: ParsedDoc) -> list[tuple[str, int, int]]:
+    """``(id, start, end)`` of each id an element of the note has on its site (``text[start:end]
+    == id``), outside code and comments: an HTML tag's ``id`` attribute (``<a id="old-name">``,
+    mdBook's and MkDocs' anchors) and an attribute list's ``#id`` or ``id=`` (MkDocs' attr_list:
+    ``**`locale`**{ #mkdocs-locale }``, ``{ #feedback }``), but a heading's, which is its anchor
+    (``Heading.anchor``). A Markdown link's ``#id`` may name one (``anchor_ok``)."""
+    text = doc.text
+    if doc.kind != "markdown" or ("<" not in text and "{" not in text):
+        return []
+    body = _Body(doc)
+    heads = sorted((h.start, h.end) for h in doc.headings)
+    head_starts = [a for a, _ in heads]
+    out: list[tuple[str, int, int]] = []
+    for start, end in body.ranges:
+        tags = "<" in text[start:end]
+        lists = "{" in text[start:end]
+        if not tags and not lists:
+            continue
+        found: list[tuple[int, str, int, int]] = []  # (where, id, start, end)
+        if tags:
+            for m in _TAG_ID.finditer(text, start, end):
+                g = "dq" if m["dq"] is not None else "sq" if m["sq"] is not None else "bare"
+                found.append((m.start(), m[g], m.start(g), m.end(g)))
+        if lists:
+            for m in _ATTR_LISTS.finditer(text, start, end):
+                if _hidden_until(heads, head_starts, m.start()):
+                    continue  # a heading's attribute list: its anchor
+                brace = text.index("{", m.start(), m.end())
+                a = brace + 2 if text.startswith(":", brace + 1) else brace + 1
+                for value, x, y in attribute_ids(text[a : m.end() - 1]):
+                    found.append((m.start(), value, a + x, a + y))
+        if not found:
+            continue
+        skip = body.skipped(start, end)
+        starts = [a for a, _ in skip]
+        for where, value, a, b in sorted(found):
+            if value and not (skip and _hidden_until(skip, starts, where)):
+                out.append((value, a, b))
     return out
 
 
@@ -972,14 +1021,20 @@ def heading_slug(text: str) -> str:
 
 
 def anchor_ok(
-    anchor: str, headings: Sequence[Heading], blocks: Sequence[str], *, html_ids: bool = False
+    anchor: str,
+    headings: Sequence[Heading],
+    blocks: Sequence[str],
+    *,
+    html_ids: bool = False,
+    element_ids: Collection[str] = (),
 ) -> bool:
     """Does ``anchor`` ('Heading', 'Heading#Sub', '^id'; a leading '#' is allowed) exist in the
     note with these headings and block ids ('id' or '^id')?
 
     ``Heading#Sub`` needs ``Sub`` inside the section of ``Heading``, at any depth. With
     ``html_ids`` (a Markdown link: GitHub and mdBook name headings so) a heading's HTML id
-    (``html_id``) names it too; Obsidian's wikilinks never use those ids.
+    (``html_id``) names it too, and so does one of the note's ``element_ids`` (its elements'
+    ids: ``html_ids``, lowercased); Obsidian's wikilinks never use those ids.
     """
     anchor = anchor.lstrip("#")
     if anchor.startswith("^"):
@@ -992,7 +1047,9 @@ def anchor_ok(
     keys = [heading_slug(h.text) for h in headings]
     if _match_heading_path(headings, keys, parts, 0, len(headings)):
         return True
-    return html_ids and _by_html_id(anchor, headings) is not None
+    if not html_ids:
+        return False
+    return _by_html_id(anchor, headings) is not None or anchor.strip().lower() in element_ids
 
 
 def html_id(text: str) -> str:

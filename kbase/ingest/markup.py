@@ -14,7 +14,8 @@ rendered snippet, and the line number of a match stays the file's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Container
 
 # A piece of output: (source start, source end) kept as is, or (text, source offset) inserted.
 _Piece = tuple[int, int] | tuple[str, int]
@@ -43,6 +44,15 @@ DEF_TAIL = (
 )
 # An attribute list that names an id, a class or a key ('{ #id .class key=value }', '{: .x }').
 _ATTRS = r"\{:?[ \t]*(?:[#.][\w-]|[\w-]+=)[^{}\r\n]*\}"
+# An attribute list as MkDocs' attr_list reads it (and the renderer hides it): at a line's end
+# after text ('## Props {#props}'), right after an inline element ('**`locale`**{ #mkdocs-locale
+# }', '[Start](#){ .md-button }', an icon's '{ .heart }'), or a paragraph's, on the line after
+# it ('{ .annotate }').
+ATTR_LIST = (
+    r"(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
+    r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$))"
+    rf"|(?<=[*_`)\]:]){_ATTRS}|^[ \t]*{_ATTRS}(?=[ \t]*(?:\r|\n|$))"
+)
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
@@ -77,6 +87,10 @@ _PATTERN = re.compile(
             r"(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>)",
             # Line starts, inside quotes too (a chunk may begin after a quote's '>').
             r"(?P<callout>^[ \t]*(?:>[ \t]*)*\[!(?P<callout_type>[^\]\r\n]+)\][+-]?[ \t]*)",
+            # A shortcut reference link '[text]' (or image '![alt]'): its text, where the note
+            # defines its label (render's ``labels``), else as written. Backticks in pairs only:
+            # a code span that crosses the ']' binds first ('[see `a] b`').
+            r"(?P<shortcut>!?\[(?P<short_text>(?:[^\[\]\r\n`]|`[^`\[\]\r\n]*`)++)\](?![\[(]))",
             # Docs sites' containers: '::: tip Title' / ':::' (VitePress, Docusaurus) and MkDocs'
             # '!!! note "Title"' ('??? note' folds): their title, else their type, as callouts.
             r"(?P<container>^[ \t]*:{3,}[ \t]*(?:(?P<container_type>[\w-]+)"
@@ -92,12 +106,8 @@ _PATTERN = re.compile(
             # Site generators' directives show nothing: Hugo's {{< shortcode >}} and {{% x %}},
             # mdBook's {{#include file.rs}}; nor does an attribute list ('## Props {#props}').
             r"(?P<directive>\{\{[<%](?:(?!\{\{).)*?[%>]\}\}|\{\{#[A-Za-z_]+[^{}\r\n]*\}\})",
-            # ... nor one right after an inline element ('**`locale`**{ #mkdocs-locale }',
-            # '[Start](#){ .md-button }', an icon's '{ .heart }'), nor a paragraph's, on the
-            # line after it ('{ .annotate }').
-            r"(?P<attr_list>(?<=\S)[ \t]*\{(?::[ \t]*|[ \t]*(?=[#.]|[\w-]+=)|[ \t]+(?=[\w-]))"
-            r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$))"
-            rf"|(?<=[*_`)\]:]){_ATTRS}|^[ \t]*{_ATTRS}(?=[ \t]*(?:\r|\n|$)))",
+            # ... nor one right after an inline element, nor a paragraph's (ATTR_LIST).
+            rf"(?P<attr_list>{ATTR_LIST})",
             r"(?P<heading>^[ \t]*(?:>[ \t]*)*#{1,6}(?=[ \t]|$)[ \t]*)",
             rf"(?P<item>^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{{1,9}}[.)])[ \t]+{_TASK})",
             r"(?P<quote>^[ \t]*(?:>[ \t]?)+)",
@@ -193,6 +203,58 @@ def _container(m: re.Match, kind: str) -> list[_Piece]:
     return [(kind_name[:1].upper() + kind_name[1:], m.start())]
 
 
+# A task list item's checkbox ('- [x] ', '> - [ ] '): its '[' after the line's markers.
+_TASK_BOX = re.compile(r"[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{1,9}[.)])[ \t]+")
+_TASK_MARKS = frozenset(" xX/-<>!?*")
+
+
+def is_task_box(text: str, start: int, end: int) -> bool:
+    """Is ``text[start:end]`` ('[x]') a task list item's checkbox, not a bracket of text?"""
+    if end - start != 3 or text[start + 1] not in _TASK_MARKS:
+        return False
+    line = line_start(text, start)
+    return _TASK_BOX.fullmatch(text, line, start) is not None and text[end : end + 1] in " \t"
+
+
+def _shortcut(m: re.Match, labels: Container[str]) -> list[_Piece]:
+    """A shortcut reference link's (or image's) text when the note defines its label, else the
+    brackets as written around their text: not a link ('[x]' in prose, a task's checkbox)."""
+    a, b = m.span("short_text")
+    key = label_key(m.group("short_text"))
+    if key and key in labels and not is_task_box(m.string, a - 1, b + 1):
+        return [(a, b)]
+    return [(m.start(), a), (a, b), (b, m.end())]
+
+
+def line_start(text: str, i: int, lo: int = 0) -> int:
+    """The offset where the line holding ``text[i]`` starts (after an LF, a CRLF or a lone CR),
+    looking back no further than that line, nor before ``lo`` (``lo`` if it starts before).
+    (Back a window at a time: a search for a CR in a text of LFs would go back to ``lo``.)"""
+    stop, width = i, 256
+    while True:
+        a = max(lo, i - width)
+        brk = max(text.rfind("\n", a, stop), text.rfind("\r", a, stop))
+        if brk >= 0:
+            return brk + 1
+        if a == lo:
+            return lo
+        stop, width = a, width * 2
+
+
+_BREAK = re.compile(r"\r\n?|\n")
+
+
+def _next_line(text: str, i: int, end: int) -> int:
+    """The offset where the line after the one holding ``text[i]`` starts (``end`` if none)."""
+    m = _BREAK.search(text, i, end)
+    return m.end() if m is not None else end
+
+
+def label_key(label: str) -> str:
+    """CommonMark's label matching: case-insensitive, inner whitespace collapsed."""
+    return " ".join(label.split()).casefold()
+
+
 _ALT = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
 
 
@@ -227,17 +289,34 @@ _HANDLERS: dict[str, Callable[[re.Match], list[_Piece]]] = {
 # Code is not: inline code and code blocks keep their text exactly (`[^1]`, `**kwargs`, `[[x]]`
 # are what the note quotes, and often what was searched for).
 _NESTED = frozenset(
-    {"wiki", "link", "cut_link", "reflink", "image", "callout", "container", "admonition", "tab"}
+    {
+        "wiki",
+        "link",
+        "cut_link",
+        "reflink",
+        "shortcut",
+        "image",
+        "callout",
+        "container",
+        "admonition",
+        "tab",
+    }
 )
 
 
 def render(
-    text: str, start: int = 0, end: int | None = None, *, offsets: bool = True
+    text: str,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    offsets: bool = True,
+    labels: Container[str] = frozenset(),
 ) -> tuple[str, list[int]]:
     """``text[start:end]`` (Markdown) as a person reads it, and for each output character the
     offset in ``text`` it comes from (none without ``offsets``: a list of them is some 40 bytes
     a character, 220 MB for a 5 MB paragraph titled by it). Line breaks stay (snippets fold
-    them); syntax goes."""
+    them); syntax goes. ``labels``: the link labels the note defines (``defined_labels``), which
+    make a shortcut reference ``[text]`` a link, shown as its text."""
     end = len(text) if end is None else end
     out: list[str] = []
     source: list[int] = []
@@ -247,12 +326,17 @@ def render(
         if offsets:
             source.extend(range(a, b))
 
+    def inner(a: int, b: int) -> tuple[str, list[int]]:
+        return render(text, a, b, offsets=offsets, labels=labels)
+
     pos = start
     for m in _PATTERN.finditer(text, start, end):
         keep(pos, m.start())
         kind = next(k for k in _ALTERNATIVES if m.group(k) is not None)
         if kind == "callout":
             pieces = _callout(m, text)
+        elif kind == "shortcut":
+            pieces = _shortcut(m, labels)
         elif kind in ("container", "admonition"):
             pieces = _container(m, kind)
         else:
@@ -263,10 +347,7 @@ def render(
                 out.append(piece[0])
                 if offsets:
                     source.extend([piece[1]] * len(piece[0]))
-            elif (
-                kind in _NESTED
-                and (nested := render(text, piece[0], piece[1], offsets=offsets))[0].strip()
-            ):
+            elif kind in _NESTED and (nested := inner(piece[0], piece[1]))[0].strip():
                 out.append(nested[0])
                 source.extend(nested[1])
             else:
@@ -295,6 +376,7 @@ _ALTERNATIVES = tuple(
             "cut_text",
             "def_",
             "ref_text",
+            "short_text",
             "url",
             "callout_type",
             "container_type",
@@ -311,13 +393,98 @@ _ALTERNATIVES = tuple(
 # A link reference definition ('[label]: url', maybe a title), as the linkdef alternative reads
 # it; a text of such lines alone shows nothing, and the words of its labels match a search
 # (kbase.search then shows another passage of the note, if it has one).
-_DEFINITION = re.compile(rf"^[ ]{{0,3}}\[(?!\^)[^\]\r\n]+\]:{DEF_TAIL}", re.M)
+_DEFINITION = re.compile(rf"^[ ]{{0,3}}\[(?!\^)(?P<label>[^\]\r\n]+)\]:{DEF_TAIL}", re.M)
+
+
+# What may be a shortcut reference link (render's shortcut): a '[text]' not in '[[...]]', not
+# before '(' or '['. Text without one reads the same whatever labels its note defines.
+_SHORTCUT_HINT = re.compile(r"(?<![\[\]])\[[^\[\]\r\n]+\](?![\[\](])")
+
+
+def may_have_shortcuts(text: str) -> bool:
+    """Might ``text`` hold a shortcut reference link, which the note's labels make one?"""
+    return "]" in text and _SHORTCUT_HINT.search(text) is not None
+
+
+def defined_labels(text: str) -> frozenset[str]:
+    """The labels (``label_key``) that the link reference definitions of a note's ``text``
+    define, as render's ``labels``: lines of that shape outside fenced code blocks (as the
+    renderer reads them: inside a list item or a quote too). Found from each ']:' (a search hit
+    reads its note's whole text: no pattern tried at every line)."""
+    found: list[tuple[int, str]] = []
+    i = text.find("]:")
+    while i >= 0:  # (each line looked at once: a definition starts its line)
+        line = line_start(text, i)
+        m = _DEFINITION.match(text, line)
+        if m is not None:
+            found.append((line, label_key(m.group("label"))))
+        i = text.find("]:", m.end() if m is not None else _next_line(text, i, len(text)))
+    if found and ("```" in text or "~~~" in text):
+        fences = fence_spans(text)
+        starts = [a for a, _ in fences]
+        found = [
+            (at, key)
+            for at, key in found
+            if (k := bisect_right(starts, at) - 1) < 0 or fences[k][1] <= at
+        ]
+    return frozenset(key for _, key in found if key)
+
+
+# A fence line: '```' or '~~~' (three or more) after blanks and quote markers.
+_FENCE_LINE = re.compile(r"[ \t]*(?:>[ \t]*)*(`{3,}|~{3,})")
+
+
+def fence_spans(text: str, end: int | None = None) -> list[tuple[int, int]]:
+    """The fenced code blocks of ``text[:end]`` as (start of the opening line, end of the
+    closing fence, or ``end`` for one left open), in order: a fence opens a block and one of the
+    same character, at least as long, closes it. Found from each run of '```' and '~~~'
+    (str.find; a pattern tried at every line is ten times slower)."""
+    end = len(text) if end is None else end
+    marks: list[tuple[int, str, int]] = []  # (line start, fence, its end)
+    for mark in ("```", "~~~"):
+        i = text.find(mark, 0, end)
+        while i >= 0:  # (each line looked at once: a fence starts its line)
+            line = line_start(text, i)
+            m = _FENCE_LINE.match(text, line, end)
+            if m is not None and m.start(1) == i:
+                marks.append((line, m.group(1), m.end(1)))
+            i = text.find(mark, _next_line(text, i, end), end)
+    marks.sort()
+    spans: list[tuple[int, int]] = []
+    opened: tuple[int, str, int] | None = None
+    for line, fence, stop in marks:
+        if opened is None:
+            opened = (line, fence, stop)
+        elif fence[0] == opened[1][0] and len(fence) >= len(opened[1]):
+            spans.append((opened[0], stop))
+            opened = None
+    if opened is not None:
+        spans.append((opened[0], end))
+    return spans
 
 
 def only_definitions(text: str) -> bool:
     """Is ``text`` link reference definitions alone?"""
+    if "]:" not in text:
+        return False
     rest = _DEFINITION.sub("", text)
     return len(rest) < len(text) and not rest.strip()
+
+
+def ends_in_definition(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Does ``text[start:end]`` end with a link reference definition (its last line, or its last
+    two or three when the destination and the title are on lines of their own)?"""
+    end = len(text) if end is None else end
+    if "]:" not in text[max(start, end - 4096) : end]:  # (a definition ends within its lines)
+        return False
+    lo = max(0, start - 3)  # (a definition's line may start with up to three spaces)
+    a = line_start(text, end, lo)
+    for _ in range(2):  # back to the start of the third line from the end
+        if a <= lo:
+            break
+        a = line_start(text, a - (2 if text.startswith("\r\n", a - 2) else 1), lo)
+    # (from a line's start, where '^' matches: the first line's may be before ``start``)
+    return any(m.end() == end for m in _DEFINITION.finditer(text, a, end))
 
 
 def plain(text: str) -> str:

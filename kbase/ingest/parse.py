@@ -133,8 +133,18 @@ def heading_attributes(content: str) -> tuple[str, str | None]:
     items = m.group("items")
     if not (m.group("colon") or m.group("pad") or any(c in items for c in "#.=") or items == "-"):
         return content, None
-    ids = ["".join(groups) for groups in _ATTR_ID.findall(items)]
-    return content[: m.start()].rstrip(), (ids[-1] if ids and ids[-1] else None)
+    ids = attribute_ids(items)
+    return content[: m.start()].rstrip(), (ids[-1][0] if ids and ids[-1][0] else None)
+
+
+def attribute_ids(items: str) -> list[tuple[str, int, int]]:
+    """The ids that the items of an attribute list (inside its braces, after its ':') name,
+    ``#id``, ``id=x`` or ``id="x"``, as (id, start, end) in ``items``."""
+    out = []
+    for m in _ATTR_ID.finditer(items):
+        g = next(i for i in range(1, 5) if m.group(i) is not None)
+        out.append((m.group(g), m.start(g), m.end(g)))
+    return out
 
 
 def _heading(level: int, content: str, start: int, end: int, line: int) -> Heading:
@@ -693,6 +703,7 @@ def _windowed(parse, body, text, starts, first_line, diagnostics):
         if last.kind in ("list", "quote", "callout") and len(last.parts) >= 2:
             kept = last.parts[:-1]
             blocks.append(Block(last.kind, last.start, kept[-1][1], parts=kept))
+            headings += [h for h in heads if h.start < last.parts[-1][0]]  # (a quote's)
             diagnostics.append(
                 Diagnostic(
                     "too_large",
@@ -714,7 +725,28 @@ def _py_blocks(
     tokens = _markdown().parse(body)
     blocks: list[Block] = []
     headings: list[Heading] = []
+    quotes = 0  # how many of the containers open around a token are quotes
+    containers: list[str] = []
     for i, tok in enumerate(tokens):
+        if tok.nesting == 1 and tok.type != "heading_open":
+            containers.append(tok.type)
+            quotes += tok.type == "blockquote_open"
+        elif tok.nesting == -1 and tok.type != "heading_close":
+            quotes -= containers.pop() == "blockquote_open"
+        if tok.level and tok.type == "heading_open" and quotes == len(containers):
+            if tok.map is not None:  # in quotes only (at any depth): a heading too
+                first = first_line + tok.map[0]
+                found = _quoted_heading(
+                    int(tok.tag[1]),
+                    tokens[i + 1].content,
+                    text,
+                    starts,
+                    first,
+                    first_line + tok.map[1] - 1,
+                )
+                if found is not None:
+                    headings.append(found)
+            continue
         if tok.level != 0 or tok.map is None or tok.type not in _BLOCK_KINDS:
             continue
         kind = _BLOCK_KINDS[tok.type]
@@ -767,6 +799,42 @@ def _byte_line_starts(data: bytes) -> list[int]:
 
 
 _CR = re.compile(r"\r\n?")
+# A quote's markers before its text, at a line's start ('> ', '> > ', '  >').
+_QUOTE_MARKERS = re.compile(r"(?:[ \t]*>)+[ \t]*")
+# The markers of a quote's continuation lines in a setext heading's text ('Setext\n> keys').
+_QUOTED_LINE = re.compile(r"\n(?:[ \t]*>)*[ \t]*")
+
+
+def _quote_headings(node) -> list:
+    """The headings of a quote node (markdown-it-pyrs), in its quotes at any depth, in order;
+    not those in its lists."""
+    out = []
+    todo = list(reversed(node.children))
+    while todo:
+        n = todo.pop()
+        if n.name in ("heading", "lheading"):
+            if n.srcmap is not None:
+                out.append(n)
+        elif n.name == "blockquote":
+            todo.extend(reversed(n.children))
+    return out
+
+
+def _quoted_heading(
+    level: int, content: str, text: str, starts: list[int], first: int, last: int
+) -> Heading | None:
+    """The heading on lines ``first`` to ``last`` (0-based) inside a quote: its offsets start
+    after the quote's markers ('> > ### Deep': '### Deep'); its text without the markers of a
+    setext heading's later lines."""
+    start, end = _span(text, starts, first, last)
+    m = _QUOTE_MARKERS.match(text, start, end)
+    if m is not None:
+        start = m.end()
+    if end <= start:
+        return None
+    if "\n" in content:
+        content = _QUOTED_LINE.sub("\n", content)
+    return _heading(level, content, start, end, first + 1)
 
 
 def _fast_blocks(
@@ -789,6 +857,13 @@ def _fast_blocks(
             bstarts, max(a, b - 1)
         ) - 1
 
+    def content(node) -> str:
+        """A heading's text, as markdown-it-py gives it (\r\n -> \n, NUL -> U+FFFD)."""
+        if not node.children:
+            return ""
+        a, b = node.children[0].srcmap[0], node.children[-1].srcmap[1]
+        return _CR.sub("\n", data[a:b].decode("utf-8")).replace("\0", "\ufffd")
+
     blocks: list[Block] = []
     headings: list[Heading] = []
     for node in _fast_markdown().tree(body).children:
@@ -802,16 +877,16 @@ def _fast_blocks(
         if kind == "heading":
             level = node.meta["level"]
             blocks.append(Block(kind, start, end, level))
-            content = ""
-            if (
-                node.children
-            ):  # the heading's text, as markdown-it-py gives it (\r\n -> \n, NUL -> U+FFFD)
-                a, b = node.children[0].srcmap[0], node.children[-1].srcmap[1]
-                content = _CR.sub("\n", data[a:b].decode("utf-8")).replace("\0", "\ufffd")
-            headings.append(_heading(level, content, start, end, first + 1))
+            headings.append(_heading(level, content(node), start, end, first + 1))
         elif kind in ("list", "quote"):
-            if kind == "quote" and _CALLOUT.match(text, start):
-                kind = "callout"
+            if kind == "quote":
+                if _CALLOUT.match(text, start):
+                    kind = "callout"
+                for h in _quote_headings(node):  # in quotes only (at any depth): headings too
+                    a, b = lines(h)
+                    found = _quoted_heading(h.meta["level"], content(h), text, starts, a, b)
+                    if found is not None:
+                        headings.append(found)
             parts = []
             for child in node.children:
                 if child.srcmap is None or child.name == "definition":

@@ -455,9 +455,10 @@ _ITEM = re.compile(r"^[ \t]*(?:>[ \t]*)*(?:[-*+]|\d{1,9}[.)])[ \t]")
 def anchor_region(con: apsw.Connection, doc: DocRef, anchor: str) -> Region:
     """The lines ``anchor`` names in ``doc``: a heading's section (the heading line to the line
     before the next heading of the same or a higher level), or a block (``^id``: its paragraph
-    or item, to the line holding the id). Headings match as Obsidian matches them (punctuation
-    and case aside; ``Heading#Sub`` inside ``Heading``). ``line`` is the heading's line, or the
-    block's first."""
+    or item, to the line holding the id), or an element by its id (``<a id="old-name">``, ``{
+    #id }``: from its line). Headings match as Obsidian matches them (punctuation and case
+    aside; ``Heading#Sub`` inside ``Heading``). ``line`` is the heading's line, or the block's
+    first, or the element's."""
     from kbase.ingest.links import find_heading
     from kbase.records import Heading
     from kbase.text import line_of, line_starts
@@ -502,6 +503,19 @@ def anchor_region(con: apsw.Connection, doc: DocRef, anchor: str) -> Region:
         )
     ]
     i = find_heading(anchor, headings)
+    if i is None and (at := _element_line(con, doc, anchor)) is not None:
+        # An element's id ('<a id="old-name"></a>'): from its line to the next heading, or the
+        # section of the heading right after it (an old heading's anchor names the new one).
+        after = [k for k, h in enumerate(headings) if h.line > at]
+        if after and not any(s.strip() for s in lines[at : headings[after[0]].line - 1]):
+            i = after[0]
+            below = [h.line for h in headings[i + 1 :] if h.level <= headings[i].level]
+        else:
+            below = [headings[after[0]].line] if after else []
+        last = below[0] - 1 if below else total
+        while last > at and not lines[last - 1].strip():
+            last -= 1
+        return Region(doc, at, last, at, tuple(lines[at - 1 : last]), total, False)
     if i is None:
         raise InputError(
             f"{doc.path} has no heading {anchor!r}",
@@ -515,6 +529,23 @@ def anchor_region(con: apsw.Connection, doc: DocRef, anchor: str) -> Region:
     while last > first and not lines[last - 1].strip():
         last -= 1  # the blank lines before the next heading
     return Region(doc, first, last, first, tuple(lines[first - 1 : last]), total, False)
+
+
+def _element_line(con: apsw.Connection, doc: DocRef, anchor: str) -> int | None:
+    """The line of the element whose id (html_ids) is the one-part ``anchor``, as a Markdown
+    link's '#id' names it (case aside), or None."""
+    from kbase.text import line_of, line_starts
+
+    wanted = anchor.lstrip("#").strip().lower()
+    if not wanted or "#" in wanted:
+        return None
+    for html_id, start in con.execute(
+        "SELECT html_id, start_char FROM html_ids WHERE doc_id = ? ORDER BY start_char",
+        (doc.id,),
+    ):
+        if html_id.lower() == wanted:
+            return line_of(line_starts(doc.body), start)
+    return None
 
 
 def _some(names: list[str], n: int = 8) -> str:

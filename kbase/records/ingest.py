@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Heading:
-    """A Markdown heading: ``body[start:end]`` is the heading's source line(s)."""
+    """A Markdown heading: ``body[start:end]`` is the heading's source line(s); a heading in a
+    quote (``> ## Heading``, at any depth) starts after the quote's markers. Only top-level
+    headings are blocks (and sections of the chunker's)."""
 
     level: int
     text: str  # as it reads: without the '#' markers and without a trailing attribute list

@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 
 from kbase.errors import InputError
-from kbase.ingest.markup import only_definitions, plain
+from kbase.ingest.markup import defined_labels, may_have_shortcuts, only_definitions, plain
 from kbase.records import Hit
 from kbase.search import cjk
 from kbase.search import snippet as snippets
@@ -153,7 +153,7 @@ def hit(
         match = None  # chunks_cjk has no highlight(): marked below from the chunk's text
     known = page_marks is not None and match is not None and (match, chunk_id) in page_marks
     row = con.execute(
-        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.kind, c.line,
+        """SELECT d.path, r.path, r.relpath, d.title, d.size, d.mtime_ns, d.hash, d.kind, c.line,
                   c.start_char, c.heading_path,
                   substr(d.body, c.start_char + 1, c.end_char - c.start_char),
                   CASE WHEN ?1 IS NOT NULL THEN
@@ -172,6 +172,7 @@ def hit(
         title,
         size,
         mtime_ns,
+        digest,
         kind,
         line,
         start,
@@ -191,14 +192,20 @@ def hit(
         if unmarked != text:  # cannot happen with external content; never show wrong highlights
             ranges = []
     markdown = kind in ("markdown", "canvas")
+    # A shortcut reference '[text]' shows its text where the note defines its label.
+    labels = (
+        note_labels(con, doc_id, digest, size)
+        if markdown and may_have_shortcuts(text)
+        else frozenset()
+    )
     # The snippet starts at the passage (sentence, line) from which it shows the most of the
     # query's words, and its line is that of the passage in view that holds the most of them.
     shown = None
     if ranges and len(text) <= snippets.RENDER_WHOLE:
-        shown = snippets.Shown.of(text, markdown)
+        shown = snippets.Shown.of(text, markdown, labels)
     focus, line_at = snippets.focus(text, ranges, shown) or (None, None)
     snippet, highlights, anchor = snippets.snippet(
-        text, ranges, markdown=markdown, focus=focus, anchor_at=line_at, shown=shown
+        text, ranges, markdown=markdown, focus=focus, anchor_at=line_at, shown=shown, labels=labels
     )
     if markdown and text.strip() and (not snippet.strip() or (ranges and not highlights)):
         # All of the passage renders to nothing (an HTML comment, a bare image or tag), or every
@@ -233,6 +240,30 @@ def hit(
         page=page,
         card=card,
     )
+
+
+# A note's link labels (markup.defined_labels: what makes its '[text]' links), by the sha256 of
+# its file, for this many notes: a long-lived process (kbase mcp, kbase browse) reads a note's
+# text for them once. A note over LABELS_MAX_BYTES is not read for them (its '[text]' shows as
+# written): a hit on it would read all of it.
+_LABELS: dict[str, frozenset[str]] = {}
+LABELS_NOTES = 256
+LABELS_MAX_BYTES = 1024 * 1024
+
+
+def note_labels(con: apsw.Connection, doc_id: int, digest: str, size: int) -> frozenset[str]:
+    """The link labels that document ``doc_id`` (of file hash ``digest``, ``size`` bytes)
+    defines."""
+    found = _LABELS.get(digest)
+    if found is None:
+        if size > LABELS_MAX_BYTES:
+            return frozenset()
+        row = con.execute("SELECT body FROM documents WHERE id = ?", (doc_id,)).fetchone()
+        found = defined_labels(row[0]) if row else frozenset()
+        if len(_LABELS) >= LABELS_NOTES:
+            _LABELS.pop(next(iter(_LABELS)))
+        _LABELS[digest] = found
+    return found
 
 
 def segment_at(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
-from kbase.ingest.markup import FENCED_BLOCK, render
+from kbase.ingest.markup import FENCED_BLOCK, fence_spans, render
 
 SNIPPET_BEFORE = 60  # characters of context before the first match
 SNIPPET_WIDTH = 200  # total snippet length in characters
@@ -67,19 +67,11 @@ def _heading_ends(text: str, rendered: str, source: Sequence[int]) -> frozenset[
     return frozenset(ends)
 
 
-_FENCE_LINE = re.compile(r"^[ \t]*(?:>[ \t]*)*(`{3,}|~{3,})", re.M)
-
-
 def _outside_fence(text: str, lo: int) -> int:
     """``lo``, or the start of the code block it falls inside (rendering from the middle of one
     would read its text as Markdown)."""
-    opened: re.Match | None = None
-    for m in _FENCE_LINE.finditer(text, 0, lo):
-        if opened is None:
-            opened = m
-        elif m.group(1)[0] == opened.group(1)[0] and len(m.group(1)) >= len(opened.group(1)):
-            opened = None
-    return opened.start() if opened is not None else lo
+    spans = fence_spans(text, lo)
+    return spans[-1][0] if spans and spans[-1][1] >= lo else lo
 
 
 def _added(rendered: str, source: Sequence[int], text: str, i: int) -> bool:
@@ -97,12 +89,13 @@ def snippet(
     *,
     anchor_at: int | None = None,
     shown: Shown | None = None,
+    labels: Container[str] = frozenset(),
 ) -> tuple[str, tuple[tuple[int, int], ...], int]:
     """A one-line reading snippet of ``text`` (rendered if ``markdown``) around the first visible
     match, or starting at ``focus`` (an offset in ``text``: where the passages that answer
     start, see focus) when given; ``anchor_at`` (at or after ``focus``): the passage whose first
     match gives the line (default: ``focus``). ``shown``: ``text`` as rendered already (Shown),
-    not rendered again.
+    not rendered again. ``labels``: the link labels its note defines (render's).
 
     ``ranges`` are match ranges in ``text``. Returns (snippet, highlight ranges in the snippet,
     offset in ``text`` of the anchor's first visible match, or of the focus, or of the first
@@ -119,7 +112,9 @@ def snippet(
             end = text.find("\n", at + WINDOW_AFTER)
             hi = hi if end < 0 else end
             lo = _outside_fence(text, lo)
-        rendered, source = render(text, lo, hi) if markdown else (text[lo:hi], range(lo, hi))
+        rendered, source = (
+            render(text, lo, hi, labels=labels) if markdown else (text[lo:hi], range(lo, hi))
+        )
     heading_ends = _heading_ends(text, rendered, source) if markdown else frozenset()
     # Output positions of each match that is still visible after rendering: the output characters
     # that come from inside it (``source`` never decreases), without the spaces at its ends.
@@ -287,8 +282,9 @@ class Shown:
     removed: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, text: str, markdown: bool = True) -> Shown:
-        rendered, source = render(text) if markdown else (text, range(len(text)))
+    def of(cls, text: str, markdown: bool = True, labels: Container[str] = frozenset()) -> Shown:
+        """``text`` as read; ``labels``: the link labels its note defines (render's)."""
+        rendered, source = render(text, labels=labels) if markdown else (text, range(len(text)))
         runs = [m.span() for m in re.finditer(r"\s{2,}", rendered)]
         removed, gone = [], 0
         for a, b in runs:

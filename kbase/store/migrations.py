@@ -509,6 +509,15 @@ WHEN EXISTS (SELECT 1 FROM chunks_fts_docsize WHERE id = old.id) BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, title, headings, body)
     SELECT 'delete', id, title, headings, body FROM chunks_fts_content WHERE id = old.id;
 END;""",
+    # Ids of a note's elements ('<a id="old-name"></a>', '{ #id }'): links to '#old-name'
+    # resolve. Filled when the chunker version's change derives every document again.
+    16: """CREATE TABLE html_ids (
+    doc_id     INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    html_id    TEXT NOT NULL,
+    start_char INTEGER NOT NULL,
+    end_char   INTEGER NOT NULL,
+    PRIMARY KEY (doc_id, html_id)
+) STRICT, WITHOUT ROWID;""",
 }
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
