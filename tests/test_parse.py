@@ -102,6 +102,19 @@ def test_inline_tags_skip_code_headings_and_urls():
     assert [t for t, _ in parse(text, "t.md").tags] == ["tagged", "one", "two/sub"]
 
 
+@pytest.mark.parametrize(
+    "line, tags",
+    [
+        ("a ``#in ` code`` #out", ["out"]),  # a run closes only a run of its length
+        ("```#open`` #b", ["b"]),  # no run of three closes it: nothing is code
+        ("x ``#q``` #z ``", []),  # ``` inside, the last `` closes: all of it is code
+        ("`#a` #b `#c` #d", ["b", "d"]),
+    ],
+)
+def test_inline_tags_in_code_spans_follow_commonmark_runs(line, tags):
+    assert [t for t, _ in parse(f"{line}\n", "t.md").tags] == tags
+
+
 def test_heading_offsets_hold_with_crlf_and_lone_cr():
     for nl in ("\n", "\r\n", "\r"):
         text = nl.join(

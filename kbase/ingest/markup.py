@@ -53,6 +53,8 @@ ATTR_LIST = (
     r"[^{}\r\n]*\}(?=[ \t]*(?:\r|\n|$))"
     rf"|(?<=[*_`)\]:]){_ATTRS}|^[ \t]*{_ATTRS}(?=[ \t]*(?:\r|\n|$))"
 )
+# The longest inline code span rendered as code; a longer one shows its backticks.
+CODE_MAX = 1000
 # Alternatives in priority order: at a given position the first that matches wins, and a match
 # consumes its whole span (a pipe inside [[a|b]] is the link's, not a table's).
 _PATTERN = re.compile(
@@ -65,7 +67,10 @@ _PATTERN = re.compile(
             # A fenced code block, whole: its lines are kept exactly, the fences go.
             rf"(?P<fence>{FENCED})",
             # on one line
-            r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]+?)(?<!`)(?P=ticks)(?!`))",
+            # (Its text at most CODE_MAX characters: a run with no closing run scans that far,
+            # not to the line's end; a line of runs of many lengths was quadratic, minutes a MB.)
+            rf"(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?P<code_text>[^\r\n]{{1,{CODE_MAX}}}?)(?<!`)"
+            r"(?P=ticks)(?!`))",
             # (A bracket's scan stops at the next '[', a destination's at a '(' not closed in
             # it, an autolink's at a '<', a directive's at a '{{': scanned to the line's end
             # from each of them, a line of '[[[[' or '[a](' was quadratic, hours for 1 MB.)
