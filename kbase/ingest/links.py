@@ -536,6 +536,8 @@ def html_ids(doc: ParsedDoc) -> list[tuple[str, int, int]]:
     text = doc.text
     if doc.kind != "markdown" or ("<" not in text and "{" not in text):
         return []
+    if _TAG_ID.search(text) is None and _ATTR_LISTS.search(text) is None:
+        return []  # most notes (the body's ranges, what they skip, are then not worked out)
     body = _Body(doc)
     heads = sorted((h.start, h.end) for h in doc.headings)
     head_starts = [a for a, _ in heads]
