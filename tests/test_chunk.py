@@ -382,6 +382,7 @@ def _run_counts(counter, runs):
 _EVERY_CHARACTER = "".join(chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF)
 
 
+@pytest.mark.slow  # (the fast loop: 6-14 s each on a 2-core machine)
 def test_model_counter_counts_every_character_as_the_tokenizer_does(model_counter):
     # Runs are counted without the tokenizer's encode: normalised and split character by
     # character (kbase.ingest.chunk._Pieces), then cut into word pieces. Every code point below

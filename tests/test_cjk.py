@@ -462,6 +462,7 @@ def test_book_question_sets_keyword_top_3_and_never_no_matches(book):
 # ---- the hint: a vault mostly in these languages, an English model (issue 24 part 5) ---------
 
 
+@pytest.mark.slow  # (the fast loop: 6-14 s each on a 2-core machine)
 def test_index_says_once_which_model_would_read_a_vault_mostly_in_chinese(tmp_path):
     from click.testing import CliRunner
 

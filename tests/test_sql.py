@@ -96,6 +96,7 @@ def test_formats_and_inputs(kb, db_path, tmp_path):
     assert json.loads(empty.stdout) == []
 
 
+@pytest.mark.slow  # (the fast loop: 6-14 s each on a 2-core machine)
 def test_sqlite_vec_and_kbase_functions(db_path, vault):
     k = kbase.open(db_path)
     k.index([vault])
