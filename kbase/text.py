@@ -146,6 +146,20 @@ def one_line(message: str, width: int = 200) -> str:
     return excerpt(first, (0, 0), width)
 
 
+# What JSON leaves as it is but a terminal acts on or reorders: DEL, the C1 controls (U+009B is
+# CSI to some terminals) and the bidi controls (see _BIDI).
+_JSON_UNSAFE = re.compile(rf"[\x7f-\x9f{_BIDI}]")
+
+
+def json_text(value, **options) -> str:
+    """``json.dumps(value, **options)`` with DEL, the C1 and the bidi controls escaped too (JSON
+    escapes C0 itself): no control that comes from a file reaches a terminal or a client's
+    screen through JSON text."""
+    import json
+
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, **options))
+
+
 def jsonable(value):
     """Blobs (vectors) as base64 text for JSON output."""
     if isinstance(value, bytes):

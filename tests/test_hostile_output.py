@@ -280,6 +280,19 @@ async def test_mcp_text_shows_a_files_controls_escaped_as_the_cli_does(hostile_d
         assert "clipboard \\x1b[41m red" in r.content[0].text  # shown, not dropped
 
 
+def test_mcp_status_text_and_cli_json_escape_c1_and_bidi_controls():
+    """Status text (JSON, what a client may print) escapes what JSON leaves raw: DEL, the C1
+    controls and the bidi controls of a root's path or a skipped file's name; --json alike."""
+    from kbase.cli.common import dumps
+    from kbase.mcp.render import status_text
+
+    value = {"roots": [f"/notes/\x9b2J{''.join(BIDI)}\x7f"], "skipped": ["a\u0085b.md"]}
+    for out in (status_text(value), dumps(value, ensure_ascii=False)):
+        _no_escape(out.encode(), out)
+        assert "\x7f" not in out and "\u0085" not in out, out
+        assert "\\u009b2J\\u061c" in out, out  # shown escaped, not dropped
+
+
 # 10. SQL: kbase_search() answers what the CLI answers; temporary data stays in memory ----------
 
 

@@ -25,14 +25,11 @@ if TYPE_CHECKING:
 
 
 def dumps(value, **options) -> str:
-    """JSON text. JSON escapes C0 controls itself; DEL and the C1 controls (U+0080-U+009F: a
-    terminal may read U+009B as CSI) are escaped too, so no terminal control reaches a
-    terminal through --json either."""
-    import json
+    """JSON text (kbase.text.json_text: DEL, C1 and bidi controls escaped, as JSON escapes C0),
+    so no terminal control reaches a terminal through --json either."""
+    from kbase.text import json_text
 
-    return re.sub(
-        r"[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, **options)
-    )
+    return json_text(value, **options)
 
 
 def use_color() -> bool:

@@ -8,12 +8,11 @@ The structured form keeps the values as they are (JSON escapes on its own)."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from kbase.mcp import schemas as s
 from kbase.text import cell as text_cell
-from kbase.text import printable, shown_instead
+from kbase.text import json_text, printable, shown_instead
 
 _p = printable  # what comes from a file, fit to print
 
@@ -261,4 +260,4 @@ def sql_empty(columns: list[str], offset: int) -> str:
 
 # --- status ------------------------------------------------------------------------------------
 def status_text(st: dict) -> str:
-    return json.dumps(st, indent=1, ensure_ascii=False, default=str)
+    return json_text(st, indent=1, ensure_ascii=False, default=str)
