@@ -943,3 +943,26 @@ def test_a_slug_note_of_one_long_paragraph_is_titled_without_an_offset_a_charact
         tracemalloc.stop()
     assert doc.title == "a-long-paragraph" and len(doc.blocks) == 1
     assert peak / len(text) < 12, peak / len(text)  # bytes a character (42 before)
+
+
+def test_a_heading_of_many_words_is_cut_in_titles_and_heading_paths(tmp_path):
+    """A slug note opening with a heading of 5,000 words: the heading is its title, and each of
+    its chunks' heading path, stored and its words indexed with each chunk (a 189 KB heading
+    over a 700 KB note made a 219 MB index in 17 s). Both are cut to parse.LABEL_CHARS with
+    '…'; the heading's words are still found, in the heading's own chunk."""
+    from kbase.ingest.parse import LABEL_CHARS
+
+    heading = " ".join(f"word{i}" for i in range(5_000))
+    body = "\n\n".join(f"Paragraph {i}: " + "some text " * 40 for i in range(300))
+    root = write(tmp_path / "v", {"my-slug-note.md": f"# {heading}\n\n{body}\n"})
+    kb = kbase.open(tmp_path / "i.db")
+    kb.index([root], embed=False)
+    ((title,),) = kb.sql("SELECT title FROM documents").rows
+    assert len(title) <= LABEL_CHARS + 1 and title.startswith("word0 word1 ") and title[-1] == "…"
+    ((longest, chunks),) = kb.sql("SELECT max(length(heading_path)), count(*) FROM chunks").rows
+    assert longest <= LABEL_CHARS + 1 and chunks > 50
+    (hit,) = kb.search("word4999", mode="keyword")
+    assert hit.path == "my-slug-note.md" and "word4999" in hit.snippet
+    kb.close()
+    size = (tmp_path / "v" / "my-slug-note.md").stat().st_size
+    assert (tmp_path / "i.db").stat().st_size < 10 * size  # (300 times, the 700 KB note)

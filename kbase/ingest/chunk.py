@@ -45,7 +45,7 @@ from kbase.errors import InputError
 from kbase.ingest import junk
 from kbase.ingest.columns import Records, Strings, ints
 from kbase.ingest.markup import FENCED_BLOCK, ends_in_definition, render
-from kbase.ingest.parse import heading_attributes
+from kbase.ingest.parse import heading_attributes, short_label
 from kbase.paths import TOKENIZER_DIR
 from kbase.records import Block, Chunk, Diagnostic, ParsedDoc
 from kbase.records.defaults import MAX_TOKENS, MIN_TOKENS, OVERLAP_RATIO
@@ -80,8 +80,9 @@ MAX_HEADING_RUN = 4
 # and takes that neighbour's heading path; 11: no overlap from a link reference definition; 12:
 # a task's checkbox ('- [x] done') is no shortcut reference link; 13: headings in quotes are
 # headings ('> ## Heading': anchors; a quote's headings are no sections of the chunker's); 14:
-# the ids of a note's elements ('<a id="x">', '{ #x }': html_ids) are derived.
-CHUNKER_VERSION = 14
+# the ids of a note's elements ('<a id="x">', '{ #x }': html_ids) are derived; 15: a title and
+# each heading of a heading path at most parse.LABEL_CHARS characters.
+CHUNKER_VERSION = 15
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})
 PROSE_LIKE = frozenset({"prose", "list", "quote"})
@@ -1005,7 +1006,7 @@ def _page_paths(doc: ParsedDoc) -> list[str]:
             h = marks[k]
             while stack and stack[-1][0] >= h.level:
                 stack.pop()
-            stack.append((h.level, h.text))
+            stack.append((h.level, short_label(h.text)))
             k += 1
         out.append(" > ".join(t for _, t in stack))
     return out
@@ -1139,7 +1140,7 @@ def _heading_text(source: str) -> str:
     first = source.splitlines()[0] if source else ""
     if first.lstrip().startswith("#"):
         first = first.strip().strip("#")
-    return heading_attributes(first.strip())[0]
+    return short_label(heading_attributes(first.strip())[0])
 
 
 def _common_path(a: str, b: str) -> str:

@@ -14,11 +14,16 @@ from kbase.records import Chunk, ParsedDoc
 # At most this many characters of "title > headings" context go before a chunk's text: about
 # 32 tokens, the room the chunker leaves under the model's 256 (kbase.records.defaults.MAX_TOKENS).
 CONTEXT_CHARS = 120
+# Of a title and a heading path only their first characters can reach the context: read that
+# many (room for empty parts' separators), not all. A heading of a MB, the path of each of the
+# thousands of chunks under it, was split and lowercased whole for each: 44 s for one note.
+_READ = 4 * CONTEXT_CHARS
 
 
 def embed_input(title: str, heading_path: str, text: str) -> str:
     """The text the embedder sees for a chunk: its document's title and heading path as context,
     then the chunk itself. Stored offsets still point at the chunk text alone."""
+    title, heading_path = title[:_READ], heading_path[:_READ]
     parts = heading_path.split(" > ") if heading_path else []
     if title and (not parts or parts[0].strip().lower() != title.strip().lower()):
         parts.insert(0, title)
