@@ -81,7 +81,7 @@ MAX_HEADING_RUN = 4
 # a task's checkbox ('- [x] done') is no shortcut reference link; 13: headings in quotes are
 # headings ('> ## Heading': anchors; a quote's headings are no sections of the chunker's); 14:
 # the ids of a note's elements ('<a id="x">', '{ #x }': html_ids) are derived; 15: a title and
-# each heading of a heading path at most parse.LABEL_CHARS characters.
+# each heading of a heading path at most parse.LABEL_CHARS (500) characters.
 CHUNKER_VERSION = 15
 
 PROTECTED = frozenset({"code", "table", "html", "math", "cli", "config"})

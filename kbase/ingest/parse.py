@@ -222,8 +222,9 @@ def is_slug(stem: str) -> bool:
 
 # A title, or a heading in a chunk's heading path, longer than this is cut, at a space, with '…'.
 # A chunk's path is stored with each chunk and its words indexed with each (as the title's are):
-# a heading of 189 KB over a 700 KB note made a 219 MB index in 17 s.
-LABEL_CHARS = 200
+# a heading of 189 KB over a 700 KB note made a 219 MB index in 17 s. (The longest titles of the
+# evaluation's collections are SciFact's, 300 characters: none is cut.)
+LABEL_CHARS = 500
 
 
 def short_label(text: str) -> str:
