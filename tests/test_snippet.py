@@ -55,6 +55,9 @@ def visible(markdown: str) -> str:
             "A web page saying hello",
         ),
         ("A note[^1] with $$x^2$$", "A note[^1] with x^2"),
+        # a tag that breaks a line leaves a space, an inline one nothing
+        ("| `hide due date`<br>`hide start date` |", "hide due date hide start date"),
+        ("<p>one</p><p>two</p> <b>bo</b>ld", "one two bold"),
         ("[**data attributes**](https://x.org) and [[Note|*alias*]]", "data attributes and alias"),
         ("Title with closing hashes ##\n===", "Title with closing hashes"),
         ("offered by task]], then](../img.gif) more [[cut", "offered by task, then more cut"),

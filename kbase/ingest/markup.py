@@ -263,11 +263,17 @@ def label_key(label: str) -> str:
 _ALT = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
 
 
+# Tags that break a line or a cell: a space where they were ('`hide due date`<br>`hide
+# scheduled date`' in a table cell read 'datehide' in Obsidian Tasks' docs).
+_BREAKING_TAG = re.compile(r"</?(?:br|p|div|li|tr|td|th|hr|h[1-6]|ul|ol|table|blockquote)\b", re.I)
+
+
 def _tag(m: re.Match) -> list[_Piece]:
-    """An HTML tag goes; an image's alt text stays (it is what the image says)."""
+    """An HTML tag goes (a tag that breaks a line leaves a space); an image's alt text stays (it
+    is what the image says)."""
     alt = _ALT.search(m.group("tag")) if m.group("tag")[:4].lower() == "<img" else None
     if alt is None:
-        return []
+        return [(" ", m.start())] if _BREAKING_TAG.match(m.group("tag")) else []
     g = 1 if alt.group(1) is not None else 2
     return [(m.start() + alt.start(g), m.start() + alt.end(g))] if alt.group(g).strip() else []
 
